@@ -1,0 +1,40 @@
+"""mnnpy: run MNN (.mnn) models from Python, with MNN's session-based runtime design.
+
+Public API re-exports only; see :class:`Interpreter` to start.
+"""
+
+from __future__ import annotations
+
+from mnnpy.backend import ForwardType, StorageType
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.interpreter import (
+    BackendConfig,
+    Interpreter,
+    MemoryMode,
+    PowerMode,
+    PrecisionMode,
+    ScheduleConfig,
+)
+from mnnpy.session import Session
+from mnnpy.tensor import Tensor
+from mnnpy.tensor_format import DimensionFormat, DimensionType
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BackendConfig",
+    "DimensionFormat",
+    "DimensionType",
+    "ErrorCode",
+    "ForwardType",
+    "Interpreter",
+    "MNNError",
+    "MemoryMode",
+    "PowerMode",
+    "PrecisionMode",
+    "ScheduleConfig",
+    "Session",
+    "StorageType",
+    "Tensor",
+    "__version__",
+]

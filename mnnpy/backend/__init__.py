@@ -1,0 +1,201 @@
+"""The Backend contract, storage types, forward types and the backend registry.
+
+A Backend owns tensor memory and creates Executions for ops through its per-class creator
+registry. During a resize the session calls, in order: ``on_clear_buffer`` (drop the previous
+plan), ``on_resize_begin``, for every op ``on_create`` / ``on_acquire_buffer`` / the execution's
+``on_resize`` / ``on_release_buffer``, then ``on_resize_end`` and ``on_allocate_buffer``, after
+which every tensor has memory. Each run is bracketed by ``on_execute_begin`` / ``on_execute_end``.
+
+Storage types and their life cycles (MNN's ``Backend::StorageType``):
+
+* ``STATIC``: not reusable. Memory is allocated when ``on_acquire_buffer`` is called and freed by
+  ``on_release_buffer`` or when the backend goes away; ``on_clear_buffer`` leaves it alone. For an
+  execution's own weights and transformed weights.
+* ``DYNAMIC``: reusable. ``on_acquire_buffer`` reserves memory, preferring bytes that an earlier
+  ``on_release_buffer`` gave back; ``on_clear_buffer`` frees it all. For activations and scratch.
+* ``DYNAMIC_SEPERATE``: not reused within a resize. ``on_release_buffer`` does nothing;
+  ``on_clear_buffer`` frees it. For session inputs and constants, which must survive.
+
+A backend may record requests and decide addresses only in ``on_allocate_buffer`` (the CPU backend
+plans one arena that way), so no tensor data may be touched before it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from mnnpy.errors import InvalidValueError, NotSupportError
+from mnnpy.execution import Creator, Execution
+
+if TYPE_CHECKING:
+    from mnnpy.net import OpDef
+    from mnnpy.tensor import Tensor
+
+__all__ = [
+    "Backend",
+    "BackendFactory",
+    "ForwardType",
+    "StorageType",
+    "get_backend",
+    "register_backend",
+]
+
+
+class StorageType(IntEnum):
+    """How a buffer is held; see the module docstring for each life cycle."""
+
+    STATIC = 0
+    DYNAMIC = 1
+    DYNAMIC_SEPERATE = 2
+
+
+class ForwardType(IntEnum):
+    """MNN's ``MNNForwardType`` values."""
+
+    CPU = 0
+    METAL = 1
+    CUDA = 2
+    OPENCL = 3
+    AUTO = 4
+    NN = 5
+    OPENGL = 6
+    VULKAN = 7
+    USER_0 = 8
+    USER_1 = 9
+    USER_2 = 10
+    USER_3 = 11
+
+
+class Backend:
+    """Base class of backends.
+
+    Subclasses set ``forward_type``, implement the memory hooks, and register op creators with
+    ``@TheBackend.register_creator(OpType.X)``; each subclass has its own registry.
+
+    Args:
+        num_thread: threads the backend may use for one op.
+    """
+
+    forward_type: ClassVar[ForwardType] = ForwardType.CPU
+    _creators: ClassVar[dict[int, Creator]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._creators = {}
+
+    def __init__(self, num_thread: int = 1) -> None:
+        if int(num_thread) < 1:
+            raise InvalidValueError(f"num_thread must be >= 1, got {num_thread!r}")
+        self.num_thread = int(num_thread)
+
+    @property
+    def name(self) -> str:
+        """A readable name for messages, e.g. ``CPU``."""
+        return self.forward_type.name
+
+    # -- creator registry ---------------------------------------------------------------------
+    @classmethod
+    def add_creator(cls, op_type: int, creator: Creator, replace: bool = False) -> None:
+        """Register ``creator`` for ``op_type``; a second registration raises unless ``replace``."""
+        if op_type in cls._creators and not replace:
+            raise InvalidValueError(
+                f"{cls.__name__} already has a creator for op type {_op_name(op_type)}"
+            )
+        cls._creators[op_type] = creator
+
+    @classmethod
+    def register_creator(cls, *op_types: int) -> Callable[[Creator], Creator]:
+        """Decorator form of :meth:`add_creator` for one or more op types."""
+
+        def wrap(creator: Creator) -> Creator:
+            for op_type in op_types:
+                cls.add_creator(op_type, creator)
+            return creator
+
+        return wrap
+
+    @classmethod
+    def supported_op_types(cls) -> list[str]:
+        """Names of the op types this backend has creators for."""
+        return sorted(_op_name(t) for t in cls._creators)
+
+    def on_create(
+        self, op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Execution | None:
+        """Create the Execution for ``op``, or None when this backend cannot run it."""
+        creator = self._creators.get(op.type)
+        if creator is None:
+            return None
+        return creator(op, inputs, outputs, self)
+
+    # -- life cycle hooks ---------------------------------------------------------------------
+    def on_resize_begin(self) -> None:
+        """A resize starts: executions will be created and buffers requested."""
+
+    def on_resize_end(self) -> None:
+        """Every op of the resize has been prepared."""
+
+    def on_execute_begin(self) -> None:
+        """A run starts."""
+
+    def on_execute_end(self) -> None:
+        """A run ended."""
+
+    # -- memory hooks -------------------------------------------------------------------------
+    def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
+        """Request memory for ``tensor`` with the life cycle of ``storage_type``."""
+        raise NotImplementedError
+
+    def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
+        """Give ``tensor``'s memory back according to ``storage_type``'s life cycle."""
+        raise NotImplementedError
+
+    def on_allocate_buffer(self) -> None:
+        """Turn the requests of this resize into real memory; after it, tensors have data."""
+
+    def on_clear_buffer(self) -> None:
+        """Free all DYNAMIC and DYNAMIC_SEPERATE memory (STATIC stays)."""
+        raise NotImplementedError
+
+    def on_copy_buffer(self, src: Tensor, dst: Tensor) -> None:
+        """Copy ``src`` into ``dst``, converting layout; either may belong to this backend."""
+        raise NotImplementedError
+
+
+BackendFactory = Callable[..., Backend]
+_FACTORIES: dict[ForwardType, BackendFactory] = {}
+
+
+def register_backend(forward_type: ForwardType, factory: BackendFactory) -> None:
+    """Make ``factory(num_thread=..., **options)`` the way to build backends of this type."""
+    forward_type = ForwardType(forward_type)
+    if forward_type in _FACTORIES:
+        raise InvalidValueError(f"a backend is already registered for {forward_type.name}")
+    _FACTORIES[forward_type] = factory
+
+
+def get_backend(forward_type: ForwardType) -> BackendFactory:
+    """The factory of a backend type; in-tree backends are imported on first use.
+
+    Raises:
+        NotSupportError: when no backend of this type exists, listing those that do.
+    """
+    forward_type = ForwardType(forward_type)
+    if forward_type not in _FACTORIES:
+        try:
+            importlib.import_module(f"mnnpy.backend.{forward_type.name.lower()}")
+        except ModuleNotFoundError:
+            pass
+    if forward_type not in _FACTORIES:
+        known = ", ".join(t.name for t in sorted(_FACTORIES)) or "none"
+        raise NotSupportError(f"no backend for {forward_type.name}; registered: {known}")
+    return _FACTORIES[forward_type]
+
+
+def _op_name(op_type: int) -> str:
+    from mnnpy.net import op_type_name
+
+    return op_type_name(op_type)

@@ -1,0 +1,17 @@
+"""The CPU backend: NC4HW4 activations, Cython kernels, one planned arena per resize."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+from mnnpy.backend import ForwardType, register_backend
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu import executions
+
+__all__ = ["CPUBackend"]
+
+for _info in sorted(pkgutil.iter_modules(executions.__path__), key=lambda m: m.name):
+    importlib.import_module(f"{executions.__name__}.{_info.name}")
+
+register_backend(ForwardType.CPU, CPUBackend)

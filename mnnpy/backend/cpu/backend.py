@@ -1,0 +1,113 @@
+"""CPUBackend: host memory in planned arenas, executions from the CPU creator registry."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mnnpy.backend import Backend, ForwardType, StorageType
+from mnnpy.memory import MemoryPlan, MemoryPlanner
+from mnnpy.tensor import Tensor
+
+__all__ = ["CPUBackend"]
+
+_ALIGN = 64
+
+
+def _aligned_bytes(nbytes: int) -> np.ndarray:
+    """A zeroed uint8 array of ``nbytes`` whose first byte is 64-byte aligned."""
+    raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
+    shift = (-raw.ctypes.data) % _ALIGN
+    return raw[shift : shift + nbytes]
+
+
+class CPUBackend(Backend):
+    """Runs ops with Cython kernels; activations are NC4HW4.
+
+    Memory: STATIC buffers are allocated on acquire; DYNAMIC requests are recorded during a resize
+    and laid out in one arena by :class:`~mnnpy.memory.MemoryPlanner` in ``on_allocate_buffer``;
+    DYNAMIC_SEPERATE buffers get their own, never shared, region of a second arena.
+
+    Args:
+        num_thread: threads per kernel.
+        config: the session's BackendConfig (memory, power, precision hints).
+    """
+
+    forward_type = ForwardType.CPU
+
+    def __init__(self, num_thread: int = 1, config: Any = None) -> None:
+        super().__init__(num_thread)
+        self.config = config
+        self._planner = MemoryPlanner(_ALIGN)
+        self._dynamic: dict[int, Tensor] = {}
+        self._separate: list[Tensor] = []
+        self._arena: np.ndarray | None = None
+        self._separate_arena: np.ndarray | None = None
+        self.plan: MemoryPlan | None = None
+        self.static_bytes = 0
+
+    def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
+        """Record (DYNAMIC, DYNAMIC_SEPERATE) or allocate now (STATIC) ``tensor``'s memory."""
+        tensor.describe.backend = self
+        tensor.describe.storage_type = storage_type
+        if storage_type == StorageType.STATIC:
+            tensor.host = _aligned_bytes(tensor.size).view(tensor.dtype)
+            self.static_bytes += tensor.size
+        elif storage_type == StorageType.DYNAMIC:
+            self._planner.acquire(id(tensor), tensor.size)
+            self._dynamic[id(tensor)] = tensor
+        else:
+            self._separate.append(tensor)
+
+    def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
+        """STATIC: free now. DYNAMIC: the bytes may serve later requests. SEPERATE: nothing."""
+        if storage_type == StorageType.STATIC:
+            if tensor.host is not None:
+                self.static_bytes -= tensor.size
+            tensor.host = None
+        elif storage_type == StorageType.DYNAMIC:
+            self._planner.release(id(tensor))
+
+    def on_allocate_buffer(self) -> None:
+        """Plan the DYNAMIC arena, allocate both arenas and give every tensor its view."""
+        self.plan = self._planner.compute()
+        self._arena = _aligned_bytes(self.plan.arena_size)
+        for key, tensor in self._dynamic.items():
+            tensor.host = self._view(self._arena, self.plan.offsets[key], tensor)
+        offsets, total = [], 0
+        for tensor in self._separate:
+            offsets.append(total)
+            total += -(-max(tensor.size, 1) // _ALIGN) * _ALIGN
+        self._separate_arena = _aligned_bytes(total)
+        for tensor, offset in zip(self._separate, offsets):
+            tensor.host = self._view(self._separate_arena, offset, tensor)
+
+    @staticmethod
+    def _view(arena: np.ndarray, offset: int, tensor: Tensor) -> np.ndarray:
+        return arena[offset : offset + tensor.size].view(tensor.dtype)
+
+    def on_clear_buffer(self) -> None:
+        """Drop both arenas and every DYNAMIC / DYNAMIC_SEPERATE tensor's memory."""
+        for tensor in list(self._dynamic.values()) + self._separate:
+            tensor.host = None
+        self._planner = MemoryPlanner(_ALIGN)
+        self._dynamic = {}
+        self._separate = []
+        self._arena = self._separate_arena = None
+        self.plan = None
+
+    def on_copy_buffer(self, src: Tensor, dst: Tensor) -> None:
+        """Copy between host tensors, converting layouts (NCHW / NHWC / NC4HW4)."""
+        dst.copy_from_host_tensor(src)
+
+    @property
+    def dynamic_bytes(self) -> int:
+        """Bytes of the planned DYNAMIC arena (0 before planning)."""
+        return self.plan.arena_size if self.plan else 0
+
+    def acquire_scratch(self, elements: int, dtype: Any = np.float32) -> Tensor:
+        """A DYNAMIC scratch tensor for an execution's ``on_resize``; release it there too."""
+        scratch = Tensor((int(elements),), dtype, name="scratch")
+        self.on_acquire_buffer(scratch, StorageType.DYNAMIC)
+        return scratch

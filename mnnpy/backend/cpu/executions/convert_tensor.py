@@ -1,0 +1,76 @@
+"""CPU ConvertTensor: NCHW / NHWC <-> NC4HW4 with the pack kernels."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from mnnpy.backend import Backend
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.kernels import pack as K
+from mnnpy.execution import Execution
+from mnnpy.net import OpDef, OpType
+from mnnpy.tensor import Tensor
+from mnnpy.tensor_format import DimensionFormat
+
+NCHW, NHWC, NC4HW4 = DimensionFormat.NCHW, DimensionFormat.NHWC, DimensionFormat.NC4HW4
+
+
+def layout_kernel(src: Tensor, dst: Tensor) -> Callable[[np.ndarray, np.ndarray, int], None]:
+    """A function ``(src_buf, dst_buf, num_thread)`` copying ``src``'s data into ``dst``'s layout.
+
+    Both tensors hold the same logical data; NC4HW4 tensors of rank < 2 are plain.
+    """
+    shape = src.shape if src.dimension_format != NHWC else dst.shape  # the NCHW-ordered one
+    batch = shape[0] if shape else 1
+    channel = shape[1] if len(shape) > 1 else 1
+    area = math.prod(shape[2:])
+    s_fmt = NC4HW4 if src.is_packed else (NHWC if src.dimension_format == NHWC else NCHW)
+    d_fmt = NC4HW4 if dst.is_packed else (NHWC if dst.dimension_format == NHWC else NCHW)
+    if src.ndim < 3:  # NHWC and NCHW orders coincide below rank 3
+        s_fmt = NCHW if s_fmt == NHWC else s_fmt
+        d_fmt = NCHW if d_fmt == NHWC else d_fmt
+    n = src.element_size
+
+    def copy(s: np.ndarray, d: np.ndarray, t: int) -> None:
+        d[:n] = s[:n]
+
+    def nhwc_nchw(s: np.ndarray, d: np.ndarray, t: int) -> None:
+        d[:n].reshape(batch, channel, area)[:] = s[:n].reshape(batch, area, channel).transpose(0, 2, 1)
+
+    def nchw_nhwc(s: np.ndarray, d: np.ndarray, t: int) -> None:
+        d[:n].reshape(batch, area, channel)[:] = s[:n].reshape(batch, channel, area).transpose(0, 2, 1)
+
+    table = {
+        (NCHW, NC4HW4): lambda s, d, t: K.pack(s, d, batch, channel, area, t),
+        (NC4HW4, NCHW): lambda s, d, t: K.unpack(s, d, batch, channel, area, t),
+        (NHWC, NC4HW4): lambda s, d, t: K.pack_nhwc(s, d, batch, channel, area, t),
+        (NC4HW4, NHWC): lambda s, d, t: K.unpack_nhwc(s, d, batch, channel, area, t),
+        (NHWC, NCHW): nhwc_nchw,
+        (NCHW, NHWC): nchw_nhwc,
+    }
+    if s_fmt == d_fmt:
+        if s_fmt == NC4HW4:
+            return lambda s, d, t: np.copyto(d, s)
+        return copy
+    return table[(s_fmt, d_fmt)]
+
+
+class CPUConvertTensor(Execution):
+    """Layout conversion between NCHW, NHWC and NC4HW4 (MNN's CPUTensorConvert)."""
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._kernel = layout_kernel(inputs[0], outputs[0])
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._kernel(inputs[0].host, outputs[0].host, self.backend.num_thread)
+
+
+@CPUBackend.register_creator(OpType.ConvertTensor)
+def create(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
+           backend: Backend) -> Execution | None:
+    if inputs[0].dtype not in (np.float32, np.int32, np.uint8, np.int8):
+        return None
+    return CPUConvertTensor(backend)

@@ -1,0 +1,104 @@
+# cython: language_level=3
+"""NC4HW4 pack / unpack kernels; ``mnnpy/layout.py`` is their NumPy reference.
+
+``pack`` and ``unpack`` treat a tensor as ``[batch][channel][area]`` (area = product of the
+spatial dims). Callers validate sizes before calling; each function checks once more that the
+buffers are large enough, outside the ``nogil`` loop, so a wrong call raises instead of reading
+out of bounds.
+"""
+
+from cython.parallel cimport prange
+
+ctypedef fused scalar_t:
+    float
+    int
+    signed char
+    unsigned char
+
+
+cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
+    return (c + 3) // 4
+
+
+def _check(Py_ssize_t plain, Py_ssize_t packed, Py_ssize_t batch, Py_ssize_t channel,
+           Py_ssize_t area):
+    if batch < 0 or channel < 0 or area < 0:
+        raise ValueError("negative size")
+    if plain < batch * channel * area or packed < batch * _c4(channel) * area * 4:
+        raise ValueError(
+            f"buffers too small: plain {plain}, packed {packed} for "
+            f"batch {batch}, channel {channel}, area {area}"
+        )
+
+
+def pack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t channel,
+         Py_ssize_t area, int num_thread=1):
+    """NCHW ``src`` -> NC4HW4 ``dst``; padding lanes of the last block are set to zero."""
+    _check(src.shape[0], dst.shape[0], batch, channel, area)
+    cdef Py_ssize_t blocks = _c4(channel), nb, b, n, c4i, i, lane, c
+    nb = batch * blocks
+    with nogil:
+        for b in prange(nb, num_threads=num_thread, schedule="static"):
+            n = b // blocks
+            c4i = b % blocks
+            for lane in range(4):
+                c = c4i * 4 + lane
+                if c < channel:
+                    for i in range(area):
+                        dst[(b * area + i) * 4 + lane] = src[(n * channel + c) * area + i]
+                else:
+                    for i in range(area):
+                        dst[(b * area + i) * 4 + lane] = 0
+
+
+def unpack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t channel,
+           Py_ssize_t area, int num_thread=1):
+    """NC4HW4 ``src`` -> NCHW ``dst``."""
+    _check(dst.shape[0], src.shape[0], batch, channel, area)
+    cdef Py_ssize_t blocks = _c4(channel), nb, b, n, c4i, i, lane, c
+    nb = batch * blocks
+    with nogil:
+        for b in prange(nb, num_threads=num_thread, schedule="static"):
+            n = b // blocks
+            c4i = b % blocks
+            for lane in range(4):
+                c = c4i * 4 + lane
+                if c < channel:
+                    for i in range(area):
+                        dst[(n * channel + c) * area + i] = src[(b * area + i) * 4 + lane]
+
+
+def pack_nhwc(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t channel,
+              Py_ssize_t area, int num_thread=1):
+    """NHWC ``src`` (``[batch][area][channel]``) -> NC4HW4 ``dst``, zero padding lanes."""
+    _check(src.shape[0], dst.shape[0], batch, channel, area)
+    cdef Py_ssize_t blocks = _c4(channel), nb, b, n, c4i, i, lane, c
+    nb = batch * blocks
+    with nogil:
+        for b in prange(nb, num_threads=num_thread, schedule="static"):
+            n = b // blocks
+            c4i = b % blocks
+            for i in range(area):
+                for lane in range(4):
+                    c = c4i * 4 + lane
+                    if c < channel:
+                        dst[(b * area + i) * 4 + lane] = src[(n * area + i) * channel + c]
+                    else:
+                        dst[(b * area + i) * 4 + lane] = 0
+
+
+def unpack_nhwc(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t channel,
+                Py_ssize_t area, int num_thread=1):
+    """NC4HW4 ``src`` -> NHWC ``dst`` (``[batch][area][channel]``)."""
+    _check(dst.shape[0], src.shape[0], batch, channel, area)
+    cdef Py_ssize_t blocks = _c4(channel), nb, b, n, c4i, i, lane, c
+    nb = batch * blocks
+    with nogil:
+        for b in prange(nb, num_threads=num_thread, schedule="static"):
+            n = b // blocks
+            c4i = b % blocks
+            for i in range(area):
+                for lane in range(4):
+                    c = c4i * 4 + lane
+                    if c < channel:
+                        dst[(n * area + i) * channel + c] = src[(b * area + i) * 4 + lane]

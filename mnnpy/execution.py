@@ -1,0 +1,45 @@
+"""The Execution base class: one op, prepared once per resize, run many times.
+
+An Execution is MNN's unit of work. A backend's creator builds it for one op; ``on_resize`` is
+called when shapes are known (resolve parameters, strides, threading, acquire and release
+scratch; tensor memory does not exist yet, so it must not read tensor data) and ``on_execute``
+runs it on every ``run_session`` (compute only; no allocation, no shape work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Optional
+
+if TYPE_CHECKING:
+    from mnnpy.backend import Backend
+    from mnnpy.net import OpDef
+    from mnnpy.tensor import Tensor
+
+__all__ = ["Execution", "Creator"]
+
+
+class Execution:
+    """Base class of every op implementation.
+
+    Capability flags are class attributes that the pipeline reads instead of checking types:
+
+    Attributes:
+        support_inplace: output 0 may share memory with input 0 when input 0 dies at this op.
+    """
+
+    support_inplace: bool = False
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Prepare for the current shapes; acquire and release scratch through the backend."""
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Compute the outputs from the inputs."""
+        raise NotImplementedError(f"{type(self).__name__}.on_execute")
+
+
+# creator(op, inputs, outputs, backend) -> Execution, or None when the backend cannot run the op.
+Creator = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"], "Backend"], Optional[Execution]]

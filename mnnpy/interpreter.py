@@ -1,0 +1,172 @@
+"""Interpreter: holds a loaded model and makes sessions from it (MNN's ``Interpreter``).
+
+``create_session`` is "schedule, construct the Session, resize", as in MNN. The session methods
+here mirror MNN's C++ API in snake_case.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from mnnpy.backend import ForwardType
+from mnnpy.errors import FileNotExistError, InvalidValueError
+from mnnpy.net import Net, load_net
+from mnnpy.schedule import schedule
+from mnnpy.session import Session
+from mnnpy.tensor import Tensor
+
+__all__ = [
+    "BackendConfig",
+    "Interpreter",
+    "MemoryMode",
+    "PowerMode",
+    "PrecisionMode",
+    "ScheduleConfig",
+]
+
+
+class MemoryMode(IntEnum):
+    """MNN's ``BackendConfig::MemoryMode`` (``Memory_Normal`` / ``Memory_High`` / ``Memory_Low``)."""
+
+    NORMAL = 0
+    HIGH = 1
+    LOW = 2
+
+
+class PowerMode(IntEnum):
+    """MNN's ``BackendConfig::PowerMode``."""
+
+    NORMAL = 0
+    HIGH = 1
+    LOW = 2
+
+
+class PrecisionMode(IntEnum):
+    """MNN's ``BackendConfig::PrecisionMode``; mnnpy computes in float32 in every mode."""
+
+    NORMAL = 0
+    HIGH = 1
+    LOW = 2
+    LOW_BF16 = 3
+
+
+@dataclass
+class BackendConfig:
+    """Hints to a backend, as MNN's ``BackendConfig``."""
+
+    memory: MemoryMode = MemoryMode.NORMAL
+    power: PowerMode = PowerMode.NORMAL
+    precision: PrecisionMode = PrecisionMode.NORMAL
+
+
+@dataclass
+class ScheduleConfig:
+    """How a session runs, as MNN's ``ScheduleConfig``.
+
+    Attributes:
+        type: the backend to run ops on.
+        num_thread: threads per op (MNN's default is 4).
+        backup_type: the backend for ops ``type`` cannot run.
+        backend_config: hints to the backends.
+    """
+
+    type: ForwardType = ForwardType.CPU
+    num_thread: int = 4
+    backup_type: ForwardType = ForwardType.CPU
+    backend_config: BackendConfig = field(default_factory=BackendConfig)
+
+    def __post_init__(self) -> None:
+        self.type = ForwardType(self.type)
+        self.backup_type = ForwardType(self.backup_type)
+        if int(self.num_thread) < 1:
+            raise InvalidValueError(f"num_thread must be >= 1, got {self.num_thread!r}")
+        self.num_thread = int(self.num_thread)
+
+
+class Interpreter:
+    """A loaded model, from which sessions are created.
+
+    Args:
+        path: a ``.mnn`` file.
+
+    Raises:
+        FileNotExistError: when the file cannot be read.
+        InvalidModelError: when its bytes are not a valid model.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise FileNotExistError(f"cannot read model file {os.fspath(path)!r}: {e}") from e
+        self._init(load_net(data), os.fspath(path))
+
+    @classmethod
+    def from_buffer(cls, data: bytes | bytearray | memoryview) -> Interpreter:
+        """An interpreter for model bytes held in memory."""
+        self = cls.__new__(cls)
+        self._init(load_net(data), "<buffer>")
+        return self
+
+    def _init(self, net: Net, source: str) -> None:
+        self.net = net
+        self.source = source
+        self.sessions: list[Session] = []
+
+    # -- sessions -----------------------------------------------------------------------------
+    def create_session(self, config: ScheduleConfig | None = None) -> Session:
+        """Schedule the model, build a session and resize it to the model's input shapes."""
+        return self.create_multi_path_session([config or ScheduleConfig()])
+
+    def create_multi_path_session(self, configs: Sequence[ScheduleConfig]) -> Session:
+        """Like :meth:`create_session`, with one config per pipeline."""
+        session = Session(self.net, schedule(self.net, configs))
+        session.resize()
+        self.sessions.append(session)
+        return session
+
+    def release_session(self, session: Session) -> None:
+        """Free a session's memory; it cannot be used afterwards."""
+        session.release()
+        if session in self.sessions:
+            self.sessions.remove(session)
+
+    def resize_session(self, session: Session) -> None:
+        """Recompute shapes, executions and memory after input tensors were resized."""
+        session.resize()
+
+    def run_session(self, session: Session) -> None:
+        """Run the session once on the data in its input tensors."""
+        session.run()
+
+    # -- tensors ------------------------------------------------------------------------------
+    def get_session_input(self, session: Session, name: str | None = None) -> Tensor:
+        """The input tensor called ``name``; with None, the only input."""
+        return session.get_input(name)
+
+    def get_session_output(self, session: Session, name: str | None = None) -> Tensor:
+        """The output tensor called ``name``; with None, the first output."""
+        return session.get_output(name)
+
+    def get_session_input_all(self, session: Session) -> dict[str, Tensor]:
+        """All input tensors by name."""
+        return session.get_input_all()
+
+    def get_session_output_all(self, session: Session) -> dict[str, Tensor]:
+        """All output tensors by name."""
+        return session.get_output_all()
+
+    def resize_tensor(self, tensor: Tensor, shape: Sequence[int]) -> None:
+        """Set an input's shape; call :meth:`resize_session` before the next run."""
+        for session in self.sessions:
+            if tensor in session.tensors:
+                session.resize_tensor(tensor, tuple(shape))
+                return
+        raise InvalidValueError(f"tensor {tensor.name!r} belongs to no session of this interpreter")
+
+    def __repr__(self) -> str:
+        return f"Interpreter({self.source!r}, ops={len(self.net.ops)})"

@@ -1,0 +1,88 @@
+"""NC4HW4 packing and format conversion in NumPy.
+
+This module is the reference for ``mnnpy/backend/cpu/kernels/pack.pyx``. A tensor's logical
+shape lists its dimensions in the order of its format: ``(N, C, H, W)`` for NCHW and NC4HW4,
+``(N, H, W, C)`` for NHWC. NC4HW4 stores channels in blocks of four, ``[N][C/4][H][W][4]``, padding
+the last block with zeros; any number of trailing spatial dims is allowed (``area`` is their
+product). Tensors with fewer than two dims are never packed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.tensor_format import DimensionFormat
+
+__all__ = [
+    "c4",
+    "is_packed",
+    "storage_elements",
+    "pack_nc4hw4",
+    "unpack_nc4hw4",
+    "to_format",
+    "logical_shape_in",
+]
+
+
+def c4(channels: int) -> int:
+    """Number of 4-channel blocks that hold ``channels``."""
+    return (channels + 3) // 4
+
+
+def is_packed(shape: Sequence[int], fmt: DimensionFormat) -> bool:
+    """Whether a tensor of this shape and format is stored as NC4HW4 blocks."""
+    return fmt == DimensionFormat.NC4HW4 and len(shape) >= 2
+
+
+def storage_elements(shape: Sequence[int], fmt: DimensionFormat) -> int:
+    """Number of elements the storage of a tensor needs (NC4HW4 pads channels to 4)."""
+    if is_packed(shape, fmt):
+        return shape[0] * c4(shape[1]) * 4 * math.prod(shape[2:])
+    return math.prod(shape)
+
+
+def pack_nc4hw4(x: np.ndarray) -> np.ndarray:
+    """Pack a logical ``(N, C, *spatial)`` array into flat NC4HW4 storage."""
+    n, c = x.shape[0], x.shape[1]
+    area = math.prod(x.shape[2:])
+    blocks = c4(c)
+    padded = np.zeros((n, blocks * 4, area), dtype=x.dtype)
+    padded[:, :c, :] = x.reshape(n, c, area)
+    # [N][C4][4][area] -> [N][C4][area][4]: the 4 channels of a block sit next to each other.
+    return np.ascontiguousarray(padded.reshape(n, blocks, 4, area).transpose(0, 1, 3, 2)).ravel()
+
+
+def unpack_nc4hw4(buf: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """Unpack flat NC4HW4 storage into a new logical ``(N, C, *spatial)`` array."""
+    n, c = shape[0], shape[1]
+    area = math.prod(shape[2:])
+    blocks = c4(c)
+    packed = buf[: n * blocks * area * 4].reshape(n, blocks, area, 4)
+    out = packed.transpose(0, 1, 3, 2).reshape(n, blocks * 4, area)[:, :c, :]
+    return np.ascontiguousarray(out).reshape(tuple(shape))
+
+
+def logical_shape_in(shape: Sequence[int], src: DimensionFormat, dst: DimensionFormat) -> tuple:
+    """The logical shape of the same data seen in format ``dst`` (4-D and up move C)."""
+    src_nhwc = src == DimensionFormat.NHWC
+    dst_nhwc = dst == DimensionFormat.NHWC
+    shape = tuple(shape)
+    if len(shape) < 3 or src_nhwc == dst_nhwc:
+        return shape
+    if src_nhwc:  # (N, *spatial, C) -> (N, C, *spatial)
+        return (shape[0], shape[-1], *shape[1:-1])
+    return (shape[0], *shape[2:], shape[1])
+
+
+def to_format(x: np.ndarray, src: DimensionFormat, dst: DimensionFormat) -> np.ndarray:
+    """Reorder a logical array from format ``src`` to format ``dst`` (a view when possible)."""
+    src_nhwc = src == DimensionFormat.NHWC
+    dst_nhwc = dst == DimensionFormat.NHWC
+    if x.ndim < 3 or src_nhwc == dst_nhwc:
+        return x
+    if src_nhwc:
+        return np.moveaxis(x, -1, 1)
+    return np.moveaxis(x, 1, -1)

@@ -1,0 +1,152 @@
+"""Backend-independent op definitions: output-shape functions and NumPy references.
+
+Each ``mnnpy/ops/<op>.py`` registers a shape function for its op types with
+:func:`register_shape` and defines ``reference(op, inputs)``, the NumPy oracle (logical layout,
+NCHW) that backend executions are tested against. Ops without a shape function produce one output
+shaped like input 0. The modules of this package are imported in sorted order on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from mnnpy.errors import ComputeSizeError, InvalidValueError, NotSupportError
+
+if TYPE_CHECKING:
+    from mnnpy.net import OpDef
+    from mnnpy.tensor import Tensor
+
+__all__ = [
+    "FoldFunction",
+    "Reference",
+    "ShapeFunction",
+    "compute_shape",
+    "load_all",
+    "register_fold",
+    "register_reference",
+    "register_shape",
+    "try_fold",
+]
+
+# shape(op, inputs, outputs): set each output's shape, dtype and dimension_format.
+ShapeFunction = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"]], None]
+# reference(op, inputs): outputs from input arrays, in logical layout (NCHW for NC4HW4).
+Reference = Callable[["OpDef", Sequence[np.ndarray]], Sequence[np.ndarray]]
+# fold(op, inputs): outputs of an op that needs only its inputs' shapes (Shape, Rank, Size).
+FoldFunction = Callable[["OpDef", Sequence["Tensor"]], Sequence[np.ndarray]]
+F = TypeVar("F", bound=Callable[..., Any])
+_SHAPES: dict[int, ShapeFunction] = {}
+_REFERENCES: dict[int, Reference] = {}
+_FOLDS: dict[int, FoldFunction] = {}
+_loaded = False
+# Ops whose inputs are all known while resizing are computed then, if their inputs are this small:
+# the shape arithmetic converters leave in graphs (MNN folds it the same way).
+FOLD_MAX_ELEMENTS = 4096
+
+
+def _registrar(table: dict[int, Any], what: str, op_types: tuple[int, ...]) -> Callable[[F], F]:
+    def wrap(fn: F) -> F:
+        for op_type in op_types:
+            if op_type in table:
+                raise InvalidValueError(f"{what} for op type {op_type} registered twice")
+            table[op_type] = fn
+        return fn
+
+    return wrap
+
+
+def register_shape(*op_types: int) -> Callable[[F], F]:
+    """Decorator: ``fn`` computes output shapes for ``op_types``; duplicates raise."""
+    return _registrar(_SHAPES, "shape function", op_types)
+
+
+def register_reference(*op_types: int) -> Callable[[F], F]:
+    """Decorator: ``fn`` is the NumPy reference of ``op_types`` (also used for folding)."""
+    return _registrar(_REFERENCES, "reference", op_types)
+
+
+def register_fold(*op_types: int) -> Callable[[F], F]:
+    """Decorator: ``fn`` computes ``op_types`` from input shapes alone, at every resize."""
+    return _registrar(_FOLDS, "fold function", op_types)
+
+
+def reference_of(op_type: int) -> Reference:
+    """The registered reference of an op type.
+
+    Raises:
+        NotSupportError: when there is none, listing the op types that have one.
+    """
+    load_all()
+    if op_type not in _REFERENCES:
+        from mnnpy.net import op_type_name
+
+        known = ", ".join(sorted(op_type_name(t) for t in _REFERENCES))
+        raise NotSupportError(f"no reference for {op_type_name(op_type)}; known: {known}")
+    return _REFERENCES[op_type]
+
+
+def try_fold(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
+    """Compute the outputs now, into ``describe.content``, when that is possible and cheap.
+
+    An op folds when it needs only shapes (a fold function), or when every input's content is
+    known, it has a reference and its inputs are small. Returns whether it folded.
+    """
+    load_all()
+    fold = _FOLDS.get(op.type)
+    if fold is not None:
+        results = fold(op, inputs)
+    else:
+        ref = _REFERENCES.get(op.type)
+        contents = [t.describe.content for t in inputs]
+        if ref is None or not inputs or any(c is None for c in contents):
+            return False
+        if sum(c.size for c in contents if c is not None) > FOLD_MAX_ELEMENTS:
+            return False
+        results = ref(op, contents)  # type: ignore[arg-type]
+    if len(results) != len(outputs):
+        raise ComputeSizeError(f"folding produced {len(results)} outputs, expected {len(outputs)}")
+    for out, value in zip(outputs, results):
+        value = np.asarray(value)
+        if value.shape != out.shape:
+            raise ComputeSizeError(
+                f"folded output {out.name!r} has shape {value.shape!r}, shape function said "
+                f"{out.shape!r}"
+            )
+        out.describe.content = value.astype(out.dtype, copy=False)
+    return True
+
+
+def load_all() -> None:
+    """Import every op module once, so their registrations exist."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
+def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+    """Set the outputs' shape, dtype and format from the inputs (MNN's SizeComputer).
+
+    Raises:
+        ComputeSizeError: when the shapes are inconsistent or an input is missing.
+    """
+    load_all()
+    fn = _SHAPES.get(op.type)
+    if fn is not None:
+        fn(op, inputs, outputs)
+        return
+    if not inputs or not outputs:
+        raise ComputeSizeError(
+            f"needs at least one input and one output, has {len(inputs)} and {len(outputs)}"
+        )
+    for out in outputs:
+        out.shape = inputs[0].shape
+        out.dtype = inputs[0].dtype
+        out.dimension_format = inputs[0].dimension_format

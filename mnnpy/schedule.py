@@ -1,0 +1,201 @@
+"""Schedule: decide, from a Net and the session configs, what a session holds.
+
+:func:`schedule` is a pure function (MNN's ``Schedule::schedule``): it returns plain data, the
+tensors with their roles and use counts, the session's inputs, constants and outputs, and the ops
+each pipeline runs, and it checks that the graph is well formed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from mnnpy.errors import InvalidModelError, MNNError, NotSupportError
+from mnnpy.net import Net, OpDef, OpType
+from mnnpy.tensor import TensorUsage
+from mnnpy.tensor_format import DataType, DimensionFormat, runtime_dtype
+
+if TYPE_CHECKING:
+    from mnnpy.interpreter import ScheduleConfig
+
+__all__ = ["ConstInfo", "InputInfo", "PipelineInfo", "ScheduleInfo", "TensorInfo", "schedule"]
+
+# Ops whose outputs exist before any execution runs: they get no execution of their own.
+_SOURCE_OPS = (OpType.Input, OpType.Const, OpType.TrainableParam)
+_MAX_RANK = 16
+
+
+@dataclass
+class TensorInfo:
+    """A tensor's role and how many executable ops read it (outputs count one extra)."""
+
+    index: int
+    name: str
+    usage: TensorUsage = TensorUsage.NORMAL
+    use_count: int = 0
+
+
+@dataclass
+class InputInfo:
+    """A session input as the model declares it (dims of -1 or 0 become 1)."""
+
+    index: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    dimension_format: DimensionFormat
+
+
+@dataclass
+class ConstInfo:
+    """A constant tensor and its data in logical layout."""
+
+    index: int
+    data: np.ndarray
+    dimension_format: DimensionFormat
+
+
+@dataclass
+class PipelineInfo:
+    """The executable ops of one pipeline, in order, and the config they run with."""
+
+    config: ScheduleConfig
+    ops: list[OpDef] = field(default_factory=list)
+
+
+@dataclass
+class ScheduleInfo:
+    """Everything a Session needs to build itself."""
+
+    tensors: list[TensorInfo]
+    inputs: dict[str, InputInfo]
+    constants: list[ConstInfo]
+    outputs: dict[str, int]
+    pipelines: list[PipelineInfo]
+
+
+def schedule(net: Net, configs: Sequence[ScheduleConfig]) -> ScheduleInfo:
+    """Plan a session for ``net``.
+
+    Raises:
+        InvalidModelError: when a tensor is read before it is written, written twice, or an
+            Input / Const op is malformed.
+        NotSupportError: for more than one config (multi-path sessions are not supported yet).
+    """
+    if len(configs) != 1:
+        raise NotSupportError(f"sessions take exactly one ScheduleConfig, got {len(configs)}")
+    tensors = [TensorInfo(i, name) for i, name in enumerate(net.tensor_names)]
+    inputs: dict[str, InputInfo] = {}
+    constants: list[ConstInfo] = []
+    pipeline = PipelineInfo(configs[0])
+    written = [False] * len(tensors)
+    for op in net.ops:
+        for i in op.inputs:
+            if not written[i]:
+                raise InvalidModelError(
+                    f"op {op.name!r} ({op.type_name}) reads tensor {tensors[i].name!r} "
+                    "before any op writes it"
+                )
+        for i in op.outputs:
+            if written[i]:
+                raise InvalidModelError(
+                    f"op {op.name!r} ({op.type_name}) writes tensor {tensors[i].name!r}, "
+                    "which an earlier op already wrote"
+                )
+            written[i] = True
+        if op.type == OpType.Input:
+            info = _input_info(op)
+            tensors[info.index].usage = TensorUsage.INPUT
+            inputs[tensors[info.index].name] = info
+        elif op.type in _SOURCE_OPS:
+            const = _const_info(op)
+            tensors[const.index].usage = TensorUsage.CONSTANT
+            constants.append(const)
+        else:
+            pipeline.ops.append(op)
+            for i in op.inputs:
+                tensors[i].use_count += 1
+    outputs = _outputs(net, tensors, pipeline.ops)
+    for index in outputs.values():
+        if tensors[index].usage == TensorUsage.NORMAL:
+            tensors[index].usage = TensorUsage.OUTPUT
+        tensors[index].use_count += 1
+    return ScheduleInfo(tensors, inputs, constants, outputs, [pipeline])
+
+
+def _single_output(op: OpDef) -> int:
+    if len(op.outputs) != 1:
+        raise InvalidModelError(
+            f"{op.type_name} op {op.name!r} must have one output, has {len(op.outputs)}"
+        )
+    return op.outputs[0]
+
+
+def _input_info(op: OpDef) -> InputInfo:
+    index = _single_output(op)
+    param = op.param
+    dims = list(param.dims) if param is not None and param.dims is not None else []
+    if len(dims) > _MAX_RANK:
+        raise InvalidModelError(f"input {op.name!r} has rank {len(dims)} (> {_MAX_RANK})")
+    shape = tuple(int(d) if d > 0 else 1 for d in dims)
+    try:
+        dtype = runtime_dtype(param.dtype if param is not None else DataType.DT_FLOAT)
+        fmt = DimensionFormat(param.dformat if param is not None else DimensionFormat.NC4HW4)
+    except (MNNError, ValueError) as e:
+        raise InvalidModelError(f"input {op.name!r}: {e}") from e
+    return InputInfo(index, shape, dtype, fmt)
+
+
+_BLOB_FIELDS = {
+    np.dtype(np.float32): "float32s",
+    np.dtype(np.int32): "int32s",
+    np.dtype(np.uint8): "uint8s",
+    np.dtype(np.int8): "int8s",
+}
+
+
+def _const_info(op: OpDef) -> ConstInfo:
+    index = _single_output(op)
+    blob = op.param
+    if blob is None or op.param_name != "Blob":
+        raise InvalidModelError(f"constant {op.name!r} has no Blob parameter")
+    dims = tuple(int(d) for d in (blob.dims if blob.dims is not None else ()))
+    if len(dims) > _MAX_RANK or any(d < 0 for d in dims):
+        raise InvalidModelError(f"constant {op.name!r} has invalid dims {dims!r}")
+    try:
+        dtype = runtime_dtype(blob.dataType)
+        fmt = DimensionFormat(blob.dataFormat)
+    except (MNNError, ValueError) as e:
+        raise InvalidModelError(f"constant {op.name!r}: {e}") from e
+    if blob.external is not None and len(blob.external):
+        raise NotSupportError(f"constant {op.name!r} keeps its data in an external file")
+    values = getattr(blob, _BLOB_FIELDS[dtype])
+    if values is None and blob.dataType == DataType.DT_INT64:
+        values = blob.int64s
+    count = math.prod(dims)
+    values = np.asarray(values if values is not None else [], dtype=dtype)
+    if values.size != count:
+        raise InvalidModelError(
+            f"constant {op.name!r} has {values.size} values for dims {dims!r} ({count} expected)"
+        )
+    return ConstInfo(index, values.reshape(dims), fmt)
+
+
+def _outputs(net: Net, tensors: list[TensorInfo], ops: list[OpDef]) -> dict[str, int]:
+    by_name = {t.name: t.index for t in tensors}
+    if net.output_names:
+        missing = [n for n in net.output_names if n not in by_name]
+        if missing:
+            raise InvalidModelError(f"declared outputs {missing!r} are not tensors of the model")
+        return {n: by_name[n] for n in net.output_names}
+    # No declared outputs: as MNN does, every tensor written by an op and read by none.
+    read = {i for op in ops for i in op.inputs}
+    outs = {
+        tensors[i].name: i for op in ops for i in op.outputs if i not in read
+    }
+    if not outs:
+        raise InvalidModelError("model has no outputs")
+    return outs

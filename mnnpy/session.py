@@ -1,0 +1,201 @@
+"""Session: the backends, tensors and pipelines that run one schedule of a Net.
+
+A session is built from a :class:`~mnnpy.schedule.ScheduleInfo`; ``resize`` plans shapes, creates
+executions and memory; ``run`` executes the pipelines. Input and constant tensors live on the CPU
+backend (host memory the user writes into); every other tensor lives on the backend that
+computes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from mnnpy.backend import Backend, ForwardType, StorageType, get_backend
+from mnnpy.errors import InvalidValueError, NoExecutionError
+from mnnpy.net import Net
+from mnnpy.pipeline import Pipeline, Unit
+from mnnpy.schedule import ScheduleInfo
+from mnnpy.tensor import Tensor, TensorUsage
+
+if TYPE_CHECKING:
+    from mnnpy.interpreter import ScheduleConfig
+
+__all__ = ["Session"]
+
+logger = logging.getLogger(__name__)
+
+
+class Session:
+    """Runs a scheduled Net; created by :meth:`Interpreter.create_session`.
+
+    Args:
+        net: the loaded model.
+        info: the schedule computed for it.
+    """
+
+    def __init__(self, net: Net, info: ScheduleInfo) -> None:
+        self.net = net
+        self.info = info
+        config = info.pipelines[0].config
+        self.config: ScheduleConfig = config
+        self.backend = self._make_backend(config.type, config)
+        if config.backup_type == config.type:
+            self.backup = self.backend
+        else:
+            self.backup = self._make_backend(config.backup_type, config)
+        self.host_backend = self.backend if config.type == ForwardType.CPU else self.backup
+        self.tensors = [Tensor(name=t.name) for t in info.tensors]
+        for t, ti in zip(self.tensors, info.tensors):
+            t.describe.index, t.describe.usage = ti.index, ti.usage
+        self._use_counts = [t.use_count for t in info.tensors]
+        for inp in info.inputs.values():
+            t = self.tensors[inp.index]
+            t.shape, t.dtype, t.dimension_format = inp.shape, inp.dtype, inp.dimension_format
+        for const in info.constants:
+            t = self.tensors[const.index]
+            t.shape, t.dtype = const.data.shape, const.data.dtype
+            t.dimension_format = const.dimension_format
+            t.describe.content = const.data
+        self.pipelines = [
+            Pipeline(
+                [Unit(op, self._pick(op.inputs), self._pick(op.outputs)) for op in p.ops],
+                self.backend,
+                self.backup,
+            )
+            for p in info.pipelines
+        ]
+        self.need_resize = True
+        self.released = False
+
+    @staticmethod
+    def _make_backend(forward_type: ForwardType, config: ScheduleConfig) -> Backend:
+        factory = get_backend(forward_type)
+        return factory(num_thread=config.num_thread, config=config.backend_config)
+
+    def _pick(self, indexes: tuple[int, ...]) -> list[Tensor]:
+        return [self.tensors[i] for i in indexes]
+
+    @property
+    def backends(self) -> list[Backend]:
+        """The distinct backends of this session, major first."""
+        return [self.backend] if self.backup is self.backend else [self.backend, self.backup]
+
+    # -- tensors ------------------------------------------------------------------------------
+    def get_input(self, name: str | None = None) -> Tensor:
+        """The input tensor called ``name``; with None, the only input."""
+        return self._lookup({n: i.index for n, i in self.info.inputs.items()}, name, "input")
+
+    def get_output(self, name: str | None = None) -> Tensor:
+        """The output tensor called ``name``; with None, the only (or first) output."""
+        return self._lookup(self.info.outputs, name, "output")
+
+    def get_input_all(self) -> dict[str, Tensor]:
+        """All input tensors by name."""
+        return {n: self.tensors[i.index] for n, i in self.info.inputs.items()}
+
+    def get_output_all(self) -> dict[str, Tensor]:
+        """All output tensors by name."""
+        return {n: self.tensors[i] for n, i in self.info.outputs.items()}
+
+    def _lookup(self, table: dict[str, int], name: str | None, what: str) -> Tensor:
+        self._check_alive()
+        if name is None:
+            if what == "input" and len(table) != 1:
+                raise InvalidValueError(
+                    f"the model has {len(table)} inputs; name one of {sorted(table)!r}"
+                )
+            return self.tensors[next(iter(table.values()))]
+        if name not in table:
+            raise InvalidValueError(f"no {what} named {name!r}; the {what}s are {sorted(table)!r}")
+        return self.tensors[table[name]]
+
+    def resize_tensor(self, tensor: Tensor, shape: tuple[int, ...]) -> None:
+        """Give an input tensor a new shape; the session must be resized before use."""
+        self._check_alive()
+        if tensor.describe.usage != TensorUsage.INPUT or tensor not in self.tensors:
+            raise InvalidValueError(f"tensor {tensor.name!r} is not an input of this session")
+        shape = tuple(int(d) for d in shape)
+        if any(d < 0 for d in shape):
+            raise InvalidValueError(f"cannot resize {tensor.name!r} to {shape!r}: negative dim")
+        if shape != tensor.shape:
+            tensor.shape = shape
+            tensor.host = None
+            self.need_resize = True
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def resize(self) -> None:
+        """Compute shapes, create executions and plan memory for the current input shapes.
+
+        Raises:
+            MNNError: naming the op whose shape, creation or resize failed.
+        """
+        self._check_alive()
+        for backend in self.backends:
+            backend.on_clear_buffer()
+        self._reset_shapes()
+        for t in self.tensors:
+            if t.describe.usage in (TensorUsage.INPUT, TensorUsage.CONSTANT):
+                self.host_backend.on_acquire_buffer(t, StorageType.DYNAMIC_SEPERATE)
+        for backend in self.backends:
+            backend.on_resize_begin()
+        try:
+            for pipeline in self.pipelines:
+                pipeline.prepare(self._use_counts)
+        except BaseException:
+            self.need_resize = True
+            for backend in self.backends:
+                backend.on_clear_buffer()
+            raise
+        for backend in self.backends:
+            backend.on_resize_end()
+            backend.on_allocate_buffer()
+        for t in self.tensors:
+            if t.describe.content is not None and t.host is not None:
+                t.copy_from(t.describe.content)
+        self.need_resize = False
+        logger.debug("session resized: %d tensors", len(self.tensors))
+
+    def _reset_shapes(self) -> None:
+        for t in self.tensors:
+            if t.describe.usage not in (TensorUsage.INPUT, TensorUsage.CONSTANT):
+                t.shape = ()
+                t.describe.content = None
+            t.host = None
+            t.describe.backend = None
+            t.describe.storage_type = None
+
+    def run(self) -> None:
+        """Run every pipeline once on the data currently in the input tensors.
+
+        Raises:
+            NoExecutionError: when the session needs a resize first.
+            MNNError: naming the backend and op of a failure; the session stays usable.
+        """
+        self._check_alive()
+        if self.need_resize:
+            raise NoExecutionError(
+                "the session must be resized (resize_session) after its inputs were resized"
+            )
+        for backend in self.backends:
+            backend.on_execute_begin()
+        try:
+            for pipeline in self.pipelines:
+                pipeline.execute()
+        finally:
+            for backend in self.backends:
+                backend.on_execute_end()
+
+    def release(self) -> None:
+        """Free all memory; the session cannot be used afterwards."""
+        if self.released:
+            return
+        for backend in self.backends:
+            backend.on_clear_buffer()
+        for unit in (u for p in self.pipelines for u in p.units):
+            unit.execution = None
+        self.released = True
+
+    def _check_alive(self) -> None:
+        if self.released:
+            raise NoExecutionError("the session was released")

@@ -1,0 +1,215 @@
+"""Tensors: shape, dtype, layout, and the memory a backend gives them.
+
+A :class:`Tensor` is either a *device* tensor inside a session (its memory belongs to a backend and
+exists only between ``on_allocate_buffer`` and ``on_clear_buffer``) or a *host* tensor that owns a
+NumPy array. Data moves between the two with :meth:`Tensor.copy_from_host_tensor` /
+:meth:`Tensor.copy_to_host_tensor`, which convert between layouts as MNN's do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from mnnpy import layout
+from mnnpy.errors import InputDataError, NoExecutionError
+from mnnpy.tensor_format import DataType, DimensionFormat, DimensionType, format_of, type_of
+
+if TYPE_CHECKING:
+    from mnnpy.backend import Backend, StorageType
+
+__all__ = ["Tensor", "TensorDescribe", "TensorUsage", "DimensionFormat", "DimensionType", "DataType"]
+
+
+class TensorUsage(IntEnum):
+    """The role of a tensor in a session (MNN's ``TensorUsage``)."""
+
+    NORMAL = 0
+    INPUT = 1
+    OUTPUT = 2
+    CONSTANT = 3
+
+
+@dataclass
+class TensorDescribe:
+    """Bookkeeping attached to every session tensor (MNN's ``Tensor::InsideDescribe``).
+
+    Attributes:
+        name: the tensor's name in the model.
+        index: the tensor's index in the model.
+        usage: its role (input, output, constant, normal).
+        use_count: ops still to read it during ``Pipeline.prepare``; the tensor's memory is
+            released when this reaches zero.
+        backend: the backend that owns its memory, or None while it has none.
+        storage_type: how that memory was acquired.
+        content: data known while resizing (constants), in logical layout; used by shape
+            functions that need values, such as Reshape's shape input.
+    """
+
+    name: str = ""
+    index: int = -1
+    usage: TensorUsage = TensorUsage.NORMAL
+    use_count: int = 0
+    backend: Backend | None = None
+    storage_type: StorageType | None = None
+    content: np.ndarray | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Tensor:
+    """An n-dimensional array with MNN's layout semantics.
+
+    Args:
+        shape: logical shape, in the order of ``dimension_format`` (NHWC lists C last).
+        dtype: element type (float32, int32, uint8 or int8).
+        dimension_format: storage layout; NC4HW4 pads channels to multiples of four.
+        name: a name for messages.
+    """
+
+    __slots__ = ("shape", "dtype", "dimension_format", "host", "describe")
+
+    def __init__(
+        self,
+        shape: Sequence[int] = (),
+        dtype: Any = np.float32,
+        dimension_format: DimensionFormat = DimensionFormat.NCHW,
+        name: str = "",
+    ) -> None:
+        self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
+        self.dtype: np.dtype = np.dtype(dtype)
+        self.dimension_format = DimensionFormat(dimension_format)
+        self.host: np.ndarray | None = None
+        self.describe = TensorDescribe(name=name)
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_numpy(
+        cls, array: Any, dimension_type: DimensionType = DimensionType.CAFFE, name: str = ""
+    ) -> Tensor:
+        """A host tensor holding a copy of ``array``, whose layout is given by ``dimension_type``.
+
+        For ``CAFFE`` and ``CAFFE_C4`` the array is NCHW, for ``TENSORFLOW`` NHWC.
+        """
+        arr = np.asarray(array)
+        fmt = format_of(dimension_type)
+        t = cls(arr.shape, arr.dtype, fmt, name=name)
+        t.host = np.empty(t.storage_elements, dtype=t.dtype)
+        t._write_logical(arr)
+        return t
+
+    @classmethod
+    def create_host_tensor_from_device(cls, device: Tensor, copy_data: bool = True) -> Tensor:
+        """A host tensor shaped like ``device`` (same layout), optionally with its data."""
+        t = cls(device.shape, device.dtype, device.dimension_format, name=device.name)
+        t.host = np.zeros(t.storage_elements, dtype=t.dtype)
+        if copy_data:
+            t.copy_from_host_tensor(device)
+        return t
+
+    # -- properties ---------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The tensor's name in its model (empty for user host tensors)."""
+        return self.describe.name
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def dimension_type(self) -> DimensionType:
+        """The user-facing layout (TENSORFLOW = NHWC, CAFFE = NCHW, CAFFE_C4 = NC4HW4)."""
+        return type_of(self.dimension_format)
+
+    @property
+    def element_size(self) -> int:
+        """Number of logical elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def storage_elements(self) -> int:
+        """Number of elements the storage holds (with NC4HW4 padding)."""
+        return layout.storage_elements(self.shape, self.dimension_format)
+
+    @property
+    def size(self) -> int:
+        """Bytes of storage (with NC4HW4 padding), as MNN's ``Tensor::size``."""
+        return self.storage_elements * self.dtype.itemsize
+
+    @property
+    def is_packed(self) -> bool:
+        """Whether the storage is NC4HW4 blocks."""
+        return layout.is_packed(self.shape, self.dimension_format)
+
+    # -- data ---------------------------------------------------------------------------------
+    def _require_host(self) -> np.ndarray:
+        if self.host is None:
+            raise NoExecutionError(
+                f"tensor {self.name!r} has no memory: resize the session before using its data"
+            )
+        return self.host
+
+    def numpy(self) -> np.ndarray:
+        """A copy of the data in logical layout (NCHW for NCHW and NC4HW4, NHWC for NHWC)."""
+        host = self._require_host()
+        if self.is_packed:
+            return layout.unpack_nc4hw4(host, self.shape)
+        return host[: self.element_size].reshape(self.shape).copy()
+
+    def _write_logical(self, arr: np.ndarray) -> None:
+        host = self._require_host()
+        if self.is_packed:
+            host[:] = layout.pack_nc4hw4(arr)
+        else:
+            host[: self.element_size] = arr.reshape(-1)
+
+    def copy_from(self, source: Any) -> None:
+        """Copy data into this tensor from an ndarray (in this tensor's logical layout) or a Tensor.
+
+        Raises:
+            InputDataError: when the shape or dtype does not match; nothing is cast silently.
+        """
+        if isinstance(source, Tensor):
+            self.copy_from_host_tensor(source)
+            return
+        arr = np.asarray(source)
+        self._check_compatible(arr.shape, arr.dtype, "array")
+        self._write_logical(arr)
+
+    def copy_from_host_tensor(self, host: Tensor) -> None:
+        """Copy ``host``'s data into this tensor, converting its layout to this tensor's.
+
+        Raises:
+            InputDataError: when the shapes (after layout conversion) or dtypes differ.
+        """
+        shape = layout.logical_shape_in(host.shape, host.dimension_format, self.dimension_format)
+        self._check_compatible(shape, host.dtype, f"tensor {host.name!r}" if host.name else "tensor")
+        data = layout.to_format(host.numpy(), host.dimension_format, self.dimension_format)
+        self._write_logical(data)
+
+    def copy_to_host_tensor(self, host: Tensor) -> None:
+        """Copy this tensor's data into ``host``, converting to ``host``'s layout."""
+        host.copy_from_host_tensor(self)
+
+    def _check_compatible(self, shape: Sequence[int], dtype: np.dtype, what: str) -> None:
+        if tuple(shape) != self.shape:
+            raise InputDataError(
+                f"cannot copy {what} of shape {tuple(shape)!r} into tensor {self.name!r} of shape "
+                f"{self.shape!r} ({self.dimension_type.name} layout); resize the tensor first"
+            )
+        if np.dtype(dtype) != self.dtype:
+            raise InputDataError(
+                f"cannot copy {what} of dtype {np.dtype(dtype).name} into tensor {self.name!r} "
+                f"of dtype {self.dtype.name}; convert it first (no silent casts)"
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"Tensor(name={self.name!r}, shape={self.shape!r}, dtype={self.dtype.name}, "
+            f"format={self.dimension_format.name})"
+        )

@@ -1,0 +1,67 @@
+"""Build script: cythonizes every ``mnnpy/backend/cpu/kernels/*.pyx`` with one set of directives.
+
+OpenMP is used when the compiler accepts ``-fopenmp``; otherwise kernels build single-threaded.
+Set ``MNNPY_CYTHON_DEBUG=1`` to turn bounds checks and wraparound back on, ``MNNPY_NO_OPENMP=1`` to
+build without OpenMP.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("MNNPY_CYTHON_DEBUG") == "1"
+DIRECTIVES = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": True,
+    "nonecheck": False,
+    "embedsignature": True,
+}
+
+
+def openmp_flags() -> list[str]:
+    """``["-fopenmp"]`` when the C compiler builds and links an OpenMP program, else []."""
+    if os.environ.get("MNNPY_NO_OPENMP") == "1" or sys.platform == "win32":
+        return []
+    cc = os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc"
+    tmp = tempfile.mkdtemp()
+    try:
+        src = os.path.join(tmp, "omp.c")
+        with open(src, "w") as f:
+            f.write("#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
+        cmd = [*cc.split(), "-fopenmp", src, "-o", os.path.join(tmp, "omp")]
+        ok = subprocess.run(cmd, capture_output=True).returncode == 0
+    except OSError:
+        ok = False
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return ["-fopenmp"] if ok else []
+
+
+OMP = openmp_flags()
+COMPILE_ARGS = ["-O3", *OMP] + ([] if DEBUG else ["-DNDEBUG"])
+
+extensions = [
+    Extension(
+        path[:-4].replace(os.sep, "."),
+        [path],
+        extra_compile_args=COMPILE_ARGS,
+        extra_link_args=OMP,
+    )
+    for path in sorted(glob.glob(os.path.join("mnnpy", "backend", "cpu", "kernels", "*.pyx")))
+]
+
+setup(
+    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES),
+)
