@@ -55,11 +55,21 @@ class PrecisionMode(IntEnum):
 
 @dataclass
 class BackendConfig:
-    """Hints to a backend, as MNN's ``BackendConfig``."""
+    """Hints to a backend, as MNN's ``BackendConfig``.
+
+    Attributes:
+        memory: the memory mode.
+        power: the power mode (a hint; mnnpy ignores it).
+        precision: the precision mode (mnnpy computes in float32 in every mode).
+        memory_budget: the most bytes a backend may hold for the session's tensors (weights
+            copies, arenas); None means half of the machine's physical memory. A plan that does
+            not fit raises ``MNNError(OUT_OF_MEMORY)`` while resizing, before anything runs.
+    """
 
     memory: MemoryMode = MemoryMode.NORMAL
     power: PowerMode = PowerMode.NORMAL
     precision: PrecisionMode = PrecisionMode.NORMAL
+    memory_budget: int | None = None
 
 
 @dataclass

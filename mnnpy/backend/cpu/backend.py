@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
 
 from mnnpy.backend import Backend, ForwardType, StorageType
+from mnnpy.errors import OutOfMemoryError
 from mnnpy.memory import MemoryPlan, MemoryPlanner
 from mnnpy.tensor import Tensor
 
 __all__ = ["CPUBackend"]
 
 _ALIGN = 64
+
+
+def _default_budget() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):  # not POSIX: no cap we can compute
+        return 1 << 62
 
 
 def _aligned_bytes(nbytes: int) -> np.ndarray:
@@ -46,12 +55,23 @@ class CPUBackend(Backend):
         self._separate_arena: np.ndarray | None = None
         self.plan: MemoryPlan | None = None
         self.static_bytes = 0
+        budget = getattr(config, "memory_budget", None)
+        self.memory_budget: int = int(budget) if budget is not None else _default_budget()
+
+    def _check_budget(self, extra: int, what: str) -> None:
+        held = self.static_bytes + self.dynamic_bytes + self.separate_bytes
+        if held + extra > self.memory_budget:
+            raise OutOfMemoryError(
+                f"{what} needs {extra} bytes; with {held} bytes already held that exceeds the "
+                f"memory budget of {self.memory_budget} bytes"
+            )
 
     def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """Record (DYNAMIC, DYNAMIC_SEPERATE) or allocate now (STATIC) ``tensor``'s memory."""
         tensor.describe.backend = self
         tensor.describe.storage_type = storage_type
         if storage_type == StorageType.STATIC:
+            self._check_budget(tensor.size, f"static buffer for {tensor.name!r}")
             tensor.host = _aligned_bytes(tensor.size).view(tensor.dtype)
             self.static_bytes += tensor.size
         elif storage_type == StorageType.DYNAMIC:
@@ -71,14 +91,16 @@ class CPUBackend(Backend):
 
     def on_allocate_buffer(self) -> None:
         """Plan the DYNAMIC arena, allocate both arenas and give every tensor its view."""
-        self.plan = self._planner.compute()
-        self._arena = _aligned_bytes(self.plan.arena_size)
-        for key, tensor in self._dynamic.items():
-            tensor.host = self._view(self._arena, self.plan.offsets[key], tensor)
+        plan = self._planner.compute()
         offsets, total = [], 0
         for tensor in self._separate:
             offsets.append(total)
             total += -(-max(tensor.size, 1) // _ALIGN) * _ALIGN
+        self._check_budget(plan.arena_size + total, "the planned arena")
+        self.plan = plan
+        self._arena = _aligned_bytes(plan.arena_size)
+        for key, tensor in self._dynamic.items():
+            tensor.host = self._view(self._arena, plan.offsets[key], tensor)
         self._separate_arena = _aligned_bytes(total)
         for tensor, offset in zip(self._separate, offsets):
             tensor.host = self._view(self._separate_arena, offset, tensor)
@@ -105,6 +127,11 @@ class CPUBackend(Backend):
     def dynamic_bytes(self) -> int:
         """Bytes of the planned DYNAMIC arena (0 before planning)."""
         return self.plan.arena_size if self.plan else 0
+
+    @property
+    def separate_bytes(self) -> int:
+        """Bytes of the DYNAMIC_SEPERATE arena (0 before allocation)."""
+        return 0 if self._separate_arena is None else int(self._separate_arena.nbytes)
 
     def acquire_scratch(self, elements: int, dtype: Any = np.float32) -> Tensor:
         """A DYNAMIC scratch tensor for an execution's ``on_resize``; release it there too."""

@@ -1,0 +1,20 @@
+.PHONY: build lint typecheck test schema models
+
+build:
+	pip install -e . --no-build-isolation
+
+lint:
+	ruff check mnnpy tests tools
+	cython-lint mnnpy/backend/cpu/kernels
+
+typecheck:
+	mypy
+
+test:
+	pytest
+
+schema:
+	tools/gen_schema.sh
+
+models:
+	python tools/make_test_models.py

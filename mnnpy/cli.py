@@ -1,0 +1,160 @@
+"""Command line: ``python -m mnnpy run|dump``. Thin: the work lives in the library modules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+import mnnpy
+from mnnpy.errors import FileNotExistError, InputDataError, MNNError
+from mnnpy.models import DEFAULT_INPUTS, DEFAULT_MODEL
+
+
+def _param_summary(param: Any, limit: int = 8) -> str:
+    """Short ``field=value`` text of an object-API parameter table; long arrays by length."""
+    if param is None:
+        return ""
+    parts = []
+    for key, value in vars(param).items():
+        if value is None:
+            continue
+        if hasattr(value, "__dict__") and not isinstance(value, (int, float, bytes, str)):
+            parts.append(f"{key}={{{_param_summary(value, limit)}}}")
+        elif isinstance(value, (list, tuple, np.ndarray)):
+            n = len(value)
+            shown = np.asarray(value).ravel().tolist() if n <= limit else f"<{n} values>"
+            parts.append(f"{key}={shown}")
+        elif isinstance(value, bytes):
+            parts.append(f"{key}={value.decode('utf-8', 'replace')!r}")
+        else:
+            parts.append(f"{key}={value}")
+    return ", ".join(parts)
+
+
+def dump(data: bytes, out: Any = sys.stdout) -> None:
+    """Print a model's ops, tensors, shapes (at the declared input shapes) and parameters."""
+    interp = mnnpy.Interpreter.from_buffer(data)
+    net = interp.net
+    names = net.tensor_names
+    print(f"ops: {len(net.ops)}  tensors: {net.tensor_count}  bizCode: {net.biz_code!r}", file=out)
+    shapes: dict[int, str] = {}
+    try:
+        session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+        for t in session.tensors:
+            shapes[t.describe.index] = (
+                f"{list(t.shape)} {t.dtype.name} {t.dimension_format.name}"
+            )
+    except MNNError as e:
+        print(f"(shapes unavailable: {e})", file=out)
+    for op in net.ops:
+        ins = ", ".join(f"{names[i]!r}" for i in op.inputs)
+        outs = ", ".join(f"{names[i]!r} {shapes.get(i, '')}".rstrip() for i in op.outputs)
+        print(f"#{op.index:<4} {op.type_name:<18} {op.name!r}", file=out)
+        print(f"      in: [{ins}]  out: [{outs}]", file=out)
+        summary = _param_summary(op.param)
+        if summary:
+            print(f"      {op.param_name}: {summary}", file=out)
+    print(f"outputs: {net.output_names}", file=out)
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise FileNotExistError(f"cannot read {path!r}: {e}") from e
+
+
+def _parse_inputs(items: Sequence[str]) -> dict[str | None, np.ndarray]:
+    result: dict[str | None, np.ndarray] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep:
+            name, path = "", item
+        try:
+            result[name or None] = np.load(path)
+        except (OSError, ValueError) as e:
+            raise InputDataError(f"cannot load input {path!r}: {e}") from e
+    return result
+
+
+def _default_inputs(model: str) -> dict[str | None, np.ndarray]:
+    if model != str(DEFAULT_MODEL):
+        return {}
+    with np.load(DEFAULT_INPUTS) as data:
+        return {k[6:]: data[k] for k in data.files if k.startswith("input:")}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Load, feed, run (timed), print outputs."""
+    model = args.model or str(DEFAULT_MODEL)
+    interp = mnnpy.Interpreter(model)
+    t0 = time.perf_counter()
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=args.threads))
+    create_ms = (time.perf_counter() - t0) * 1e3
+    feeds = _parse_inputs(args.input) or _default_inputs(model)
+    inputs = interp.get_session_input_all(session)
+    rng = np.random.default_rng(0)
+    for name, tensor in inputs.items():
+        data = feeds.get(name, feeds.get(None) if len(inputs) == 1 else None)
+        if data is not None and tuple(data.shape) != tensor.shape:
+            interp.resize_tensor(tensor, data.shape)
+    interp.resize_session(session)
+    for name, tensor in inputs.items():
+        data = feeds.get(name, feeds.get(None) if len(inputs) == 1 else None)
+        if data is None:
+            data = rng.random(tensor.shape, dtype=np.float32).astype(tensor.dtype)
+            print(f"input {name!r}: random {list(tensor.shape)}")
+        tensor.copy_from(np.asarray(data))
+    times = []
+    for _ in range(max(1, args.runs)):
+        t0 = time.perf_counter()
+        interp.run_session(session)
+        times.append((time.perf_counter() - t0) * 1e3)
+    outputs = {n: t.numpy() for n, t in interp.get_session_output_all(session).items()}
+    for name, value in outputs.items():
+        flat = value.ravel()
+        print(f"output {name!r}: shape {list(value.shape)} dtype {value.dtype}")
+        print(f"  values[:10] = {np.array2string(flat[:10], precision=5)}")
+        if value.ndim == 2 and value.dtype.kind == "f":
+            print(f"  argmax per row = {value.argmax(axis=1).tolist()}")
+    print(
+        f"model {model}: session created in {create_ms:.1f} ms; run {len(times)}x with "
+        f"{args.threads} thread(s): median {np.median(times):.3f} ms, min {min(times):.3f} ms"
+    )
+    if args.save:
+        np.savez(args.save, **{f"output:{n}": v for n, v in outputs.items()})
+    if args.json:
+        print(json.dumps({"median_ms": float(np.median(times)), "min_ms": float(min(times))}))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m mnnpy``; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m mnnpy", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_run = sub.add_parser("run", help="run a model (default: the bundled one) and time it")
+    p_run.add_argument("model", nargs="?", help="a .mnn file (default: bundled model)")
+    p_run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                       help="feed an input from a .npy file (repeatable; random if absent)")
+    p_run.add_argument("--threads", type=int, default=1, help="threads per op (default 1)")
+    p_run.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
+    p_run.add_argument("--save", metavar="FILE.npz", help="save the outputs")
+    p_run.add_argument("--json", action="store_true", help="also print timing as JSON")
+    p_dump = sub.add_parser("dump", help="print ops, tensors, shapes and params of a model")
+    p_dump.add_argument("model")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            return run(args)
+        dump(_read(args.model))
+        return 0
+    except MNNError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1

@@ -1,0 +1,87 @@
+"""Tensor data in and out, layout conversion, and the NC4HW4 pack kernels vs layout.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy import layout
+from mnnpy.backend.cpu.kernels import pack as K
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.tensor import Tensor
+from mnnpy.tensor_format import DimensionFormat, DimensionType
+
+SHAPES = [(1, 1, 3, 3), (2, 3, 5, 7), (1, 4, 2, 2), (2, 5, 1, 9), (1, 17, 3, 4), (3, 6), (2, 5, 7)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_layout_pack_roundtrip(shape):
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    packed = layout.pack_nc4hw4(x)
+    assert packed.size == layout.storage_elements(shape, DimensionFormat.NC4HW4)
+    np.testing.assert_array_equal(layout.unpack_nc4hw4(packed, shape), x)
+    # Padding lanes are zero.
+    c = shape[1]
+    lanes = packed.reshape(shape[0], layout.c4(c), -1, 4)
+    assert not lanes[:, -1, :, c % 4 or 4 :].any()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8, np.int8])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pack_kernels_match_numpy(shape, dtype, threads):
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 100, size=shape).astype(dtype)
+    n, c, area = shape[0], shape[1], int(np.prod(shape[2:]))
+    dst = np.full(layout.storage_elements(shape, DimensionFormat.NC4HW4), 7, dtype)
+    K.pack(x.ravel(), dst, n, c, area, threads)
+    np.testing.assert_array_equal(dst, layout.pack_nc4hw4(x))
+    back = np.empty(x.size, dtype)
+    K.unpack(dst, back, n, c, area, threads)
+    np.testing.assert_array_equal(back, x.ravel())
+    nhwc = np.ascontiguousarray(np.moveaxis(x.reshape(n, c, area), 1, -1))
+    dst2 = np.full_like(dst, 9)
+    K.pack_nhwc(nhwc.ravel(), dst2, n, c, area, threads)
+    np.testing.assert_array_equal(dst2, dst)
+    back2 = np.empty(x.size, dtype)
+    K.unpack_nhwc(dst, back2, n, c, area, threads)
+    np.testing.assert_array_equal(back2, nhwc.ravel())
+
+
+def test_pack_kernel_refuses_small_buffers():
+    with pytest.raises(ValueError, match="too small"):
+        K.pack(np.zeros(10, np.float32), np.zeros(100, np.float32), 1, 3, 4)
+    with pytest.raises(ValueError, match="too small"):
+        K.unpack(np.zeros(10, np.float32), np.zeros(100, np.float32), 1, 3, 4)
+
+
+def test_host_tensor_roundtrip_between_layouts():
+    x = np.arange(2 * 5 * 3 * 4, dtype=np.float32).reshape(2, 5, 3, 4)
+    nchw = Tensor.from_numpy(x)
+    c4 = Tensor.create_host_tensor_from_device(
+        Tensor((2, 5, 3, 4), np.float32, DimensionFormat.NC4HW4)
+    , copy_data=False)
+    c4.copy_from_host_tensor(nchw)
+    assert c4.dimension_type == DimensionType.CAFFE_C4
+    np.testing.assert_array_equal(c4.numpy(), x)
+    nhwc = Tensor.from_numpy(np.moveaxis(x, 1, -1), DimensionType.TENSORFLOW)
+    c4.copy_from_host_tensor(nhwc)
+    np.testing.assert_array_equal(c4.numpy(), x)
+    out = Tensor.from_numpy(np.zeros((2, 3, 4, 5), np.float32), DimensionType.TENSORFLOW)
+    c4.copy_to_host_tensor(out)
+    np.testing.assert_array_equal(out.numpy(), np.moveaxis(x, 1, -1))
+
+
+def test_copy_refuses_wrong_shape_and_dtype():
+    t = Tensor.from_numpy(np.zeros((1, 3, 2, 2), np.float32), name="x")
+    with pytest.raises(MNNError) as e:
+        t.copy_from(np.zeros((1, 3, 2, 3), np.float32))
+    assert e.value.code == ErrorCode.INPUT_DATA_ERROR and "'x'" in str(e.value)
+    with pytest.raises(MNNError, match="float64"):
+        t.copy_from(np.zeros((1, 3, 2, 2)))
+
+
+def test_device_tensor_without_memory_raises():
+    with pytest.raises(MNNError) as e:
+        Tensor((1, 2), name="t").numpy()
+    assert e.value.code == ErrorCode.NO_EXECUTION
