@@ -1,0 +1,106 @@
+"""MatMul, BatchMatMul and InnerProduct on the CPU backend vs their NumPy references."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy._schema.MNN.BatchMatMulParam import BatchMatMulParamT
+from mnnpy._schema.MNN.InnerProduct import InnerProductT
+from mnnpy._schema.MNN.MatMul import MatMulT
+from mnnpy._schema.MNN.OpParameter import OpParameter
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import inner_product, matmul
+from mnnpy.tensor_format import DimensionFormat
+from tests.helpers import assert_close, run_op
+
+NCHW = DimensionFormat.NCHW
+rng = np.random.default_rng(7)
+
+
+def _op(op_type, param):
+    return OpDef(0, op_type, "op", (), (), param, 0, NCHW)
+
+
+def _mm(ta=False, tb=False):
+    p = MatMulT()
+    p.transposeA, p.transposeB = ta, tb
+    return p
+
+
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize(
+    "sa,sb", [((3, 5), (5, 4)), ((2, 3, 5), (5, 17)), ((2, 1, 3, 5), (4, 5, 6)), ((1, 7), (7, 1))]
+)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_matmul(sa, sb, ta, tb, threads):
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+    if ta:
+        a = np.ascontiguousarray(np.swapaxes(a, -1, -2))
+    if tb:
+        b = np.ascontiguousarray(np.swapaxes(b, -1, -2))
+    param = _mm(ta, tb)
+    got = run_op(OpType.MatMul, [a, b], param, OpParameter.MatMul, fmt=NCHW, num_thread=threads)
+    expected = matmul.reference(_op(OpType.MatMul, param), [a, b])
+    assert_close(got[0], expected[0])
+    exact = np.swapaxes(a, -1, -2) if ta else a
+    exact = exact @ (np.swapaxes(b, -1, -2) if tb else b)
+    assert_close(expected[0], exact)  # the reference against plain NumPy
+
+
+def test_matmul_with_bias_and_const_weight():
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    b = rng.standard_normal((6, 3)).astype(np.float32)
+    bias = rng.standard_normal(3).astype(np.float32)
+    got = run_op(OpType.MatMul, [a, b, bias], _mm(), OpParameter.MatMul, fmt=NCHW,
+                 consts={1: b, 2: bias})
+    assert_close(got[0], a @ b + bias)
+
+
+def test_batch_matmul_adj():
+    p = BatchMatMulParamT()
+    p.adjX, p.adjY = False, True
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal((2, 5, 4)).astype(np.float32)
+    got = run_op(OpType.BatchMatMul, [a, b], p, OpParameter.BatchMatMulParam, fmt=NCHW)
+    assert_close(got[0], a @ np.swapaxes(b, -1, -2))
+
+
+def test_matmul_shape_mismatch_is_a_size_error():
+    a, b = np.zeros((3, 4), np.float32), np.zeros((5, 2), np.float32)
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.MatMul, [a, b], _mm(), OpParameter.MatMul, fmt=NCHW)
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+def _ip(n, k, transpose=False, bias=True):
+    p = InnerProductT()
+    p.outputCount, p.biasTerm, p.transpose = n, int(bias), transpose
+    w = rng.standard_normal((k, n) if transpose else (n, k)).astype(np.float32)
+    p.weight, p.weightSize = w.ravel(), w.size
+    p.bias = rng.standard_normal(n).astype(np.float32) if bias else None
+    return p, (w.T if transpose else w)
+
+
+@pytest.mark.parametrize("n,k,batch", [(1, 3, 1), (5, 17, 2), (10, 4, 3)])
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("bias", [False, True])
+def test_inner_product(n, k, batch, transpose, bias):
+    param, w = _ip(n, k, transpose, bias)
+    x = rng.standard_normal((batch, k)).astype(np.float32)
+    got = run_op(OpType.InnerProduct, [x], param, OpParameter.InnerProduct, fmt=NCHW)
+    expected = inner_product.reference(_op(OpType.InnerProduct, param), [x])[0]
+    assert_close(got[0], expected)
+    assert_close(expected, x @ w.T + (param.bias if bias else 0))
+
+
+def test_inner_product_short_weight_is_invalid_model():
+    param, _ = _ip(4, 3)
+    param.weight = param.weight[:-1]
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.InnerProduct, [np.zeros((1, 3), np.float32)], param,
+               OpParameter.InnerProduct, fmt=NCHW)
+    assert e.value.code == ErrorCode.INVALID_VALUE and "weight" in str(e.value)
