@@ -47,9 +47,7 @@ def dump(data: bytes, out: Any = sys.stdout) -> None:
     try:
         session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
         for t in session.tensors:
-            shapes[t.describe.index] = (
-                f"{list(t.shape)} {t.dtype.name} {t.dimension_format.name}"
-            )
+            shapes[t.describe.index] = f"{list(t.shape)} {t.dtype.name} {t.dimension_format.name}"
     except MNNError as e:
         print(f"(shapes unavailable: {e})", file=out)
     for op in net.ops:
@@ -129,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         f"{args.threads} thread(s): median {np.median(times):.3f} ms, min {min(times):.3f} ms"
     )
     if args.save:
-        np.savez(args.save, **{f"output:{n}": v for n, v in outputs.items()})
+        np.savez(args.save, **{f"output:{n}": v for n, v in outputs.items()})  # type: ignore[arg-type]  # numpy's stub types **kwds badly
     if args.json:
         print(json.dumps({"median_ms": float(np.median(times)), "min_ms": float(min(times))}))
     return 0
@@ -141,8 +139,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="run a model (default: the bundled one) and time it")
     p_run.add_argument("model", nargs="?", help="a .mnn file (default: bundled model)")
-    p_run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
-                       help="feed an input from a .npy file (repeatable; random if absent)")
+    p_run.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="feed an input from a .npy file (repeatable; random if absent)",
+    )
     p_run.add_argument("--threads", type=int, default=1, help="threads per op (default 1)")
     p_run.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
     p_run.add_argument("--save", metavar="FILE.npz", help="save the outputs")

@@ -9,7 +9,7 @@ runs it on every ``run_session`` (compute only; no allocation, no shape work).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mnnpy.backend import Backend
@@ -42,4 +42,6 @@ class Execution:
 
 
 # creator(op, inputs, outputs, backend) -> Execution, or None when the backend cannot run the op.
-Creator = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"], "Backend"], Optional[Execution]]
+Creator = Callable[
+    ["OpDef", Sequence["Tensor"], Sequence["Tensor"], "Backend"], Execution | None
+]

@@ -29,7 +29,7 @@ __all__ = [
 
 
 class MemoryMode(IntEnum):
-    """MNN's ``BackendConfig::MemoryMode`` (``Memory_Normal`` / ``Memory_High`` / ``Memory_Low``)."""
+    """MNN's ``BackendConfig::MemoryMode``: Memory_Normal, Memory_High, Memory_Low."""
 
     NORMAL = 0
     HIGH = 1

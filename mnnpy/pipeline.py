@@ -139,7 +139,9 @@ class Pipeline:
         except MNNError as e:
             assert unit is not None
             name = unit.backend.name if unit.backend else None
-            raise e.with_op(unit.op.type_name, unit.op.name, backend=name, phase="execute") from None
+            raise e.with_op(
+                unit.op.type_name, unit.op.name, backend=name, phase="execute"
+            ) from None
         except Exception as e:
             assert unit is not None
             raise self._wrap(e, unit, "execute") from e

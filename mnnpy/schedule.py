@@ -193,9 +193,7 @@ def _outputs(net: Net, tensors: list[TensorInfo], ops: list[OpDef]) -> dict[str,
         return {n: by_name[n] for n in net.output_names}
     # No declared outputs: as MNN does, every tensor written by an op and read by none.
     read = {i for op in ops for i in op.inputs}
-    outs = {
-        tensors[i].name: i for op in ops for i in op.outputs if i not in read
-    }
+    outs = {tensors[i].name: i for op in ops for i in op.outputs if i not in read}
     if not outs:
         raise InvalidModelError("model has no outputs")
     return outs

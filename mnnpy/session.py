@@ -46,7 +46,7 @@ class Session:
             self.backup = self._make_backend(config.backup_type, config)
         self.host_backend = self.backend if config.type == ForwardType.CPU else self.backup
         self.tensors = [Tensor(name=t.name) for t in info.tensors]
-        for t, ti in zip(self.tensors, info.tensors):
+        for t, ti in zip(self.tensors, info.tensors, strict=True):
             t.describe.index, t.describe.usage = ti.index, ti.usage
         self._use_counts = [t.use_count for t in info.tensors]
         for inp in info.inputs.values():

@@ -22,7 +22,14 @@ from mnnpy.tensor_format import DataType, DimensionFormat, DimensionType, format
 if TYPE_CHECKING:
     from mnnpy.backend import Backend, StorageType
 
-__all__ = ["Tensor", "TensorDescribe", "TensorUsage", "DimensionFormat", "DimensionType", "DataType"]
+__all__ = [
+    "Tensor",
+    "TensorDescribe",
+    "TensorUsage",
+    "DimensionFormat",
+    "DimensionType",
+    "DataType",
+]
 
 
 class TensorUsage(IntEnum):
@@ -82,6 +89,7 @@ class Tensor:
         self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
         self.dtype: np.dtype = np.dtype(dtype)
         self.dimension_format = DimensionFormat(dimension_format)
+        # The storage (1-D, NC4HW4-padded); None until a backend gives the tensor memory.
         self.host: np.ndarray | None = None
         self.describe = TensorDescribe(name=name)
 
@@ -188,7 +196,9 @@ class Tensor:
             InputDataError: when the shapes (after layout conversion) or dtypes differ.
         """
         shape = layout.logical_shape_in(host.shape, host.dimension_format, self.dimension_format)
-        self._check_compatible(shape, host.dtype, f"tensor {host.name!r}" if host.name else "tensor")
+        self._check_compatible(
+            shape, host.dtype, f"tensor {host.name!r}" if host.name else "tensor"
+        )
         data = layout.to_format(host.numpy(), host.dimension_format, self.dimension_format)
         self._write_logical(data)
 

@@ -32,8 +32,14 @@ _DATA_TYPES = {
 }
 
 
-def _op(op_type: int, name: str, inputs: Sequence[int], outputs: Sequence[int],
-        param: Any = None, param_type: int = OpParameter.NONE) -> OpT:
+def _op(
+    op_type: int,
+    name: str,
+    inputs: Sequence[int],
+    outputs: Sequence[int],
+    param: Any = None,
+    param_type: int = OpParameter.NONE,
+) -> OpT:
     op = OpT()
     op.type, op.name = op_type, name
     op.inputIndexes, op.outputIndexes = list(inputs), list(outputs)
@@ -41,8 +47,9 @@ def _op(op_type: int, name: str, inputs: Sequence[int], outputs: Sequence[int],
     return op
 
 
-def const_op(name: str, index: int, value: np.ndarray,
-             fmt: DimensionFormat = DimensionFormat.NCHW) -> OpT:
+def const_op(
+    name: str, index: int, value: np.ndarray, fmt: DimensionFormat = DimensionFormat.NCHW
+) -> OpT:
     """A Const op writing ``value`` to tensor ``index``."""
     value = np.asarray(value)
     blob = BlobT()
@@ -53,8 +60,13 @@ def const_op(name: str, index: int, value: np.ndarray,
     return _op(OpType.Const, name, [], [index], blob, OpParameter.Blob)
 
 
-def input_op(name: str, index: int, shape: Sequence[int], dtype: Any = np.float32,
-             fmt: DimensionFormat = DimensionFormat.NC4HW4) -> OpT:
+def input_op(
+    name: str,
+    index: int,
+    shape: Sequence[int],
+    dtype: Any = np.float32,
+    fmt: DimensionFormat = DimensionFormat.NC4HW4,
+) -> OpT:
     """An Input op for tensor ``index``."""
     param = InputT()
     param.dims = list(shape)
@@ -110,8 +122,16 @@ def run_op(
     default_format: DimensionFormat = DimensionFormat.NHWC,
 ) -> list[np.ndarray]:
     """Run a one-op model on ``inputs`` (logical NCHW arrays); returns the outputs (NCHW)."""
-    data = make_single_op_net(op_type, inputs, param, param_type, consts=consts, fmt=fmt,
-                              num_outputs=num_outputs, default_format=default_format)
+    data = make_single_op_net(
+        op_type,
+        inputs,
+        param,
+        param_type,
+        consts=consts,
+        fmt=fmt,
+        num_outputs=num_outputs,
+        default_format=default_format,
+    )
     interp = mnnpy.Interpreter.from_buffer(data)
     session = interp.create_session(mnnpy.ScheduleConfig(num_thread=num_thread))
     for i, arr in enumerate(inputs):
@@ -122,8 +142,9 @@ def run_op(
     return [interp.get_session_output(session, f"out{i}").numpy() for i in range(num_outputs)]
 
 
-def assert_close(actual: np.ndarray, expected: np.ndarray, rtol: float = RTOL,
-                 atol: float = ATOL) -> None:
+def assert_close(
+    actual: np.ndarray, expected: np.ndarray, rtol: float = RTOL, atol: float = ATOL
+) -> None:
     """Equal shapes; float32 within tolerance, integers exact."""
     actual, expected = np.asarray(actual), np.asarray(expected)
     assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"

@@ -110,7 +110,7 @@ def try_fold(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
         results = ref(op, contents)  # type: ignore[arg-type]
     if len(results) != len(outputs):
         raise ComputeSizeError(f"folding produced {len(results)} outputs, expected {len(outputs)}")
-    for out, value in zip(outputs, results):
+    for out, value in zip(outputs, results, strict=True):
         value = np.asarray(value)
         if value.shape != out.shape:
             raise ComputeSizeError(

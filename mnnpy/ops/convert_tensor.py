@@ -19,7 +19,9 @@ def dest_format(op: OpDef) -> DimensionFormat:
     try:
         return DimensionFormat(op.param.dest)
     except (AttributeError, ValueError):
-        raise ComputeSizeError(f"ConvertTensor needs a valid dest format, got {op.param!r}") from None
+        raise ComputeSizeError(
+            f"ConvertTensor needs a valid dest format, got {op.param!r}"
+        ) from None
 
 
 @register_shape(OpType.ConvertTensor)

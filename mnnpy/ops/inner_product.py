@@ -40,7 +40,9 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
     """(N, K) -> (N, outputCount), in the input's format (as MNN)."""
     x = inputs[0]
     if op.param is None or x.ndim != 2 or int(op.param.outputCount) <= 0:
-        raise ComputeSizeError(f"InnerProduct needs a 2-D input and outputCount > 0, got {x.shape!r}")
+        raise ComputeSizeError(
+            f"InnerProduct needs a 2-D input and outputCount > 0, got {x.shape!r}"
+        )
     outputs[0].shape = (x.shape[0], int(op.param.outputCount))
     outputs[0].dtype = np.dtype(np.float32)
     outputs[0].dimension_format = x.dimension_format

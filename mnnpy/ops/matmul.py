@@ -37,7 +37,9 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
         raise ComputeSizeError(f"{op.type_name} needs two inputs, has {len(inputs)}")
     a, b = _matrix_shapes(inputs[0].shape, inputs[1].shape, *transposes(op))
     if not a or not b or a[-1] != (b[-2] if len(b) >= 2 else b[0]):
-        raise ComputeSizeError(f"cannot multiply shapes {inputs[0].shape!r} and {inputs[1].shape!r}")
+        raise ComputeSizeError(
+            f"cannot multiply shapes {inputs[0].shape!r} and {inputs[1].shape!r}"
+        )
     try:
         batch = np.broadcast_shapes(a[:-2], b[:-2])
     except ValueError:

@@ -56,7 +56,9 @@ def mutate(data: bytes, rng: np.random.Generator) -> bytes:
 def try_model(data: bytes, inputs: dict[str, np.ndarray]) -> str:
     try:
         interp = mnnpy.Interpreter.from_buffer(data)
-        config = mnnpy.ScheduleConfig(num_thread=1, backend_config=BackendConfig(memory_budget=BUDGET))
+        config = mnnpy.ScheduleConfig(
+            num_thread=1, backend_config=BackendConfig(memory_budget=BUDGET)
+        )
         session = interp.create_session(config)
         for name, tensor in interp.get_session_input_all(session).items():
             value = inputs.get(name)

@@ -57,7 +57,9 @@ def test_threads_give_identical_results_and_runs_repeat(name):
             interp.get_session_input(session, n).copy_from(v)
         for _ in range(2):  # the input must survive a run: run again without feeding
             interp.run_session(session)
-            results.append({n: t.numpy() for n, t in interp.get_session_output_all(session).items()})
+            results.append(
+                {n: t.numpy() for n, t in interp.get_session_output_all(session).items()}
+            )
     for other in results[1:]:
         for key in results[0]:
             np.testing.assert_array_equal(other[key], results[0][key])

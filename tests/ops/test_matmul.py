@@ -55,8 +55,9 @@ def test_matmul_with_bias_and_const_weight():
     a = rng.standard_normal((4, 6)).astype(np.float32)
     b = rng.standard_normal((6, 3)).astype(np.float32)
     bias = rng.standard_normal(3).astype(np.float32)
-    got = run_op(OpType.MatMul, [a, b, bias], _mm(), OpParameter.MatMul, fmt=NCHW,
-                 consts={1: b, 2: bias})
+    got = run_op(
+        OpType.MatMul, [a, b, bias], _mm(), OpParameter.MatMul, fmt=NCHW, consts={1: b, 2: bias}
+    )
     assert_close(got[0], a @ b + bias)
 
 
@@ -101,6 +102,11 @@ def test_inner_product_short_weight_is_invalid_model():
     param, _ = _ip(4, 3)
     param.weight = param.weight[:-1]
     with pytest.raises(MNNError) as e:
-        run_op(OpType.InnerProduct, [np.zeros((1, 3), np.float32)], param,
-               OpParameter.InnerProduct, fmt=NCHW)
+        run_op(
+            OpType.InnerProduct,
+            [np.zeros((1, 3), np.float32)],
+            param,
+            OpParameter.InnerProduct,
+            fmt=NCHW,
+        )
     assert e.value.code == ErrorCode.INVALID_VALUE and "weight" in str(e.value)

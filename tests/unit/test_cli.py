@@ -12,8 +12,9 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "mnnpy", *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mnnpy", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_run_bundled_model():
@@ -27,8 +28,18 @@ def test_run_with_input_file_and_threads(tmp_path):
         x, y = z["input:x"], z["output:y"]
     np.save(tmp_path / "x.npy", x)
     out = tmp_path / "out.npz"
-    r = _cli("run", str(DATA / "residual_add.mnn"), "--input", f"x={tmp_path / 'x.npy'}",
-             "--threads", "2", "--runs", "1", "--save", str(out))
+    r = _cli(
+        "run",
+        str(DATA / "residual_add.mnn"),
+        "--input",
+        f"x={tmp_path / 'x.npy'}",
+        "--threads",
+        "2",
+        "--runs",
+        "1",
+        "--save",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     with np.load(out) as z:
         np.testing.assert_allclose(z["output:y"], y, rtol=1e-3, atol=1e-4)

@@ -10,7 +10,7 @@ from mnnpy.memory import MemoryPlanner, align
 def _check_no_overlap(planner_events, plan):
     alive, intervals = {}, {}
     t = 0
-    for kind, key, *size in planner_events:
+    for kind, key, *_ in planner_events:
         if kind == "a":
             alive[key] = t
         else:

@@ -45,8 +45,13 @@ def test_roles_use_counts_and_implicit_outputs():
     )
     info = schedule(load_net(data), [ScheduleConfig()])
     usage = [t.usage for t in info.tensors]
-    assert usage == [TensorUsage.INPUT, TensorUsage.CONSTANT, TensorUsage.NORMAL,
-                     TensorUsage.OUTPUT, TensorUsage.OUTPUT]
+    assert usage == [
+        TensorUsage.INPUT,
+        TensorUsage.CONSTANT,
+        TensorUsage.NORMAL,
+        TensorUsage.OUTPUT,
+        TensorUsage.OUTPUT,
+    ]
     assert [t.use_count for t in info.tensors] == [1, 0, 2, 1, 1]
     assert set(info.outputs) == {"b", "c"}
     assert [op.name for op in info.pipelines[0].ops] == ["r1", "r2", "r3"]
@@ -54,8 +59,15 @@ def test_roles_use_counts_and_implicit_outputs():
 
 
 def test_declared_outputs_keep_intermediate_tensors():
-    data = _net([input_op("x", 0, (1, 4)), _op(OpType.ReLU, "r", [0], [1]),
-                 _op(OpType.ReLU, "s", [1], [2])], ["x", "a", "b"], outputs=["a", "b"])
+    data = _net(
+        [
+            input_op("x", 0, (1, 4)),
+            _op(OpType.ReLU, "r", [0], [1]),
+            _op(OpType.ReLU, "s", [1], [2]),
+        ],
+        ["x", "a", "b"],
+        outputs=["a", "b"],
+    )
     info = schedule(load_net(data), [ScheduleConfig()])
     assert info.outputs == {"a": 1, "b": 2}
     assert info.tensors[1].use_count == 2  # read by "s", plus kept as an output
@@ -101,8 +113,9 @@ def test_missing_param_is_a_size_error_naming_the_op():
 def test_wrong_input_name_lists_inputs():
     param = TensorConvertInfoT()
     param.source, param.dest = 0, 2
-    data = make_single_op_net(OpType.ConvertTensor, [np.zeros((1, 2), np.float32)], param,
-                              OpParameter.TensorConvertInfo)
+    data = make_single_op_net(
+        OpType.ConvertTensor, [np.zeros((1, 2), np.float32)], param, OpParameter.TensorConvertInfo
+    )
     interp = mnnpy.Interpreter.from_buffer(data)
     session = interp.create_session()
     with pytest.raises(MNNError, match=r"\['in0'\]") as e:

@@ -59,8 +59,8 @@ def test_host_tensor_roundtrip_between_layouts():
     x = np.arange(2 * 5 * 3 * 4, dtype=np.float32).reshape(2, 5, 3, 4)
     nchw = Tensor.from_numpy(x)
     c4 = Tensor.create_host_tensor_from_device(
-        Tensor((2, 5, 3, 4), np.float32, DimensionFormat.NC4HW4)
-    , copy_data=False)
+        Tensor((2, 5, 3, 4), np.float32, DimensionFormat.NC4HW4), copy_data=False
+    )
     c4.copy_from_host_tensor(nchw)
     assert c4.dimension_type == DimensionType.CAFFE_C4
     np.testing.assert_array_equal(c4.numpy(), x)

@@ -6,8 +6,8 @@ import importlib
 import pkgutil
 
 from mnnpy.backend import ForwardType, register_backend
-from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu import executions
+from mnnpy.backend.cpu.backend import CPUBackend
 
 __all__ = ["CPUBackend"]
 

@@ -102,7 +102,7 @@ class CPUBackend(Backend):
         for key, tensor in self._dynamic.items():
             tensor.host = self._view(self._arena, plan.offsets[key], tensor)
         self._separate_arena = _aligned_bytes(total)
-        for tensor, offset in zip(self._separate, offsets):
+        for tensor, offset in zip(self._separate, offsets, strict=True):
             tensor.host = self._view(self._separate_arena, offset, tensor)
 
     @staticmethod

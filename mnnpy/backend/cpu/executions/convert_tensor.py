@@ -38,10 +38,14 @@ def layout_kernel(src: Tensor, dst: Tensor) -> Callable[[np.ndarray, np.ndarray,
         d[:n] = s[:n]
 
     def nhwc_nchw(s: np.ndarray, d: np.ndarray, t: int) -> None:
-        d[:n].reshape(batch, channel, area)[:] = s[:n].reshape(batch, area, channel).transpose(0, 2, 1)
+        d[:n].reshape(batch, channel, area)[:] = (
+            s[:n].reshape(batch, area, channel).transpose(0, 2, 1)
+        )
 
     def nchw_nhwc(s: np.ndarray, d: np.ndarray, t: int) -> None:
-        d[:n].reshape(batch, area, channel)[:] = s[:n].reshape(batch, channel, area).transpose(0, 2, 1)
+        d[:n].reshape(batch, area, channel)[:] = (
+            s[:n].reshape(batch, channel, area).transpose(0, 2, 1)
+        )
 
     table = {
         (NCHW, NC4HW4): lambda s, d, t: K.pack(s, d, batch, channel, area, t),
@@ -69,8 +73,9 @@ class CPUConvertTensor(Execution):
 
 
 @CPUBackend.register_creator(OpType.ConvertTensor)
-def create(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
-           backend: Backend) -> Execution | None:
+def create(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
     if inputs[0].dtype not in (np.float32, np.int32, np.uint8, np.int8):
         return None
     return CPUConvertTensor(backend)

@@ -59,16 +59,18 @@ def _plain_float(tensors: Sequence[Tensor]) -> bool:
 
 
 @CPUBackend.register_creator(OpType.MatMul, OpType.BatchMatMul)
-def create_matmul(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
-                  backend: Backend) -> Execution | None:
+def create_matmul(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
     if not _plain_float([*inputs, *outputs]):
         return None
     return CPUMatMul(backend, *transposes(op))
 
 
 @CPUBackend.register_creator(OpType.InnerProduct)
-def create_inner_product(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor],
-                         backend: Backend) -> Execution | None:
+def create_inner_product(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
     if not _plain_float([*inputs, *outputs]) or op.param.quanParameter is not None:
         return None
     w, b = weights(op, inputs[0].shape[1])
