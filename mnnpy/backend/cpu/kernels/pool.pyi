@@ -1,0 +1,17 @@
+import numpy as np
+
+def max_pool(
+    src: np.ndarray,
+    dst: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    num_thread: int = 1,
+) -> None: ...
+def avg_pool(
+    src: np.ndarray,
+    dst: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    include_pad: bool,
+    num_thread: int = 1,
+) -> None: ...

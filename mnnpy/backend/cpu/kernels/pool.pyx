@@ -1,0 +1,138 @@
+# cython: language_level=3
+"""2-D max / average pooling on NC4HW4; their reference is ``mnnpy/ops/pool.py``.
+
+Every kernel takes ``shape = (batch, c, ih, iw, oh, ow)`` and
+``window = (ky, kx, sy, sx, pad_top, pad_left)``. Max pooling clamps window
+coordinates into the input (MNN replicates the edges); average pooling sums the taps
+inside the input and divides by the count MNN uses (see ``avg_pool``). Output padding
+lanes (channels >= c) are written as zeros.
+
+Sizes and buffer lengths are checked before the ``nogil`` loop. Threads split the output
+rows; results do not depend on the thread count.
+"""
+
+from cython.parallel cimport prange
+
+
+cdef struct Geom:
+    Py_ssize_t c, ih, iw, oh, ow, ky, kx, sy, sx, top, left, c4
+
+
+cdef inline Py_ssize_t _clip(Py_ssize_t v, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    if v < lo:
+        return lo
+    return hi if v > hi else v
+
+
+cdef Geom _geom(tuple shape, tuple window, Py_ssize_t src_len, Py_ssize_t dst_len,
+                Py_ssize_t* rows) except *:
+    cdef Geom g
+    cdef Py_ssize_t batch
+    batch, g.c, g.ih, g.iw, g.oh, g.ow = shape
+    g.ky, g.kx, g.sy, g.sx, g.top, g.left = window
+    if min(batch, g.c, g.ih, g.iw, g.oh, g.ow) < 1:
+        raise ValueError(f"sizes must be positive, got shape {shape!r}")
+    if min(g.ky, g.kx, g.sy, g.sx) < 1:
+        raise ValueError(f"kernel and stride must be positive, got window {window!r}")
+    g.c4 = (g.c + 3) // 4
+    if (src_len < batch * g.c4 * g.ih * g.iw * 4
+            or dst_len < batch * g.c4 * g.oh * g.ow * 4):
+        raise ValueError(
+            f"buffers too small: src {src_len}, dst {dst_len} for shape {shape!r}")
+    rows[0] = batch * g.c4 * g.oh
+    return g
+
+
+cdef inline void _store4(float* out, float a0, float a1, float a2, float a3,
+                         Py_ssize_t lanes) noexcept nogil:
+    out[0] = a0
+    out[1] = a1 if lanes > 1 else 0
+    out[2] = a2 if lanes > 2 else 0
+    out[3] = a3 if lanes > 3 else 0
+
+
+cdef void _max_row(const Geom* g, const float* src, float* dst,
+                   Py_ssize_t row) noexcept nogil:
+    cdef Py_ssize_t plane = row // g.oh, oy = row % g.oh
+    cdef Py_ssize_t iy0 = oy * g.sy - g.top
+    cdef Py_ssize_t ys = _clip(iy0, 0, g.ih - 1)
+    cdef Py_ssize_t ye = _clip(iy0 + g.ky - 1, 0, g.ih - 1)
+    cdef Py_ssize_t ox, ix0, xs, xe, y, x
+    cdef const float* src_p = src + plane * g.ih * g.iw * 4
+    cdef const float* p
+    cdef float m0, m1, m2, m3
+    for ox in range(g.ow):
+        ix0 = ox * g.sx - g.left
+        xs = _clip(ix0, 0, g.iw - 1)
+        xe = _clip(ix0 + g.kx - 1, 0, g.iw - 1)
+        p = src_p + (ys * g.iw + xs) * 4
+        m0, m1, m2, m3 = p[0], p[1], p[2], p[3]
+        for y in range(ys, ye + 1):
+            for x in range(xs, xe + 1):
+                p = src_p + (y * g.iw + x) * 4
+                m0 = p[0] if p[0] > m0 else m0
+                m1 = p[1] if p[1] > m1 else m1
+                m2 = p[2] if p[2] > m2 else m2
+                m3 = p[3] if p[3] > m3 else m3
+        _store4(dst + (row * g.ow + ox) * 4, m0, m1, m2, m3, g.c - (plane % g.c4) * 4)
+
+
+def max_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
+             int num_thread=1):
+    """Max over each window, window coordinates clamped into the input."""
+    cdef Py_ssize_t rows, r
+    cdef Geom g = _geom(shape, window, src.shape[0], dst.shape[0], &rows)
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    with nogil:
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
+            _max_row(&g, s, d, r)
+
+
+cdef void _avg_row(const Geom* g, const float* src, float* dst, bint include_pad,
+                   Py_ssize_t row) noexcept nogil:
+    cdef Py_ssize_t plane = row // g.oh, oy = row % g.oh
+    cdef Py_ssize_t iy0 = oy * g.sy - g.top
+    cdef Py_ssize_t ys = iy0 if iy0 > 0 else 0
+    cdef Py_ssize_t ye = iy0 + g.ky if iy0 + g.ky < g.ih else g.ih
+    cdef Py_ssize_t ox, ix0, xs, xe, y, x, count
+    cdef const float* src_p = src + plane * g.ih * g.iw * 4
+    cdef const float* p
+    cdef float s0, s1, s2, s3, inv
+    for ox in range(g.ow):
+        ix0 = ox * g.sx - g.left
+        xs = ix0 if ix0 > 0 else 0
+        xe = ix0 + g.kx if ix0 + g.kx < g.iw else g.iw
+        s0 = s1 = s2 = s3 = 0
+        for y in range(ys, ye):
+            for x in range(xs, xe):
+                p = src_p + (y * g.iw + x) * 4
+                s0 = s0 + p[0]
+                s1 = s1 + p[1]
+                s2 = s2 + p[2]
+                s3 = s3 + p[3]
+        if include_pad:
+            count = (_clip(iy0 + g.ky, iy0, g.ih + g.top) - iy0) * (
+                _clip(ix0 + g.kx, ix0, g.iw + g.left) - ix0)
+        else:
+            count = (ye - ys) * (xe - xs)
+        inv = 1.0 / count if count > 0 else 0
+        _store4(dst + (row * g.ow + ox) * 4, s0 * inv, s1 * inv, s2 * inv, s3 * inv,
+                g.c - (plane % g.c4) * 4)
+
+
+def avg_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
+             bint include_pad, int num_thread=1):
+    """Average over each window's taps inside the input.
+
+    The divisor is MNN's: with ``include_pad``, the window clipped to the input extended
+    by ``pad_top`` / ``pad_left`` on *both* sides (MNN ignores the bottom / right pads
+    here); otherwise the number of taps inside the input. A window with no taps gives 0.
+    """
+    cdef Py_ssize_t rows, r
+    cdef Geom g = _geom(shape, window, src.shape[0], dst.shape[0], &rows)
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    with nogil:
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
+            _avg_row(&g, s, d, include_pad, r)

@@ -1,0 +1,154 @@
+"""Pooling and Pooling3D (global, 4-D): MNN's size, padding and count rules, NumPy reference.
+
+Output sizes follow MNN's ``ShapePool.cpp``; padding and the average's divisor follow
+``CPUPool.cpp`` / ``CPUPool.hpp``: with a ``pads`` vector and CAFFE padding the pads are taken
+from it and the pool counts as VALID, so DEFAULT counts exclude padding; CAFFE without ``pads``
+counts include it (up to the input plus the *top/left* padding, as MNN does). Max pooling clamps
+window coordinates into the input (MNN replicates edges), which equals ignoring the padding
+whenever a window overlaps the input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mnnpy._schema.MNN.AvgPoolCountType import AvgPoolCountType
+from mnnpy._schema.MNN.Pool import PoolT
+from mnnpy._schema.MNN.PoolPadType import PoolPadType
+from mnnpy._schema.MNN.PoolType import PoolType
+from mnnpy.errors import ComputeSizeError, InvalidModelError, NotSupportError
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import register_reference, register_shape
+from mnnpy.tensor import Tensor
+from mnnpy.tensor_format import DimensionFormat
+
+
+@dataclass(frozen=True)
+class PoolGeometry:
+    """A 2-D pool with shapes known; ``pad`` is (top, left), ``window`` what the kernels take."""
+
+    is_max: bool
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    pad: tuple[int, int]
+    out_hw: tuple[int, int]
+    include_pad: bool
+
+    @property
+    def window(self) -> tuple[int, ...]:
+        """``(ky, kx, sy, sx, pad_top, pad_left)``."""
+        return (*self.kernel, *self.stride, *self.pad)
+
+
+def pool_param(op: OpDef) -> Any:
+    """The op's Pool table; a global Pool3D becomes the equivalent global 2-D Pool (as MNN)."""
+    p = op.param
+    if p is None:
+        raise InvalidModelError(f"{op.type_name} has no parameter")
+    if op.type == OpType.Pooling3D:
+        if not p.isGlobal:
+            raise NotSupportError("Pooling3D is supported only with isGlobal")
+        return PoolT(isGlobal=True, type=p.type, padType=p.padType)
+    return p
+
+
+def _out(total: int, k: int, s: int, pad_type: int, ceil: bool) -> int:
+    if pad_type == PoolPadType.SAME:
+        return -(-total // s)
+    if pad_type == PoolPadType.VALID:
+        return -(-(total - k + 1) // s)
+    return (-(-(total - k) // s) if ceil else (total - k) // s) + 1
+
+
+def pool_geometry(p: Any, h: int, w: int) -> PoolGeometry:
+    """Resolve a Pool table for an H x W input.
+
+    Raises:
+        ComputeSizeError: on non-positive kernel / stride, TF-style padding with padX/padY, or
+            an empty output.
+    """
+    is_max = p.type == PoolType.MAXPOOL
+    if p.isGlobal:
+        return PoolGeometry(is_max, (h, w), (h, w), (0, 0), (1, 1), True)
+    ky, kx, sy, sx = p.kernelY, p.kernelX, p.strideY, p.strideX
+    if min(ky, kx, sy, sx) < 1:
+        raise ComputeSizeError(f"kernel {ky}x{kx} and stride {sy}x{sx} must be positive")
+    pad_type, pads = p.padType, p.pads
+    if pad_type in (PoolPadType.VALID, PoolPadType.SAME) and (p.padX or p.padY):
+        raise ComputeSizeError("VALID / SAME pooling must not have padX / padY")
+    th, tw = h, w
+    if pads is None:
+        th, tw = h + 2 * p.padY, w + 2 * p.padX
+    elif len(pads) == 2:  # MNN: two pads are (top, bottom)
+        th = h + pads[0] + pads[1]
+    elif len(pads) == 4:
+        th, tw = h + pads[0] + pads[2], w + pads[1] + pads[3]
+    if th < 1 or tw < 1:
+        raise ComputeSizeError(f"padded input {th}x{tw} is empty")
+    oh = _out(th, min(ky, th), sy, pad_type, p.ceilModel)
+    ow = _out(tw, min(kx, tw), sx, pad_type, p.ceilModel)
+    if oh < 1 or ow < 1:
+        raise ComputeSizeError(f"output size {oh}x{ow} for input {h}x{w} is empty")
+    top, left = p.padY, p.padX
+    if pad_type == PoolPadType.SAME:
+        top = max((oh - 1) * sy + ky - h, 0) // 2
+        left = max((ow - 1) * sx + kx - w, 0) // 2
+    elif pad_type == PoolPadType.VALID:
+        top = left = 0
+    if pads is not None and pad_type == PoolPadType.CAFFE:
+        if len(pads) == 4:
+            top, left = int(pads[0]), int(pads[1])
+        pad_type = PoolPadType.VALID
+    count = p.countType
+    include = count == AvgPoolCountType.INCLUDE_PADDING or (
+        count == AvgPoolCountType.DEFAULT and pad_type == PoolPadType.CAFFE
+    )
+    return PoolGeometry(is_max, (ky, kx), (sy, sx), (int(top), int(left)), (oh, ow), include)
+
+
+@register_shape(OpType.Pooling, OpType.Pooling3D)
+def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+    """H and W replaced by the pooled size; same dtype and format. A second output (max
+    indices) is int32 and shaped the same."""
+    x = inputs[0]
+    if x.ndim != 4:
+        error = NotSupportError if op.type == OpType.Pooling3D else ComputeSizeError
+        raise error(f"needs a 4-D input, got shape {x.shape!r}")
+    nhwc = x.dimension_format == DimensionFormat.NHWC
+    h, w = (x.shape[1], x.shape[2]) if nhwc else (x.shape[2], x.shape[3])
+    oh, ow = pool_geometry(pool_param(op), h, w).out_hw
+    n, c = x.shape[0], x.shape[3] if nhwc else x.shape[1]
+    for i, out in enumerate(outputs):
+        out.shape = (n, oh, ow, c) if nhwc else (n, c, oh, ow)
+        out.dtype = x.dtype if i == 0 else np.dtype(np.int32)
+        out.dimension_format = x.dimension_format
+
+
+@register_reference(OpType.Pooling, OpType.Pooling3D)
+def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Window by window over NCHW, vectorized over batch and channels, in float64."""
+    x = np.asarray(inputs[0], dtype=np.float64)
+    _, _, h, w = x.shape
+    geo = pool_geometry(pool_param(op), h, w)
+    (ky, kx), (sy, sx), (top, left), (oh, ow) = geo.kernel, geo.stride, geo.pad, geo.out_hw
+    out = np.zeros((*x.shape[:2], oh, ow))
+    for oy in range(oh):
+        for ox in range(ow):
+            iy, ix = oy * sy - top, ox * sx - left
+            if geo.is_max:  # clamp the window into the input: MNN replicates edges
+                ys, ye = np.clip([iy, iy + ky - 1], 0, h - 1)
+                xs, xe = np.clip([ix, ix + kx - 1], 0, w - 1)
+                out[:, :, oy, ox] = x[:, :, ys : ye + 1, xs : xe + 1].max(axis=(2, 3))
+                continue
+            ys, ye, xs, xe = max(iy, 0), min(iy + ky, h), max(ix, 0), min(ix + kx, w)
+            total = x[:, :, ys:ye, xs:xe].sum(axis=(2, 3)) if ye > ys and xe > xs else 0.0
+            if geo.include_pad:
+                count = (min(iy + ky, h + top) - iy) * (min(ix + kx, w + left) - ix)
+            else:
+                count = (ye - ys) * (xe - xs)
+            out[:, :, oy, ox] = total / count if count > 0 else 0.0
+    return [out.astype(np.float32)]

@@ -1,0 +1,205 @@
+"""Pooling / global Pooling3D: CPU execution vs the reference, reference vs ORT and MNN."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy._schema.MNN.AvgPoolCountType import AvgPoolCountType as Count
+from mnnpy._schema.MNN.Pool import PoolT
+from mnnpy._schema.MNN.Pool3D import Pool3DT
+from mnnpy._schema.MNN.PoolPadType import PoolPadType
+from mnnpy._schema.MNN.PoolType import PoolType
+from mnnpy.backend.cpu.kernels import pool as K
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops import reference_of
+from mnnpy.tensor_format import DimensionFormat
+from tests.helpers import assert_close, make_single_op_net, run_mnn, run_op
+
+MAX, AVG = PoolType.MAXPOOL, PoolType.AVEPOOL
+
+
+def pool(kind: int = MAX, k: int = 3, s: int = 2, **kw: object) -> PoolT:
+    args = dict(type=kind, kernelX=k, kernelY=k, strideX=s, strideY=s, ceilModel=False)
+    return PoolT(**{**args, **kw})
+
+
+def param_type(param: object) -> int:
+    return OpParameter.Pool3D if isinstance(param, Pool3DT) else OpParameter.Pool
+
+
+def op_type(param: object) -> int:
+    return OpType.Pooling3D if isinstance(param, Pool3DT) else OpType.Pooling
+
+
+def reference(param: object, x: np.ndarray) -> np.ndarray:
+    op = OpDef(0, op_type(param), "op", (0,), (1,), param, param_type(param), DimensionFormat.NHWC)
+    return reference_of(op.type)(op, [x])[0]
+
+
+def check(x: np.ndarray, param: object) -> np.ndarray:
+    """1 and 2 threads give identical results, both close to the reference."""
+    one, two = (
+        run_op(op_type(param), [x], param, param_type(param), num_thread=t)[0] for t in (1, 2)
+    )
+    assert np.array_equal(one, two)
+    assert_close(one, reference(param, x))
+    return one
+
+
+def data(shape: tuple[int, ...], seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
+@pytest.mark.parametrize("kind", [MAX, AVG])
+def test_channels(c: int, kind: int) -> None:
+    check(data((2, c, 7, 9)), pool(kind, padX=1, padY=1))
+
+
+CASES = {
+    "no_pad": dict(k=2, s=2),
+    "pads_vector": dict(pads=[1, 1, 1, 1], padX=1, padY=1),  # ONNX style: DEFAULT = exclude
+    "pads_asymmetric": dict(pads=[0, 1, 2, 1]),
+    "padxy_include": dict(padX=1, padY=1),  # no pads vector: DEFAULT = include
+    "include_asymmetric": dict(pads=[0, 1, 2, 1], countType=Count.INCLUDE_PADDING),
+    "exclude_padxy": dict(padX=1, padY=1, countType=Count.EXCLUDE_PADDING),
+    "ceil": dict(k=2, s=2, ceilModel=True),
+    "ceil_window_in_padding": dict(k=3, s=2, padX=1, padY=1, ceilModel=True),
+    "same": dict(padType=PoolPadType.SAME, s=2),
+    "valid": dict(padType=PoolPadType.VALID, k=2, s=3),
+    "kernel_larger_than_input": dict(k=12, s=1),
+    "rect": dict(kernelX=1, kernelY=4, strideX=1, strideY=3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("kind", [MAX, AVG])
+def test_params(name: str, kind: int) -> None:
+    check(data((2, 5, 7, 8)), pool(kind, **CASES[name]))
+
+
+@pytest.mark.parametrize("kind", [MAX, AVG])
+def test_global(kind: int) -> None:
+    x = data((2, 17, 5, 7))
+    out = check(x, PoolT(type=kind, isGlobal=True))
+    expected = x.max(axis=(2, 3)) if kind == MAX else x.mean(axis=(2, 3))
+    assert_close(out, expected[:, :, None, None])
+    out3d = check(x, Pool3DT(type=kind, isGlobal=True))
+    assert np.array_equal(out, out3d)
+
+
+def test_ceil_mode_sizes() -> None:
+    x = data((1, 1, 7, 7))
+    assert check(x, pool(MAX, k=2, s=2, ceilModel=True)).shape == (1, 1, 4, 4)
+    assert check(x, pool(MAX, k=2, s=2, ceilModel=False)).shape == (1, 1, 3, 3)
+    # MNN keeps a last window that starts in the padding: UP_DIV(7 + 2 - 3, 2) + 1 = 4
+    assert check(x, pool(AVG, k=3, s=2, padX=1, padY=1, ceilModel=True)).shape == (1, 1, 4, 4)
+
+
+def test_count_types_differ() -> None:
+    x = np.ones((1, 1, 4, 4), np.float32)
+    include = check(x, pool(AVG, k=3, s=1, padX=1, padY=1))
+    exclude = check(x, pool(AVG, k=3, s=1, pads=[1, 1, 1, 1]))
+    assert include[0, 0, 0, 0] == pytest.approx(4 / 9) and include[0, 0, 1, 1] == 1
+    assert np.all(exclude == 1)
+
+
+# -- reference vs independent implementations -------------------------------------------------
+def ort_pool(x: np.ndarray, node_type: str, **attrs: object) -> np.ndarray:
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+
+    node = helper.make_node(node_type, ["x"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+ORT_CASES = [  # (MNN pool, ONNX node, ONNX attributes): cases where both define the same thing
+    (pool(MAX, pads=[1, 0, 1, 2]), "MaxPool", dict(pads=[1, 0, 1, 2])),
+    (pool(AVG, pads=[1, 1, 1, 1]), "AveragePool", dict(pads=[1, 1, 1, 1])),
+    (pool(AVG, padX=1, padY=1), "AveragePool", dict(pads=[1, 1, 1, 1], count_include_pad=1)),
+    (pool(MAX, k=2, ceilModel=True), "MaxPool", dict(ceil_mode=1)),
+    (PoolT(type=AVG, isGlobal=True), "GlobalAveragePool", {}),
+    (PoolT(type=MAX, isGlobal=True), "GlobalMaxPool", {}),
+]
+
+
+@pytest.mark.parametrize("param, node_type, attrs", ORT_CASES)
+def test_reference_matches_onnxruntime(param: PoolT, node_type: str, attrs: dict) -> None:
+    x = data((2, 3, 7, 8))
+    if not param.isGlobal:
+        attrs = dict(
+            attrs,
+            kernel_shape=[param.kernelY, param.kernelX],
+            strides=[param.strideY, param.strideX],
+        )
+    assert_close(reference(param, x), ort_pool(x, node_type, **attrs))
+
+
+MNN_CASES = [
+    "ceil_window_in_padding",
+    "include_asymmetric",
+    "padxy_include",
+    "pads_asymmetric",
+    "same",
+    "valid",
+    "kernel_larger_than_input",
+]
+
+
+@pytest.mark.parametrize("name", MNN_CASES)
+@pytest.mark.parametrize("kind", [MAX, AVG])
+def test_reference_matches_mnn(name: str, kind: int, tmp_path: object) -> None:
+    x = data((1, 3, 7, 8))
+    param = pool(kind, **CASES[name])
+    model = make_single_op_net(OpType.Pooling, [x], param, OpParameter.Pool)
+    assert_close(reference(param, x), run_mnn(model, x, tmp_path))
+
+
+# -- errors -----------------------------------------------------------------------------------
+def error_code(
+    param: object, x: np.ndarray, fmt: DimensionFormat = DimensionFormat.NC4HW4
+) -> ErrorCode:
+    with pytest.raises(MNNError) as info:
+        run_op(op_type(param), [x], param, param_type(param), fmt=fmt)
+    return info.value.code
+
+
+@pytest.mark.parametrize("kw", [dict(k=0), dict(s=0), dict(padType=PoolPadType.VALID, padX=1)])
+def test_bad_params(kw: dict) -> None:
+    assert error_code(pool(**kw), data((1, 3, 5, 5))) == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+def test_not_supported() -> None:
+    x = data((1, 3, 5, 5))
+    assert error_code(pool(), x, fmt=DimensionFormat.NCHW) == ErrorCode.NOT_SUPPORT
+    non_global = Pool3DT(type=MAX, kernels=[1, 2, 2], strides=[1, 2, 2], pads=[0, 0, 0])
+    assert error_code(non_global, x) == ErrorCode.NOT_SUPPORT
+
+
+def test_kernel_checks_buffers() -> None:
+    src, dst = np.zeros(4 * 25, np.float32), np.zeros(4 * 4, np.float32)
+    K.max_pool(src, dst, (1, 3, 5, 5, 2, 2), (3, 3, 2, 2, 0, 0))
+    with pytest.raises(ValueError, match="too small"):
+        K.avg_pool(src[:-1], dst, (1, 3, 5, 5, 2, 2), (3, 3, 2, 2, 0, 0), True)
+    with pytest.raises(ValueError, match="positive"):
+        K.max_pool(src, dst, (1, 3, 5, 5, 2, 2), (3, 3, 0, 2, 0, 0))
+
+
+def test_padding_lanes_written_as_zero() -> None:
+    src = np.full(4 * 25, np.nan, np.float32)
+    src.reshape(25, 4)[:, :3] = 1  # channel 3 is a padding lane holding garbage
+    dst = np.full(4 * 4, 7, np.float32)
+    K.avg_pool(src, dst, (1, 3, 5, 5, 2, 2), (3, 3, 2, 2, 0, 0), False)
+    assert np.array_equal(dst.reshape(4, 4), np.tile([1, 1, 1, 0], (4, 1)).astype(np.float32))
