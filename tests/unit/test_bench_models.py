@@ -1,0 +1,64 @@
+"""tools/make_bench_models.py: every benchmark ONNX graph builds and passes onnx's checker.
+
+No conversion and no MNN here (that takes seconds per model); this only keeps the generator from
+rotting.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+_TOOL = Path(__file__).resolve().parents[2] / "tools" / "make_bench_models.py"
+_spec = importlib.util.spec_from_file_location("make_bench_models", _TOOL)
+assert _spec is not None and _spec.loader is not None
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+EXPECTED = [
+    "mobilenet_v2",
+    "resnet18",
+    "squeezenet1_1",
+    "shufflenet_v2",
+    "unet_small",
+    "transformer",
+]
+
+
+def test_model_names():
+    assert list(bench.MODELS) == EXPECTED
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_graph_is_valid(name):
+    model, inputs = bench.MODELS[name]()
+    onnx.checker.check_model(model, full_check=True)
+    graph_inputs = {
+        i.name: [d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input
+    }
+    assert {k: list(v.shape) for k, v in inputs.items()} == graph_inputs
+    assert all(v.dtype == np.float32 for v in inputs.values())
+
+
+def test_builds_are_deterministic():
+    (a, xa), (b, xb) = bench.build_unet_small(), bench.build_unet_small()
+    assert a.SerializeToString() == b.SerializeToString()
+    assert np.array_equal(xa["input"], xb["input"])
+
+
+def test_bench_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv(bench.ENV_DIR, str(tmp_path / "env"))
+    assert bench.bench_dir() == tmp_path / "env"
+    assert bench.bench_dir(tmp_path / "arg") == tmp_path / "arg"
+    monkeypatch.delenv(bench.ENV_DIR)
+    assert bench.bench_dir() == bench.DEFAULT_DIR
+
+
+def test_unknown_model_is_rejected(tmp_path):
+    with pytest.raises(KeyError, match="known"):
+        bench.ensure_models(["resnet50"], out=tmp_path)
