@@ -1,7 +1,7 @@
 .PHONY: build lint typecheck test schema models
 
 build:
-	pip install -e . --no-build-isolation
+	pip install -e ".[test]"
 
 lint:
 	ruff check mnnpy tests tools

@@ -1,0 +1,138 @@
+"""CPU BinaryOp and Eltwise with the ``eltwise.binary`` kernel."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backend import Backend
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
+from mnnpy.backend.cpu.kernels import eltwise as K
+from mnnpy.errors import NotSupportError
+from mnnpy.execution import Execution
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import binary_op, eltwise
+from mnnpy.tensor import Tensor
+
+_DTYPES = (np.dtype(np.float32), np.dtype(np.int32))
+_ONE = np.array([1], np.intp)
+
+
+def lane_compatible(t: Tensor, out: Tensor) -> bool:
+    """Whether ``t``'s storage maps element by element onto ``out``'s (same data order)."""
+    if t.element_size != out.element_size:
+        return False
+    if t.is_packed or out.is_packed:
+        return t.is_packed and out.is_packed and t.shape == out.shape
+    return True  # plain storage is the C order of the logical array; extra 1-dims do not move it
+
+
+def broadcast_plan(
+    a: Sequence[int], b: Sequence[int], out: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Index space and element strides of ``a`` and ``b`` over ``out``, adjacent dims merged."""
+    rank = len(out)
+    dims = []
+    for shape in (a, b):
+        shape = (1,) * (rank - len(shape)) + tuple(shape)
+        strides, step = [0] * rank, 1
+        for d in range(rank - 1, -1, -1):
+            strides[d] = step if shape[d] != 1 else 0
+            step *= shape[d]
+        dims.append(strides)
+    space: list[list[int]] = []  # [extent, a_stride, b_stride]
+    for d in range(rank):
+        extent, sa, sb = out[d], dims[0][d], dims[1][d]
+        if extent == 1:
+            continue
+        if space and space[-1][1] == sa * extent and space[-1][2] == sb * extent:
+            space[-1] = [space[-1][0] * extent, sa, sb]
+        else:
+            space.append([extent, sa, sb])
+    space = space or [[1, 0, 0]]
+    if len(space) > K.MAX_DIMS:
+        raise NotSupportError(f"broadcasting {tuple(a)!r} with {tuple(b)!r} needs too many dims")
+    cols = np.array(space, dtype=np.intp).T
+    return (
+        np.ascontiguousarray(cols[0]),
+        np.ascontiguousarray(cols[1]),
+        np.ascontiguousarray(cols[2]),
+    )
+
+
+class CPUBinary(Execution):
+    """BinaryOp / Eltwise on raw storage when layouts match lane by lane (NC4HW4 included),
+    else on logical NCHW scratch with broadcasting (MNN's CPUBinary, CPUEltwise)."""
+
+    def __init__(self, backend: Backend, code: int | None, relu: bool) -> None:
+        super().__init__(backend)
+        self.code, self.relu = code, relu  # code None: copy input 0 (Eltwise coeff [1, 0])
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        out = outputs[0]
+        self._io: LogicalIO | None = None
+        self._pad = bca(out.shape) if out.is_packed and out.shape[1] % 4 else None
+        if all(lane_compatible(t, out) or t.element_size == 1 for t in inputs):
+            # one flat index space over the output's storage; size-1 inputs repeat (stride 0)
+            self._shape = np.array([out.storage_elements], np.intp)
+            self._strides = [np.array([int(t.element_size > 1)], np.intp) for t in inputs]
+            return
+        assert len(inputs) == 2  # Eltwise inputs are lane compatible (see its creator)
+        self._io = LogicalIO(self.backend, inputs, outputs)  # type: ignore[arg-type]
+        self._io.release()
+        self._plan = broadcast_plan(inputs[0].shape, inputs[1].shape, out.shape)
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        out, threads = outputs[0], self.backend.num_thread
+        if self._io is not None:
+            a, b = self._io.read(inputs, flat=True)
+            (o,) = self._io.outputs(outputs, flat=True)
+            shape, sa, sb = self._plan
+            K.binary(a, b, o, self.code, shape, sa, sb, self.relu, threads)
+            self._io.write(outputs)
+            return
+        if self.code is None:
+            np.copyto(out.host, inputs[0].host)
+            return
+        shape, strides = self._shape, self._strides
+        K.binary(
+            inputs[0].host,
+            inputs[1].host,
+            out.host,
+            self.code,
+            shape,
+            strides[0],
+            strides[1],
+            self.relu,
+            threads,
+        )
+        for t, stride in zip(inputs[2:], strides[2:], strict=True):  # Eltwise: out = op(out, x_i)
+            K.binary(out.host, t.host, out.host, self.code, shape, _ONE, stride, False, threads)
+        if self._pad is not None:  # e.g. 0 / 0 in REALDIV; keep NC4HW4 padding lanes zero
+            K.zero_padding(out.host, *self._pad)
+
+
+@CPUBackend.register_creator(OpType.BinaryOp)
+def create_binary(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
+    code = binary_op.op_code(op)
+    dtype = inputs[0].dtype
+    supported = K.FLOAT_OPS if dtype == np.float32 else K.INT_OPS
+    if dtype not in _DTYPES or code not in supported or code not in binary_op.FUNCS[dtype]:
+        return None
+    # activationType other than 1 is ignored, as in MNN's CPUBinary
+    return CPUBinary(backend, code, getattr(op.param, "activationType", 0) == 1)
+
+
+@CPUBackend.register_creator(OpType.Eltwise)
+def create_eltwise(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
+    code = eltwise.plan(op)
+    out = outputs[0]
+    if inputs[0].dtype != np.float32 or not all(lane_compatible(t, out) for t in inputs):
+        return None
+    return CPUBinary(backend, code, False)

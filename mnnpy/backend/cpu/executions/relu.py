@@ -1,0 +1,50 @@
+"""CPU ReLU (leaky) and ReLU6 on raw storage with the eltwise kernels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backend import Backend
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.logical_io import bca
+from mnnpy.backend.cpu.kernels import eltwise as K
+from mnnpy.execution import Execution
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import relu
+from mnnpy.tensor import Tensor
+
+
+class CPURelu(Execution):
+    """ReLU / ReLU6 elementwise over any layout, input and output alike (MNN's CPURelu)."""
+
+    def __init__(self, backend: Backend, bounds: tuple[float, float] | None, slope: float) -> None:
+        super().__init__(backend)
+        self.bounds, self.slope = bounds, slope  # bounds None: ReLU with slope
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        out = outputs[0]
+        self._n = out.storage_elements
+        # clamp(0) may be nonzero; NC4HW4 padding lanes must stay zero
+        self._pad = bca(out.shape) if out.is_packed and out.shape[1] % 4 else None
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        src, dst, threads = inputs[0].host, outputs[0].host, self.backend.num_thread
+        if self.bounds is None:
+            K.relu(src, dst, self._n, self.slope, threads)
+        else:
+            K.clamp(src, dst, self._n, self.bounds[0], self.bounds[1], threads)
+            if self._pad is not None:
+                K.zero_padding(dst, *self._pad)
+
+
+@CPUBackend.register_creator(OpType.ReLU, OpType.ReLU6)
+def create(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
+    if inputs[0].dtype != np.float32:
+        return None
+    if op.type == OpType.ReLU:
+        return CPURelu(backend, None, relu.slope(op))
+    return CPURelu(backend, relu.bounds(op), 0.0)

@@ -1,0 +1,376 @@
+# cython: language_level=3
+"""Elementwise kernels: BinaryOp with broadcasting, ReLU / ReLU6, NC4HW4 padding reset.
+
+NumPy references: ``mnnpy/ops/binary_op.py`` and ``mnnpy/ops/relu.py``. ``binary`` walks an
+index space given as a shape and one element stride per operand (0 where it broadcasts), so the
+same kernel serves same-shape inputs on raw NC4HW4 storage (one dimension, strides 1 or 0) and
+real broadcasting on logical (NCHW-ordered) buffers. Each function checks once, outside the
+``nogil`` loop, that the buffers are large enough for what it will touch.
+"""
+
+cimport cython
+from cython.parallel cimport prange
+from libc.math cimport atan2f, expf, floor, floorf, fmodf, pow, powf
+
+ctypedef fused in_t:
+    float
+    int
+
+ctypedef fused out_t:
+    float
+    int
+
+ctypedef fused scalar_t:
+    float
+    int
+    signed char
+    unsigned char
+
+# MNN's BinaryOpOperation values.
+cdef enum:
+    ADD = 0
+    SUB = 1
+    MUL = 2
+    POW = 6
+    REALDIV = 7
+    MINIMUM = 8
+    MAXIMUM = 9
+    GREATER = 10
+    GREATER_EQUAL = 11
+    LESS = 12
+    FLOORDIV = 13
+    SQUARED_DIFFERENCE = 14
+    EQUAL = 15
+    LESS_EQUAL = 16
+    FLOORMOD = 17
+    MOD = 19
+    ATAN2 = 20
+    LOGICALOR = 21
+    NOTEQUAL = 22
+    BITWISE_AND = 23
+    BITWISE_OR = 24
+    BITWISE_XOR = 25
+    LOGICALXOR = 26
+    LEFTSHIFT = 27
+    RIGHTSHIFT = 28
+    MUL_SILU = 29
+
+MAX_DIMS = 8
+FLOAT_OPS = frozenset({
+    ADD, SUB, MUL, POW, REALDIV, MINIMUM, MAXIMUM, GREATER,
+    GREATER_EQUAL, LESS, FLOORDIV, SQUARED_DIFFERENCE, EQUAL, LESS_EQUAL, FLOORMOD, MOD, ATAN2,
+    NOTEQUAL, MUL_SILU,
+})
+INT_OPS = frozenset({
+    ADD, SUB, MUL, POW, REALDIV, MINIMUM, MAXIMUM, GREATER,
+    GREATER_EQUAL, LESS, FLOORDIV, SQUARED_DIFFERENCE, EQUAL, LESS_EQUAL, FLOORMOD, MOD,
+    LOGICALOR, NOTEQUAL, BITWISE_AND, BITWISE_OR, BITWISE_XOR, LOGICALXOR, LEFTSHIFT, RIGHTSHIFT,
+})
+COMPARE_OPS = frozenset({GREATER, GREATER_EQUAL, LESS, LESS_EQUAL, EQUAL, NOTEQUAL})
+# Rows shorter than this are not split between threads.
+cdef Py_ssize_t _MIN_CHUNK = 4096
+
+
+cdef inline bint _is_compare(int op) noexcept nogil:
+    return (op == GREATER or op == GREATER_EQUAL or op == LESS or op == LESS_EQUAL
+            or op == EQUAL or op == NOTEQUAL)
+
+
+cdef inline int _d2i(double v) noexcept nogil:
+    # x86's cvttsd2si, which MNN's casts compile to: NaN and out-of-range values give INT_MIN.
+    if v >= -2147483648.0 and v < 2147483648.0:
+        return <int>v
+    return -2147483647 - 1
+
+
+cdef inline int _cmp(int op, in_t x, in_t y) noexcept nogil:
+    if op == GREATER:
+        return x > y
+    if op == GREATER_EQUAL:
+        return x >= y
+    if op == LESS:
+        return x < y
+    if op == LESS_EQUAL:
+        return x <= y
+    if op == EQUAL:
+        return x == y
+    return x != y
+
+
+cdef inline bint _is_hot(int op) noexcept nogil:
+    return op == ADD or op == SUB or op == MUL or op == REALDIV or op == MAXIMUM or op == MINIMUM
+
+
+cdef inline float _float_op(int op, float x, float y) noexcept nogil:
+    if op == POW:
+        return powf(x, y)
+    if op == FLOORDIV:
+        return <float>floor(<double>x / <double>y)
+    if op == SQUARED_DIFFERENCE:
+        return (x - y) * (x - y)
+    if op == FLOORMOD:
+        return x - floorf(x / y) * y
+    if op == MOD:
+        return fmodf(x, y)
+    if op == ATAN2:
+        return atan2f(x, y)
+    if op == MUL_SILU:
+        return x * (y / (1.0 + expf(-y)))
+    return 0
+
+
+cdef inline int _int_op(int op, int x, int y) noexcept nogil:
+    # Integer division by 0 (and INT_MIN / -1) would trap; MNN has no guard, we give 0 (and the
+    # wrapped quotient), as NumPy does. Arithmetic wraps (Python builds with -fwrapv).
+    cdef int r
+    if op == ADD:
+        return x + y
+    if op == SUB:
+        return x - y
+    if op == MUL:
+        return x * y
+    if op == REALDIV:
+        if y == 0:
+            return 0
+        if y == -1:
+            return -x
+        return _trunc_div(x, y)
+    if op == MAXIMUM:
+        return x if x > y else y
+    if op == MINIMUM:
+        return x if x < y else y
+    if op == POW:
+        return _d2i(pow(<double>x, <double>y))
+    if op == FLOORDIV:
+        return _d2i(floor(<double>x / <double>y))
+    if op == SQUARED_DIFFERENCE:
+        return (x - y) * (x - y)
+    if op == FLOORMOD:
+        # MNN computes x - floor(x / y) * y with an integer x / y: the truncated remainder.
+        if y == 0 or y == -1:
+            return 0
+        return x - _trunc_div(x, y) * y
+    if op == MOD:
+        if y == 0 or y == -1:
+            return 0
+        r = x - _trunc_div(x, y) * y
+        if (r < 0 and y > 0) or (r > 0 and y < 0):
+            r = r + y
+        return r
+    if op == LOGICALOR:
+        return x != 0 or y != 0
+    if op == BITWISE_AND:
+        return x & y
+    if op == BITWISE_OR:
+        return x | y
+    if op == BITWISE_XOR:
+        return x ^ y
+    if op == LOGICALXOR:
+        return x != y
+    if op == LEFTSHIFT:  # x86 masks the shift count to 5 bits
+        return <int>(<unsigned int>x << (y & 31))
+    if op == RIGHTSHIFT:
+        return x >> (y & 31)
+    return 0
+
+
+@cython.cdivision(True)
+cdef inline int _trunc_div(int x, int y) noexcept nogil:
+    # C division truncates toward zero; callers exclude y == 0 and y == -1.
+    return x // y
+
+
+cdef void _hot_row(int op, const float* a, const float* b, Py_ssize_t sb, float* o,
+                   Py_ssize_t n) noexcept nogil:
+    # Contiguous ``a`` with contiguous (sb 1) or scalar (sb 0) ``b``: one plain loop per case so
+    # the compiler vectorizes them.
+    cdef Py_ssize_t i
+    cdef float y = b[0]
+    if sb == 1:
+        if op == ADD:
+            for i in range(n):
+                o[i] = a[i] + b[i]
+        elif op == SUB:
+            for i in range(n):
+                o[i] = a[i] - b[i]
+        elif op == MUL:
+            for i in range(n):
+                o[i] = a[i] * b[i]
+        elif op == REALDIV:
+            for i in range(n):
+                o[i] = a[i] / b[i]
+        elif op == MAXIMUM:
+            for i in range(n):
+                o[i] = a[i] if a[i] > b[i] else b[i]
+        else:
+            for i in range(n):
+                o[i] = a[i] if a[i] < b[i] else b[i]
+    elif op == ADD:
+        for i in range(n):
+            o[i] = a[i] + y
+    elif op == SUB:
+        for i in range(n):
+            o[i] = a[i] - y
+    elif op == MUL:
+        for i in range(n):
+            o[i] = a[i] * y
+    elif op == REALDIV:
+        for i in range(n):
+            o[i] = a[i] / y
+    elif op == MAXIMUM:
+        for i in range(n):
+            o[i] = a[i] if a[i] > y else y
+    else:
+        for i in range(n):
+            o[i] = a[i] if a[i] < y else y
+
+
+cdef void _row(int op, const in_t* a, Py_ssize_t sa, const in_t* b, Py_ssize_t sb, out_t* o,
+               Py_ssize_t n, bint relu) noexcept nogil:
+    cdef Py_ssize_t i
+    if _is_compare(op):
+        for i in range(n):
+            o[i] = <out_t>_cmp(op, a[i * sa], b[i * sb])
+        return
+    if in_t is float and out_t is float:
+        if _is_hot(op) and sa == 1 and (sb == 1 or sb == 0):
+            _hot_row(op, a, b, sb, o, n)
+        elif op == ADD:
+            for i in range(n):
+                o[i] = a[i * sa] + b[i * sb]
+        elif op == SUB:
+            for i in range(n):
+                o[i] = a[i * sa] - b[i * sb]
+        elif op == MUL:
+            for i in range(n):
+                o[i] = a[i * sa] * b[i * sb]
+        elif op == REALDIV:
+            for i in range(n):
+                o[i] = a[i * sa] / b[i * sb]
+        elif op == MAXIMUM:
+            for i in range(n):
+                o[i] = a[i * sa] if a[i * sa] > b[i * sb] else b[i * sb]
+        elif op == MINIMUM:
+            for i in range(n):
+                o[i] = a[i * sa] if a[i * sa] < b[i * sb] else b[i * sb]
+        else:
+            for i in range(n):
+                o[i] = _float_op(op, a[i * sa], b[i * sb])
+    elif in_t is int and out_t is int:
+        for i in range(n):
+            o[i] = _int_op(op, a[i * sa], b[i * sb])
+    if relu:  # an unconditional store vectorizes (a conditional one mispredicts)
+        for i in range(n):
+            o[i] = o[i] if o[i] > 0 else 0
+
+
+cdef void _task(int op, const in_t* a, const in_t* b, out_t* o, const Py_ssize_t* shape,
+                const Py_ssize_t* astr, const Py_ssize_t* bstr, Py_ssize_t ndim,
+                Py_ssize_t row, Py_ssize_t c0, Py_ssize_t c1, bint relu) noexcept nogil:
+    cdef Py_ssize_t d, idx, rem = row, ao = 0, bo = 0
+    cdef Py_ssize_t last = ndim - 1
+    for d in range(last - 1, -1, -1):
+        idx = rem % shape[d]
+        rem = rem // shape[d]
+        ao += idx * astr[d]
+        bo += idx * bstr[d]
+    _row(op, a + ao + c0 * astr[last], astr[last], b + bo + c0 * bstr[last], bstr[last],
+         o + row * shape[last] + c0, c1 - c0, relu)
+
+
+def _reach(const Py_ssize_t[::1] shape, const Py_ssize_t[::1] strides):
+    cdef Py_ssize_t d, top = 0
+    for d in range(shape.shape[0]):
+        if strides[d] < 0:
+            raise ValueError("negative stride")
+        top += (shape[d] - 1) * strides[d]
+    return top + 1
+
+
+def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
+           const Py_ssize_t[::1] shape, const Py_ssize_t[::1] a_strides,
+           const Py_ssize_t[::1] b_strides, bint relu=False, int num_thread=1):
+    """``out[i] = op(a[i . a_strides], b[i . b_strides])`` over the row-major index space ``shape``.
+
+    ``op`` is a BinaryOpOperation value; comparisons write 0 / 1 into an int32 ``out``. With
+    ``relu`` negative results become 0 (BinaryOp's ``activationType`` 1).
+    """
+    cdef Py_ssize_t ndim = shape.shape[0], total = 1, d, rows, inner, cpr, clen, tasks, t, c0, c1
+    if ndim < 1 or ndim > MAX_DIMS or a_strides.shape[0] != ndim or b_strides.shape[0] != ndim:
+        raise ValueError(f"bad index space: {ndim} dims")
+    for d in range(ndim):
+        if shape[d] < 0:
+            raise ValueError("negative extent")
+        total *= shape[d]
+    if total == 0:
+        return
+    if _reach(shape, a_strides) > a.shape[0] or _reach(shape, b_strides) > b.shape[0]:
+        raise ValueError("input buffers too small for the index space")
+    if out.shape[0] < total:
+        raise ValueError(f"output buffer has {out.shape[0]} elements, needs {total}")
+    ops = COMPARE_OPS if _is_compare(op) else (FLOAT_OPS if in_t is float else INT_OPS)
+    if (op not in ops or (in_t is float and out_t is int and not _is_compare(op))
+            or (out_t is float and (in_t is int or _is_compare(op)))):
+        raise ValueError(f"binary op {op} does not support these dtypes")
+    inner = shape[ndim - 1]
+    rows = total // inner
+    # Split rows into chunks only when there are too few rows to share between threads.
+    cpr = 1
+    if rows < num_thread and inner >= 2 * _MIN_CHUNK:
+        cpr = min((inner + _MIN_CHUNK - 1) // _MIN_CHUNK, 4 * num_thread)
+    clen = (inner + cpr - 1) // cpr
+    tasks = rows * cpr
+    with nogil:
+        for t in prange(tasks, num_threads=num_thread, schedule="static"):
+            c0 = (t % cpr) * clen
+            c1 = min(c0 + clen, inner)
+            if c0 < c1:
+                _task(op, &a[0], &b[0], &out[0], &shape[0], &a_strides[0], &b_strides[0], ndim,
+                      t // cpr, c0, c1, relu)
+
+
+def relu(const float[::1] src, float[::1] dst, Py_ssize_t n, float slope=0, int num_thread=1):
+    """``dst[i] = src[i] > 0 ? src[i] : src[i] * slope`` for the first ``n`` elements."""
+    if n < 0 or src.shape[0] < n or dst.shape[0] < n:
+        raise ValueError(f"buffers too small for {n} elements")
+    cdef Py_ssize_t chunks = (n + _MIN_CHUNK - 1) // _MIN_CHUNK, c, i, end
+    cdef float v, w
+    with nogil:
+        for c in prange(chunks, num_threads=num_thread, schedule="static"):
+            end = min((c + 1) * _MIN_CHUNK, n)
+            for i in range(c * _MIN_CHUNK, end):
+                # multiply unconditionally: a conditional FP op cannot be if-converted (the
+                # compiler may not speculate it), which leaves a mispredicting branch
+                v = src[i]
+                w = v * slope
+                dst[i] = v if v > 0 else w
+
+
+def clamp(const float[::1] src, float[::1] dst, Py_ssize_t n, float lo, float hi,
+          int num_thread=1):
+    """``dst[i] = min(max(src[i], lo), hi)`` for the first ``n`` elements (ReLU6)."""
+    if n < 0 or src.shape[0] < n or dst.shape[0] < n:
+        raise ValueError(f"buffers too small for {n} elements")
+    cdef Py_ssize_t chunks = (n + _MIN_CHUNK - 1) // _MIN_CHUNK, c, i, end
+    cdef float v
+    with nogil:
+        for c in prange(chunks, num_threads=num_thread, schedule="static"):
+            end = min((c + 1) * _MIN_CHUNK, n)
+            for i in range(c * _MIN_CHUNK, end):
+                v = src[i] if src[i] > lo else lo
+                dst[i] = v if v < hi else hi
+
+
+def zero_padding(scalar_t[::1] buf, Py_ssize_t batch, Py_ssize_t channel, Py_ssize_t area):
+    """Set the padding lanes of NC4HW4 storage (channels ``channel..`` of the last block) to 0."""
+    cdef Py_ssize_t blocks = (channel + 3) // 4, n, i, lane, base
+    if batch < 0 or channel < 0 or area < 0 or buf.shape[0] < batch * blocks * area * 4:
+        raise ValueError(f"buffer too small for batch {batch}, channel {channel}, area {area}")
+    if channel % 4 == 0:
+        return
+    with nogil:
+        for n in range(batch):
+            base = (n * blocks + blocks - 1) * area * 4
+            for i in range(area):
+                for lane in range(channel % 4, 4):
+                    buf[base + i * 4 + lane] = 0

@@ -1,0 +1,60 @@
+"""SliceTf: ``x[begin : begin + size]`` per dim; ``begin`` and ``size`` are inputs 1 and 2 (their
+content must be known while resizing), a negative begin counts from the end, size -1 means to the
+end."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.errors import ComputeSizeError, NotSupportError
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import register_reference, register_shape
+from mnnpy.tensor import Tensor
+
+
+def region(shape: Sequence[int], begin: np.ndarray, size: np.ndarray) -> list[tuple[int, int]]:
+    """``(start, length)`` per dim, validated as MNN's ShapeSliceTf."""
+    begin, size = np.asarray(begin).ravel(), np.asarray(size).ravel()
+    if len(begin) != len(shape) or len(size) != len(shape):
+        raise ComputeSizeError(
+            f"SliceTf begin {begin.tolist()!r} / size {size.tolist()!r} for shape {tuple(shape)!r}"
+        )
+    result = []
+    for dim, b, n in zip(shape, begin.tolist(), size.tolist(), strict=True):
+        b = b + dim if b < 0 else b
+        n = dim - b if n == -1 else n
+        if not 0 <= b <= dim or n < 0 or b + n > dim:
+            raise ComputeSizeError(
+                f"SliceTf begin {begin.tolist()!r} size {size.tolist()!r} out of {tuple(shape)!r}"
+            )
+        result.append((int(b), int(n)))
+    return result
+
+
+def index(shape: Sequence[int], begin: np.ndarray, size: np.ndarray) -> tuple[slice, ...]:
+    """The NumPy index of the slice."""
+    return tuple(slice(b, b + n) for b, n in region(shape, begin, size))
+
+
+@register_shape(OpType.SliceTf)
+def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+    """Sliced dims; dtype and format of input 0."""
+    if len(inputs) != 3:
+        raise ComputeSizeError(f"SliceTf needs 3 inputs, has {len(inputs)}")
+    src, begin, size = inputs
+    if begin.describe.content is None or size.describe.content is None:
+        raise NotSupportError("SliceTf's begin and size must be known while resizing")
+    out = outputs[0]
+    out.shape = tuple(
+        n for _, n in region(src.shape, begin.describe.content, size.describe.content)
+    )
+    out.dtype, out.dimension_format = src.dtype, src.dimension_format
+
+
+@register_reference(OpType.SliceTf)
+def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The slice."""
+    x = np.asarray(inputs[0])
+    return [x[index(x.shape, inputs[1], inputs[2])].copy()]

@@ -1,0 +1,61 @@
+"""eltwise / softmax kernels directly: chunked threading, broadcast plans, argument checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy.backend.cpu.executions.binary import broadcast_plan
+from mnnpy.backend.cpu.kernels import eltwise as K
+from mnnpy.backend.cpu.kernels import softmax as S
+
+
+def _i(*values: int) -> np.ndarray:
+    return np.array(values, np.intp)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_long_rows_are_split_between_threads(threads: int) -> None:
+    rng = np.random.default_rng(0)
+    n = 3 * 4096 + 5  # one row, longer than two chunks
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = np.empty(n, np.float32)
+    K.binary(a, b, out, 0, _i(n), _i(1), _i(1), True, threads)
+    np.testing.assert_array_equal(out, np.maximum(a + b, 0))
+    K.relu(a, out, n, 0.5, threads)
+    np.testing.assert_array_equal(out, np.where(a > 0, a, a * np.float32(0.5)))
+
+
+@pytest.mark.parametrize(
+    ("a", "b"), [((2, 3, 4, 5), (3, 1, 5)), ((4, 1), (1, 6)), ((2, 1, 3, 1, 2), (2, 7, 1, 4, 1))]
+)
+def test_broadcast_plan(a: tuple, b: tuple) -> None:
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal(a).astype(np.float32), rng.standard_normal(b).astype(np.float32)
+    shape = np.broadcast_shapes(a, b)
+    out = np.empty(int(np.prod(shape)), np.float32)
+    K.binary(x.ravel(), y.ravel(), out, 1, *broadcast_plan(a, b, shape), False, 2)
+    np.testing.assert_array_equal(out.reshape(shape), x - y)
+
+
+def test_checks() -> None:
+    a = np.zeros(4, np.float32)
+    with pytest.raises(ValueError):
+        K.binary(a, a, a, 0, _i(5), _i(1), _i(1))  # buffers too small
+    with pytest.raises(ValueError):
+        K.binary(a, a, a, 10, _i(4), _i(1), _i(1))  # a comparison needs an int32 output
+    with pytest.raises(ValueError):
+        K.zero_padding(a, 1, 5, 1)
+    with pytest.raises(ValueError):
+        S.softmax(a, a, 1, 5, 1)
+
+
+def test_zero_padding_and_inplace_softmax() -> None:
+    buf = np.ones(2 * 2 * 3 * 4, np.float32)
+    K.zero_padding(buf, 2, 5, 3)
+    lanes = buf.reshape(2, 2, 3, 4)
+    assert lanes[:, 1, :, 1:].sum() == 0 and lanes[:, 0].all() and lanes[:, 1, :, 0].all()
+    x = np.random.default_rng(2).standard_normal(24).astype(np.float32)
+    want = np.exp(x.reshape(2, 3, 4)) / np.exp(x.reshape(2, 3, 4)).sum(axis=1, keepdims=True)
+    S.softmax(x, x, 2, 3, 4, 2)
+    np.testing.assert_allclose(x.reshape(2, 3, 4), want, rtol=1e-5)

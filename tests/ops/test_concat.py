@@ -1,0 +1,62 @@
+"""Concat: along channels (NC4HW4 blocks that do not line up), other axes, int32 folding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy._schema.MNN.Axis import AxisT
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops.concat import reference
+from mnnpy.tensor_format import DimensionFormat
+from tests.helpers import run_op
+
+NC4HW4, NCHW, NHWC = DimensionFormat.NC4HW4, DimensionFormat.NCHW, DimensionFormat.NHWC
+
+
+def axis(a: int) -> AxisT:
+    p = AxisT()
+    p.axis = a
+    return p
+
+
+def check(xs: list[np.ndarray], a: int, **kw: object) -> np.ndarray:
+    one, two = (
+        run_op(OpType.Concat, xs, axis(a), OpParameter.Axis, num_thread=t, **kw)[0] for t in (1, 2)
+    )
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, np.concatenate(xs, axis=a))
+    op = OpDef(0, OpType.Concat, "op", (), (0,), axis(a), OpParameter.Axis, NHWC)
+    np.testing.assert_array_equal(reference(op, xs)[0], one)
+    return one
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW, NHWC])
+@pytest.mark.parametrize("channels", [(1, 3), (4, 5, 17), (6, 6)])
+def test_channels(channels: tuple[int, ...], fmt: DimensionFormat) -> None:
+    rng = np.random.default_rng(sum(channels))
+    xs = [rng.standard_normal((2, c, 3, 5)).astype(np.float32) for c in channels]
+    check(xs, 1, fmt=fmt)
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("a", [0, -1, 2])
+def test_other_axes(a: int, fmt: DimensionFormat) -> None:
+    rng = np.random.default_rng(a + 1)
+    shapes = [[2, 5, 3, 3], [2, 5, 3, 3]]
+    shapes[1][a] = 4
+    check([rng.standard_normal(s).astype(np.float32) for s in shapes], a, fmt=fmt)
+
+
+def test_int32_consts_fold() -> None:
+    xs = [np.array([1], np.int32), np.array([2, 3], np.int32)]
+    out = run_op(OpType.Concat, xs, axis(0), OpParameter.Axis, consts={0: xs[0], 1: xs[1]})[0]
+    np.testing.assert_array_equal(out, [1, 2, 3])
+
+
+def test_mismatch() -> None:
+    xs = [np.zeros((2, 3, 4), np.float32), np.zeros((2, 3, 5), np.float32)]
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.Concat, xs, axis(1), OpParameter.Axis)
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR

@@ -1,0 +1,128 @@
+"""Reshape: dims from the parameter or a const shape input (0 copies, -1 infers), any layout."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy._schema.MNN.Reshape import ReshapeT
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops.reshape import reference
+from mnnpy.tensor_format import DimensionFormat
+from tests.helpers import assert_close, make_single_op_net, run_mnn, run_op
+
+NC4HW4, NCHW, NHWC = DimensionFormat.NC4HW4, DimensionFormat.NCHW, DimensionFormat.NHWC
+
+
+def param(dims: list[int] | None = None, dim_type: int = NCHW) -> ReshapeT:
+    p = ReshapeT()
+    p.dims, p.dimType = dims, dim_type
+    return p
+
+
+def expected(p: ReshapeT, xs: list[np.ndarray], fmt: DimensionFormat) -> np.ndarray:
+    op = OpDef(0, OpType.Reshape, "op", (), (0,), p, OpParameter.Reshape, NHWC)
+    return reference(op, xs, input_format=fmt)[0]
+
+
+def check(
+    x: np.ndarray,
+    shape: list[int],
+    fmt: DimensionFormat,
+    dim_type: int = NCHW,
+    runtime: bool = True,
+) -> np.ndarray:
+    s = np.array(shape, np.int32)
+    xs, p = ([x, s], param(None, dim_type)) if runtime else ([x], param(shape, dim_type))
+    consts = {1: s} if runtime else None
+    one, two = (
+        run_op(OpType.Reshape, xs, p, OpParameter.Reshape, consts=consts, fmt=fmt, num_thread=t)[0]
+        for t in (1, 2)
+    )
+    np.testing.assert_array_equal(one, two)
+    assert_close(one, expected(p, xs, fmt))
+    return one
+
+
+def data(shape: tuple[int, ...]) -> np.ndarray:
+    return np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW, NHWC])
+@pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
+def test_to_2d_and_back(c: int, fmt: DimensionFormat) -> None:
+    x = data((2, c, 3, 5))
+    flat = check(x, [0, -1], fmt)
+    np.testing.assert_array_equal(flat, x.reshape(2, -1))
+    np.testing.assert_array_equal(
+        check(flat, [-1, c, 5, 3], fmt, runtime=False), x.reshape(2, c, 5, 3)
+    )
+    np.testing.assert_array_equal(check(x, [-1], fmt), x.ravel())
+
+
+def test_gemm_pattern_nc4hw4_to_1x1() -> None:
+    x = data((2, 17))
+    np.testing.assert_array_equal(check(x, [-1, 17, 1, 1], NC4HW4), x.reshape(2, 17, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("src", "dims"),
+    [
+        ((2, 5, 3, 4), [2, 4, 3, 5]),
+        ((2, 5, 3, 4), [0, -1]),
+        ((2, 6, 10), [2, 3, 4, 5]),
+        ((2, 60), [2, 5, 3, 4]),
+    ],
+)
+def test_nhwc_dim_type_on_nc4hw4(src: tuple, dims: list[int]) -> None:
+    """MNN reshapes in NHWC order ``(N, *spatial, C)`` and reads a runtime 4-D shape as NHWC
+    (these cases were checked against MNN 3.6.1's runtime)."""
+    x = data(src)
+
+    def nhwc(a: np.ndarray) -> np.ndarray:  # NCHW-ordered -> NHWC-ordered (rank >= 3)
+        return np.moveaxis(a, 1, -1) if a.ndim > 2 else a
+
+    for runtime in (True, False) if len(dims) == 4 else (False,):
+        out = check(x, dims, NC4HW4, NHWC, runtime)
+        if min(dims) > 0:
+            assert out.shape == ((dims[0], dims[3], dims[1], dims[2]) if runtime else tuple(dims))
+        np.testing.assert_array_equal(nhwc(out).ravel(), nhwc(x).ravel())
+    # dimType only matters for NC4HW4 inputs
+    np.testing.assert_array_equal(check(x, [-1], NCHW, NHWC), x.ravel())
+
+
+@pytest.mark.parametrize("dims", [[2, 3, 10, 2], [0, -1], [2, 4, 15]])
+@pytest.mark.parametrize("dim_type", [NCHW, NHWC])
+def test_matches_mnn_runtime(dims: list[int], dim_type: int, tmp_path: object) -> None:
+    x = np.random.default_rng(0).standard_normal((2, 5, 3, 4)).astype(np.float32)
+    p = param(dims, dim_type)
+    model = make_single_op_net(OpType.Reshape, [x], p, OpParameter.Reshape)
+    want = run_mnn(model, x, tmp_path)
+    np.testing.assert_array_equal(run_op(OpType.Reshape, [x], p, OpParameter.Reshape)[0], want)
+
+
+def test_int32_const_folds() -> None:
+    x = np.arange(6, dtype=np.int32)
+    s = np.array([3, 2], np.int32)
+    out = run_op(OpType.Reshape, [x, s], param(), OpParameter.Reshape, consts={0: x, 1: s})[0]
+    np.testing.assert_array_equal(out, x.reshape(3, 2))
+
+
+@pytest.mark.parametrize("dims", [[4, -1, 7], [2, -1, -1], [5, 7], [2, -3, 15]])
+def test_incompatible_is_compute_size_error(dims: list[int]) -> None:
+    with pytest.raises(MNNError) as e:
+        check(data((2, 3, 5)), dims, NC4HW4)
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+def test_shape_input_must_be_known() -> None:
+    with pytest.raises(MNNError) as e:
+        run_op(
+            OpType.Reshape,
+            [data((2, 3)), np.array([3, 2], np.int32)],
+            param(),
+            OpParameter.Reshape,
+            fmt=NCHW,
+        )
+    assert e.value.code == ErrorCode.NOT_SUPPORT

@@ -1,0 +1,56 @@
+"""SliceTf: const begin / size (-1 = to the end, negative begin), folding of int32 content."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.net import OpType
+from mnnpy.tensor_format import DimensionFormat
+from tests.helpers import run_op
+
+NC4HW4, NCHW, NHWC = DimensionFormat.NC4HW4, DimensionFormat.NCHW, DimensionFormat.NHWC
+
+
+def run(x: np.ndarray, begin: list[int], size: list[int], **kw: object) -> np.ndarray:
+    b, s = np.array(begin, np.int32), np.array(size, np.int32)
+    one, two = (
+        run_op(OpType.SliceTf, [x, b, s], consts={1: b, 2: s}, num_thread=t, **kw)[0]
+        for t in (1, 2)
+    )
+    np.testing.assert_array_equal(one, two)
+    return one
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW, NHWC])
+@pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
+def test_slice(c: int, fmt: DimensionFormat) -> None:
+    x = np.random.default_rng(c).standard_normal((2, c, 5, 7)).astype(np.float32)
+    np.testing.assert_array_equal(run(x, [1, 0, 1, 2], [-1, -1, 3, 4], fmt=fmt), x[1:, :, 1:4, 2:6])
+    np.testing.assert_array_equal(
+        run(x, [0, c - 1, -2, 0], [2, 1, -1, 1], fmt=fmt), x[:, c - 1 :, 3:, :1]
+    )
+
+
+def test_int32_shape_vector_folds() -> None:
+    s = np.array([2, 16, 1, 1], np.int32)
+    b, n = np.array([1], np.int32), np.array([2], np.int32)
+    out = run_op(OpType.SliceTf, [s, b, n], consts={0: s, 1: b, 2: n})[0]
+    np.testing.assert_array_equal(out, [16, 1])
+
+
+@pytest.mark.parametrize(
+    ("begin", "size"), [([0, 3], [1, 1]), ([0, 1], [1, 3]), ([0, -4], [1, 1]), ([0], [1])]
+)
+def test_out_of_range(begin: list[int], size: list[int]) -> None:
+    with pytest.raises(MNNError) as e:
+        run(np.zeros((2, 3), np.float32), begin, size)
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+def test_begin_must_be_known() -> None:
+    x, b = np.zeros((2, 3), np.float32), np.zeros(2, np.int32)
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.SliceTf, [x, b, np.ones(2, np.int32)], consts={2: np.ones(2, np.int32)})
+    assert e.value.code == ErrorCode.NOT_SUPPORT
