@@ -42,6 +42,4 @@ class Execution:
 
 
 # creator(op, inputs, outputs, backend) -> Execution, or None when the backend cannot run the op.
-Creator = Callable[
-    ["OpDef", Sequence["Tensor"], Sequence["Tensor"], "Backend"], Execution | None
-]
+Creator = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"], "Backend"], Execution | None]

@@ -3,7 +3,8 @@
 A backend records, during a resize, when each reusable buffer is acquired and released; the
 :class:`MemoryPlanner` then turns those lifetimes into offsets inside one arena, so that buffers
 which are never alive at the same time share bytes. This is MNN's deferred allocation
-(``DeferBufferAllocator::compute``) in a small, testable form.
+(``DeferBufferAllocator::compute``) in a small, testable form. Each request may carry a label
+(a tensor name) and the index of the op being prepared, so a plan can be shown and explained.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-__all__ = ["MemoryPlan", "MemoryPlanner", "align"]
+__all__ = ["Block", "MemoryPlan", "MemoryPlanner", "align"]
 
 _NEVER = float("inf")
 
@@ -22,12 +23,19 @@ def align(nbytes: int, alignment: int) -> int:
 
 
 @dataclass
-class _Block:
+class Block:
+    """One planned buffer: its lifetime in planner ticks and in op indexes, and its place."""
+
     key: Hashable
     size: int
     start: int
     end: float = _NEVER
     offset: int = -1
+    label: str = ""
+    kind: str = "tensor"
+    first_op: int = -1
+    last_op: int = -1
+    owners: list[Hashable] = field(default_factory=list)
 
 
 @dataclass
@@ -35,16 +43,20 @@ class MemoryPlan:
     """The outcome of planning.
 
     Attributes:
-        offsets: byte offset of each buffer in the arena.
+        offsets: byte offset of each buffer in the arena (aliases share their source's).
         sizes: aligned byte size of each buffer.
         arena_size: bytes the arena needs.
         lower_bound: the most bytes alive at one time; no plan can use fewer.
+        peak_op: index of the op being prepared when the live bytes peaked (-1 if unknown).
+        blocks: every planned block, for reports.
     """
 
     offsets: dict[Hashable, int] = field(default_factory=dict)
     sizes: dict[Hashable, int] = field(default_factory=dict)
     arena_size: int = 0
     lower_bound: int = 0
+    peak_op: int = -1
+    blocks: list[Block] = field(default_factory=list)
 
 
 class MemoryPlanner:
@@ -56,41 +68,65 @@ class MemoryPlanner:
 
     def __init__(self, alignment: int = 64) -> None:
         self.alignment = alignment
-        self._blocks: dict[Hashable, _Block] = {}
+        self._blocks: dict[Hashable, Block] = {}
+        self._owner: dict[Hashable, Block] = {}
         self._clock = 0
 
     def __len__(self) -> int:
         return len(self._blocks)
 
-    def acquire(self, key: Hashable, nbytes: int) -> None:
-        """A buffer of ``nbytes`` becomes alive now; ``key`` must be new."""
-        assert key not in self._blocks, f"buffer {key!r} acquired twice"
-        self._blocks[key] = _Block(key, align(max(int(nbytes), 1), self.alignment), self._clock)
+    def acquire(
+        self, key: Hashable, nbytes: int, label: str = "", op: int = -1, kind: str = "tensor"
+    ) -> None:
+        """A buffer of ``nbytes`` becomes alive now (while op ``op`` is prepared)."""
+        assert key not in self._owner, f"buffer {key!r} acquired twice"
+        size = align(max(int(nbytes), 1), self.alignment)
+        block = Block(key, size, self._clock, label=label, kind=kind, first_op=op, last_op=op)
+        block.owners.append(key)
+        self._blocks[key] = self._owner[key] = block
         self._clock += 1
 
-    def release(self, key: Hashable) -> None:
-        """The buffer dies now; its bytes may be reused by buffers acquired later."""
-        block = self._blocks[key]
+    def alias(self, key: Hashable, source: Hashable, op: int = -1) -> bool:
+        """Let ``key`` take over the live buffer of ``source`` (in-place execution).
+
+        ``source``'s own release then does nothing; the block lives until ``key`` is released.
+        Returns False, changing nothing, when ``source`` is not alive.
+        """
+        block = self._owner.get(source)
+        if block is None or block.end != _NEVER or block.owners[-1] != source:
+            return False
+        assert key not in self._owner, f"buffer {key!r} acquired twice"
+        block.owners.append(key)
+        block.last_op = max(block.last_op, op)
+        self._owner[key] = block
+        return True
+
+    def release(self, key: Hashable, op: int = -1) -> None:
+        """``key`` is done with its buffer; once its last owner is done the bytes may be reused."""
+        block = self._owner[key]
+        block.last_op = max(block.last_op, op)
+        if block.owners[-1] != key:  # an alias took the buffer over
+            return
         assert block.end == _NEVER, f"buffer {key!r} released twice"
         block.end = self._clock
         self._clock += 1
 
     def compute(self) -> MemoryPlan:
         """Assign offsets to every buffer recorded so far and return the plan."""
-        placed: list[_Block] = []
+        placed: list[Block] = []
         # Largest first: big buffers get the low offsets, small ones fill the gaps between them.
         for block in sorted(self._blocks.values(), key=lambda b: (-b.size, b.start)):
             block.offset = self._best_offset(block, placed)
             placed.append(block)
-        plan = MemoryPlan()
-        for block in self._blocks.values():
-            plan.offsets[block.key] = block.offset
-            plan.sizes[block.key] = block.size
-            plan.arena_size = max(plan.arena_size, block.offset + block.size)
-        plan.lower_bound = self._lower_bound()
+        plan = MemoryPlan(blocks=sorted(self._blocks.values(), key=lambda b: b.start))
+        for key, block in self._owner.items():
+            plan.offsets[key] = block.offset
+            plan.sizes[key] = block.size
+        plan.arena_size = max((b.offset + b.size for b in placed), default=0)
+        plan.lower_bound, plan.peak_op = self._lower_bound()
         return plan
 
-    def _best_offset(self, block: _Block, placed: list[_Block]) -> int:
+    def _best_offset(self, block: Block, placed: list[Block]) -> int:
         live = sorted(
             (p.offset, p.offset + p.size)
             for p in placed
@@ -104,16 +140,17 @@ class MemoryPlanner:
             cursor = max(cursor, hi)
         return best if best >= 0 else cursor
 
-    def _lower_bound(self) -> int:
-        events: list[tuple[float, int]] = []
+    def _lower_bound(self) -> tuple[int, int]:
+        events: list[tuple[float, int, int]] = []
         for b in self._blocks.values():
-            events.append((b.start, b.size))
+            events.append((b.start, b.size, b.first_op))
             if b.end != _NEVER:
-                events.append((b.end, -b.size))
-        # At equal times releases come first: a release at t frees bytes before t's acquire.
+                events.append((b.end, -b.size, b.last_op))
         events.sort(key=lambda e: (e[0], e[1]))
         peak = alive = 0
-        for _, delta in events:
+        peak_op = -1
+        for _, delta, op in events:
             alive += delta
-            peak = max(peak, alive)
-        return peak
+            if alive > peak:
+                peak, peak_op = alive, op
+        return peak, peak_op

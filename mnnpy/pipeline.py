@@ -77,13 +77,17 @@ class Pipeline:
         for unit in self.units:
             for t in unit.inputs + unit.outputs:
                 t.describe.use_count = use_counts[t.describe.index]
-        for unit in self.units:
-            try:
-                self._prepare_unit(unit)
-            except MNNError as e:
-                raise e.with_op(unit.op.type_name, unit.op.name, phase="resize") from None
-            except Exception as e:
-                raise self._wrap(e, unit, "resize") from e
+        try:
+            for unit in self.units:
+                self.backend.current_op = self.backup.current_op = unit.op
+                try:
+                    self._prepare_unit(unit)
+                except MNNError as e:
+                    raise e.with_op(unit.op.type_name, unit.op.name, phase="resize") from None
+                except Exception as e:
+                    raise self._wrap(e, unit, "resize") from e
+        finally:
+            self.backend.current_op = self.backup.current_op = None
         self._active = [u for u in self.units if not u.folded]
 
     def _prepare_unit(self, unit: Unit) -> None:
@@ -99,11 +103,31 @@ class Pipeline:
             unit.execution, unit.backend = self._create(unit)
         execution, backend = unit.execution, unit.backend
         assert backend is not None
-        for t in unit.outputs:
+        outputs = unit.outputs
+        if execution.support_inplace and self._can_reuse_input(unit):
+            if backend.on_acquire_inplace(outputs[0], unit.inputs[0]):
+                outputs = outputs[1:]
+        for t in outputs:
             backend.on_acquire_buffer(t, storage_type_of(t))
         execution.on_resize(unit.inputs, unit.outputs)
         self._release_inputs(unit)
         logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
+
+    @staticmethod
+    def _can_reuse_input(unit: Unit) -> bool:
+        """Input 0 dies at this op, is read only once here, and fits output 0 exactly."""
+        if not unit.inputs or not unit.outputs:
+            return False
+        src, dst = unit.inputs[0], unit.outputs[0]
+        return (
+            src.describe.use_count == 1
+            and unit.inputs.count(src) == 1
+            and storage_type_of(src) == StorageType.DYNAMIC
+            and storage_type_of(dst) == StorageType.DYNAMIC
+            and src.dimension_format == dst.dimension_format
+            and src.dtype == dst.dtype
+            and src.shape == dst.shape
+        )
 
     @staticmethod
     def _release_inputs(unit: Unit) -> None:

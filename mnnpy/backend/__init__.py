@@ -90,6 +90,9 @@ class Backend:
         if int(num_thread) < 1:
             raise InvalidValueError(f"num_thread must be >= 1, got {num_thread!r}")
         self.num_thread = int(num_thread)
+        # The op being prepared, set by the pipeline during a resize, so memory requests can be
+        # attributed to ops (plans, reports, the op at the peak in an OUT_OF_MEMORY message).
+        self.current_op: OpDef | None = None
 
     @property
     def name(self) -> str:
@@ -152,6 +155,15 @@ class Backend:
     def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """Give ``tensor``'s memory back according to ``storage_type``'s life cycle."""
         raise NotImplementedError
+
+    def on_acquire_inplace(self, tensor: Tensor, source: Tensor) -> bool:
+        """Let ``tensor`` take over ``source``'s memory, for an in-place execution.
+
+        Called instead of :meth:`on_acquire_buffer` when the execution declares
+        ``support_inplace`` and ``source`` dies at this op. Returning False (the default) means
+        "not here": the pipeline then acquires ``tensor`` normally.
+        """
+        return False
 
     def on_allocate_buffer(self) -> None:
         """Turn the requests of this resize into real memory; after it, tensors have data."""

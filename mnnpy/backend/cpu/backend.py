@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import os
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mnnpy.backend import Backend, ForwardType, StorageType
 from mnnpy.errors import OutOfMemoryError
-from mnnpy.memory import MemoryPlan, MemoryPlanner
+from mnnpy.memory import MemoryPlan, MemoryPlanner, align
 from mnnpy.tensor import Tensor
 
-__all__ = ["CPUBackend"]
+__all__ = ["CPUBackend", "MemoryInfo"]
 
 _ALIGN = 64
 
@@ -31,16 +33,43 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[shift : shift + nbytes]
 
 
+@dataclass
+class MemoryInfo:
+    """Bytes a backend holds for a session, by storage type.
+
+    Attributes:
+        static: STATIC buffers (weights and their transforms), allocated at creation.
+        dynamic: the planned DYNAMIC arena (activations and scratch share it).
+        separate: the DYNAMIC_SEPERATE arena (inputs, constants, folded shape tensors).
+        scratch: the part of the dynamic requests that was op scratch (bytes requested).
+        lower_bound: the most DYNAMIC bytes alive at one time; no plan can use fewer.
+        peak_op: name of the op being prepared when the DYNAMIC bytes peaked.
+    """
+
+    static: int = 0
+    dynamic: int = 0
+    separate: int = 0
+    scratch: int = 0
+    lower_bound: int = 0
+    peak_op: str = ""
+
+    @property
+    def total(self) -> int:
+        """All bytes held."""
+        return self.static + self.dynamic + self.separate
+
+
 class CPUBackend(Backend):
     """Runs ops with Cython kernels; activations are NC4HW4.
 
     Memory: STATIC buffers are allocated on acquire; DYNAMIC requests are recorded during a resize
     and laid out in one arena by :class:`~mnnpy.memory.MemoryPlanner` in ``on_allocate_buffer``;
-    DYNAMIC_SEPERATE buffers get their own, never shared, region of a second arena.
+    DYNAMIC_SEPERATE buffers get their own, never shared, region of a second arena. Everything
+    counts against ``memory_budget``, checked before memory is allocated.
 
     Args:
         num_thread: threads per kernel.
-        config: the session's BackendConfig (memory, power, precision hints).
+        config: the session's BackendConfig (memory mode and budget are used).
     """
 
     forward_type = ForwardType.CPU
@@ -48,15 +77,27 @@ class CPUBackend(Backend):
     def __init__(self, num_thread: int = 1, config: Any = None) -> None:
         super().__init__(num_thread)
         self.config = config
+        # LOW ("LIMIT"): creators pick executions without weight transforms or big scratch.
+        self.low_memory = int(getattr(config, "memory", 0)) == 2
+        budget = getattr(config, "memory_budget", None)
+        self.memory_budget: int = int(budget) if budget is not None else _default_budget()
         self._planner = MemoryPlanner(_ALIGN)
         self._dynamic: dict[int, Tensor] = {}
         self._separate: list[Tensor] = []
         self._arena: np.ndarray | None = None
         self._separate_arena: np.ndarray | None = None
+        self._op_names: dict[int, str] = {}
         self.plan: MemoryPlan | None = None
         self.static_bytes = 0
-        budget = getattr(config, "memory_budget", None)
-        self.memory_budget: int = int(budget) if budget is not None else _default_budget()
+        self.scratch_bytes = 0
+
+    # -- accounting ---------------------------------------------------------------------------
+    def _op_index(self) -> int:
+        op = self.current_op
+        if op is None:
+            return -1
+        self._op_names[op.index] = op.name
+        return op.index
 
     def _check_budget(self, extra: int, what: str) -> None:
         held = self.static_bytes + self.dynamic_bytes + self.separate_bytes
@@ -66,19 +107,39 @@ class CPUBackend(Backend):
                 f"memory budget of {self.memory_budget} bytes"
             )
 
+    # -- memory hooks -------------------------------------------------------------------------
     def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """Record (DYNAMIC, DYNAMIC_SEPERATE) or allocate now (STATIC) ``tensor``'s memory."""
         tensor.describe.backend = self
         tensor.describe.storage_type = storage_type
         if storage_type == StorageType.STATIC:
-            self._check_budget(tensor.size, f"static buffer for {tensor.name!r}")
+            self._check_budget(tensor.size, f"static buffer {tensor.name!r}")
             tensor.host = _aligned_bytes(tensor.size).view(tensor.dtype)
             self.static_bytes += tensor.size
         elif storage_type == StorageType.DYNAMIC:
-            self._planner.acquire(id(tensor), tensor.size)
+            kind = "scratch" if tensor.describe.extra.get("scratch") else "tensor"
+            if kind == "scratch":
+                self.scratch_bytes += tensor.size
+            self._planner.acquire(id(tensor), tensor.size, tensor.name, self._op_index(), kind)
             self._dynamic[id(tensor)] = tensor
         else:
             self._separate.append(tensor)
+
+    def on_acquire_inplace(self, tensor: Tensor, source: Tensor) -> bool:
+        """Alias ``tensor`` onto DYNAMIC ``source`` when both need the same bytes."""
+        if (
+            source.describe.backend is not self
+            or source.describe.storage_type != StorageType.DYNAMIC
+            or id(source) not in self._dynamic
+            or source.size != tensor.size
+        ):
+            return False
+        if not self._planner.alias(id(tensor), id(source), self._op_index()):
+            return False
+        tensor.describe.backend = self
+        tensor.describe.storage_type = StorageType.DYNAMIC
+        self._dynamic[id(tensor)] = tensor
+        return True
 
     def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """STATIC: free now. DYNAMIC: the bytes may serve later requests. SEPERATE: nothing."""
@@ -87,16 +148,23 @@ class CPUBackend(Backend):
                 self.static_bytes -= tensor.size
             tensor.host = None
         elif storage_type == StorageType.DYNAMIC:
-            self._planner.release(id(tensor))
+            self._planner.release(id(tensor), self._op_index())
 
     def on_allocate_buffer(self) -> None:
-        """Plan the DYNAMIC arena, allocate both arenas and give every tensor its view."""
+        """Plan the DYNAMIC arena, check the budget, allocate both arenas, give out views."""
         plan = self._planner.compute()
         offsets, total = [], 0
         for tensor in self._separate:
             offsets.append(total)
-            total += -(-max(tensor.size, 1) // _ALIGN) * _ALIGN
-        self._check_budget(plan.arena_size + total, "the planned arena")
+            total += align(max(tensor.size, 1), _ALIGN)
+        try:
+            self._check_budget(plan.arena_size + total, "the planned arena")
+        except OutOfMemoryError as e:
+            at = self._op_names.get(plan.peak_op)
+            if at is not None:
+                e.message += f" (the peak is at op {at!r})"
+                e.args = (e.message,)
+            raise
         self.plan = plan
         self._arena = _aligned_bytes(plan.arena_size)
         for key, tensor in self._dynamic.items():
@@ -118,11 +186,13 @@ class CPUBackend(Backend):
         self._separate = []
         self._arena = self._separate_arena = None
         self.plan = None
+        self.scratch_bytes = 0
 
     def on_copy_buffer(self, src: Tensor, dst: Tensor) -> None:
         """Copy between host tensors, converting layouts (NCHW / NHWC / NC4HW4)."""
         dst.copy_from_host_tensor(src)
 
+    # -- helpers for executions ---------------------------------------------------------------
     @property
     def dynamic_bytes(self) -> int:
         """Bytes of the planned DYNAMIC arena (0 before planning)."""
@@ -133,8 +203,38 @@ class CPUBackend(Backend):
         """Bytes of the DYNAMIC_SEPERATE arena (0 before allocation)."""
         return 0 if self._separate_arena is None else int(self._separate_arena.nbytes)
 
+    def memory_info(self) -> MemoryInfo:
+        """What this backend holds now, by storage type, with the plan's lower bound."""
+        plan = self.plan
+        return MemoryInfo(
+            static=self.static_bytes,
+            dynamic=self.dynamic_bytes,
+            separate=self.separate_bytes,
+            scratch=self.scratch_bytes,
+            lower_bound=plan.lower_bound if plan else 0,
+            peak_op=self._op_names.get(plan.peak_op, "") if plan else "",
+        )
+
     def acquire_scratch(self, elements: int, dtype: Any = np.float32) -> Tensor:
         """A DYNAMIC scratch tensor for an execution's ``on_resize``; release it there too."""
         scratch = Tensor((int(elements),), dtype, name="scratch")
+        scratch.describe.extra["scratch"] = True
         self.on_acquire_buffer(scratch, StorageType.DYNAMIC)
         return scratch
+
+    def static_copy(self, array: np.ndarray, owner: object) -> np.ndarray:
+        """``array`` copied into STATIC memory that lives as long as ``owner`` (an execution).
+
+        Weights and transformed weights go here, so they count in the session's memory and
+        against its budget.
+        """
+        src = np.ascontiguousarray(array)
+        t = Tensor((src.size,), src.dtype, name=f"static:{type(owner).__name__}")
+        self.on_acquire_buffer(t, StorageType.STATIC)
+        assert t.host is not None
+        t.host[:] = src.ravel()
+        weakref.finalize(owner, self._release_static, t.size)
+        return t.host.reshape(src.shape)
+
+    def _release_static(self, nbytes: int) -> None:
+        self.static_bytes -= nbytes

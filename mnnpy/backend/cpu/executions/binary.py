@@ -66,6 +66,9 @@ class CPUBinary(Execution):
     """BinaryOp / Eltwise on raw storage when layouts match lane by lane (NC4HW4 included),
     else on logical NCHW scratch with broadcasting (MNN's CPUBinary, CPUEltwise)."""
 
+    # out[i] reads input 0 at i only (the pipeline aliases only a same-shaped input 0)
+    support_inplace = True
+
     def __init__(self, backend: Backend, code: int | None, relu: bool) -> None:
         super().__init__(backend)
         self.code, self.relu = code, relu  # code None: copy input 0 (Eltwise coeff [1, 0])

@@ -19,6 +19,8 @@ from mnnpy.tensor import Tensor
 class CPURelu(Execution):
     """ReLU / ReLU6 elementwise over any layout, input and output alike (MNN's CPURelu)."""
 
+    support_inplace = True  # dst[i] depends on src[i] only
+
     def __init__(self, backend: Backend, bounds: tuple[float, float] | None, slope: float) -> None:
         super().__init__(backend)
         self.bounds, self.slope = bounds, slope  # bounds None: ReLU with slope
