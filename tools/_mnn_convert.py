@@ -1,6 +1,6 @@
 """Shared helpers for the model generators: MNN's converter, MNN / onnxruntime runs, npz files.
 
-Used by ``tools/make_bench_models.py`` (and meant for ``tools/make_test_models.py``). Needs the
+Used by ``tools/make_bench_models.py`` and ``tools/make_test_models.py``. Needs the
 ``convert`` extra (``mnn``, ``onnx``, ``onnxruntime``); those are imported lazily, so importing
 this module costs nothing.
 

@@ -14,7 +14,9 @@ What it does, for every model in MODELS:
 2. converts it with MNN's own converter: ``_tools.mnnconvert`` (the C extension
    shipped in the ``mnn`` wheel), always run in a subprocess.  The random
    ``mnn_uuid`` the converter embeds is replaced by a content-derived one so
-   re-runs give byte-identical files;
+   re-runs give byte-identical files (conversion, MNN/onnxruntime runs and the
+   ``.npz`` writer live in ``tools/_mnn_convert.py``, shared with
+   ``tools/make_bench_models.py``);
 3. runs the converted file with MNN's legacy Session API (CPU, 1 thread) and
    writes ``<name>.npz`` with the keys ``input:<tensor name>`` and
    ``output:<tensor name>`` (arrays in the layout the user sees: NCHW for NCHW
@@ -42,23 +44,19 @@ reproduces byte-identical ``.npz`` and ``.mnn`` files.
 
 SAFETY: never ``import MNN.tools`` and never run the ``mnnconvert``/``mnn``
 console scripts (their Python wrapper pip-installs packages and uploads usage
-logs).  Conversion only goes through ``_tools.mnnconvert`` in a subprocess.
+logs).  Conversion only goes through ``tools/_mnn_convert.py``
+(``_tools.mnnconvert`` in a subprocess).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
-import uuid
-import zipfile
+from types import ModuleType
 
 import numpy as np
 
@@ -69,6 +67,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # ---------------------------------------------------------------------------
 # ONNX graph building
 # ---------------------------------------------------------------------------
+
 
 class GraphBuilder:
     """Tiny helper around onnx.helper that collects nodes and initializers."""
@@ -82,52 +81,72 @@ class GraphBuilder:
 
     def _uniq(self, base: str) -> str:
         self.counter += 1
-        return "%s_%d" % (base, self.counter)
+        return f"{base}_{self.counter}"
 
     def const(self, base: str, arr: np.ndarray) -> str:
         from onnx import numpy_helper
+
         name = self._uniq(base)
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
         return name
 
     def node(self, op: str, inputs, out: str | None = None, **attrs) -> str:
         from onnx import helper
+
         out = out or self._uniq(op.lower())
-        self.nodes.append(helper.make_node(op, list(inputs), [out],
-                                           name=self._uniq(op), **attrs))
+        self.nodes.append(helper.make_node(op, list(inputs), [out], name=self._uniq(op), **attrs))
         return out
 
     def conv(self, x, cin, cout, k, stride=1, pad=0, dilation=1, group=1, out=None):
         fan_in = (cin // group) * k * k
         w = (self.rng.randn(cout, cin // group, k, k) * np.sqrt(2.0 / fan_in)).astype(np.float32)
         b = (self.rng.randn(cout) * 0.1).astype(np.float32)
-        return self.node("Conv", [x, self.const("W", w), self.const("B", b)], out,
-                         kernel_shape=[k, k], strides=[stride, stride],
-                         pads=[pad, pad, pad, pad], dilations=[dilation, dilation],
-                         group=group)
+        return self.node(
+            "Conv",
+            [x, self.const("W", w), self.const("B", b)],
+            out,
+            kernel_shape=[k, k],
+            strides=[stride, stride],
+            pads=[pad, pad, pad, pad],
+            dilations=[dilation, dilation],
+            group=group,
+        )
 
     def gemm(self, x, cin, cout, out=None):
         # Gemm with transB=1 (weight stored [cout, cin], like a torch Linear export)
         w = (self.rng.randn(cout, cin) * np.sqrt(2.0 / cin)).astype(np.float32)
         b = (self.rng.randn(cout) * 0.1).astype(np.float32)
-        return self.node("Gemm", [x, self.const("W", w), self.const("B", b)], out,
-                         alpha=1.0, beta=1.0, transB=1)
+        return self.node(
+            "Gemm", [x, self.const("W", w), self.const("B", b)], out, alpha=1.0, beta=1.0, transB=1
+        )
 
     def clip6(self, x):
-        return self.node("Clip", [x, self.const("min", np.array(0.0, np.float32)),
-                                  self.const("max", np.array(6.0, np.float32))])
+        return self.node(
+            "Clip",
+            [
+                x,
+                self.const("min", np.array(0.0, np.float32)),
+                self.const("max", np.array(6.0, np.float32)),
+            ],
+        )
 
     def model(self, inputs, outputs):
         """inputs/outputs: lists of (name, shape)."""
         import onnx
         from onnx import TensorProto, helper
+
         g = helper.make_graph(
-            self.nodes, self.name,
+            self.nodes,
+            self.name,
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
             [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
-            initializer=self.inits)
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="mnnpy-make_test_models")
+            initializer=self.inits,
+        )
+        m = helper.make_model(
+            g,
+            opset_imports=[helper.make_opsetid("", OPSET)],
+            producer_name="mnnpy-make_test_models",
+        )
         m.ir_version = 8
         onnx.checker.check_model(m, full_check=True)
         return m
@@ -135,13 +154,13 @@ class GraphBuilder:
 
 def build_conv_relu_pool_fc():
     g = GraphBuilder("conv_relu_pool_fc", seed=1)
-    h = g.conv("x", 3, 8, 3, pad=1)                                           # 1x8x32x32
+    h = g.conv("x", 3, 8, 3, pad=1)  # 1x8x32x32
     h = g.node("Relu", [h])
-    h = g.node("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])          # 1x8x16x16
-    h = g.conv(h, 8, 16, 3, stride=2, pad=1)                                  # 1x16x8x8
-    h = g.clip6(h)                                                            # ReLU6
-    h = g.node("GlobalAveragePool", [h])                                      # 1x16x1x1
-    h = g.node("Flatten", [h], axis=1)                                        # 1x16
+    h = g.node("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])  # 1x8x16x16
+    h = g.conv(h, 8, 16, 3, stride=2, pad=1)  # 1x16x8x8
+    h = g.clip6(h)  # ReLU6
+    h = g.node("GlobalAveragePool", [h])  # 1x16x1x1
+    h = g.node("Flatten", [h], axis=1)  # 1x16
     h = g.gemm(h, 16, 10, out="logits")
     g.node("Softmax", [h], out="prob", axis=1)
     x = g.rng.randn(1, 3, 32, 32).astype(np.float32)
@@ -150,16 +169,22 @@ def build_conv_relu_pool_fc():
 
 def build_residual_add():
     g = GraphBuilder("residual_add", seed=2)
-    a = g.conv("x", 4, 5, 3, pad=1)                                           # 1x5x15x15
+    a = g.conv("x", 4, 5, 3, pad=1)  # 1x5x15x15
     a = g.node("Relu", [a])
     b = g.conv(a, 5, 5, 3, pad=1)
-    h = g.node("Add", [b, a])                                                 # skip connection
+    h = g.node("Add", [b, a])  # skip connection
     h = g.node("Relu", [h])
-    h = g.node("AveragePool", [h], kernel_shape=[3, 3], strides=[2, 2],
-               pads=[1, 1, 1, 1], count_include_pad=0)                        # 1x5x8x8
-    h = g.conv(h, 5, 17, 1)                                                   # 1x17x8x8
+    h = g.node(
+        "AveragePool",
+        [h],
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        count_include_pad=0,
+    )  # 1x5x8x8
+    h = g.conv(h, 5, 17, 1)  # 1x17x8x8
     h = g.node("Relu", [h])
-    h = g.node("Flatten", [h], axis=1)                                        # 1x1088
+    h = g.node("Flatten", [h], axis=1)  # 1x1088
     g.gemm(h, 17 * 8 * 8, 7, out="y")
     x = g.rng.randn(1, 4, 15, 15).astype(np.float32)
     return g.model([("x", [1, 4, 15, 15])], [("y", [1, 7])]), {"x": x}
@@ -167,11 +192,11 @@ def build_residual_add():
 
 def build_nhwc_input():
     g = GraphBuilder("nhwc_input", seed=3)
-    h = g.node("Transpose", ["x"], perm=[0, 3, 1, 2])                         # 1x3x16x16
-    h = g.conv(h, 3, 8, 3, pad=0, dilation=2)                                 # 1x8x12x12
+    h = g.node("Transpose", ["x"], perm=[0, 3, 1, 2])  # 1x3x16x16
+    h = g.conv(h, 3, 8, 3, pad=0, dilation=2)  # 1x8x12x12
     h = g.node("Relu", [h])
     h = g.node("MaxPool", [h], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)  # 1x8x6x6
-    h = g.node("Flatten", [h], axis=1)                                        # 1x288
+    h = g.node("Flatten", [h], axis=1)  # 1x288
     w = (g.rng.randn(288, 10) * np.sqrt(2.0 / 288)).astype(np.float32)
     bias = (g.rng.randn(10) * 0.1).astype(np.float32)
     h = g.node("MatMul", [h, g.const("W", w)])
@@ -182,17 +207,17 @@ def build_nhwc_input():
 
 def build_batch2():
     g = GraphBuilder("batch2", seed=4)
-    h = g.conv("x", 3, 8, 5, stride=2, pad=2)                                 # 2x8x10x10
+    h = g.conv("x", 3, 8, 5, stride=2, pad=2)  # 2x8x10x10
     h = g.node("Relu", [h])
-    h = g.conv(h, 8, 8, 3, pad=1, group=8)                                    # depthwise
+    h = g.conv(h, 8, 8, 3, pad=1, group=8)  # depthwise
     h = g.node("Relu", [h])
-    h = g.conv(h, 8, 12, 3, pad=1, group=2)                                   # grouped, 2x12x10x10
+    h = g.conv(h, 8, 12, 3, pad=1, group=2)  # grouped, 2x12x10x10
     h = g.node("Relu", [h])
-    h = g.node("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])          # 2x12x5x5
+    h = g.node("MaxPool", [h], kernel_shape=[2, 2], strides=[2, 2])  # 2x12x5x5
     h = g.conv(h, 12, 16, 1)
     h = g.clip6(h)
-    h = g.node("GlobalAveragePool", [h])                                      # 2x16x1x1
-    h = g.node("Flatten", [h], axis=1)                                        # 2x16
+    h = g.node("GlobalAveragePool", [h])  # 2x16x1x1
+    h = g.node("Flatten", [h], axis=1)  # 2x16
     h = g.gemm(h, 16, 10, out="logits")
     g.node("Softmax", [h], out="prob", axis=1)
     x = g.rng.randn(2, 3, 20, 20).astype(np.float32)
@@ -201,92 +226,62 @@ def build_batch2():
 
 # name -> (builder, one-line description, derived-from)
 MODELS = {
-    "conv_relu_pool_fc": (build_conv_relu_pool_fc,
-                          "x 1x3x32x32 -> Conv3x3 p1 8ch + Relu -> MaxPool 2x2 s2 -> Conv3x3 s2 p1 16ch "
-                          "-> Clip(0,6) -> GlobalAveragePool -> Flatten -> Gemm(10, transB=1) -> Softmax(axis=1)",
-                          None),
-    "residual_add": (build_residual_add,
-                     "x 1x4x15x15 -> Conv3x3 p1 5ch + Relu (=a) -> Conv3x3 p1 5ch -> Add(a) -> Relu "
-                     "-> AveragePool 3x3 s2 p1 count_include_pad=0 -> Conv1x1 17ch -> Relu -> Flatten "
-                     "-> Gemm(7, transB=1)",
-                     None),
-    "nhwc_input": (build_nhwc_input,
-                   "x 1x16x16x3 (NHWC data) -> Transpose(0,3,1,2) -> Conv3x3 dilation 2 p0 8ch -> Relu "
-                   "-> MaxPool 3x3 s2 ceil_mode=1 -> Flatten -> MatMul(const 288x10) -> Add(bias)",
-                   None),
-    "nhwc_dformat": (None,
-                     "same graph and weights as nhwc_input, but the Input op has dformat NHWC and the "
-                     "Permute op is gone (hand-edited converter JSON, re-encoded with `-f JSON`)",
-                     "nhwc_input"),
-    "batch2": (build_batch2,
-               "x 2x3x20x20 -> Conv5x5 s2 p2 8ch + Relu -> depthwise Conv3x3 p1 (group 8) + Relu "
-               "-> Conv3x3 p1 12ch group 2 + Relu -> MaxPool 2x2 s2 -> Conv1x1 16ch -> Clip(0,6) "
-               "-> GlobalAveragePool -> Flatten -> Gemm(10, transB=1) -> Softmax(axis=1)",
-               None),
+    "conv_relu_pool_fc": (
+        build_conv_relu_pool_fc,
+        "x 1x3x32x32 -> Conv3x3 p1 8ch + Relu -> MaxPool 2x2 s2 -> Conv3x3 s2 p1 16ch "
+        "-> Clip(0,6) -> GlobalAveragePool -> Flatten -> Gemm(10, transB=1) -> Softmax(axis=1)",
+        None,
+    ),
+    "residual_add": (
+        build_residual_add,
+        "x 1x4x15x15 -> Conv3x3 p1 5ch + Relu (=a) -> Conv3x3 p1 5ch -> Add(a) -> Relu "
+        "-> AveragePool 3x3 s2 p1 count_include_pad=0 -> Conv1x1 17ch -> Relu -> Flatten "
+        "-> Gemm(7, transB=1)",
+        None,
+    ),
+    "nhwc_input": (
+        build_nhwc_input,
+        "x 1x16x16x3 (NHWC data) -> Transpose(0,3,1,2) -> Conv3x3 dilation 2 p0 8ch -> Relu "
+        "-> MaxPool 3x3 s2 ceil_mode=1 -> Flatten -> MatMul(const 288x10) -> Add(bias)",
+        None,
+    ),
+    "nhwc_dformat": (
+        None,
+        "same graph and weights as nhwc_input, but the Input op has dformat NHWC and the "
+        "Permute op is gone (hand-edited converter JSON, re-encoded with `-f JSON`)",
+        "nhwc_input",
+    ),
+    "batch2": (
+        build_batch2,
+        "x 2x3x20x20 -> Conv5x5 s2 p2 8ch + Relu -> depthwise Conv3x3 p1 (group 8) + Relu "
+        "-> Conv3x3 p1 12ch group 2 + Relu -> MaxPool 2x2 s2 -> Conv1x1 16ch -> Clip(0,6) "
+        "-> GlobalAveragePool -> Flatten -> Gemm(10, transB=1) -> Softmax(axis=1)",
+        None,
+    ),
 }
 
 
 # ---------------------------------------------------------------------------
-# MNN converter (C extension, in a subprocess)
+# Conversion and goldens: tools/_mnn_convert.py
 # ---------------------------------------------------------------------------
 
-def mnnconvert(args, expect=None) -> str:
-    """Run ``_tools.mnnconvert(['mnnconvert'] + args)`` in a subprocess.
 
-    ``_tools.mnnconvert`` returns True on success.  ``expect`` is a file that
-    must exist afterwards.  Returns the converter's console output."""
-    code = ("import sys, _tools; "
-            "ok = _tools.mnnconvert(%r); "
-            "sys.exit(0 if ok is True else 1)" % (["mnnconvert"] + list(args),))
-    if expect and os.path.exists(expect):
-        os.remove(expect)
-    p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0 or (expect and not os.path.exists(expect)):
-        sys.stderr.write(p.stdout)
-        raise RuntimeError("mnnconvert %s failed (rc=%d)" % (" ".join(args), p.returncode))
-    return p.stdout
+def _convert_helpers() -> ModuleType:
+    """``tools/_mnn_convert.py``, importable whether this file runs as a script or is imported."""
+    tools = os.path.dirname(os.path.abspath(__file__))
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import _mnn_convert
 
-
-def convert_onnx(src: str, dst: str) -> None:
-    mnnconvert(["-f", "ONNX", "--modelFile", src, "--MNNModel", dst, "--bizCode", "mnnpy"],
-               expect=dst)
-    fix_uuid(dst)
-
-
-def dump_json(mnn_path: str, json_path: str) -> dict:
-    mnnconvert(["-f", "MNN", "--modelFile", mnn_path, "--JsonFile", json_path], expect=json_path)
-    with open(json_path) as f:
-        return json.load(f)
-
-
-def json_to_mnn(json_path: str, dst: str) -> None:
-    mnnconvert(["-f", "JSON", "--modelFile", json_path, "--MNNModel", dst, "--bizCode", "mnnpy"],
-               expect=dst)
-    fix_uuid(dst)
-
-
-UUID_RE = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-def fix_uuid(path: str) -> None:
-    """Replace the converter's random mnn_uuid (a 36-char string inside the
-    flatbuffer) in place with one derived from the rest of the file."""
-    with open(path, "rb") as f:
-        data = f.read()
-    found = UUID_RE.findall(data)
-    if len(found) != 1:
-        raise RuntimeError("%s: expected exactly one uuid string, found %d" % (path, len(found)))
-    blank = data.replace(found[0], b"0" * 36)
-    new = str(uuid.uuid5(uuid.NAMESPACE_OID, hashlib.sha256(blank).hexdigest())).encode()
-    with open(path, "wb") as f:
-        f.write(data.replace(found[0], new))
+    return _mnn_convert
 
 
 def make_nhwc_dformat(src_mnn: str, onnx_model, dst: str, tmp: str) -> None:
     """nhwc_input.mnn -> same net with an NHWC Input and no Permute."""
     from onnx import numpy_helper
-    d = dump_json(src_mnn, os.path.join(tmp, "nhwc_src.json"))
+
+    mc = _convert_helpers()
+    d = mc.dump_json(src_mnn, os.path.join(tmp, "nhwc_src.json"))
     ops = d["oplists"]
     assert ops[0]["type"] == "Input" and ops[0]["main"]["dformat"] == "NCHW", ops[0]
     perm = [o for o in ops if o["type"] == "Permute"]
@@ -319,88 +314,25 @@ def make_nhwc_dformat(src_mnn: str, onnx_model, dst: str, tmp: str) -> None:
     def restore(o):
         if isinstance(o, dict):
             for k, v in o.items():
-                if (isinstance(v, list) and v and all(isinstance(x, float) for x in v)
-                        and len(v) > 1):
+                if isinstance(v, list) and len(v) > 1 and all(isinstance(x, float) for x in v):
                     arr = np.array(v, np.float32)
-                    hits = [c for c in cands
-                            if c.size == arr.size and np.max(np.abs(c - arr)) < 2e-6]
+                    hits = [
+                        c for c in cands if c.size == arr.size and np.max(np.abs(c - arr)) < 2e-6
+                    ]
                     if len(hits) != 1:
-                        raise RuntimeError("cannot restore float array %s (len %d)" % (k, len(v)))
+                        raise RuntimeError(f"cannot restore float array {k} (len {len(v)})")
                     o[k] = [float(x) for x in hits[0]]
                 else:
                     restore(v)
         elif isinstance(o, list):
             for v in o:
                 restore(v)
+
     restore(ops)
     jpath = os.path.join(tmp, "nhwc_dformat.json")
     with open(jpath, "w") as f:
         json.dump(d, f)
-    json_to_mnn(jpath, dst)
-
-
-# ---------------------------------------------------------------------------
-# Goldens
-# ---------------------------------------------------------------------------
-
-def run_mnn(path: str, inputs: dict) -> dict:
-    """Run with MNN's Session API (CPU, 1 thread); twice, to check determinism.
-
-    Host tensors use the session tensor's own dimension type (Caffe for NCHW
-    inputs, Tensorflow for dformat-NHWC inputs), so the copy is a plain copy
-    in the user-visible layout."""
-    import MNN
-    interp = MNN.Interpreter(path)
-    sess = interp.createSession({"numThread": 1})
-    outs = None
-    for _ in range(2):
-        for name, arr in inputs.items():  # the Session overwrites its inputs: feed every run
-            t_in = interp.getSessionInput(sess, name)
-            dtype = t_in.getDimensionType()
-            if dtype == MNN.Tensor_DimensionType_Caffe_C4:
-                dtype = MNN.Tensor_DimensionType_Caffe
-            arr = np.ascontiguousarray(arr, dtype=np.float32)
-            if tuple(t_in.getShape()) != arr.shape:
-                raise RuntimeError("input %s: session shape %s != %s"
-                                   % (name, t_in.getShape(), arr.shape))
-            t_in.copyFrom(MNN.Tensor(list(arr.shape), MNN.Halide_Type_Float, arr, dtype))
-        interp.runSession(sess)
-        res = {}
-        for name, t_out in interp.getSessionOutputAll(sess).items():
-            shape = list(t_out.getShape())
-            dtype = t_out.getDimensionType()
-            if dtype == MNN.Tensor_DimensionType_Caffe_C4:
-                dtype = MNN.Tensor_DimensionType_Caffe
-            host = MNN.Tensor(shape, MNN.Halide_Type_Float, np.zeros(shape, np.float32), dtype)
-            t_out.copyToHostTensor(host)
-            res[name] = np.array(host.getNumpyData(), dtype=np.float32).reshape(shape).copy()
-        if outs is not None:
-            for k in res:
-                if not np.array_equal(res[k], outs[k]):
-                    print("  WARNING: MNN output %s differs between two runs" % k)
-        outs = res
-    return outs
-
-
-def run_ort(model_bytes: bytes, inputs: dict) -> dict:
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    sess = ort.InferenceSession(model_bytes, so, providers=["CPUExecutionProvider"])
-    names = [o.name for o in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, inputs)))
-
-
-def save_npz(path: str, arrays: dict) -> None:
-    """Like np.savez_compressed but with a fixed zip timestamp (byte-identical reruns)."""
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for key in sorted(arrays):
-            buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(arrays[key]), allow_pickle=False)
-            info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            zf.writestr(info, buf.getvalue())
+    mc.json_to_mnn(jpath, dst)
 
 
 # ---------------------------------------------------------------------------
@@ -505,12 +437,12 @@ def _short(v, limit=16):
     if isinstance(v, list):
         if len(v) > limit:
             kind = "floats" if any(isinstance(x, float) for x in v) else "values"
-            return "<%d %s>" % (len(v), kind)
+            return f"<{len(v)} {kind}>"
         return "[" + ", ".join(_short(x, limit) for x in v) + "]"
     if isinstance(v, dict):
-        return "{" + ", ".join("%s: %s" % (k, _short(x, limit)) for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{k}: {_short(x, limit)}" for k, x in v.items()) + "}"
     if isinstance(v, float):
-        return "%.6g" % v
+        return f"{v:.6g}"
     if isinstance(v, bool):
         return "true" if v else "false"
     return str(v)
@@ -520,50 +452,60 @@ def _params(op: dict) -> str:
     main = op.get("main")
     mt = op.get("main_type", "NONE")
     if not main:
-        return "(%s)" % mt
+        return f"({mt})"
     if mt == "Convolution2D":
         parts = ["common: " + _short(main.get("common", {}))]
         for k, v in main.items():
             if k != "common":
-                parts.append("%s: %s" % (k, "<%d floats>" % len(v) if isinstance(v, list) else _short(v)))
-        return "%s {%s}" % (mt, "; ".join(parts))
+                parts.append(
+                    f"{k}: " + (f"<{len(v)} floats>" if isinstance(v, list) else _short(v))
+                )
+        return f"{mt} {{{'; '.join(parts)}}}"
     if mt == "Blob":
         return "Blob " + _short(main, limit=8)
-    return "%s %s" % (mt, _short(main))
+    return f"{mt} {_short(main)}"
 
 
 def describe_model(name: str, d: dict, info: dict) -> str:
-    lines = ["## %s" % name, ""]
-    lines.append("ONNX source: %s." % info["desc"])
+    lines = [f"## {name}", ""]
+    lines.append(f"ONNX source: {info['desc']}.")
     lines.append("")
     for k, (shape, fmt) in info["inputs"].items():
-        lines.append("* input `%s`: %s float32 (Input dformat %s)" % (k, "x".join(map(str, shape)), fmt))
+        lines.append(f"* input `{k}`: {'x'.join(map(str, shape))} float32 (Input dformat {fmt})")
     for k, shape in info["outputs"].items():
-        lines.append("* output `%s`: %s float32" % (k, "x".join(map(str, shape))))
-    lines.append("* file size %d bytes; outputName %s; sourceType %s; bizCode %s; "
-                 "tensors %d; ops %d" % (info["size"], d.get("outputName"), d.get("sourceType"),
-                                         d.get("bizCode"), len(d.get("tensorName", [])),
-                                         len(d["oplists"])))
-    lines.append("* max |MNN - onnxruntime| = %s" % ", ".join(
-        "%s: %.3g" % kv for kv in info["diffs"].items()))
+        lines.append(f"* output `{k}`: {'x'.join(map(str, shape))} float32")
+    lines.append(
+        f"* file size {info['size']} bytes; outputName {d.get('outputName')}; "
+        f"sourceType {d.get('sourceType')}; bizCode {d.get('bizCode')}; "
+        f"tensors {len(d.get('tensorName', []))}; ops {len(d['oplists'])}"
+    )
+    diffs = ", ".join(f"{k}: {v:.3g}" for k, v in info["diffs"].items())
+    lines.append(f"* max |MNN - onnxruntime| = {diffs}")
     if d.get("extraTensorDescribe"):
-        lines.append("* extraTensorDescribe: %s" % _short(d["extraTensorDescribe"]))
+        lines.append(f"* extraTensorDescribe: {_short(d['extraTensorDescribe'])}")
     lines.append("")
     lines.append("| # | type | name | in | out | dDF | params |")
     lines.append("|---|------|------|----|-----|-----|--------|")
     for i, op in enumerate(d["oplists"]):
-        lines.append("| %d | %s | `%s` | %s | %s | %s | %s |" % (
-            i, op.get("type"), op.get("name"), op.get("inputIndexes", []),
-            op.get("outputIndexes", []), op.get("defaultDimentionFormat", "(NHWC)"),
-            _params(op).replace("|", "\\|")))
+        cells = [
+            str(i),
+            str(op.get("type")),
+            f"`{op.get('name')}`",
+            str(op.get("inputIndexes", [])),
+            str(op.get("outputIndexes", [])),
+            str(op.get("defaultDimentionFormat", "(NHWC)")),
+            _params(op).replace("|", "\\|"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
-    lines.append("Tensors: " + ", ".join("%d `%s`" % (i, n) for i, n in enumerate(d["tensorName"])))
+    lines.append("Tensors: " + ", ".join(f"{i} `{n}`" for i, n in enumerate(d["tensorName"])))
     lines.append("")
     return "\n".join(lines)
 
 
 def write_readme(out: str, dumps: dict, results: dict) -> None:
     import MNN
+
     version = getattr(MNN, "version", lambda: "?")
     version = version() if callable(version) else version
     text = README_HEAD.format(mnn_version=version, notes=NOTES.rstrip())
@@ -576,14 +518,19 @@ def write_readme(out: str, dumps: dict, results: dict) -> None:
 
 # ---------------------------------------------------------------------------
 
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data"))
-    ap.add_argument("--no-default", action="store_true",
-                    help="don't copy conv_relu_pool_fc to mnnpy/models/default.{mnn,npz}")
+    ap.add_argument(
+        "--no-default",
+        action="store_true",
+        help="don't copy conv_relu_pool_fc to mnnpy/models/default.{mnn,npz}",
+    )
     ap.add_argument("--no-readme", action="store_true", help="don't rewrite <out>/README.md")
     args = ap.parse_args(argv)
 
+    mc = _convert_helpers()
     os.makedirs(args.out, exist_ok=True)
     results, dumps, onnx_models, all_inputs = {}, {}, {}, {}
     tmp = tempfile.mkdtemp(prefix="mnnpy_models_")
@@ -595,39 +542,42 @@ def main(argv=None) -> int:
                 onnx_path = os.path.join(tmp, name + ".onnx")
                 with open(onnx_path, "wb") as f:
                     f.write(model.SerializeToString())
-                convert_onnx(onnx_path, mnn_path)
+                mc.convert_onnx(onnx_path, mnn_path)
             else:  # derived model (nhwc_dformat)
                 model, inputs = onnx_models[base], all_inputs[base]
                 make_nhwc_dformat(os.path.join(args.out, base + ".mnn"), model, mnn_path, tmp)
             onnx_models[name], all_inputs[name] = model, inputs
 
-            outs = run_mnn(mnn_path, inputs)
-            ref = run_ort(model.SerializeToString(), inputs)
-            diffs = {}
-            for k, v in ref.items():
-                if k not in outs:
-                    raise RuntimeError("%s: MNN has no output %r (has %s)" % (name, k, list(outs)))
-                if outs[k].shape != v.shape:
-                    raise RuntimeError("%s: output %s shape %s vs onnxruntime %s"
-                                       % (name, k, outs[k].shape, v.shape))
-                diffs[k] = float(np.max(np.abs(outs[k] - v)))
+            outs, _ = mc.run_mnn(mnn_path, inputs, runs=2, threads=1)
+            ref = mc.run_ort(model.SerializeToString(), inputs, threads=1)
+            diffs = mc.max_abs_diffs(name, outs, ref)
             arrays = {"input:" + k: v for k, v in inputs.items()}
             arrays.update({"output:" + k: v for k, v in outs.items()})
-            save_npz(os.path.join(args.out, name + ".npz"), arrays)
+            mc.save_npz(os.path.join(args.out, name + ".npz"), arrays)
 
-            d = dump_json(mnn_path, os.path.join(tmp, name + ".json"))
+            d = mc.dump_json(mnn_path, os.path.join(tmp, name + ".json"))
             dumps[name] = d
-            fmts = {o["name"]: o["main"].get("dformat", "NC4HW4")
-                    for o in d["oplists"] if o["type"] == "Input"}
-            results[name] = dict(desc=desc, diffs=diffs, size=os.path.getsize(mnn_path),
-                                 inputs={k: (list(v.shape), fmts.get(k, "?")) for k, v in inputs.items()},
-                                 outputs={k: list(v.shape) for k, v in outs.items()})
-            print("%-18s %6d bytes  in %s  out %s  max|MNN-ORT| %s" % (
-                name, results[name]["size"], results[name]["inputs"], results[name]["outputs"],
-                ", ".join("%s=%.3g" % kv for kv in diffs.items())))
+            fmts = {
+                o["name"]: o["main"].get("dformat", "NC4HW4")
+                for o in d["oplists"]
+                if o["type"] == "Input"
+            }
+            results[name] = dict(
+                desc=desc,
+                diffs=diffs,
+                size=os.path.getsize(mnn_path),
+                inputs={k: (list(v.shape), fmts.get(k, "?")) for k, v in inputs.items()},
+                outputs={k: list(v.shape) for k, v in outs.items()},
+            )
+            r = results[name]
+            diff_text = ", ".join(f"{k}={v:.3g}" for k, v in diffs.items())
+            print(
+                f"{name:<18} {r['size']:6d} bytes  in {r['inputs']}  out {r['outputs']}"
+                f"  max|MNN-ORT| {diff_text}"
+            )
             for k, v in diffs.items():
                 if v > 1e-4:
-                    print("  WARNING: large MNN vs onnxruntime difference for %s" % k)
+                    print(f"  WARNING: large MNN vs onnxruntime difference for {k}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -635,8 +585,10 @@ def main(argv=None) -> int:
         mdir = os.path.join(ROOT, "mnnpy", "models")
         os.makedirs(mdir, exist_ok=True)
         for ext in (".mnn", ".npz"):
-            shutil.copyfile(os.path.join(args.out, "conv_relu_pool_fc" + ext),
-                            os.path.join(mdir, "default" + ext))
+            shutil.copyfile(
+                os.path.join(args.out, "conv_relu_pool_fc" + ext),
+                os.path.join(mdir, "default" + ext),
+            )
         print("copied conv_relu_pool_fc -> mnnpy/models/default.{mnn,npz}")
     if not args.no_readme:
         write_readme(args.out, dumps, results)
