@@ -14,6 +14,7 @@ from mnnpy.interpreter import (
     PowerMode,
     PrecisionMode,
     ScheduleConfig,
+    SessionInfoCode,
 )
 from mnnpy.session import Session
 from mnnpy.tensor import Tensor
@@ -34,6 +35,7 @@ __all__ = [
     "PrecisionMode",
     "ScheduleConfig",
     "Session",
+    "SessionInfoCode",
     "StorageType",
     "Tensor",
     "__version__",

@@ -10,6 +10,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Any
 
 from mnnpy.backend import ForwardType
 from mnnpy.errors import FileNotExistError, InvalidValueError
@@ -25,15 +26,46 @@ __all__ = [
     "PowerMode",
     "PrecisionMode",
     "ScheduleConfig",
+    "SessionInfoCode",
 ]
 
 
 class MemoryMode(IntEnum):
-    """MNN's ``BackendConfig::MemoryMode``: Memory_Normal, Memory_High, Memory_Low."""
+    """MNN's ``BackendConfig::MemoryMode``; ``LIMIT`` is another name for ``LOW``.
+
+    In ``LOW`` / ``LIMIT`` mode every execution picks its low-memory variant (no weight
+    transforms that grow weights, small scratch, in place where possible).
+    """
 
     NORMAL = 0
     HIGH = 1
     LOW = 2
+    LIMIT = 2
+
+    @classmethod
+    def parse(cls, value: MemoryMode | int | str) -> MemoryMode:
+        """A mode from itself, its number, or a name: ``LIMIT``, ``Memory_Low``, ``normal``..."""
+        if isinstance(value, str):
+            key = value.strip().upper().removeprefix("MEMORY_")
+            if key not in cls.__members__:
+                names = "NORMAL, HIGH, LOW/LIMIT (or MNN's Memory_Normal, Memory_High, Memory_Low)"
+                raise InvalidValueError(f"unknown memory mode {value!r}; use {names}")
+            return cls[key]
+        try:
+            return cls(value)
+        except ValueError:
+            raise InvalidValueError(f"unknown memory mode {value!r}") from None
+
+
+class SessionInfoCode(IntEnum):
+    """MNN's ``Interpreter::SessionInfoCode``."""
+
+    MEMORY = 0
+    FLOPS = 1
+    BACKENDS = 2
+    RESIZE_STATUS = 3
+    THREAD_NUMBER = 4
+    ALL = 5
 
 
 class PowerMode(IntEnum):
@@ -70,6 +102,13 @@ class BackendConfig:
     power: PowerMode = PowerMode.NORMAL
     precision: PrecisionMode = PrecisionMode.NORMAL
     memory_budget: int | None = None
+
+    def __post_init__(self) -> None:
+        self.memory = MemoryMode.parse(self.memory)
+        self.power = PowerMode(self.power)
+        self.precision = PrecisionMode(self.precision)
+        if self.memory_budget is not None and int(self.memory_budget) <= 0:
+            raise InvalidValueError(f"memory_budget must be positive, got {self.memory_budget!r}")
 
 
 @dataclass
@@ -148,6 +187,24 @@ class Interpreter:
     def resize_session(self, session: Session) -> None:
         """Recompute shapes, executions and memory after input tensors were resized."""
         session.resize()
+
+    def get_session_info(self, session: Session, code: SessionInfoCode | int) -> Any:
+        """MNN's ``getSessionInfo``: MEMORY (MB, weights included), FLOPS (millions of MACs, as
+        MNN reports), BACKENDS (forward type numbers), RESIZE_STATUS, THREAD_NUMBER; ALL returns
+        the full :class:`~mnnpy.session.SessionInfo` with the memory breakdown."""
+        info = session.info()
+        code = SessionInfoCode(code)
+        if code == SessionInfoCode.MEMORY:
+            return info.memory_mb
+        if code == SessionInfoCode.FLOPS:
+            return info.flops_m
+        if code == SessionInfoCode.BACKENDS:
+            return [int(b.forward_type) for b in session.backends]
+        if code == SessionInfoCode.RESIZE_STATUS:
+            return info.resize_status
+        if code == SessionInfoCode.THREAD_NUMBER:
+            return info.thread_number
+        return info
 
     def run_session(self, session: Session) -> None:
         """Run the session once on the data in its input tensors."""

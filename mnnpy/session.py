@@ -9,11 +9,13 @@ computes it.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mnnpy.backend import Backend, ForwardType, StorageType, get_backend
+from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType, get_backend
 from mnnpy.errors import InvalidValueError, NoExecutionError
 from mnnpy.net import Net
+from mnnpy.ops import count_macs
 from mnnpy.pipeline import Pipeline, Unit
 from mnnpy.schedule import ScheduleInfo
 from mnnpy.tensor import Tensor, TensorUsage
@@ -21,7 +23,29 @@ from mnnpy.tensor import Tensor, TensorUsage
 if TYPE_CHECKING:
     from mnnpy.interpreter import ScheduleConfig
 
-__all__ = ["Session"]
+__all__ = ["Session", "SessionInfo"]
+
+
+@dataclass
+class SessionInfo:
+    """What a session holds and costs (MNN's ``getSessionInfo``, with a memory breakdown).
+
+    Attributes:
+        memory_mb: MB held by the session's backends, weights included (MNN's MEMORY).
+        flops_m: millions of multiply-accumulates per run (what MNN's FLOPS reports).
+        backends: names of the backends, major first.
+        resize_status: 0 ready to run, 2 needs ``resize_session`` (MNN's RESIZE_STATUS).
+        thread_number: threads per op.
+        memory: bytes by storage type, scratch requested, the plan's lower bound, the peak op.
+    """
+
+    memory_mb: float
+    flops_m: float
+    backends: list[str]
+    resize_status: int
+    thread_number: int
+    memory: MemoryInfo = field(default_factory=MemoryInfo)
+
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +60,7 @@ class Session:
 
     def __init__(self, net: Net, info: ScheduleInfo) -> None:
         self.net = net
-        self.info = info
+        self.schedule_info = info
         config = info.pipelines[0].config
         self.config: ScheduleConfig = config
         self.backend = self._make_backend(config.type, config)
@@ -84,19 +108,21 @@ class Session:
     # -- tensors ------------------------------------------------------------------------------
     def get_input(self, name: str | None = None) -> Tensor:
         """The input tensor called ``name``; with None, the only input."""
-        return self._lookup({n: i.index for n, i in self.info.inputs.items()}, name, "input")
+        return self._lookup(
+            {n: i.index for n, i in self.schedule_info.inputs.items()}, name, "input"
+        )
 
     def get_output(self, name: str | None = None) -> Tensor:
         """The output tensor called ``name``; with None, the only (or first) output."""
-        return self._lookup(self.info.outputs, name, "output")
+        return self._lookup(self.schedule_info.outputs, name, "output")
 
     def get_input_all(self) -> dict[str, Tensor]:
         """All input tensors by name."""
-        return {n: self.tensors[i.index] for n, i in self.info.inputs.items()}
+        return {n: self.tensors[i.index] for n, i in self.schedule_info.inputs.items()}
 
     def get_output_all(self) -> dict[str, Tensor]:
         """All output tensors by name."""
-        return {n: self.tensors[i] for n, i in self.info.outputs.items()}
+        return {n: self.tensors[i] for n, i in self.schedule_info.outputs.items()}
 
     def _lookup(self, table: dict[str, int], name: str | None, what: str) -> Tensor:
         self._check_alive()
@@ -185,6 +211,36 @@ class Session:
         finally:
             for backend in self.backends:
                 backend.on_execute_end()
+
+    def memory_info(self) -> MemoryInfo:
+        """Bytes held now, summed over the backends that report memory."""
+        total = MemoryInfo()
+        for backend in self.backends:
+            info = backend.memory_info()
+            total.static += info.static
+            total.dynamic += info.dynamic
+            total.separate += info.separate
+            total.scratch += info.scratch
+            total.lower_bound += info.lower_bound
+            total.peak_op = total.peak_op or info.peak_op
+        return total
+
+    def info(self) -> SessionInfo:
+        """Memory (MB and breakdown), MACs, backends, resize status and threads."""
+        self._check_alive()
+        memory = self.memory_info()
+        macs = 0
+        if not self.need_resize:
+            for unit in (u for p in self.pipelines for u in p.units if not u.folded):
+                macs += count_macs(unit.op, unit.inputs, unit.outputs)
+        return SessionInfo(
+            memory_mb=memory.total / (1 << 20),
+            flops_m=macs / 1e6,
+            backends=[b.name for b in self.backends],
+            resize_status=2 if self.need_resize else 0,
+            thread_number=self.backend.num_thread,
+            memory=memory,
+        )
 
     def release(self) -> None:
         """Free all memory; the session cannot be used afterwards."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -38,6 +39,7 @@ __all__ = [
     "Backend",
     "BackendFactory",
     "ForwardType",
+    "MemoryInfo",
     "StorageType",
     "get_backend",
     "register_backend",
@@ -50,6 +52,32 @@ class StorageType(IntEnum):
     STATIC = 0
     DYNAMIC = 1
     DYNAMIC_SEPERATE = 2
+
+
+@dataclass
+class MemoryInfo:
+    """Bytes a backend holds for a session, by storage type.
+
+    Attributes:
+        static: STATIC buffers (weights and their transforms), allocated at creation.
+        dynamic: the planned DYNAMIC arena (activations and scratch share it).
+        separate: the DYNAMIC_SEPERATE arena (inputs, constants, folded shape tensors).
+        scratch: the part of the DYNAMIC requests that was op scratch (bytes requested).
+        lower_bound: the most DYNAMIC bytes alive at one time; no plan can use fewer.
+        peak_op: name of the op being prepared when the DYNAMIC bytes peaked.
+    """
+
+    static: int = 0
+    dynamic: int = 0
+    separate: int = 0
+    scratch: int = 0
+    lower_bound: int = 0
+    peak_op: str = ""
+
+    @property
+    def total(self) -> int:
+        """All bytes held."""
+        return self.static + self.dynamic + self.separate
 
 
 class ForwardType(IntEnum):
@@ -175,6 +203,10 @@ class Backend:
     def on_copy_buffer(self, src: Tensor, dst: Tensor) -> None:
         """Copy ``src`` into ``dst``, converting layout; either may belong to this backend."""
         raise NotImplementedError
+
+    def memory_info(self) -> MemoryInfo:
+        """Bytes this backend holds for its session; backends that do not track report zeros."""
+        return MemoryInfo()
 
 
 BackendFactory = Callable[..., Backend]

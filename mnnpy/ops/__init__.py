@@ -27,7 +27,9 @@ __all__ = [
     "ShapeFunction",
     "compute_shape",
     "load_all",
+    "count_macs",
     "register_fold",
+    "register_macs",
     "register_reference",
     "register_shape",
     "try_fold",
@@ -39,10 +41,13 @@ ShapeFunction = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"]], None
 Reference = Callable[["OpDef", Sequence[np.ndarray]], Sequence[np.ndarray]]
 # fold(op, inputs): outputs of an op that needs only its inputs' shapes (Shape, Rank, Size).
 FoldFunction = Callable[["OpDef", Sequence["Tensor"]], Sequence[np.ndarray]]
+# macs(op, inputs, outputs): multiply-accumulates of one run, for FLOPS reports.
+MacsFunction = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"]], int]
 F = TypeVar("F", bound=Callable[..., Any])
 _SHAPES: dict[int, ShapeFunction] = {}
 _REFERENCES: dict[int, Reference] = {}
 _FOLDS: dict[int, FoldFunction] = {}
+_MACS: dict[int, MacsFunction] = {}
 _loaded = False
 # Ops whose inputs are all known while resizing are computed then, if their inputs are this small:
 # the shape arithmetic converters leave in graphs (MNN folds it the same way).
@@ -73,6 +78,20 @@ def register_reference(*op_types: int) -> Callable[[F], F]:
 def register_fold(*op_types: int) -> Callable[[F], F]:
     """Decorator: ``fn`` computes ``op_types`` from input shapes alone, at every resize."""
     return _registrar(_FOLDS, "fold function", op_types)
+
+
+def register_macs(*op_types: int) -> Callable[[F], F]:
+    """Decorator: ``fn`` counts the multiply-accumulates of ``op_types`` at current shapes."""
+    return _registrar(_MACS, "MAC counter", op_types)
+
+
+def count_macs(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> int:
+    """Multiply-accumulates of one run of ``op``; ops without a counter count one per output."""
+    load_all()
+    fn = _MACS.get(op.type)
+    if fn is not None:
+        return int(fn(op, inputs, outputs))
+    return sum(t.element_size for t in outputs)
 
 
 def reference_of(op_type: int) -> Reference:

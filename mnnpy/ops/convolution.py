@@ -15,7 +15,7 @@ import numpy as np
 from mnnpy._schema.MNN.PadMode import PadMode
 from mnnpy.errors import ComputeSizeError, InvalidModelError, NotSupportError
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import register_reference, register_shape
+from mnnpy.ops import register_macs, register_reference, register_shape
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
@@ -218,3 +218,10 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     out = out.reshape(n, o, oh, ow) + bias[None, :, None, None]
     lo, hi = activation_bounds(conv_common(op))
     return [np.clip(out, lo, hi).astype(np.float32)]
+
+
+@register_macs(OpType.Convolution, OpType.ConvolutionDepthwise)
+def macs(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> int:
+    """Output elements times the window: input channels per group x kernel area."""
+    geo = conv_geometry(op, inputs[0].shape)
+    return outputs[0].element_size * (geo.in_channels // geo.group) * geo.kernel[0] * geo.kernel[1]

@@ -8,7 +8,7 @@ import numpy as np
 
 from mnnpy.errors import ComputeSizeError, InvalidModelError
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import register_reference, register_shape
+from mnnpy.ops import register_macs, register_reference, register_shape
 from mnnpy.tensor import Tensor
 
 
@@ -54,3 +54,9 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     x = np.asarray(inputs[0], np.float64)
     w, b = weights(op, x.shape[1])
     return [(x @ w.T.astype(np.float64) + b).astype(np.float32)]
+
+
+@register_macs(OpType.InnerProduct)
+def macs(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> int:
+    """Output elements times input features."""
+    return outputs[0].element_size * inputs[0].shape[1]

@@ -8,7 +8,7 @@ import numpy as np
 
 from mnnpy.errors import ComputeSizeError
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import register_reference, register_shape
+from mnnpy.ops import register_macs, register_reference, register_shape
 from mnnpy.tensor import Tensor
 
 
@@ -67,3 +67,11 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     if len(inputs) > 2:
         y = y + np.asarray(inputs[2], np.float64)
     return [y.astype(inputs[0].dtype)]
+
+
+@register_macs(OpType.MatMul, OpType.BatchMatMul)
+def macs(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> int:
+    """Every output element sums over the shared dimension."""
+    a = inputs[0].shape
+    k = (a[-2] if transposes(op)[0] else a[-1]) if len(a) >= 2 else a[0]
+    return outputs[0].element_size * k

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mnnpy.backend import Backend, ForwardType, StorageType
+from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType
 from mnnpy.errors import OutOfMemoryError
 from mnnpy.memory import MemoryPlan, MemoryPlanner, align
 from mnnpy.tensor import Tensor
@@ -31,32 +30,6 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
     shift = (-raw.ctypes.data) % _ALIGN
     return raw[shift : shift + nbytes]
-
-
-@dataclass
-class MemoryInfo:
-    """Bytes a backend holds for a session, by storage type.
-
-    Attributes:
-        static: STATIC buffers (weights and their transforms), allocated at creation.
-        dynamic: the planned DYNAMIC arena (activations and scratch share it).
-        separate: the DYNAMIC_SEPERATE arena (inputs, constants, folded shape tensors).
-        scratch: the part of the dynamic requests that was op scratch (bytes requested).
-        lower_bound: the most DYNAMIC bytes alive at one time; no plan can use fewer.
-        peak_op: name of the op being prepared when the DYNAMIC bytes peaked.
-    """
-
-    static: int = 0
-    dynamic: int = 0
-    separate: int = 0
-    scratch: int = 0
-    lower_bound: int = 0
-    peak_op: str = ""
-
-    @property
-    def total(self) -> int:
-        """All bytes held."""
-        return self.static + self.dynamic + self.separate
 
 
 class CPUBackend(Backend):

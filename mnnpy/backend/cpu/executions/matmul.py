@@ -43,10 +43,10 @@ class CPUMatMul(Execution):
 class CPUInnerProduct(Execution):
     """Fully connected layer on a plain 2-D input; weights transposed once at creation."""
 
-    def __init__(self, backend: Backend, weight_t: np.ndarray, bias: np.ndarray) -> None:
+    def __init__(self, backend: CPUBackend, weight_t: np.ndarray, bias: np.ndarray) -> None:
         super().__init__(backend)
-        self.weight_t = np.ascontiguousarray(weight_t)  # [K, N]: the STATIC copy of the weights
-        self.bias = bias
+        self.weight_t = backend.static_copy(weight_t, owner=self)  # [K, N], STATIC
+        self.bias = backend.static_copy(bias, owner=self)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         out = _view(outputs[0])
@@ -74,4 +74,5 @@ def create_inner_product(
     if not _plain_float([*inputs, *outputs]) or op.param.quanParameter is not None:
         return None
     w, b = weights(op, inputs[0].shape[1])
+    assert isinstance(backend, CPUBackend)
     return CPUInnerProduct(backend, w.T, b)
