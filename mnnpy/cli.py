@@ -1,4 +1,4 @@
-"""Command line: ``python -m mnnpy run|dump``. Thin: the work lives in the library modules."""
+"""Command line: ``python -m mnnpy run|dump|mem``. Thin: the work lives in the library modules."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 
 import mnnpy
 from mnnpy.errors import FileNotExistError, InputDataError, MNNError
+from mnnpy.memory_report import plan_svg, plan_table
 from mnnpy.models import DEFAULT_INPUTS, DEFAULT_MODEL
 
 
@@ -133,6 +134,40 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def mem(args: argparse.Namespace) -> int:
+    """Plan a session and print its memory: totals by storage type, lifetimes, an SVG timeline."""
+    interp = mnnpy.Interpreter(args.model)
+    config = mnnpy.BackendConfig(memory=args.memory, memory_budget=args.budget)
+    session = interp.create_session(
+        mnnpy.ScheduleConfig(num_thread=args.threads, backend_config=config)
+    )
+    for item in args.shape:
+        name, _, dims = item.rpartition("=")
+        tensor = interp.get_session_input(session, name or None)
+        interp.resize_tensor(tensor, tuple(int(d) for d in dims.split(",")))
+    interp.resize_session(session)
+    info = session.info()
+    m = info.memory
+    ratio = m.dynamic / m.lower_bound if m.lower_bound else 1.0
+    print(f"model {args.model}: memory mode {config.memory.name}, {info.memory_mb:.3f} MB held")
+    print(f"  static (weights)     {m.static:>12} B")
+    print(
+        f"  dynamic arena        {m.dynamic:>12} B  (lower bound {m.lower_bound} B, x{ratio:.3f})"
+    )
+    print(f"  separate             {m.separate:>12} B  (inputs, constants, folded shapes)")
+    print(f"  scratch requested    {m.scratch:>12} B  (planned inside the dynamic arena)")
+    print(f"  peak at op           {m.peak_op!r}")
+    plan = getattr(session.backend, "plan", None)
+    names = {op.index: op.name for op in interp.net.ops}
+    if plan is not None and args.tensors:
+        print(plan_table(plan, names))
+    if plan is not None and args.svg:
+        with open(args.svg, "w") as f:
+            f.write(plan_svg(plan, names))
+        print(f"timeline written to {args.svg}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m mnnpy``; returns the exit code."""
     parser = argparse.ArgumentParser(prog="python -m mnnpy", description=__doc__)
@@ -152,10 +187,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_run.add_argument("--json", action="store_true", help="also print timing as JSON")
     p_dump = sub.add_parser("dump", help="print ops, tensors, shapes and params of a model")
     p_dump.add_argument("model")
+    p_mem = sub.add_parser("mem", help="print a model's memory plan (and an SVG timeline)")
+    p_mem.add_argument("model")
+    p_mem.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=N,C,H,W",
+        help="resize an input first (repeatable)",
+    )
+    p_mem.add_argument("--memory", default="normal", help="memory mode: normal, high, low/limit")
+    p_mem.add_argument("--budget", type=int, default=None, help="memory budget in bytes")
+    p_mem.add_argument("--threads", type=int, default=1)
+    p_mem.add_argument("--tensors", action="store_true", help="print every buffer's lifetime")
+    p_mem.add_argument("--svg", metavar="FILE.svg", help="write the plan as an SVG timeline")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
             return run(args)
+        if args.command == "mem":
+            return mem(args)
         dump(_read(args.model))
         return 0
     except MNNError as e:
