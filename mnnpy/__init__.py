@@ -5,8 +5,16 @@ Public API re-exports only; see :class:`Interpreter` to start.
 
 from __future__ import annotations
 
-from mnnpy.backend import ForwardType, StorageType
+from mnnpy.backend import (
+    Backend,
+    BackendInfo,
+    ForwardType,
+    StorageType,
+    insert_extra_backend_creator,
+)
+from mnnpy.backend.plugins import RuntimeOptions
 from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.execution import Execution
 from mnnpy.interpreter import (
     BackendConfig,
     Interpreter,
@@ -23,7 +31,12 @@ from mnnpy.tensor_format import DimensionFormat, DimensionType
 __version__ = "0.1.0"
 
 __all__ = [
+    "Backend",
     "BackendConfig",
+    "BackendInfo",
+    "Execution",
+    "RuntimeOptions",
+    "insert_extra_backend_creator",
     "DimensionFormat",
     "DimensionType",
     "ErrorCode",

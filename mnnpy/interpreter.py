@@ -7,12 +7,13 @@ here mirror MNN's C++ API in snake_case.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
 from mnnpy.backend import ForwardType
+from mnnpy.backend.plugins import RuntimeOptions, load_default_plugins, load_plugins
 from mnnpy.errors import FileNotExistError, InvalidValueError
 from mnnpy.net import Net, load_net
 from mnnpy.schedule import schedule
@@ -113,19 +114,29 @@ class BackendConfig:
 
 @dataclass
 class ScheduleConfig:
-    """How a session runs, as MNN's ``ScheduleConfig``.
+    """How a session runs, as MNN's ``ScheduleConfig``, plus placement controls.
 
     Attributes:
         type: the backend to run ops on.
         num_thread: threads per op (MNN's default is 4).
         backup_type: the backend for ops ``type`` cannot run.
         backend_config: hints to the backends.
+        backends: a preference list of backends, replacing ``type``; ``backup_type`` is added
+            at the end when missing.
+        op_backend: backends for particular ops, by op name or op type name
+            (``{"conv1": ForwardType.CPU, "Softmax": ForwardType.USER_0}``).
+        strict: raise instead of warning when an op falls back to another backend.
+        user: passed to backend creators as ``Backend.Info.user``.
     """
 
     type: ForwardType = ForwardType.CPU
     num_thread: int = 4
     backup_type: ForwardType = ForwardType.CPU
     backend_config: BackendConfig = field(default_factory=BackendConfig)
+    backends: Sequence[ForwardType] | None = None
+    op_backend: Mapping[str, ForwardType] | None = None
+    strict: bool = False
+    user: Any = None
 
     def __post_init__(self) -> None:
         self.type = ForwardType(self.type)
@@ -133,6 +144,12 @@ class ScheduleConfig:
         if int(self.num_thread) < 1:
             raise InvalidValueError(f"num_thread must be >= 1, got {self.num_thread!r}")
         self.num_thread = int(self.num_thread)
+        if self.backends is not None:
+            self.backends = [ForwardType(t) for t in self.backends]
+            if not self.backends:
+                raise InvalidValueError("backends must name at least one backend")
+        if self.op_backend is not None:
+            self.op_backend = {str(k): ForwardType(v) for k, v in self.op_backend.items()}
 
 
 class Interpreter:
@@ -140,13 +157,18 @@ class Interpreter:
 
     Args:
         path: a ``.mnn`` file.
+        runtime_options: how plugin backends are discovered (default: entry points and
+            ``MNNPY_BACKEND_PATH``, once per process).
 
     Raises:
         FileNotExistError: when the file cannot be read.
         InvalidModelError: when its bytes are not a valid model.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], runtime_options: RuntimeOptions | None = None
+    ) -> None:
+        load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -155,8 +177,11 @@ class Interpreter:
         self._init(load_net(data), os.fspath(path))
 
     @classmethod
-    def from_buffer(cls, data: bytes | bytearray | memoryview) -> Interpreter:
+    def from_buffer(
+        cls, data: bytes | bytearray | memoryview, runtime_options: RuntimeOptions | None = None
+    ) -> Interpreter:
         """An interpreter for model bytes held in memory."""
+        load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
         self = cls.__new__(cls)
         self._init(load_net(data), "<buffer>")
         return self

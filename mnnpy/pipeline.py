@@ -1,20 +1,23 @@
 """Pipeline: the ops of a session in order, prepared on resize and run as a flat loop.
 
 ``prepare`` follows MNN's ``Pipeline::Unit::prepare`` for every op: compute the output shapes,
-create the execution (major backend first, else the CPU backup), acquire the outputs, call the
-execution's ``on_resize``, then drop each input's use count and release it at zero. Releasing as
-we go is what lets later tensors reuse the memory of dead ones.
+create the execution (placed on the first backend that supports the op), acquire the outputs,
+call the execution's ``on_resize``, then drop each input's use count and release it at zero.
+Releasing as we go is what lets later tensors reuse the memory of dead ones. An input held by a
+backend whose memory the op's backend cannot read gets a mirror on the op's backend and a copy
+before each run (MNN's WrapExecution), through ``on_copy_buffer``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from mnnpy.backend import Backend, StorageType
-from mnnpy.errors import MNNError, NotSupportError
+from mnnpy.backend import Backend, ForwardType, StorageType
+from mnnpy.errors import MNNError
 from mnnpy.ops import compute_shape, try_fold
+from mnnpy.placement import Placement, place
 from mnnpy.tensor import Tensor, TensorUsage
 
 if TYPE_CHECKING:
@@ -38,7 +41,17 @@ def storage_type_of(tensor: Tensor) -> StorageType:
 class Unit:
     """One op of a pipeline with its tensors and, after prepare, its execution."""
 
-    __slots__ = ("op", "inputs", "outputs", "execution", "backend", "folded")
+    __slots__ = (
+        "op",
+        "inputs",
+        "outputs",
+        "execution",
+        "backend",
+        "folded",
+        "placement",
+        "exec_inputs",
+        "copies",
+    )
 
     def __init__(self, op: OpDef, inputs: list[Tensor], outputs: list[Tensor]) -> None:
         self.op = op
@@ -47,22 +60,37 @@ class Unit:
         self.execution: Execution | None = None
         self.backend: Backend | None = None
         self.folded = False  # computed while resizing; nothing to run
+        self.placement: Placement | None = None
+        # what the execution reads: inputs, with mirrors for those held elsewhere
+        self.exec_inputs: list[Tensor] = inputs
+        self.copies: list[tuple[Backend, Tensor, Tensor]] = []  # (copier, src, mirror)
 
 
 class Pipeline:
-    """Executes a list of units on a major backend with a CPU backup.
+    """Executes a list of units on the backends of a session.
 
     Args:
         units: the ops in execution order.
-        backend: the backend asked for in the schedule config.
-        backup: the CPU backend: runs ops the major one cannot (may be the same object) and
-            holds the tensors folded while resizing.
+        preference: the backends to place ops on, in order of preference.
+        host: the CPU backend, which also holds the tensors folded while resizing.
+        overrides: backends chosen by op name or op type name.
+        strict: refuse, instead of warn about, ops that fall back.
     """
 
-    def __init__(self, units: Sequence[Unit], backend: Backend, backup: Backend) -> None:
+    def __init__(
+        self,
+        units: Sequence[Unit],
+        preference: Sequence[Backend],
+        host: Backend,
+        overrides: Mapping[str, Backend] | None = None,
+        strict: bool = False,
+    ) -> None:
         self.units = list(units)
-        self.backend = backend
-        self.backup = backup
+        self.preference = list(preference)
+        self.host = host
+        self.overrides = dict(overrides or {})
+        self.strict = strict
+        self.backends = list(dict.fromkeys([*self.preference, *self.overrides.values(), host]))
         self._active: list[Unit] = []
 
     def prepare(self, use_counts: Sequence[int]) -> None:
@@ -79,15 +107,20 @@ class Pipeline:
                 t.describe.use_count = use_counts[t.describe.index]
         try:
             for unit in self.units:
-                self.backend.current_op = self.backup.current_op = unit.op
+                for backend in self.backends:
+                    backend.current_op = unit.op
                 try:
                     self._prepare_unit(unit)
                 except MNNError as e:
-                    raise e.with_op(unit.op.type_name, unit.op.name, phase="resize") from None
+                    name = unit.backend.name if unit.backend else None
+                    raise e.with_op(
+                        unit.op.type_name, unit.op.name, backend=name, phase="resize"
+                    ) from None
                 except Exception as e:
                     raise self._wrap(e, unit, "resize") from e
         finally:
-            self.backend.current_op = self.backup.current_op = None
+            for backend in self.backends:
+                backend.current_op = None
         self._active = [u for u in self.units if not u.folded]
 
     def _prepare_unit(self, unit: Unit) -> None:
@@ -96,20 +129,25 @@ class Pipeline:
         unit.folded = try_fold(op, unit.inputs, unit.outputs)
         if unit.folded:
             for t in unit.outputs:
-                self.backup.on_acquire_buffer(t, storage_type_of(t))
+                self.host.on_acquire_buffer(t, storage_type_of(t))
             self._release_inputs(unit)
             return
         if unit.execution is None:  # executions (and their weights) outlive resizes
-            unit.execution, unit.backend = self._create(unit)
+            unit.execution, unit.backend, unit.placement = place(
+                op, unit.inputs, unit.outputs, self.preference, self.overrides, self.strict
+            )
         execution, backend = unit.execution, unit.backend
         assert backend is not None
+        self._wrap_inputs(unit, backend)
         outputs = unit.outputs
-        if execution.support_inplace and self._can_reuse_input(unit):
+        if execution.support_inplace and not unit.copies and self._can_reuse_input(unit):
             if backend.on_acquire_inplace(outputs[0], unit.inputs[0]):
                 outputs = outputs[1:]
         for t in outputs:
             backend.on_acquire_buffer(t, storage_type_of(t))
-        execution.on_resize(unit.inputs, unit.outputs)
+        execution.on_resize(unit.exec_inputs, unit.outputs)
+        for _, _, mirror in unit.copies:  # like scratch: valid during this op's execute
+            backend.on_release_buffer(mirror, StorageType.DYNAMIC)
         self._release_inputs(unit)
         logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
 
@@ -136,19 +174,33 @@ class Pipeline:
             if t.describe.use_count == 0 and t.describe.backend is not None:
                 t.describe.backend.on_release_buffer(t, storage_type_of(t))
 
-    def _create(self, unit: Unit) -> tuple[Execution, Backend]:
-        op = unit.op
-        for backend in (self.backend, self.backup):
-            execution = backend.on_create(op, unit.inputs, unit.outputs)
-            if execution is not None:
-                return execution, backend
-        tried = self.backend.name
-        if self.backup is not self.backend:
-            tried += ", " + self.backup.name
-        raise NotSupportError(
-            f"no backend can run op type {op.type_name} (tried {tried}); {self.backup.name} "
-            f"supports {', '.join(self.backup.supported_op_types())}"
-        )
+    @staticmethod
+    def _wrap_inputs(unit: Unit, backend: Backend) -> None:
+        """Mirror inputs that ``backend`` cannot read where they are (MNN's WrapExecution)."""
+        unit.copies = []
+        exec_inputs = []
+        for t in unit.inputs:
+            owner = t.describe.backend
+            assert owner is not None, f"tensor {t.name!r} has no memory"
+            if backend.can_share(t, owner):
+                exec_inputs.append(t)
+                continue
+            mirror = Tensor(t.shape, t.dtype, t.dimension_format, name=f"{t.name}@{backend.name}")
+            backend.on_acquire_buffer(mirror, StorageType.DYNAMIC)
+            # the device side copies (it knows both layouts); CPU-to-CPU never gets here
+            copier = backend if backend.forward_type != ForwardType.CPU else owner
+            unit.copies.append((copier, t, mirror))
+            exec_inputs.append(mirror)
+        unit.exec_inputs = exec_inputs if unit.copies else unit.inputs
+
+    def copy_stats(self) -> tuple[int, int]:
+        """(number, bytes) of cross-backend copies each run makes."""
+        copies = [c for u in self._active for c in u.copies]
+        return len(copies), sum(src.size for _, src, _ in copies)
+
+    def placements(self) -> list[Placement]:
+        """Where each op that runs was placed (folded ops run nowhere and are left out)."""
+        return [u.placement for u in self._active if u.placement is not None]
 
     def execute(self) -> None:
         """Run every unit's execution once, in order.
@@ -159,7 +211,9 @@ class Pipeline:
         unit = None
         try:
             for unit in self._active:
-                unit.execution.on_execute(unit.inputs, unit.outputs)  # type: ignore[union-attr]
+                for copier, src, mirror in unit.copies:
+                    copier.on_copy_buffer(src, mirror)
+                unit.execution.on_execute(unit.exec_inputs, unit.outputs)  # type: ignore[union-attr]
         except MNNError as e:
             assert unit is not None
             name = unit.backend.name if unit.backend else None

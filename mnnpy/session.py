@@ -9,14 +9,23 @@ computes it.
 from __future__ import annotations
 
 import logging
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType, get_backend
+from mnnpy.backend import (
+    Backend,
+    BackendInfo,
+    ForwardType,
+    MemoryInfo,
+    StorageType,
+    create_backend,
+)
 from mnnpy.errors import InvalidValueError, NoExecutionError
 from mnnpy.net import Net
 from mnnpy.ops import count_macs
 from mnnpy.pipeline import Pipeline, Unit
+from mnnpy.placement import Placement
 from mnnpy.schedule import ScheduleInfo
 from mnnpy.tensor import Tensor, TensorUsage
 
@@ -63,12 +72,16 @@ class Session:
         self.schedule_info = info
         config = info.pipelines[0].config
         self.config: ScheduleConfig = config
-        self.backend = self._make_backend(config.type, config)
-        if config.backup_type == config.type:
-            self.backup = self.backend
-        else:
-            self.backup = self._make_backend(config.backup_type, config)
-        self.host_backend = self.backend if config.type == ForwardType.CPU else self.backup
+        self._made: dict[ForwardType, Backend] = {}
+        types = list(config.backends or [config.type])
+        if config.backup_type not in types:
+            types.append(config.backup_type)
+        preference = [self._backend(t) for t in types]
+        # Inputs, constants and folded tensors live in host memory, on the CPU backend.
+        self.host_backend = self._backend(ForwardType.CPU)
+        self.backend = preference[0]
+        self.backup = self._backend(config.backup_type)
+        overrides = {key: self._backend(t) for key, t in (config.op_backend or {}).items()}
         self.tensors = [Tensor(name=t.name) for t in info.tensors]
         for t, ti in zip(self.tensors, info.tensors, strict=True):
             t.describe.index, t.describe.usage = ti.index, ti.usage
@@ -84,26 +97,50 @@ class Session:
         self.pipelines = [
             Pipeline(
                 [Unit(op, self._pick(op.inputs), self._pick(op.outputs)) for op in p.ops],
-                self.backend,
-                self.backup,
+                preference,
+                self.host_backend,
+                overrides,
+                config.strict,
             )
             for p in info.pipelines
         ]
         self.need_resize = True
         self.released = False
+        self._warned_fallback = False
 
-    @staticmethod
-    def _make_backend(forward_type: ForwardType, config: ScheduleConfig) -> Backend:
-        factory = get_backend(forward_type)
-        return factory(num_thread=config.num_thread, config=config.backend_config)
+    def _backend(self, forward_type: ForwardType) -> Backend:
+        """The session's backend of this type, created on first request.
+
+        Raises:
+            NotSupportError: when the type has no backend or its creator fails: a requested
+                backend that is missing is an error here, at session creation.
+        """
+        forward_type = ForwardType(forward_type)
+        if forward_type not in self._made:
+            config = self.config
+            memory = int(getattr(config.backend_config, "memory", 0))
+            info = BackendInfo(
+                forward_type, config.num_thread, memory, config.backend_config, config.user
+            )
+            self._made[forward_type] = create_backend(forward_type, info)
+        return self._made[forward_type]
 
     def _pick(self, indexes: tuple[int, ...]) -> list[Tensor]:
         return [self.tensors[i] for i in indexes]
 
     @property
     def backends(self) -> list[Backend]:
-        """The distinct backends of this session, major first."""
-        return [self.backend] if self.backup is self.backend else [self.backend, self.backup]
+        """The distinct backends of this session, in preference order, the host one last."""
+        return list(dict.fromkeys([*self.pipelines[0].backends, self.host_backend]))
+
+    def placement(self) -> list[Placement]:
+        """Where each executed op runs and why (fallbacks are marked)."""
+        return [p for pipeline in self.pipelines for p in pipeline.placements()]
+
+    def copy_stats(self) -> tuple[int, int]:
+        """(number, bytes) of copies between backends made by each run."""
+        stats = [p.copy_stats() for p in self.pipelines]
+        return sum(n for n, _ in stats), sum(b for _, b in stats)
 
     # -- tensors ------------------------------------------------------------------------------
     def get_input(self, name: str | None = None) -> Tensor:
@@ -179,8 +216,22 @@ class Session:
         for t in self.tensors:
             if t.describe.content is not None and t.host is not None:
                 t.copy_from(t.describe.content)
+        self._warn_fallbacks()
         self.need_resize = False
         logger.debug("session resized: %d tensors", len(self.tensors))
+
+    def _warn_fallbacks(self) -> None:
+        fallen = [p for p in self.placement() if p.fell_back]
+        if fallen and not self._warned_fallback:
+            self._warned_fallback = True
+            ops = ", ".join(f"{p.op_name!r} ({p.op_type}) -> {p.backend}" for p in fallen[:20])
+            more = f" and {len(fallen) - 20} more" if len(fallen) > 20 else ""
+            warnings.warn(
+                f"{len(fallen)} op(s) fell back from {self.backend.name}: {ops}{more}; "
+                "see session.placement(), or ScheduleConfig(strict=True) to refuse",
+                RuntimeWarning,
+                stacklevel=4,
+            )
 
     def _reset_shapes(self) -> None:
         for t in self.tensors:

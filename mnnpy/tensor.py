@@ -140,9 +140,15 @@ class Tensor:
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
+    def storage_format(self) -> DimensionFormat:
+        """The layout the data is stored in: the owning backend decides, else the format."""
+        backend = self.describe.backend
+        return self.dimension_format if backend is None else backend.storage_format(self)
+
+    @property
     def storage_elements(self) -> int:
         """Number of elements the storage holds (with NC4HW4 padding)."""
-        return layout.storage_elements(self.shape, self.dimension_format)
+        return layout.storage_elements(self.shape, self.storage_format)
 
     @property
     def size(self) -> int:
@@ -152,7 +158,7 @@ class Tensor:
     @property
     def is_packed(self) -> bool:
         """Whether the storage is NC4HW4 blocks."""
-        return layout.is_packed(self.shape, self.dimension_format)
+        return layout.is_packed(self.shape, self.storage_format)
 
     # -- data ---------------------------------------------------------------------------------
     def _require_host(self) -> np.ndarray:
@@ -164,12 +170,22 @@ class Tensor:
 
     def numpy(self) -> np.ndarray:
         """A copy of the data in logical layout (NCHW for NCHW and NC4HW4, NHWC for NHWC)."""
+        backend = self.describe.backend
+        if backend is not None and backend.memory_kind != "host":
+            staging = Tensor(self.shape, self.dtype, self.dimension_format, name=self.name)
+            staging.host = np.zeros(staging.storage_elements, self.dtype)
+            backend.on_copy_buffer(self, staging)
+            return staging.numpy()
         host = self._require_host()
         if self.is_packed:
             return layout.unpack_nc4hw4(host, self.shape)
         return host[: self.element_size].reshape(self.shape).copy()
 
     def _write_logical(self, arr: np.ndarray) -> None:
+        backend = self.describe.backend
+        if backend is not None and backend.memory_kind != "host":
+            backend.on_copy_buffer(Tensor.from_numpy(arr, self.dimension_type), self)
+            return
         host = self._require_host()
         if self.is_packed:
             host[:] = layout.pack_nc4hw4(arr)

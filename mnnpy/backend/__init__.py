@@ -22,28 +22,37 @@ plans one arena that way), so no tensor data may be touched before it.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from mnnpy.errors import InvalidValueError, NotSupportError
+from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Creator, Execution
+from mnnpy.tensor_format import DimensionFormat
 
 if TYPE_CHECKING:
     from mnnpy.net import OpDef
     from mnnpy.tensor import Tensor
 
 __all__ = [
+    "API_VERSION",
     "Backend",
-    "BackendFactory",
+    "BackendCreator",
+    "BackendInfo",
     "ForwardType",
     "MemoryInfo",
     "StorageType",
+    "create_backend",
     "get_backend",
+    "insert_extra_backend_creator",
     "register_backend",
+    "registered_forward_types",
 ]
+
+# The backend API version plugins declare: compatible when the major is equal and the plugin's
+# minor is not newer than ours (Arm NN's rule).
+API_VERSION = (1, 0)
 
 
 class StorageType(IntEnum):
@@ -97,6 +106,25 @@ class ForwardType(IntEnum):
     USER_3 = 11
 
 
+@dataclass
+class BackendInfo:
+    """What a backend creator is told (MNN's ``Backend::Info``).
+
+    Attributes:
+        forward_type: the forward type being created.
+        num_thread: threads per op.
+        memory: the memory mode (0 normal, 1 high, 2 low / limit).
+        config: the session's full BackendConfig, if any.
+        user: anything the application passed through ``ScheduleConfig.user``.
+    """
+
+    forward_type: ForwardType
+    num_thread: int = 1
+    memory: int = 0
+    config: Any = None
+    user: Any = None
+
+
 class Backend:
     """Base class of backends.
 
@@ -108,6 +136,10 @@ class Backend:
     """
 
     forward_type: ClassVar[ForwardType] = ForwardType.CPU
+    # Where tensor bytes live. Backends of the same kind can read each other's tensors without a
+    # copy when they also store them in the same format (see can_share).
+    memory_kind: ClassVar[str] = "host"
+    Info: ClassVar[type[BackendInfo]] = BackendInfo
     _creators: ClassVar[dict[int, Creator]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -152,6 +184,30 @@ class Backend:
     def supported_op_types(cls) -> list[str]:
         """Names of the op types this backend has creators for."""
         return sorted(_op_name(t) for t in cls._creators)
+
+    def is_op_supported(self, op: OpDef, inputs: Sequence[Tensor]) -> bool:
+        """Whether this backend can run ``op`` on these inputs (shapes are known).
+
+        Asked before any execution is created, to place ops (Glow's isOpSupported, Arm NN's
+        ILayerSupport). The default says yes for op types with a creator; a creator may still
+        return None for parameters it cannot handle.
+        """
+        return op.type in self._creators
+
+    def storage_format(self, tensor: Tensor) -> DimensionFormat:
+        """The layout this backend stores ``tensor`` in (the CPU keeps the tensor's format)."""
+        return tensor.dimension_format
+
+    def can_share(self, tensor: Tensor, owner: Backend) -> bool:
+        """Whether executions of this backend can read ``tensor``, held by ``owner``, in place.
+
+        True when the memory is of the same kind and in the same storage format (Arm NN's
+        tensor-handle compatibility); otherwise the pipeline inserts a copy.
+        """
+        return owner is self or (
+            owner.memory_kind == self.memory_kind
+            and owner.storage_format(tensor) == self.storage_format(tensor)
+        )
 
     def on_create(
         self, op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
@@ -209,37 +265,17 @@ class Backend:
         return MemoryInfo()
 
 
-BackendFactory = Callable[..., Backend]
-_FACTORIES: dict[ForwardType, BackendFactory] = {}
-
-
-def register_backend(forward_type: ForwardType, factory: BackendFactory) -> None:
-    """Make ``factory(num_thread=..., **options)`` the way to build backends of this type."""
-    forward_type = ForwardType(forward_type)
-    if forward_type in _FACTORIES:
-        raise InvalidValueError(f"a backend is already registered for {forward_type.name}")
-    _FACTORIES[forward_type] = factory
-
-
-def get_backend(forward_type: ForwardType) -> BackendFactory:
-    """The factory of a backend type; in-tree backends are imported on first use.
-
-    Raises:
-        NotSupportError: when no backend of this type exists, listing those that do.
-    """
-    forward_type = ForwardType(forward_type)
-    if forward_type not in _FACTORIES:
-        try:
-            importlib.import_module(f"mnnpy.backend.{forward_type.name.lower()}")
-        except ModuleNotFoundError:
-            pass
-    if forward_type not in _FACTORIES:
-        known = ", ".join(t.name for t in sorted(_FACTORIES)) or "none"
-        raise NotSupportError(f"no backend for {forward_type.name}; registered: {known}")
-    return _FACTORIES[forward_type]
-
-
 def _op_name(op_type: int) -> str:
     from mnnpy.net import op_type_name
 
     return op_type_name(op_type)
+
+
+from mnnpy.backend.registry import (  # noqa: E402 - the registry needs the classes above
+    BackendCreator,
+    create_backend,
+    get_backend,
+    insert_extra_backend_creator,
+    register_backend,
+    registered_forward_types,
+)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mnnpy.backend import Backend, ForwardType, StorageType, get_backend
+from mnnpy.backend import (
+    Backend,
+    BackendInfo,
+    ForwardType,
+    StorageType,
+    create_backend,
+    get_backend,
+)
 from mnnpy.backend.cpu import CPUBackend
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.interpreter import BackendConfig
@@ -75,7 +82,9 @@ def test_creator_registry_is_per_class_and_refuses_duplicates():
 
 
 def test_missing_backend_lists_registered_ones():
-    assert get_backend(ForwardType.CPU) is CPUBackend
+    cpu = create_backend(ForwardType.CPU, BackendInfo(ForwardType.CPU, num_thread=2))
+    assert isinstance(cpu, CPUBackend) and cpu.num_thread == 2
+    assert hasattr(get_backend(ForwardType.CPU), "on_create")
     with pytest.raises(MNNError) as e:
         get_backend(ForwardType.VULKAN)
     assert e.value.code == ErrorCode.NOT_SUPPORT and "CPU" in str(e.value)

@@ -1,0 +1,206 @@
+"""Dynamic backend loading (Arm NN's dynamic backends, in Python).
+
+A plugin is a module or package that declares the backend API it was built for and hands over a
+backend creator::
+
+    BACKEND_API_VERSION = (1, 0)          # or "1.0"
+    FORWARD_TYPE = ForwardType.USER_1      # or its name, "USER_1"
+    def create_backend_creator(): ...      # -> an object with on_create(info)
+
+Plugins are found (a) through the entry-point group ``mnnpy.backends`` and (b) as files named
+``<vendor>_<name>_backend.py`` (or packages of that name) in the directories of
+``RuntimeOptions.backend_paths``, or else of the ``MNNPY_BACKEND_PATH`` variable. A plugin that is
+incompatible (major differs, or its minor is newer than ours), malformed, failing on import, or a
+duplicate is skipped with a warning naming the file and the reason; the runtime still starts.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import re
+import sys
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mnnpy.errors import MNNError
+
+__all__ = ["PluginRecord", "RuntimeOptions", "load_plugins", "load_default_plugins", "loaded"]
+
+logger = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "mnnpy.backends"
+ENV_VAR = "MNNPY_BACKEND_PATH"
+_FILE_NAME = re.compile(r"^([A-Za-z0-9]+)_([A-Za-z0-9]+)_backend(\.py)?$")
+
+
+@dataclass
+class RuntimeOptions:
+    """How backends are discovered when an Interpreter is created.
+
+    Attributes:
+        backend_paths: directories to search for plugin files; when given they replace the
+            default (``MNNPY_BACKEND_PATH``).
+        dynamic_backends: False disables dynamic loading entirely (paths and entry points).
+        entry_points: also load the ``mnnpy.backends`` entry points.
+    """
+
+    backend_paths: Sequence[str | os.PathLike[str]] | None = None
+    dynamic_backends: bool = True
+    entry_points: bool = True
+
+
+@dataclass
+class PluginRecord:
+    """The outcome of loading one plugin."""
+
+    source: str
+    loaded: bool
+    reason: str = ""
+    forward_type: str = ""
+    version: tuple[int, int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_RECORDS: dict[str, PluginRecord] = {}
+_defaults_done = False
+
+
+def loaded() -> list[PluginRecord]:
+    """Every plugin seen so far in this process, loaded or skipped."""
+    return list(_RECORDS.values())
+
+
+def parse_version(value: Any) -> tuple[int, int]:
+    """``(major, minor)`` from ``(1, 0)`` or ``"1.0"``; raises ValueError otherwise."""
+    if isinstance(value, str):
+        value = value.split(".")
+    major, minor = (int(v) for v in tuple(value)[:2])
+    return major, minor
+
+
+def compatible(version: tuple[int, int]) -> bool:
+    """Arm NN's rule: same major, and the plugin's minor is not newer than ours."""
+    from mnnpy.backend import API_VERSION
+
+    return version[0] == API_VERSION[0] and version[1] <= API_VERSION[1]
+
+
+def _skip(source: str, reason: str) -> PluginRecord:
+    record = PluginRecord(source, False, reason)
+    warnings.warn(f"mnnpy backend plugin {source} skipped: {reason}", RuntimeWarning, stacklevel=3)
+    return record
+
+
+def register_plugin(module: Any, source: str) -> PluginRecord:
+    """Check a loaded plugin module and register its creator; never raises."""
+    from mnnpy.backend import ForwardType, insert_extra_backend_creator
+
+    try:
+        version = parse_version(module.BACKEND_API_VERSION)
+    except AttributeError:
+        return _skip(source, "it declares no BACKEND_API_VERSION")
+    except (TypeError, ValueError):
+        return _skip(source, f"BACKEND_API_VERSION {module.BACKEND_API_VERSION!r} is malformed")
+    if not compatible(version):
+        from mnnpy.backend import API_VERSION
+
+        return _skip(source, f"it needs backend API {version}, this runtime has {API_VERSION}")
+    try:
+        value = module.FORWARD_TYPE
+        forward_type = ForwardType[value] if isinstance(value, str) else ForwardType(value)
+    except AttributeError:
+        return _skip(source, "it declares no FORWARD_TYPE")
+    except (KeyError, ValueError):
+        return _skip(source, f"FORWARD_TYPE {module.FORWARD_TYPE!r} is not a forward type")
+    factory = getattr(module, "create_backend_creator", None)
+    if not callable(factory):
+        return _skip(source, "it has no create_backend_creator() entry point")
+    try:
+        creator = factory()
+        insert_extra_backend_creator(forward_type, creator)
+    except MNNError as e:
+        return _skip(source, e.message)
+    except Exception as e:  # noqa: BLE001 - a broken plugin must not stop the runtime
+        return _skip(source, f"create_backend_creator() raised {type(e).__name__}: {e}")
+    logger.info("loaded backend plugin %s for %s", source, forward_type.name)
+    return PluginRecord(source, True, forward_type=forward_type.name, version=version)
+
+
+def _import_file(path: Path) -> Any:
+    target = path / "__init__.py" if path.is_dir() else path
+    name = "mnnpy_plugin_" + re.sub(r"\W", "_", path.stem)
+    spec = importlib.util.spec_from_file_location(
+        name, target, submodule_search_locations=[str(path)] if path.is_dir() else None
+    )
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {target}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+def _candidates(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        return []
+    found = []
+    for entry in sorted(directory.iterdir()):
+        if not _FILE_NAME.match(entry.name):
+            continue
+        if entry.is_file() and entry.suffix == ".py":
+            found.append(entry)
+        elif entry.is_dir() and (entry / "__init__.py").is_file():
+            found.append(entry)
+    return found
+
+
+def _load_source(source: str, load: Any) -> None:
+    if source in _RECORDS:
+        return
+    try:
+        module = load()
+    except Exception as e:  # noqa: BLE001 - report and go on
+        _RECORDS[source] = _skip(source, f"importing it raised {type(e).__name__}: {e}")
+        return
+    _RECORDS[source] = register_plugin(module, source)
+
+
+def load_plugins(options: RuntimeOptions | None = None) -> list[PluginRecord]:
+    """Discover and register plugin backends; returns the records of this call's sources."""
+    global _defaults_done
+    _defaults_done = True  # explicit options replace the defaults for the rest of the process
+    options = options or RuntimeOptions()
+    if not options.dynamic_backends:
+        return []
+    sources: list[str] = []
+    if options.entry_points:
+        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+            source = f"entry point {ep.name} ({ep.value})"
+            _load_source(source, ep.load)
+            sources.append(source)
+    if options.backend_paths is not None:
+        paths = [Path(p) for p in options.backend_paths]
+    else:
+        paths = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p]
+    for directory in paths:
+        for path in _candidates(directory):
+            source = str(path)
+            _load_source(source, lambda path=path: _import_file(path))
+            sources.append(source)
+    return [_RECORDS[s] for s in sources]
+
+
+def load_default_plugins() -> None:
+    """Load plugins with the default options once per process."""
+    if not _defaults_done:
+        load_plugins()

@@ -1,0 +1,86 @@
+"""Placement: which backend runs each op, and why (Glow's isOpSupported, Arm NN's ILayerSupport).
+
+An op goes to the first backend of its candidate list whose ``is_op_supported`` says yes and whose
+creator returns an execution. The list is the session's preference list, or, when the op is named
+(by op name or op type name) in ``op_backend``, that backend first. Landing anywhere but on the
+first candidate is a fallback: recorded, warned about once per session, or refused when strict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from mnnpy.errors import NotSupportError
+
+if TYPE_CHECKING:
+    from mnnpy.backend import Backend
+    from mnnpy.execution import Execution
+    from mnnpy.net import OpDef
+    from mnnpy.tensor import Tensor
+
+__all__ = ["Placement", "place"]
+
+
+@dataclass
+class Placement:
+    """Where one op runs.
+
+    Attributes:
+        op_name: the op's name.
+        op_type: the op type's name.
+        backend: name of the backend it runs on.
+        fell_back: True when that is not the first backend it was meant for.
+        reason: why it runs there (which candidates said no, and how).
+    """
+
+    op_name: str
+    op_type: str
+    backend: str
+    fell_back: bool
+    reason: str
+
+
+def candidates(
+    op: OpDef, preference: Sequence[Backend], overrides: Mapping[str, Backend]
+) -> list[Backend]:
+    """The backends to try for ``op``, in order."""
+    first = overrides.get(op.name) or overrides.get(op.type_name)
+    if first is None:
+        return list(preference)
+    return [first] + [b for b in preference if b is not first]
+
+
+def place(
+    op: OpDef,
+    inputs: Sequence[Tensor],
+    outputs: Sequence[Tensor],
+    preference: Sequence[Backend],
+    overrides: Mapping[str, Backend],
+    strict: bool,
+) -> tuple[Execution, Backend, Placement]:
+    """Create ``op``'s execution on the first backend that supports it.
+
+    Raises:
+        NotSupportError: when no backend can run it, or it would fall back and ``strict`` is set;
+            the message says what each backend answered.
+    """
+    tried: list[str] = []
+    order = candidates(op, preference, overrides)
+    for backend in order:
+        if not backend.is_op_supported(op, inputs):
+            tried.append(f"{backend.name}: is_op_supported said no")
+            continue
+        execution: Any = backend.on_create(op, inputs, outputs)
+        if execution is None:
+            tried.append(f"{backend.name}: its creator returned None for these parameters")
+            continue
+        fell_back = backend is not order[0]
+        if fell_back and strict:
+            raise NotSupportError(
+                f"would fall back to {backend.name} ({'; '.join(tried)}) and strict is set"
+            )
+        reason = "; ".join(tried) if tried else "first choice"
+        return execution, backend, Placement(op.name, op.type_name, backend.name, fell_back, reason)
+    raise NotSupportError(f"no backend can run op type {op.type_name}: {'; '.join(tried)}")
