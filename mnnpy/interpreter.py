@@ -14,8 +14,9 @@ from typing import Any
 
 from mnnpy.backend import ForwardType
 from mnnpy.backend.plugins import RuntimeOptions, load_default_plugins, load_plugins
-from mnnpy.errors import FileNotExistError, InvalidValueError
+from mnnpy.errors import ErrorCode, FileNotExistError, InvalidValueError
 from mnnpy.net import Net, load_net
+from mnnpy.pipeline import Callback
 from mnnpy.schedule import schedule
 from mnnpy.session import Session
 from mnnpy.tensor import Tensor
@@ -234,6 +235,22 @@ class Interpreter:
     def run_session(self, session: Session) -> None:
         """Run the session once on the data in its input tensors."""
         session.run()
+
+    def run_session_with_callback(
+        self,
+        session: Session,
+        before: Callback | None = None,
+        after: Callback | None = None,
+    ) -> ErrorCode:
+        """Run with ``before(inputs, op_info)`` / ``after(outputs, op_info)`` around every op.
+
+        ``before`` returning False skips that op; ``after`` returning False stops the run, which
+        then returns ``ErrorCode.CALL_BACK_STOP`` (else ``NO_ERROR``), as MNN's
+        ``runSessionWithCallBackInfo``. ``op_info`` has ``name``, ``type``, ``flops`` (millions
+        of MACs) and ``backend``.
+        """
+        done = session.run_with_callback(before, after)
+        return ErrorCode.NO_ERROR if done else ErrorCode.CALL_BACK_STOP
 
     # -- tensors ------------------------------------------------------------------------------
     def get_session_input(self, session: Session, name: str | None = None) -> Tensor:

@@ -11,12 +11,13 @@ before each run (MNN's WrapExecution), through ``on_copy_buffer``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mnnpy.backend import Backend, ForwardType, StorageType
 from mnnpy.errors import MNNError
-from mnnpy.ops import compute_shape, try_fold
+from mnnpy.ops import compute_shape, count_macs, try_fold
 from mnnpy.placement import Placement, place
 from mnnpy.tensor import Tensor, TensorUsage
 
@@ -24,7 +25,29 @@ if TYPE_CHECKING:
     from mnnpy.execution import Execution
     from mnnpy.net import OpDef
 
-__all__ = ["Pipeline", "Unit", "storage_type_of"]
+__all__ = ["OpInfo", "Pipeline", "Unit", "storage_type_of"]
+
+# before(inputs, info) / after(outputs, info) of run_session_with_callback: False skips the op /
+# stops the run.
+Callback = Callable[[Sequence[Tensor], "OpInfo"], bool]
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """What callbacks learn about an op (MNN's ``OperatorInfo``).
+
+    Attributes:
+        name: the op's name.
+        type: the op type's name.
+        flops: millions of multiply-accumulates of one run (MNN's ``flops``).
+        backend: name of the backend that runs it.
+    """
+
+    name: str
+    type: str
+    flops: float
+    backend: str
+
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +74,7 @@ class Unit:
         "placement",
         "exec_inputs",
         "copies",
+        "info",
     )
 
     def __init__(self, op: OpDef, inputs: list[Tensor], outputs: list[Tensor]) -> None:
@@ -64,6 +88,7 @@ class Unit:
         # what the execution reads: inputs, with mirrors for those held elsewhere
         self.exec_inputs: list[Tensor] = inputs
         self.copies: list[tuple[Backend, Tensor, Tensor]] = []  # (copier, src, mirror)
+        self.info: OpInfo | None = None
 
 
 class Pipeline:
@@ -122,6 +147,10 @@ class Pipeline:
             for backend in self.backends:
                 backend.current_op = None
         self._active = [u for u in self.units if not u.folded]
+        for u in self._active:
+            macs = count_macs(u.op, u.inputs, u.outputs)
+            name = u.backend.name if u.backend else ""
+            u.info = OpInfo(u.op.name, u.op.type_name, macs / 1e6, name)
 
     def _prepare_unit(self, unit: Unit) -> None:
         op = unit.op
@@ -223,6 +252,32 @@ class Pipeline:
         except Exception as e:
             assert unit is not None
             raise self._wrap(e, unit, "execute") from e
+
+    def execute_with_callback(self, before: Callback | None, after: Callback | None) -> bool:
+        """Like :meth:`execute`, calling ``before(inputs, info)`` and ``after(outputs, info)``
+        around every op; ``before`` returning False skips the op, ``after`` returning False stops
+        the run. Returns False when stopped."""
+        unit = None
+        try:
+            for unit in self._active:
+                assert unit.info is not None and unit.execution is not None
+                for copier, src, mirror in unit.copies:
+                    copier.on_copy_buffer(src, mirror)
+                if before is not None and not before(unit.exec_inputs, unit.info):
+                    continue
+                unit.execution.on_execute(unit.exec_inputs, unit.outputs)
+                if after is not None and not after(unit.outputs, unit.info):
+                    return False
+        except MNNError as e:
+            assert unit is not None
+            name = unit.backend.name if unit.backend else None
+            raise e.with_op(
+                unit.op.type_name, unit.op.name, backend=name, phase="execute"
+            ) from None
+        except Exception as e:
+            assert unit is not None
+            raise self._wrap(e, unit, "execute") from e
+        return True
 
     @staticmethod
     def _wrap(error: Exception, unit: Unit, phase: str) -> MNNError:

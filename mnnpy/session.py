@@ -24,7 +24,7 @@ from mnnpy.backend import (
 from mnnpy.errors import InvalidValueError, NoExecutionError
 from mnnpy.net import Net
 from mnnpy.ops import count_macs
-from mnnpy.pipeline import Pipeline, Unit
+from mnnpy.pipeline import Callback, Pipeline, Unit
 from mnnpy.placement import Placement
 from mnnpy.schedule import ScheduleInfo
 from mnnpy.tensor import Tensor, TensorUsage
@@ -259,6 +259,24 @@ class Session:
         try:
             for pipeline in self.pipelines:
                 pipeline.execute()
+        finally:
+            for backend in self.backends:
+                backend.on_execute_end()
+
+    def run_with_callback(self, before: Callback | None, after: Callback | None) -> bool:
+        """Run once with per-op callbacks (see ``Pipeline.execute_with_callback``).
+
+        Returns False when a callback stopped the run.
+        """
+        self._check_alive()
+        if self.need_resize:
+            raise NoExecutionError(
+                "the session must be resized (resize_session) after its inputs were resized"
+            )
+        for backend in self.backends:
+            backend.on_execute_begin()
+        try:
+            return all(p.execute_with_callback(before, after) for p in self.pipelines)
         finally:
             for backend in self.backends:
                 backend.on_execute_end()

@@ -169,3 +169,38 @@ def test_mem_cli_prints_plan_and_writes_svg(tmp_path):
     assert "dynamic arena" in r.stdout and "lower bound" in r.stdout and "conv_9" in r.stdout
     text = svg.read_text()
     assert text.startswith("<svg") and text.count("<rect") > 5
+
+
+def test_run_with_callbacks_sees_every_op_and_can_stop():
+    path = DATA / "conv_relu_pool_fc.mnn"
+    interp, session = _session(path)
+    with np.load(path.with_suffix(".npz")) as z:
+        interp.get_session_input(session).copy_from(z["input:x"])
+        golden = z["output:prob"]
+    seen = []
+
+    def before(inputs, info):
+        seen.append((info.type, info.name, info.backend))
+        return True
+
+    def after(outputs, info):
+        assert all(t.host is not None for t in outputs)
+        return True
+
+    assert interp.run_session_with_callback(session, before, after) == mnnpy.ErrorCode.NO_ERROR
+    np.testing.assert_allclose(
+        interp.get_session_output(session).numpy(), golden, rtol=1e-3, atol=1e-4
+    )
+    types = [t for t, _, _ in seen]
+    assert types[:2] == ["ConvertTensor", "Convolution"] and "Softmax" in types
+    assert "Shape" not in types  # folded while resizing: nothing to run
+    flops = {}
+    interp.run_session_with_callback(
+        session, after=lambda outs, info: flops.setdefault(info.name, info.flops) is not None
+    )
+    assert flops["conv_3"] == pytest.approx(32 * 32 * 8 * 3 * 9 / 1e6)
+    stopped = []
+    code = interp.run_session_with_callback(
+        session, after=lambda outs, info: stopped.append(info.name) or len(stopped) < 2
+    )
+    assert code == mnnpy.ErrorCode.CALL_BACK_STOP and len(stopped) == 2
