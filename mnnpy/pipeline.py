@@ -237,21 +237,7 @@ class Pipeline:
         Raises:
             MNNError: naming the backend, op and phase of a failure.
         """
-        unit = None
-        try:
-            for unit in self._active:
-                for copier, src, mirror in unit.copies:
-                    copier.on_copy_buffer(src, mirror)
-                unit.execution.on_execute(unit.exec_inputs, unit.outputs)  # type: ignore[union-attr]
-        except MNNError as e:
-            assert unit is not None
-            name = unit.backend.name if unit.backend else None
-            raise e.with_op(
-                unit.op.type_name, unit.op.name, backend=name, phase="execute"
-            ) from None
-        except Exception as e:
-            assert unit is not None
-            raise self._wrap(e, unit, "execute") from e
+        self.execute_with_callback(None, None)
 
     def execute_with_callback(self, before: Callback | None, after: Callback | None) -> bool:
         """Like :meth:`execute`, calling ``before(inputs, info)`` and ``after(outputs, info)``
