@@ -1,4 +1,4 @@
-"""Command line: ``python -m mnnpy run|dump|mem``. Thin: the work lives in the library modules."""
+"""Command line: ``python -m mnnpy run|dump|mem|bench``; thin, the work is in the modules."""
 
 from __future__ import annotations
 
@@ -170,6 +170,11 @@ def mem(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m mnnpy``; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # its own parser: see mnnpy/benchmark.py
+        from mnnpy.benchmark import main as bench_main
+
+        return bench_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mnnpy", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="run a model (default: the bundled one) and time it")
@@ -187,6 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_run.add_argument("--json", action="store_true", help="also print timing as JSON")
     p_dump = sub.add_parser("dump", help="print ops, tensors, shapes and params of a model")
     p_dump.add_argument("model")
+    sub.add_parser("bench", help="time mnnpy vs the MNN wheel and ONNX Runtime (see --help)")
     p_mem = sub.add_parser("mem", help="print a model's memory plan (and an SVG timeline)")
     p_mem.add_argument("model")
     p_mem.add_argument(

@@ -160,6 +160,10 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     fn = _SHAPES.get(op.type)
     if fn is not None:
         fn(op, inputs, outputs)
+        for out in outputs:  # shape functions may compute with NumPy: keep plain ints
+            out.shape = tuple(int(d) for d in out.shape)
+            if any(d < 0 for d in out.shape):
+                raise ComputeSizeError(f"output {out.name!r} got a negative dim: {out.shape!r}")
         return
     if not inputs or not outputs:
         raise ComputeSizeError(
