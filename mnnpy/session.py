@@ -13,6 +13,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from mnnpy.backend import (
     Backend,
     BackendInfo,
@@ -21,9 +23,10 @@ from mnnpy.backend import (
     StorageType,
     create_backend,
 )
-from mnnpy.errors import InvalidValueError, NoExecutionError
+from mnnpy.errors import ComputeSizeError, InvalidValueError, NoExecutionError
+from mnnpy.evaluate import evaluate
 from mnnpy.net import Net
-from mnnpy.ops import count_macs
+from mnnpy.ops import NeedContent, count_macs
 from mnnpy.pipeline import Callback, Pipeline, Unit
 from mnnpy.placement import Placement
 from mnnpy.schedule import ScheduleInfo
@@ -33,6 +36,12 @@ if TYPE_CHECKING:
     from mnnpy.interpreter import ScheduleConfig
 
 __all__ = ["Session", "SessionInfo"]
+
+
+def _same(a: dict[int, np.ndarray], b: dict[int, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k].shape == b[k].shape and np.array_equal(a[k], b[k]) for k in a
+    )
 
 
 @dataclass
@@ -190,13 +199,35 @@ class Session:
     def resize(self) -> None:
         """Compute shapes, create executions and plan memory for the current input shapes.
 
+        When a shape depends on values computed at run time (a Reshape fed by a tensor computed
+        from an input, say), only the inputs get memory now; ``run`` evaluates those values from
+        the inputs, resizes with them, and resizes again whenever they change.
+
         Raises:
             MNNError: naming the op whose shape, creation or resize failed.
         """
         self._check_alive()
+        self._needed: set[int] = set()
+        self._known: dict[int, np.ndarray] | None = None
+        try:
+            self._resize_with({})
+        except NeedContent as e:
+            self._needed.add(e.tensor.describe.index)
+            self._allocate_inputs_only()
+        self.need_resize = False
+        logger.debug("session resized: %d tensors", len(self.tensors))
+
+    @property
+    def content_dependent(self) -> bool:
+        """Whether shapes depend on run-time values, so ``run`` may re-plan."""
+        return bool(self._needed)
+
+    def _resize_with(self, known: dict[int, np.ndarray]) -> None:
         for backend in self.backends:
             backend.on_clear_buffer()
         self._reset_shapes()
+        for index, value in known.items():
+            self.tensors[index].describe.content = value
         for t in self.tensors:
             if t.describe.usage in (TensorUsage.INPUT, TensorUsage.CONSTANT):
                 self.host_backend.on_acquire_buffer(t, StorageType.DYNAMIC_SEPERATE)
@@ -217,8 +248,45 @@ class Session:
             if t.describe.content is not None and t.host is not None:
                 t.copy_from(t.describe.content)
         self._warn_fallbacks()
-        self.need_resize = False
-        logger.debug("session resized: %d tensors", len(self.tensors))
+
+    def _allocate_inputs_only(self) -> None:
+        """Memory for the inputs alone (shapes computed so far are kept for evaluation)."""
+        for backend in self.backends:
+            backend.on_clear_buffer()
+        for t in self.tensors:
+            t.host, t.describe.backend = None, None
+            if t.describe.usage == TensorUsage.INPUT:
+                self.host_backend.on_acquire_buffer(t, StorageType.DYNAMIC_SEPERATE)
+        self.host_backend.on_allocate_buffer()
+
+    def _resolve_run_time_shapes(self) -> None:
+        """Evaluate the values shapes depend on; resize with them until they stop changing.
+
+        A failure leaves the inputs in place, so the caller can write other values and run again.
+        """
+        for _ in range(len(self.tensors) + 2):
+            values = evaluate(self, self._needed)
+            if self._known is not None and _same(values, self._known):
+                return
+            saved = {i: t.numpy() for i, t in self._input_tensors().items()}
+            self._known = None
+            try:
+                self._resize_with(values)
+                self._known = values
+            except NeedContent as e:
+                self._needed.add(e.tensor.describe.index)
+                self._allocate_inputs_only()
+            except BaseException:
+                self._allocate_inputs_only()
+                raise
+            finally:
+                self.need_resize = False
+                for i, value in saved.items():
+                    self.tensors[i].copy_from(value)
+        raise ComputeSizeError("run-time shapes did not settle; the graph keeps changing them")
+
+    def _input_tensors(self) -> dict[int, Tensor]:
+        return {i.index: self.tensors[i.index] for i in self.schedule_info.inputs.values()}
 
     def _warn_fallbacks(self) -> None:
         fallen = [p for p in self.placement() if p.fell_back]
@@ -235,9 +303,10 @@ class Session:
 
     def _reset_shapes(self) -> None:
         for t in self.tensors:
+            if t.describe.usage != TensorUsage.CONSTANT:
+                t.describe.content = None
             if t.describe.usage not in (TensorUsage.INPUT, TensorUsage.CONSTANT):
                 t.shape = ()
-                t.describe.content = None
             t.host = None
             t.describe.backend = None
             t.describe.storage_type = None
@@ -254,6 +323,8 @@ class Session:
             raise NoExecutionError(
                 "the session must be resized (resize_session) after its inputs were resized"
             )
+        if self._needed:
+            self._resolve_run_time_shapes()
         for backend in self.backends:
             backend.on_execute_begin()
         try:
@@ -273,6 +344,8 @@ class Session:
             raise NoExecutionError(
                 "the session must be resized (resize_session) after its inputs were resized"
             )
+        if self._needed:
+            self._resolve_run_time_shapes()
         for backend in self.backends:
             backend.on_execute_begin()
         try:

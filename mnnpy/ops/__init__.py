@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FoldFunction",
+    "NeedContent",
+    "content_of",
+    "fold_function",
     "Reference",
     "ShapeFunction",
     "compute_shape",
@@ -65,6 +68,32 @@ def _registrar(table: dict[int, Any], what: str, op_types: tuple[int, ...]) -> C
     return wrap
 
 
+class NeedContent(NotSupportError):
+    """A shape depends on the values of a tensor that are only known when the session runs.
+
+    The session then evaluates that tensor from the current inputs at ``run_session`` and
+    resizes with the values (again whenever they change).
+    """
+
+    def __init__(self, tensor: Tensor, what: str = "") -> None:
+        what = f"{what} " if what else ""
+        super().__init__(
+            f"the shape depends on the values of {what}tensor {tensor.name!r}, known only at run"
+        )
+        self.tensor = tensor
+
+
+def content_of(tensor: Tensor, what: str = "") -> np.ndarray:
+    """The values of ``tensor`` known while resizing (constants, folded or run-time values).
+
+    Raises:
+        NeedContent: when they are not known yet.
+    """
+    if tensor.describe.content is None:
+        raise NeedContent(tensor, what)
+    return tensor.describe.content
+
+
 def register_shape(*op_types: int) -> Callable[[F], F]:
     """Decorator: ``fn`` computes output shapes for ``op_types``; duplicates raise."""
     return _registrar(_SHAPES, "shape function", op_types)
@@ -92,6 +121,12 @@ def count_macs(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -
     if fn is not None:
         return int(fn(op, inputs, outputs))
     return sum(t.element_size for t in outputs)
+
+
+def fold_function(op_type: int) -> FoldFunction | None:
+    """The shape-only fold function of an op type (Shape, Rank, Size), if it has one."""
+    load_all()
+    return _FOLDS.get(op_type)
 
 
 def reference_of(op_type: int) -> Reference:

@@ -17,7 +17,7 @@ import numpy as np
 from mnnpy import layout
 from mnnpy.errors import ComputeSizeError, NotSupportError
 from mnnpy.net import OpDef, OpParameter, OpType
-from mnnpy.ops import register_reference, register_shape
+from mnnpy.ops import content_of, register_reference, register_shape
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
@@ -81,9 +81,7 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
     src, out = inputs[0], outputs[0]
     values, from_tf = None, False
     if len(inputs) > 1:
-        values = inputs[1].describe.content
-        if values is None:
-            raise NotSupportError("Reshape's shape input must be known while resizing")
+        values = content_of(inputs[1], "Reshape's shape")
         from_tf = inputs[1].dimension_format == NHWC
     out.shape = resolve(op, src.shape, src.dimension_format, values, from_tf)
     if nhwc_order(op, src.dimension_format, len(inputs) > 1):

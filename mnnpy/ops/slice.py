@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy._schema.MNN.NetSource import NetSource
-from mnnpy.errors import ComputeSizeError, NotSupportError
+from mnnpy.errors import ComputeSizeError
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import register_reference, register_shape
+from mnnpy.ops import content_of, register_reference, register_shape
 from mnnpy.tensor import Tensor
 
 
@@ -66,9 +66,7 @@ def axis_of(op: OpDef, rank: int) -> int:
 def _values(inputs: Sequence[Tensor]) -> np.ndarray | None:
     if len(inputs) < 2:
         return None
-    if inputs[1].describe.content is None:
-        raise NotSupportError("Slice's sizes input must be known while resizing")
-    return inputs[1].describe.content
+    return content_of(inputs[1], "Slice's sizes")
 
 
 @register_shape(OpType.Slice)

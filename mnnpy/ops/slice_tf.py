@@ -8,9 +8,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.errors import ComputeSizeError, NotSupportError
+from mnnpy.errors import ComputeSizeError
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import register_reference, register_shape
+from mnnpy.ops import content_of, register_reference, register_shape
 from mnnpy.tensor import Tensor
 
 
@@ -44,12 +44,9 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
     if len(inputs) != 3:
         raise ComputeSizeError(f"SliceTf needs 3 inputs, has {len(inputs)}")
     src, begin, size = inputs
-    if begin.describe.content is None or size.describe.content is None:
-        raise NotSupportError("SliceTf's begin and size must be known while resizing")
+    starts, sizes = content_of(begin, "SliceTf's begin"), content_of(size, "SliceTf's size")
     out = outputs[0]
-    out.shape = tuple(
-        n for _, n in region(src.shape, begin.describe.content, size.describe.content)
-    )
+    out.shape = tuple(n for _, n in region(src.shape, starts, sizes))
     out.dtype, out.dimension_format = src.dtype, src.dimension_format
 
 

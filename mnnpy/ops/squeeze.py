@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.errors import ComputeSizeError, NotSupportError
+from mnnpy.errors import ComputeSizeError
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import register_reference, register_shape
+from mnnpy.ops import content_of, register_reference, register_shape
 from mnnpy.tensor import Tensor
 
 
@@ -51,9 +51,7 @@ def unsqueezed(axes: Sequence[int], shape: Sequence[int]) -> tuple[int, ...]:
 def _values(inputs: Sequence[Tensor]) -> np.ndarray | None:
     if len(inputs) < 2:
         return None
-    if inputs[1].describe.content is None:
-        raise NotSupportError("the axes input must be known while resizing")
-    return inputs[1].describe.content
+    return content_of(inputs[1], "the axes")
 
 
 @register_shape(OpType.Squeeze, OpType.Unsqueeze)

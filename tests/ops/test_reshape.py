@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import mnnpy
 from mnnpy._schema.MNN.Reshape import ReshapeT
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
@@ -116,13 +117,26 @@ def test_incompatible_is_compute_size_error(dims: list[int]) -> None:
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
 
 
-def test_shape_input_must_be_known() -> None:
-    with pytest.raises(MNNError) as e:
-        run_op(
-            OpType.Reshape,
-            [data((2, 3)), np.array([3, 2], np.int32)],
-            param(),
-            OpParameter.Reshape,
-            fmt=NCHW,
+def test_shape_input_known_only_at_run_time() -> None:
+    """A shape fed by an input: evaluated at run_session, re-planned when it changes."""
+    x = data((2, 3))
+    (got,) = run_op(
+        OpType.Reshape, [x, np.array([3, 2], np.int32)], param(), OpParameter.Reshape, fmt=NCHW
+    )
+    assert_close(got, x.reshape(3, 2))
+    interp = mnnpy.Interpreter.from_buffer(
+        make_single_op_net(
+            OpType.Reshape, [x, np.array([3, 2], np.int32)], param(), OpParameter.Reshape, fmt=NCHW
         )
-    assert e.value.code == ErrorCode.NOT_SUPPORT
+    )
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    assert session.content_dependent
+    interp.get_session_input(session, "in0").copy_from(x)
+    for shape in ([3, 2], [6, 1], [1, 6], [3, 2]):
+        interp.get_session_input(session, "in1").copy_from(np.array(shape, np.int32))
+        interp.run_session(session)
+        assert_close(interp.get_session_output(session, "out0").numpy(), x.reshape(shape))
+    interp.get_session_input(session, "in1").copy_from(np.array([4, 2], np.int32))
+    with pytest.raises(MNNError) as e:
+        interp.run_session(session)
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR

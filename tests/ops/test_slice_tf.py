@@ -49,8 +49,25 @@ def test_out_of_range(begin: list[int], size: list[int]) -> None:
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
 
 
-def test_begin_must_be_known() -> None:
-    x, b = np.zeros((2, 3), np.float32), np.zeros(2, np.int32)
+def test_begin_known_only_at_run_time() -> None:
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.array([1, 1], np.int32)
+    (got,) = run_op(
+        OpType.SliceTf,
+        [x, b, np.ones(2, np.int32)],
+        consts={2: np.ones(2, np.int32)},
+        fmt=DimensionFormat.NCHW,
+    )
+    np.testing.assert_array_equal(got, x[1:2, 1:2])
+
+
+def test_begin_out_of_range_at_run_time_is_an_error() -> None:
+    x, b = np.zeros((2, 3), np.float32), np.array([5, 0], np.int32)
     with pytest.raises(MNNError) as e:
-        run_op(OpType.SliceTf, [x, b, np.ones(2, np.int32)], consts={2: np.ones(2, np.int32)})
-    assert e.value.code == ErrorCode.NOT_SUPPORT
+        run_op(
+            OpType.SliceTf,
+            [x, b, np.ones(2, np.int32)],
+            consts={2: np.ones(2, np.int32)},
+            fmt=DimensionFormat.NCHW,
+        )
+    assert e.value.code in (ErrorCode.COMPUTE_SIZE_ERROR, ErrorCode.INVALID_VALUE)
