@@ -1,0 +1,85 @@
+"""CPU Interp: nearest / bilinear / cubic resize of NC4HW4 (or NCHW) planes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy._schema.MNN.CoordinateTransformationMode import CoordinateTransformationMode as CTM
+from mnnpy.backend import Backend
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.kernels import resize as K
+from mnnpy.errors import NotSupportError
+from mnnpy.execution import Execution
+from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops.interp import float_scales, transform
+from mnnpy.tensor import Tensor
+from mnnpy.tensor_format import DimensionFormat
+
+_MODES = (K.NEAREST, K.BILINEAR, K.CUBIC, K.NEAREST_ROUND)
+_CTMS = (
+    CTM.NotSet,
+    CTM.AlignCorners,
+    CTM.HalfPixels,
+    CTM.PytorchHalfPixels,
+    CTM.Asymmetric,
+    CTM.TensorflowHalfPixels,
+)
+
+
+class CPUInterp(Execution):
+    """2-D resize, one output row per task, no scratch (MNN's CPUInterp).
+
+    Args:
+        backend: the CPU backend.
+        op: the Interp op.
+    """
+
+    def __init__(self, backend: Backend, op: OpDef) -> None:
+        super().__init__(backend)
+        self.op = op
+        self.mode = int(op.param.resizeType)
+        self.cubic_a = float(op.param.cubicCoeffA)
+        self._shape: tuple[int, ...] = ()
+        self._scale: tuple[float, float] = (0.0, 0.0)
+        self._offset: tuple[float, float] = (0.0, 0.0)
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        x, y = inputs[0], outputs[0]
+        if x.shape[:2] != y.shape[:2]:
+            raise NotSupportError(f"Interp from {x.shape!r} to {y.shape!r} resizes N or C")
+        scale, offset = transform(self.op, x.shape[2:], y.shape[2:], float_scales(inputs, 4))
+        self._scale = (float(scale[0]), float(scale[1]))
+        self._offset = (float(offset[0]), float(offset[1]))
+        pack = 4 if x.is_packed else 1
+        self._shape = (*x.shape, *y.shape[2:], pack)
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        K.interp(
+            inputs[0].host,
+            outputs[0].host,
+            self._shape,
+            self.mode,
+            self._scale,
+            self._offset,
+            self.cubic_a,
+            self.backend.num_thread,
+        )
+
+
+@CPUBackend.register_creator(OpType.Interp)
+def create(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
+    """Float 4-D NC4HW4 / NCHW resizes of H and W in a supported mode; else None."""
+    if op.param_type != OpParameter.Interp or op.param is None or len(outputs) != 1:
+        return None
+    x, y = inputs[0], outputs[0]
+    if x.dtype != np.float32 or x.ndim != 4 or x.dimension_format == DimensionFormat.NHWC:
+        return None
+    if y.shape[:2] != x.shape[:2]:  # MNN flattens these into a 2-D resize; not done here
+        return None
+    if op.param.resizeType not in _MODES or op.param.ctm not in _CTMS:
+        return None
+    return CPUInterp(backend, op)

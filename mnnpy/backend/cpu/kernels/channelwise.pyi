@@ -1,0 +1,41 @@
+import numpy as np
+
+def scale_bias(
+    src: np.ndarray,
+    dst: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray,
+    batch: int,
+    channels: int,
+    area: int,
+    pack: int = 4,
+    num_thread: int = 1,
+) -> None: ...
+def prelu(
+    src: np.ndarray,
+    dst: np.ndarray,
+    slope: np.ndarray,
+    batch: int,
+    channels: int,
+    area: int,
+    pack: int = 4,
+    num_thread: int = 1,
+) -> None: ...
+def sigmoid(
+    src: np.ndarray,
+    dst: np.ndarray,
+    batch: int,
+    channels: int,
+    area: int,
+    pack: int = 4,
+    num_thread: int = 1,
+) -> None: ...
+def tanh(
+    src: np.ndarray,
+    dst: np.ndarray,
+    batch: int,
+    channels: int,
+    area: int,
+    pack: int = 4,
+    num_thread: int = 1,
+) -> None: ...

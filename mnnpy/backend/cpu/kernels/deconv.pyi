@@ -1,0 +1,25 @@
+import numpy as np
+
+def deconv2d(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    blocks: np.ndarray,
+    bias: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    lo: float,
+    hi: float,
+    num_thread: int = 1,
+) -> None: ...
+def deconv2d_depthwise(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    lo: float,
+    hi: float,
+    num_thread: int = 1,
+) -> None: ...
