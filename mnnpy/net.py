@@ -90,6 +90,8 @@ class Net:
     biz_code: str
     uuid: str
     size: int
+    # The converter version from ``extraInfo.version``; "" when absent (MNN: "<2.0.0").
+    version: str = ""
 
     @property
     def tensor_count(self) -> int:
@@ -128,6 +130,7 @@ def _build(raw: NetT, size: int) -> Net:
         biz_code=_text(raw.bizCode, "bizCode"),
         uuid=_text(raw.mnnUuid, "uuid"),
         size=size,
+        version=_text(raw.extraInfo.version if raw.extraInfo else None, "version"),
     )
 
 
