@@ -62,7 +62,8 @@ def unpack_nc4hw4(buf: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     blocks = c4(c)
     packed = buf[: n * blocks * area * 4].reshape(n, blocks, area, 4)
     out = packed.transpose(0, 1, 3, 2).reshape(n, blocks * 4, area)[:, :c, :]
-    return np.ascontiguousarray(out).reshape(tuple(shape))
+    # always a copy: with one spatial element ``out`` can already be a contiguous view of ``buf``
+    return np.array(out, order="C").reshape(tuple(shape))
 
 
 def logical_shape_in(shape: Sequence[int], src: DimensionFormat, dst: DimensionFormat) -> tuple:

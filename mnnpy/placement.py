@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mnnpy.errors import NotSupportError
+from mnnpy.tensor import Tensor
 
 if TYPE_CHECKING:
     from mnnpy.backend import Backend
     from mnnpy.execution import Execution
     from mnnpy.net import OpDef
-    from mnnpy.tensor import Tensor
 
-__all__ = ["Placement", "place"]
+__all__ = ["Placement", "as_seen_by", "place"]
 
 
 @dataclass
@@ -52,6 +52,24 @@ def candidates(
     return [first] + [b for b in preference if b is not first]
 
 
+def as_seen_by(tensor: Tensor, backend: Backend) -> Tensor:
+    """``tensor`` as ``backend``'s creators will get it at run time.
+
+    An input held where ``backend`` cannot read it reaches its execution as a mirror in
+    ``backend``'s storage format, so a creator that looks at the layout (``is_packed``,
+    ``storage_format``) must see that format, not the owner's. This stand-in has the tensor's
+    shape, dtype, format and constant content, and no memory.
+    """
+    owner = tensor.describe.backend
+    if owner is None or backend.can_share(tensor, owner):
+        return tensor
+    stand_in = Tensor(tensor.shape, tensor.dtype, tensor.dimension_format, name=tensor.name)
+    stand_in.describe.backend = backend
+    stand_in.describe.usage = tensor.describe.usage
+    stand_in.describe.content = tensor.describe.content
+    return stand_in
+
+
 def place(
     op: OpDef,
     inputs: Sequence[Tensor],
@@ -69,10 +87,11 @@ def place(
     tried: list[str] = []
     order = candidates(op, preference, overrides)
     for backend in order:
-        if not backend.is_op_supported(op, inputs):
+        seen = [as_seen_by(t, backend) for t in inputs]
+        if not backend.is_op_supported(op, seen):
             tried.append(f"{backend.name}: is_op_supported said no")
             continue
-        execution: Any = backend.on_create(op, inputs, outputs)
+        execution: Any = backend.on_create(op, seen, outputs)
         if execution is None:
             tried.append(f"{backend.name}: its creator returned None for these parameters")
             continue
