@@ -135,10 +135,10 @@ class Backend:
         num_thread: threads the backend may use for one op.
     """
 
-    forward_type: ClassVar[ForwardType] = ForwardType.CPU
+    forward_type: ForwardType = ForwardType.CPU  # per class; an instance may override it
     # Where tensor bytes live. Backends of the same kind can read each other's tensors without a
     # copy when they also store them in the same format (see can_share).
-    memory_kind: ClassVar[str] = "host"
+    memory_kind: str = "host"
     Info: ClassVar[type[BackendInfo]] = BackendInfo
     _creators: ClassVar[dict[int, Creator]] = {}
 

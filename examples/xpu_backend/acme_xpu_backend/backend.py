@@ -104,10 +104,10 @@ class XPUBackend(Backend):
         super().__init__(info.num_thread)  # NumPy decides its own threading; kept for messages
         # Both are class attributes in Backend; the runtime reads them from the instance, so one
         # class can serve any USER slot and both memory kinds.
-        self.forward_type = info.forward_type  # type: ignore[misc]
+        self.forward_type = info.forward_type
         self.options = options or XPUOptions()
         if self.options.host_memory:
-            self.memory_kind = "host"  # type: ignore[misc]
+            self.memory_kind = "host"
         self.stats = XPUStats()
         self.static_bytes = 0
         self._clear_state()
