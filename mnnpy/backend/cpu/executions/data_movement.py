@@ -1,0 +1,139 @@
+"""CPU Fill, ZerosLike, StridedSlice, Select, BroadcastTo, Tile, Transpose, Unpack, Pack and
+ExpandDims: NumPy copies between logical views (no allocation in ``on_execute``)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from mnnpy.backend import Backend, StorageType
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
+from mnnpy.backend.cpu.executions.reshape import CPUReshape
+from mnnpy.execution import Execution
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import broadcast_to, strided_slice, transpose, unpack
+from mnnpy.tensor import Tensor
+
+# run(sources, destinations): logical arrays of the read inputs and of the outputs
+Run = Callable[[list[np.ndarray], list[np.ndarray]], None]
+
+
+def _at(axis: int, i: int) -> tuple[slice | int, ...]:
+    return (*(slice(None),) * axis, i)
+
+
+def _unpack(axis: int) -> Run:
+    def run(s: list[np.ndarray], d: list[np.ndarray]) -> None:
+        for i, out in enumerate(d):
+            np.copyto(out, s[0][_at(axis, i)])
+
+    return run
+
+
+def _pack(axis: int) -> Run:
+    def run(s: list[np.ndarray], d: list[np.ndarray]) -> None:
+        for i, x in enumerate(s):
+            np.copyto(d[0][_at(axis, i)], x)
+
+    return run
+
+
+class CPUDataMovement(Execution):
+    """One NumPy copy (or a few) between logical views; NC4HW4 tensors through NCHW scratch
+    (MNN expresses these ops as raster regions)."""
+
+    def __init__(self, backend: Backend, op: OpDef) -> None:
+        super().__init__(backend)
+        self.op = op
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._mask: Tensor | None = None
+        self._read, self._run = self._plan(inputs, outputs)
+        read = [inputs[i] for i in self._read]
+        self._io = LogicalIO(self.backend, read, outputs)  # type: ignore[arg-type]
+        self._io.release()
+        if self._mask is not None:
+            self.backend.on_release_buffer(self._mask, StorageType.DYNAMIC)
+
+    def _plan(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> tuple[list[int], Run]:
+        """The indexes of the inputs to read and the copy."""
+        op, src, out = self.op, inputs[0], outputs[0]
+        content = [t.describe.content for t in inputs]
+        if op.type == OpType.Fill:
+            return [1], lambda s, d: np.copyto(d[0].reshape(-1), s[0].reshape(-1)[:1])
+        if op.type == OpType.ZerosLike:
+            return [], lambda s, d: d[0].fill(0)
+        if op.type == OpType.StridedSlice:
+            index, sliced, _ = strided_slice.plan(op, src.shape, content[1:])  # type: ignore[arg-type]
+            return [0], lambda s, d: np.copyto(d[0].reshape(sliced), s[0][index])
+        if op.type == OpType.Select:
+            backend: CPUBackend = self.backend  # type: ignore[assignment]
+            self._mask = backend.acquire_scratch(max(out.element_size, 1), np.uint8)
+            return [0, 1, 2], self._select
+        if op.type == OpType.BroadcastTo:
+            lead = (-1,) + (1,) * (out.ndim - 1) if broadcast_to.forward(op) else src.shape
+            return [0], lambda s, d: np.copyto(d[0], s[0].reshape(lead))
+        if op.type == OpType.Tile:
+            m = broadcast_to.multiples(src.shape, content[1])  # type: ignore[arg-type]
+            spread = tuple(x for pair in zip(m, src.shape, strict=True) for x in pair)
+            ones = tuple(x for d in src.shape for x in (1, d))
+            return [0], lambda s, d: np.copyto(d[0].reshape(spread), s[0].reshape(ones))
+        if op.type == OpType.Transpose:
+            perm = transpose.permutation(content[1], src.ndim)  # type: ignore[arg-type]
+            return [0], lambda s, d: np.copyto(d[0], s[0].transpose(perm))
+        if op.type == OpType.Unpack:
+            axis = unpack.axis_of(op, src.ndim)
+            return [0], _unpack(axis)
+        assert op.type == OpType.Pack, op.type_name
+        axis = unpack.axis_of(op, src.ndim + 1)
+        return list(range(len(inputs))), _pack(axis)
+
+    def _select(self, s: list[np.ndarray], d: list[np.ndarray]) -> None:
+        cond, x, y = s
+        assert self._mask is not None and self._mask.host is not None
+        mask = self._mask.host[: math.prod(d[0].shape)].view(np.bool_).reshape(d[0].shape)
+        np.not_equal(cond, 0, out=mask)
+        np.copyto(d[0], y)
+        np.copyto(d[0], x, where=mask)
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._run(self._io.read([inputs[i] for i in self._read]), self._io.outputs(outputs))
+        self._io.write(outputs)
+
+
+_OPS = (
+    OpType.Fill,
+    OpType.ZerosLike,
+    OpType.StridedSlice,
+    OpType.Select,
+    OpType.BroadcastTo,
+    OpType.Tile,
+    OpType.Transpose,
+    OpType.Unpack,
+    OpType.Pack,
+)
+
+
+@CPUBackend.register_creator(*_OPS)
+def create(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
+    # the tensors whose positions are aligned with the outputs' (logical orders must agree)
+    aligned = list(inputs) if op.type in (OpType.Select, OpType.Pack) else inputs[:1]
+    if op.type in (OpType.Fill, OpType.ZerosLike):
+        aligned = []
+    if mixes_nhwc([*aligned, *outputs]):
+        return None
+    return CPUDataMovement(backend, op)
+
+
+@CPUBackend.register_creator(OpType.ExpandDims)
+def create_expand_dims(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
+    if inputs[0].dimension_format != outputs[0].dimension_format:
+        return None
+    return CPUReshape(backend, op)  # the data in logical order with a new dim of 1

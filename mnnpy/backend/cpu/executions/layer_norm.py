@@ -1,0 +1,75 @@
+"""CPU LayerNorm with the ``norm.layer_norm`` kernel on plain layout."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backend import Backend
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
+from mnnpy.backend.cpu.kernels import norm as K
+from mnnpy.backend.cpu.kernels import pack as P
+from mnnpy.errors import NotSupportError
+from mnnpy.execution import Execution
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import layer_norm
+from mnnpy.tensor import Tensor
+
+_EMPTY = np.zeros(0, np.float32)
+
+
+class CPULayerNorm(Execution):
+    """LayerNorm / RMSNorm over ``[outer][n][inner]`` of the logical shape; a packed ``[N, C]``
+    input goes through NCHW scratch (MNN's CPULayerNorm)."""
+
+    # a column is read completely before it is written
+    support_inplace = True
+
+    def __init__(self, backend: CPUBackend, op: OpDef) -> None:
+        super().__init__(backend)
+        self.op = op
+        weights = layer_norm.affine(op)
+        self._gamma: np.ndarray = _EMPTY
+        self._beta: np.ndarray = _EMPTY
+        if weights is not None:
+            self._gamma = backend.static_copy(weights[0], owner=self)
+            self._beta = backend.static_copy(weights[1], owner=self)
+        self._eps = float(op.param.epsilon)
+        self._rms = bool(op.param.useRmsnorm)
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._dims = layer_norm.plan(self.op, inputs[0].shape)
+        self._io: LogicalIO | None = None
+        if inputs[0].is_packed:  # unpack, normalize in place in the scratch, pack
+            self._io = LogicalIO(self.backend, inputs, [])  # type: ignore[arg-type]
+            self._io.release()
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        threads = self.backend.num_thread
+        args = (self._gamma, self._beta, self._eps, self._rms, threads)
+        if self._io is None:
+            K.layer_norm(inputs[0].host, outputs[0].host, *self._dims, *args)
+            return
+        (buf,) = self._io.read(inputs, flat=True)
+        K.layer_norm(buf, buf, *self._dims, *args)
+        P.pack(buf, outputs[0].host, *bca(inputs[0].shape), threads)
+
+
+@CPUBackend.register_creator(OpType.LayerNorm)
+def create(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
+    src, out = inputs[0], outputs[0]
+    if src.dtype != np.float32 or src.is_packed != out.is_packed:
+        return None
+    try:
+        dims = layer_norm.plan(op, src.shape)
+    except NotSupportError:
+        return None
+    if src.is_packed and (src.ndim != 2 or dims != (src.shape[0], src.shape[1], 1)):
+        # MNN normalizes packed tensors over C for each batch, whatever the axis and group; only
+        # [N, C] normalized over C agrees with the parameter
+        return None
+    return CPULayerNorm(backend, op)  # type: ignore[arg-type]

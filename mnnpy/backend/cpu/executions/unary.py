@@ -1,0 +1,59 @@
+"""CPU UnaryOp with the ``unary`` kernel on raw storage (any layout)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backend import Backend
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.logical_io import bca
+from mnnpy.backend.cpu.kernels import eltwise as E
+from mnnpy.backend.cpu.kernels import unary as K
+from mnnpy.errors import NotSupportError
+from mnnpy.execution import Execution
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import unary_op
+from mnnpy.tensor import Tensor
+
+
+class CPUUnary(Execution):
+    """``f(x)`` element by element over the whole storage, NC4HW4 padding lanes reset when
+    ``f(0) != 0`` (MNN's CPUUnary)."""
+
+    # out[i] reads input 0 at i only
+    support_inplace = True
+
+    def __init__(self, backend: Backend, code: int) -> None:
+        super().__init__(backend)
+        self.code = code
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        out = outputs[0]
+        self._n = out.storage_elements
+        reset = out.is_packed and out.shape[1] % 4 and self.code not in K.ZERO_PRESERVING
+        self._pad = bca(out.shape) if reset else None
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        out = outputs[0]
+        K.unary(inputs[0].host, out.host, self._n, self.code, self.backend.num_thread)
+        if self._pad is not None:
+            E.zero_padding(out.host, *self._pad)
+
+
+@CPUBackend.register_creator(OpType.UnaryOp)
+def create(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | None:
+    try:
+        code = unary_op.op_code(op)
+    except NotSupportError:
+        return None
+    src, out = inputs[0], outputs[0]
+    supported = {np.dtype(np.float32): K.FLOAT_OPS, np.dtype(np.int32): K.INT_OPS}
+    if code not in supported.get(src.dtype, ()) or len(inputs) != 1:
+        return None
+    if (src.dtype, src.dimension_format, src.shape) != (out.dtype, out.dimension_format, out.shape):
+        return None  # the storages must map element by element
+    return CPUUnary(backend, code)

@@ -1,0 +1,14 @@
+import numpy as np
+
+def layer_norm(
+    src: np.ndarray,
+    dst: np.ndarray,
+    outer: int,
+    n: int,
+    inner: int,
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    eps: float,
+    rms: bool = False,
+    num_thread: int = 1,
+) -> None: ...

@@ -1,0 +1,7 @@
+import numpy as np
+
+FLOAT_OPS: frozenset[int]
+INT_OPS: frozenset[int]
+ZERO_PRESERVING: frozenset[int]
+
+def unary(src: np.ndarray, dst: np.ndarray, n: int, op: int, num_thread: int = 1) -> None: ...

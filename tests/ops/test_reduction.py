@@ -1,0 +1,151 @@
+"""Reduction: CPU execution (runs of dims, keepDims, NC4HW4, float32 / int32) vs reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy._schema.MNN.ReductionParam import ReductionParamT
+from mnnpy._schema.MNN.ReductionType import ReductionType as R
+from mnnpy.backend.cpu.kernels import reduce as K
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops.reduction import FLOAT_OPS, INT_OPS, reference
+from mnnpy.tensor_format import DimensionFormat
+from tests.helpers import assert_close, make_single_op_net, run_mnn, run_op
+
+NC4HW4, NCHW, NHWC = DimensionFormat.NC4HW4, DimensionFormat.NCHW, DimensionFormat.NHWC
+
+
+def param(code: int, dims: list[int] | None, keep: bool = False) -> ReductionParamT:
+    p = ReductionParamT()
+    p.operation, p.dim, p.keepDims = code, dims, keep
+    return p
+
+
+def expected(p: ReductionParamT, *inputs: np.ndarray) -> np.ndarray:
+    n = len(inputs)
+    op = OpDef(
+        0, OpType.Reduction, "op", tuple(range(n)), (n,), p, OpParameter.ReductionParam, NHWC
+    )
+    return reference(op, list(inputs))[0]
+
+
+def check(x: np.ndarray, p: ReductionParamT, **kw: object) -> np.ndarray:
+    """1 and 2 threads identical and equal to the reference (integers exactly)."""
+    one, two = (
+        run_op(OpType.Reduction, [x], p, OpParameter.ReductionParam, num_thread=t, **kw)[0]
+        for t in (1, 2)
+    )
+    np.testing.assert_array_equal(one, two)
+    assert_close(one, expected(p, x))
+    return one
+
+
+def data(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
+def test_shufflenet_mean_over_spatial(c: int, fmt: DimensionFormat) -> None:
+    x = data((2, c, 7, 5))
+    out = check(x, param(R.MEAN, [2, 3]), fmt=fmt)
+    assert out.shape == (2, c)
+    assert_close(out, x.mean((2, 3)))
+
+
+@pytest.mark.parametrize("code", sorted(FLOAT_OPS))
+@pytest.mark.parametrize(
+    ("dims", "keep"),
+    [
+        ([-1], True),
+        ([0, 2], False),
+        (None, False),
+        ([3, 1, 3], False),
+    ],
+)
+def test_float_ops(code: int, dims: list[int] | None, keep: bool) -> None:
+    x = data((2, 5, 3, 70)) if code != R.PROD else np.float32(1) + data((2, 5, 3, 70)) / 8
+    out = check(x, param(code, dims, keep))
+    assert out.dtype == np.float32
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("code", sorted(INT_OPS))
+def test_int_ops(code: int, fmt: DimensionFormat) -> None:
+    x = np.random.default_rng(2).integers(-9, 9, (2, 5, 3, 7)).astype(np.int32)
+    x[0, 0, 0, :3] = [np.iinfo(np.int32).max] * 3  # sums and products wrap
+    for dims in ([1], [1, 3], [0, 2, 3]):
+        out = check(x, param(code, dims), fmt=fmt)
+        assert out.dtype == np.int32
+
+
+def test_int_mean_truncates_per_run() -> None:
+    x = np.array([[1, 2], [4, 4]], np.int32)
+    out = check(x, param(R.MEAN, [0, 1]), fmt=NCHW)  # one run: (1 + 2 + 4 + 4) // 4 = 2
+    assert out == 2
+    y = np.array([[[1, 4]], [[2, 4]]], np.int32)  # runs [0] then [2]: [1, 4] -> 2
+    assert check(y, param(R.MEAN, [0, 2]), fmt=NCHW).item() == 2
+
+
+def test_any_counts_positive_elements_only() -> None:
+    x = np.array([[-1, 0], [0, 3]], np.int32)
+    np.testing.assert_array_equal(check(x, param(R.ANY, [1]), fmt=NCHW), [0, 1])
+    np.testing.assert_array_equal(check(x, param(R.ALL, [0]), fmt=NCHW), [0, 0])
+
+
+def test_dims_from_input() -> None:
+    x, d = data((2, 3, 4, 5)), np.array([-1, 1], np.int32)
+    p = param(R.SUM, None, keep=True)
+    out = run_op(OpType.Reduction, [x, d], p, OpParameter.ReductionParam, consts={1: d})[0]
+    assert_close(out, expected(p, x, d))
+    assert out.shape == (2, 1, 4, 1)
+
+
+def test_size_one_dims_copy_and_const_folds() -> None:
+    x = data((2, 1, 3, 1))
+    assert_close(check(x, param(R.MAXIMUM, [1, 3])), x.reshape(2, 3))
+    out = run_op(
+        OpType.Reduction, [x], param(R.SUM, None), OpParameter.ReductionParam, consts={0: x}
+    )[0]
+    assert out.shape == () and out == pytest.approx(float(x.sum()), rel=1e-5)
+
+
+def test_empty_axis() -> None:
+    x = np.zeros((2, 0, 3), np.float32)
+    out = np.full(6, 7, np.float32)
+    for code, value in ((R.PROD, 1), (R.SUM, 0), (R.MAXIMUM, 0)):
+        K.reduce(x.ravel(), out, 2, 0, 3, code)
+        np.testing.assert_array_equal(out, value)
+        np.testing.assert_array_equal(expected(param(code, [1]), x), np.full((2, 3), value))
+
+
+@pytest.mark.parametrize(
+    ("x", "p"),
+    [
+        (data((2, 3)), param(R.ANY, [1])),  # float ANY
+        (np.ones((2, 3), np.int32), param(R.SUMSQ, [1])),
+        (data((2, 3)), param(R.SUM, [])),  # empty dim list
+        (data((2, 3)), param(99, [1])),
+    ],
+)
+def test_not_supported(x: np.ndarray, p: ReductionParamT) -> None:
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.Reduction, [x], p, OpParameter.ReductionParam)
+    assert e.value.code == ErrorCode.NOT_SUPPORT
+
+
+def test_dim_out_of_range() -> None:
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.Reduction, [data((2, 3))], param(R.SUM, [2]), OpParameter.ReductionParam)
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+@pytest.mark.parametrize(("code", "dims"), [(R.MEAN, [2, 3]), (R.SUM, [1]), (R.MAXIMUM, [0, 2])])
+def test_matches_mnn(code: int, dims: list[int], tmp_path: object) -> None:
+    x = data((2, 5, 3, 7))
+    p = param(code, dims)
+    model = make_single_op_net(OpType.Reduction, [x], p, OpParameter.ReductionParam)
+    got = run_op(OpType.Reduction, [x], p, OpParameter.ReductionParam)[0]
+    assert_close(got, run_mnn(model, x, tmp_path))
