@@ -231,14 +231,6 @@ class Pipeline:
         """Where each op that runs was placed (folded ops run nowhere and are left out)."""
         return [u.placement for u in self._active if u.placement is not None]
 
-    def execute(self) -> None:
-        """Run every unit's execution once, in order.
-
-        Raises:
-            MNNError: naming the backend, op and phase of a failure.
-        """
-        self.execute_with_callback(None, None)
-
     def execute_with_callback(self, before: Callback | None, after: Callback | None) -> bool:
         """Like :meth:`execute`, calling ``before(inputs, info)`` and ``after(outputs, info)``
         around every op; ``before`` returning False skips the op, ``after`` returning False stops

@@ -318,21 +318,7 @@ class Session:
             NoExecutionError: when the session needs a resize first.
             MNNError: naming the backend and op of a failure; the session stays usable.
         """
-        self._check_alive()
-        if self.need_resize:
-            raise NoExecutionError(
-                "the session must be resized (resize_session) after its inputs were resized"
-            )
-        if self._needed:
-            self._resolve_run_time_shapes()
-        for backend in self.backends:
-            backend.on_execute_begin()
-        try:
-            for pipeline in self.pipelines:
-                pipeline.execute()
-        finally:
-            for backend in self.backends:
-                backend.on_execute_end()
+        self.run_with_callback(None, None)
 
     def run_with_callback(self, before: Callback | None, after: Callback | None) -> bool:
         """Run once with per-op callbacks (see ``Pipeline.execute_with_callback``).
