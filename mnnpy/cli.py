@@ -1,4 +1,4 @@
-"""Command line: ``python -m mnnpy run|dump|mem|bench``; thin, the work is in the modules."""
+"""Command line: ``python -m mnnpy run|dump|mem|bench|batch``; thin, the work is in the modules."""
 
 from __future__ import annotations
 
@@ -168,6 +168,33 @@ def mem(args: argparse.Namespace) -> int:
     return 0
 
 
+def batch(args: argparse.Namespace) -> int:
+    """Score a directory or .npy file on Ray Data (see ``mnnpy.ray.batch``); print the summary."""
+    try:
+        from mnnpy.ray import batch as ray_batch
+
+        summary = ray_batch(
+            args.model,
+            args.input,
+            args.out,
+            workers=args.workers,
+            address=args.address,
+            batch_size=args.batch_size,
+            num_thread=args.threads,
+            memory=args.memory,
+            memory_budget=args.budget,
+            layout=args.layout,
+            mean=[float(v) for v in args.mean.split(",")],
+            norm=[float(v) for v in args.norm.split(",")],
+            progress=not args.no_progress,
+        )
+    except ImportError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out}: {summary}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m mnnpy``; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -207,12 +234,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_mem.add_argument("--threads", type=int, default=1)
     p_mem.add_argument("--tensors", action="store_true", help="print every buffer's lifetime")
     p_mem.add_argument("--svg", metavar="FILE.svg", help="write the plan as an SVG timeline")
+    p_batch = sub.add_parser("batch", help="score many inputs on Ray Data (needs mnnpy[ray])")
+    p_batch.add_argument("model")
+    p_batch.add_argument("input", help="a directory of images/.npy files, or a .npy of rows")
+    p_batch.add_argument("--out", required=True, metavar="DIR", help="new Parquet directory")
+    p_batch.add_argument("--workers", type=int, default=1, help="actors (default 1)")
+    p_batch.add_argument("--address", help="a Ray cluster (default: start Ray locally)")
+    p_batch.add_argument("--batch-size", type=int, default=32, help="rows per batch (32)")
+    p_batch.add_argument("--threads", type=int, default=1, help="threads per worker (1)")
+    p_batch.add_argument("--memory", help="memory mode: normal, high, low/limit")
+    p_batch.add_argument("--budget", type=int, help="memory budget per worker, in bytes")
+    p_batch.add_argument("--layout", default="auto", choices=["auto", "nchw", "nhwc"])
+    p_batch.add_argument("--mean", default="0", help="image mean per channel (0 or 0,0,0)")
+    p_batch.add_argument("--norm", default="1", help="image scale per channel (1)")
+    p_batch.add_argument("--no-progress", action="store_true", help="no Ray progress bar")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
             return run(args)
         if args.command == "mem":
             return mem(args)
+        if args.command == "batch":
+            return batch(args)
         dump(_read(args.model))
         return 0
     except MNNError as e:
