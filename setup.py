@@ -1,6 +1,9 @@
 """Build script: cythonizes every ``mnnpy/backend/cpu/kernels/*.pyx`` with one set of directives.
 
-OpenMP is used when the compiler accepts ``-fopenmp``; otherwise kernels build single-threaded.
+The C headers next to them (``*.h``) hold hand-written kernels whose AVX2 / AVX-512 variants are
+compiled with per-function target attributes and picked at run time, so no ``-march`` flag is
+needed. OpenMP is used when the compiler accepts ``-fopenmp``; otherwise kernels build
+single-threaded.
 Set ``MNNPY_CYTHON_DEBUG=1`` to turn bounds checks and wraparound back on, ``MNNPY_NO_OPENMP=1`` to
 build without OpenMP.
 """
@@ -52,14 +55,19 @@ def openmp_flags() -> list[str]:
 OMP = openmp_flags()
 COMPILE_ARGS = ["-O3", *OMP] + ([] if DEBUG else ["-DNDEBUG"])
 
+KERNELS = os.path.join("mnnpy", "backend", "cpu", "kernels")
+# hand-written C kernels (SIMD variants chosen at run time, see simd.h): rebuild when they change
+HEADERS = sorted(glob.glob(os.path.join(KERNELS, "*.h")))
+
 extensions = [
     Extension(
         path[:-4].replace(os.sep, "."),
         [path],
+        depends=HEADERS,
         extra_compile_args=COMPILE_ARGS,
         extra_link_args=OMP,
     )
-    for path in sorted(glob.glob(os.path.join("mnnpy", "backend", "cpu", "kernels", "*.pyx")))
+    for path in sorted(glob.glob(os.path.join(KERNELS, "*.pyx")))
 ]
 
 setup(

@@ -1,4 +1,4 @@
-"""The conv kernels directly: buffer checks, padding lanes, thread independence."""
+"""The depthwise kernel directly, in every ISA: reference, padding lanes, threads, checks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from mnnpy import layout
-from mnnpy.backend.cpu.executions.convolution import CPUConvolution, CPUConvolutionDepthwise
+from mnnpy.backend.cpu.executions.convolution import CPUConvolutionDepthwise
 from mnnpy.backend.cpu.kernels import conv as K
 
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -22,69 +22,68 @@ def packed(x: np.ndarray, garbage: float = np.nan) -> np.ndarray:
     return buf
 
 
-def direct(
-    x: np.ndarray,
-    weight: np.ndarray,
-    bias: np.ndarray,
-    window: tuple[int, ...],
-    depthwise: bool = False,
-    threads: int = 1,
-) -> np.ndarray:
+def depthwise(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray, window: tuple[int, ...], threads: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """The kernel's NC4HW4 output and a float64 reference (NCHW) for ``window`` without the
+    kernel size: (sy, sx, dy, dx, top, left), padded the same on both sides."""
     n, c, h, w = x.shape
-    oc, ky, kx = weight.shape[0], weight.shape[2], weight.shape[3]
+    ky, kx = weight.shape[2:]
     sy, sx, dy, dx, top, left = window
     oh = (h + 2 * top - dy * (ky - 1) - 1) // sy + 1
     ow = (w + 2 * left - dx * (kx - 1) - 1) // sx + 1
-    dst = np.full(n * layout.c4(oc) * 4 * oh * ow, 7, np.float32)
-    cls = CPUConvolutionDepthwise if depthwise else CPUConvolution
-    kernel = K.conv2d_depthwise if depthwise else K.conv2d
-    b = np.zeros(layout.c4(oc) * 4, np.float32)
-    b[:oc] = bias
-    kernel(
-        packed(x),
-        dst,
-        cls.pack_weight(weight),
-        b,
-        (n, c, h, w, oc, oh, ow),
-        (ky, kx, *window),
-        -FLT_MAX,
-        FLT_MAX,
-        threads,
-    )
-    return dst
+    dst = np.full(n * layout.c4(c) * 4 * oh * ow, 7, np.float32)
+    b = np.zeros(layout.c4(c) * 4, np.float32)
+    b[:c] = bias
+    K.conv2d_depthwise(
+        packed(x), dst, CPUConvolutionDepthwise.pack_weight(weight), b, (n, c, h, w, c, oh, ow),
+        (ky, kx, *window), -FLT_MAX, FLT_MAX, threads,
+    )  # fmt: skip
+    xp = np.zeros((n, c, h + 2 * top + sy * ky * dy, w + 2 * left + sx * kx * dx))
+    xp[:, :, top : top + h, left : left + w] = x
+    ref = np.zeros((n, c, oh, ow)) + bias[None, :, None, None]
+    for i in range(ky):
+        for j in range(kx):
+            patch = xp[:, :, i * dy : i * dy + (oh - 1) * sy + 1 : sy, j * dx :]
+            ref += patch[..., : (ow - 1) * sx + 1 : sx] * weight[None, :, 0, i, j, None, None]
+    return dst, ref
 
 
-@pytest.mark.parametrize("depthwise", [False, True])
-def test_padding_lanes_ignored_and_zeroed(depthwise: bool) -> None:
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((2, 5, 6, 7)).astype(np.float32)
-    weight = rng.standard_normal((5, 1 if depthwise else 5, 3, 3)).astype(np.float32)
-    dst = direct(x, weight, np.ones(5, np.float32), (1, 1, 1, 1, 1, 1), depthwise)
-    lanes = dst.reshape(2, 2, -1, 4)
-    assert not np.isnan(dst).any()
-    assert np.all(lanes[:, -1, :, 1:] == 0)
+WINDOWS = {
+    "3x3": ((3, 3), (1, 1, 1, 1, 1, 1)),
+    "3x3_stride2": ((3, 3), (2, 2, 1, 1, 1, 1)),
+    "5x5_dilated": ((5, 5), (1, 1, 2, 2, 4, 4)),
+    "3x1_stride3": ((3, 1), (3, 3, 1, 1, 0, 2)),
+    "7x7_no_pad": ((7, 7), (1, 2, 1, 1, 0, 0)),
+}
 
 
-@pytest.mark.parametrize("depthwise", [False, True])
-def test_threads_identical(depthwise: bool) -> None:
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((2, 9, 13, 11)).astype(np.float32)
-    weight = rng.standard_normal((9, 1 if depthwise else 9, 3, 3)).astype(np.float32)
-    bias = rng.standard_normal(9).astype(np.float32)
-    runs = [direct(x, weight, bias, (2, 1, 1, 2, 1, 2), depthwise, t) for t in (1, 2, 3)]
-    assert np.array_equal(runs[0], runs[1]) and np.array_equal(runs[0], runs[2])
+@pytest.mark.parametrize("name", sorted(WINDOWS))
+@pytest.mark.parametrize("c", [5, 8])
+def test_depthwise_matches_reference(isa: str, name: str, c: int) -> None:
+    """Close to the reference, padding lanes zero, bit-identical for 1, 2 and 3 threads."""
+    kernel, window = WINDOWS[name]
+    rng = np.random.default_rng(c)
+    x = rng.standard_normal((2, c, 13, 21)).astype(np.float32)
+    weight = rng.standard_normal((c, 1, *kernel)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    runs = [depthwise(x, weight, bias, window, t) for t in (1, 2, 3)]
+    dst, ref = runs[0]
+    assert all(np.array_equal(dst, other) for other, _ in runs[1:])
+    np.testing.assert_allclose(layout.unpack_nc4hw4(dst, ref.shape), ref, rtol=1e-5, atol=1e-5)
+    assert np.all(dst.reshape(2, layout.c4(c), -1, 4)[:, -1, :, c % 4 or 4 :] == 0)
 
 
 def test_buffer_and_window_checks() -> None:
     src, dst = np.zeros(4 * 25, np.float32), np.zeros(4 * 9, np.float32)
-    weight, bias = np.zeros(16 * 9, np.float32), np.zeros(4, np.float32)
-    shape, window = (1, 3, 5, 5, 2, 3, 3), (3, 3, 1, 1, 1, 1, 0, 0)
-    K.conv2d(src, dst, weight, bias, shape, window, 0.0, 6.0)
+    weight, bias = np.zeros(4 * 9, np.float32), np.zeros(4, np.float32)
+    shape, window = (1, 3, 5, 5, 3, 3, 3), (3, 3, 1, 1, 1, 1, 0, 0)
+    K.conv2d_depthwise(src, dst, weight, bias, shape, window, 0.0, 6.0)
     with pytest.raises(ValueError, match="too small"):
-        K.conv2d(src, dst, weight[:-1], bias, shape, window, 0.0, 6.0)
+        K.conv2d_depthwise(src, dst, weight[:-1], bias, shape, window, 0.0, 6.0)
     with pytest.raises(ValueError, match="too small"):
-        K.conv2d(src[:-1], dst, weight, bias, shape, window, 0.0, 6.0)
+        K.conv2d_depthwise(src[:-1], dst, weight, bias, shape, window, 0.0, 6.0)
     with pytest.raises(ValueError, match="positive"):
-        K.conv2d(src, dst, weight, bias, shape, (3, 3, 1, 0, 1, 1, 0, 0), 0.0, 6.0)
+        K.conv2d_depthwise(src, dst, weight, bias, shape, (3, 3, 1, 0, 1, 1, 0, 0), 0.0, 6.0)
     with pytest.raises(ValueError, match="ic == oc"):
-        K.conv2d_depthwise(src, dst, weight, bias, shape, window, 0.0, 6.0)
+        K.conv2d_depthwise(src, dst, weight, bias, (1, 3, 5, 5, 2, 3, 3), window, 0.0, 6.0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,8 @@ from mnnpy._schema.MNN.Convolution2D import Convolution2DT
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.PadMode import PadMode
+from mnnpy.backend.cpu.executions import convolution as C
+from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import compute_shape, reference_of
@@ -46,19 +50,55 @@ def reference(param: Convolution2DT, x: np.ndarray, op_type: int = CONV) -> np.n
     return reference_of(op_type)(op, [x])[0]
 
 
+def run(
+    x: np.ndarray, param: Convolution2DT, op_type: int, threads: int, memory: str
+) -> tuple[np.ndarray, mnnpy.Session]:
+    """The op's output and the session, in a memory mode (NORMAL or LIMIT)."""
+    model = make_single_op_net(op_type, [x], param, OpParameter.Convolution2D)
+    interp = mnnpy.Interpreter.from_buffer(model)
+    config = mnnpy.BackendConfig(memory=memory)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads, backend_config=config))
+    interp.get_session_input(session, "in0").copy_from(x)
+    interp.run_session(session)
+    return interp.get_session_output(session, "out0").numpy(), session
+
+
 def check(x: np.ndarray, param: Convolution2DT, op_type: int = CONV) -> None:
-    """1 and 2 threads give identical results, both close to the reference."""
-    one, two = (
-        run_op(op_type, [x], param, OpParameter.Convolution2D, num_thread=t)[0] for t in (1, 2)
-    )
+    """NORMAL with 1 and 2 threads (identical) and LIMIT, all close to the reference."""
+    expected = reference(param, x, op_type)
+    one, two = (run(x, param, op_type, t, "NORMAL")[0] for t in (1, 2))
     assert np.array_equal(one, two)
-    assert_close(one, reference(param, x, op_type))
+    assert_close(one, expected)
+    assert_close(run(x, param, op_type, 1, "LIMIT")[0], expected)
+
+
+def execution_of(session: mnnpy.Session) -> object:
+    (unit,) = [u for u in session.pipelines[0].units if u.op.name == "op"]
+    return unit.execution
+
+
+@pytest.fixture(params=G.available_isas())
+def isa(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every kernel ISA this CPU runs (the portable C one everywhere)."""
+    G.set_isa(request.param)
+    yield request.param
+    G.set_isa("best")
+
+
+@pytest.fixture(params=["model", "winograd2", "winograd4"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The creator's own choice, or Winograd F(2,3) / F(4,3) wherever it is allowed."""
+    if request.param != "model":
+        unit = int(request.param[-1])
+        monkeypatch.setattr(C, "choose", lambda geo, low: unit * C.winograd_eligible(geo, low))
+    return request.param
 
 
 def data(shape: tuple[int, ...], seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+@pytest.mark.usefixtures("path")
 @pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
 def test_dense_channels(c: int) -> None:
     check(data((2, c, 7, 5)), conv(c, c + 2, pads=[1, 1, 1, 1], padX=1, padY=1))
@@ -91,6 +131,33 @@ def test_params(name: str, op_type: int) -> None:
     check(x, param, op_type)
 
 
+@pytest.mark.usefixtures("path")
+@pytest.mark.parametrize("name", ["asymmetric_pads", "padxy_no_pads", "relu6", "valid"])
+def test_params_winograd(name: str) -> None:
+    x = data((2, 5, 9, 8)) * 4
+    check(x, conv(5, 7, **CASES[name]))
+
+
+@pytest.mark.usefixtures("isa", "path")
+@pytest.mark.parametrize(
+    "op_type, k, common",
+    [
+        (CONV, (3, 3), dict(pads=[1, 1, 1, 1], relu=True)),
+        (CONV, (1, 1), {}),
+        (CONV, (3, 3), dict(strideX=2, strideY=2, pads=[1, 1, 1, 1])),
+        (DW, (3, 3), dict(strideX=2, strideY=2, pads=[1, 1, 1, 1])),
+    ],
+)
+def test_every_isa(op_type: int, k: tuple[int, int], common: dict) -> None:
+    c = 17
+    x = data((1, c, 15, 13))
+    check(
+        x,
+        conv(c, c if op_type == DW else 20, k, group=c if op_type == DW else 1, **common),
+        op_type,
+    )
+
+
 def test_no_bias_rect_kernel_input_count_zero() -> None:
     param = conv(3, 6, (5, 1), bias=False, pads=[2, 0, 2, 0])
     param.common.inputCount = 0
@@ -103,6 +170,32 @@ def test_kernel_larger_than_input() -> None:
 
 def test_1x1_matmul_style() -> None:  # what the converter makes of Gemm: no pads vector
     check(data((2, 16, 1, 1)), conv(16, 10, (1, 1)))
+
+
+@pytest.mark.parametrize(
+    "c, oc, hw, k",
+    [(24, 40, (30, 29), (1, 1)), (20, 36, (23, 31), (3, 3)), (3, 20, (41, 37), (7, 7))],
+)
+def test_many_tiles(c: int, oc: int, hw: tuple[int, int], k: tuple[int, int]) -> None:
+    """More pixels than one tile (and one Winograd block), odd sizes, fused relu6."""
+    pads = [k[0] // 2] * 4
+    check(data((1, c, *hw)), conv(c, oc, k, pads=pads, relu6=True))
+
+
+def test_execution_per_memory_mode() -> None:
+    """NORMAL picks Winograd for a big 3x3 stride-1 convolution and holds more STATIC memory
+    (transformed weights); LIMIT keeps im2col + GEMM with the original weight count."""
+    x, param = data((1, 32, 28, 28)), conv(32, 64, pads=[1, 1, 1, 1])
+    normal, s_normal = run(x, param, CONV, 1, "NORMAL")
+    low, s_low = run(x, param, CONV, 1, "LIMIT")
+    assert isinstance(execution_of(s_normal), C.CPUConvolutionWinograd)
+    assert isinstance(execution_of(s_low), C.CPUConvolutionGemm)
+    assert s_normal.info().memory.static > 2 * s_low.info().memory.static
+    assert s_low.info().memory.scratch < s_normal.info().memory.scratch
+    expected = reference(param, x)
+    atol = 1e-5 * float(np.abs(expected).max())  # Winograd's error scales with the sums
+    assert_close(normal, expected, atol=atol)
+    assert_close(low, expected)
 
 
 @pytest.mark.parametrize("op_type", [CONV, DW])

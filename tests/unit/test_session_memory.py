@@ -60,12 +60,22 @@ def test_resize_replans_the_arena():
 def test_budget_refusal_names_needed_budget_and_peak_op():
     path = DATA / "residual_add.mnn"
     _, session = _session(path)
-    needed = session.memory_info().total
+    m = session.memory_info()
+    budget = m.total - m.dynamic // 2  # weights fit, the activation arena does not
     with pytest.raises(mnnpy.MNNError) as e:
-        _session(path, memory_budget=needed // 2)
+        _session(path, memory_budget=budget)
     assert e.value.code == mnnpy.ErrorCode.OUT_OF_MEMORY
     msg = str(e.value)
-    assert str(needed // 2) in msg and "needs" in msg and "peak is at op" in msg
+    assert str(budget) in msg and "needs" in msg and "peak is at op" in msg
+
+
+def test_budget_refusal_while_creating_names_the_op():
+    path = DATA / "residual_add.mnn"
+    _, session = _session(path)
+    with pytest.raises(mnnpy.MNNError) as e:
+        _session(path, memory_budget=session.memory_info().static // 4)
+    assert e.value.code == mnnpy.ErrorCode.OUT_OF_MEMORY
+    assert e.value.op_name is not None and "static buffer" in str(e.value)
 
 
 def test_budget_that_fits_gives_the_same_output():

@@ -1,4 +1,11 @@
-"""CPU Convolution / ConvolutionDepthwise: direct NC4HW4 kernels, weights packed once."""
+"""CPU Convolution / ConvolutionDepthwise on NC4HW4: the creator, its choice, depthwise.
+
+The creator picks the execution from the parameters and the memory mode (``choose``, MNN's
+ConvolutionFloatFactory): depthwise -> ``CPUConvolutionDepthwise``; dense 3x3 stride 1 in
+NORMAL mode -> ``CPUConvolutionWinograd`` when the cost model says it beats im2col + GEMM;
+every other group-1 convolution -> ``CPUConvolutionGemm``. Each packs its weights once, at
+creation, into STATIC memory (``CPUBackend.static_copy``).
+"""
 
 from __future__ import annotations
 
@@ -6,87 +13,80 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.convolution_gemm import (
+    CPUConvolutionBase,
+    CPUConvolutionGemm,
+    pad_to,
+)
+from mnnpy.backend.cpu.executions.convolution_winograd import (
+    CPUConvolutionWinograd,
+    winograd_block,
+)
 from mnnpy.backend.cpu.kernels import conv as K
-from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution
 from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpParameter, OpType
-from mnnpy.ops.convolution import activation_bounds, conv_common, conv_geometry, conv_weights
+from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
 from mnnpy.tensor import Tensor
 
+# The cost model of ``choose``, fit to per-layer times of this package's kernels inside ResNet-18
+# and SqueezeNet (AVX-512, one thread): GEMM multiply-adds per second, less an epilogue worth 4 k
+# steps per output; bytes per second of weights streaming from L3 (once per block of tiles);
+# seconds per (tile, 4-channel block) for an input or output transform, by Winograd unit.
+_GEMM_MACS = 57e9
+_GEMM_EPILOGUE = 4
+_WEIGHT_BYTES = 40e9
+_TRANSFORM = {2: 50e-9, 4: 100e-9}
 
-def _pad_bias(bias: np.ndarray) -> np.ndarray:
-    out = np.zeros(c4(bias.size) * 4, np.float32)
-    out[: bias.size] = bias
-    return out
+
+def _gemm_seconds(pixels: int, k: int, oc: int) -> float:
+    return pixels * oc * (k + _GEMM_EPILOGUE) / _GEMM_MACS
 
 
-class CPUConvolution(Execution):
-    """Direct group-1 convolution on NC4HW4, 4 output channels at a time (MNN's
-    DenseConvolutionTiledExecutor role).
+def winograd_eligible(geo: ConvGeometry, low_memory: bool) -> bool:
+    """Dense 3x3, stride-1, dilation-1, and not in LIMIT mode (Winograd weights grow)."""
+    dense_3x3 = geo.group == 1 and geo.kernel == (3, 3)
+    return not low_memory and dense_3x3 and geo.stride == (1, 1) and geo.dilate == (1, 1)
 
-    Args:
-        backend: the CPU backend.
-        op: the Convolution op.
-        weight: OIHW float32 weight, checked by ``conv_weights``.
-        bias: ``outputCount`` float32 values.
+
+def choose(geo: ConvGeometry, low_memory: bool) -> int:
+    """0 for im2col + GEMM, else the Winograd unit (2 or 4) with the lowest modeled time.
+
+    The model adds GEMM time, transform time and the time to stream the weights once per
+    block of tiles (what makes F(4,3) lose on 7x7 maps with 512 channels). It is evaluated for
+    the shape seen at creation; a resized session keeps the execution.
     """
-
-    depthwise = False
-    _kernel = staticmethod(K.conv2d)
-
-    def __init__(self, backend: Backend, op: OpDef, weight: np.ndarray, bias: np.ndarray) -> None:
-        super().__init__(backend)
-        self.op = op
-        self.in_channels = weight.shape[0] if self.depthwise else weight.shape[1]
-        # STATIC: packed once, lives (and dies) with the execution.
-        self.weight = self.pack_weight(weight)
-        self.bias = _pad_bias(bias)
-        self.lo, self.hi = activation_bounds(conv_common(op))
-        self._shape: tuple[int, ...] = ()
-        self._window: tuple[int, ...] = ()
-
-    @staticmethod
-    def pack_weight(weight: np.ndarray) -> np.ndarray:
-        """OIHW -> ``[O/4][I/4][KH][KW][4 I][4 O]``, zero-padded, flat."""
-        o, i, kh, kw = weight.shape
-        w = np.zeros((c4(o) * 4, c4(i) * 4, kh, kw), np.float32)
-        w[:o, :i] = weight
-        w = w.reshape(c4(o), 4, c4(i), 4, kh, kw).transpose(0, 2, 4, 5, 3, 1)
-        return np.ascontiguousarray(w).reshape(-1)
-
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        geo = conv_geometry(self.op, inputs[0].shape)
-        if geo.in_channels != self.in_channels:
-            raise ComputeSizeError(
-                f"input has {geo.in_channels} channels, the weights were built for "
-                f"{self.in_channels}"
-            )
-        assert outputs[0].shape == (geo.batch, geo.out_channels, *geo.out_hw), outputs[0].shape
-        self._shape = (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw)
-        self._window = geo.window
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        self._kernel(
-            inputs[0].host,
-            outputs[0].host,
-            self.weight,
-            self.bias,
-            self._shape,
-            self._window,
-            self.lo,
-            self.hi,
-            self.backend.num_thread,
+    if not winograd_eligible(geo, low_memory):
+        return 0
+    ic, oc, (oh, ow) = geo.in_channels, geo.out_channels, geo.out_hw
+    best, best_cost = 0, _gemm_seconds(geo.batch * oh * ow, 9 * ic, oc)
+    for unit, per_block in _TRANSFORM.items():
+        a2 = (unit + 2) ** 2
+        tiles = -(-oh // unit) * -(-ow // unit)
+        blocks = geo.batch * -(-tiles // winograd_block(unit, ic, oc, tiles))
+        tiles *= geo.batch
+        cost = (
+            _gemm_seconds(tiles * a2, ic, oc)
+            + tiles * (c4(ic) + c4(oc)) * per_block
+            + blocks * a2 * ic * oc * 4 / _WEIGHT_BYTES
         )
+        if cost < best_cost:
+            best, best_cost = unit, cost
+    return best
 
 
-class CPUConvolutionDepthwise(CPUConvolution):
-    """Direct depthwise convolution on NC4HW4 channel blocks (MNN's CPUConvolutionDepthwise)."""
+class CPUConvolutionDepthwise(CPUConvolutionBase):
+    """Direct depthwise convolution on NC4HW4 channel blocks, 2 pixels x 4 channels per AVX
+    register and 8 pixels in flight (MNN's CPUConvolutionDepthwise); no scratch, the same in
+    every memory mode."""
 
-    depthwise = True
-    _kernel = staticmethod(K.conv2d_depthwise)
+    def __init__(
+        self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray
+    ) -> None:
+        super().__init__(backend, op, weight.shape[0])
+        self.weight = backend.static_copy(self.pack_weight(weight), owner=self)
+        self.bias = backend.static_copy(pad_to(bias, 4), owner=self)
 
     @staticmethod
     def pack_weight(weight: np.ndarray) -> np.ndarray:
@@ -94,12 +94,18 @@ class CPUConvolutionDepthwise(CPUConvolution):
         c, _, kh, kw = weight.shape
         w = np.zeros((c4(c) * 4, kh, kw), np.float32)
         w[:c] = weight[:, 0]
-        return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).reshape(-1)
+        return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        K.conv2d_depthwise(
+            inputs[0].host, outputs[0].host, self.weight, self.bias, self._shape,
+            self._window, self.lo, self.hi, self.backend.num_thread,
+        )  # fmt: skip
 
 
 @CPUBackend.register_creator(OpType.Convolution, OpType.ConvolutionDepthwise)
 def create(
-    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: CPUBackend
 ) -> Execution | None:
     """Float NC4HW4 convolutions with inline weights, group 1 or depthwise; else None."""
     p = op.param
@@ -117,5 +123,9 @@ def create(
     if geo.group != 1 and not depthwise:
         return None
     weight, bias = conv_weights(op, geo)  # raises InvalidModelError on bad lengths
-    cls = CPUConvolutionDepthwise if depthwise else CPUConvolution
-    return cls(backend, op, weight, bias)
+    if depthwise:
+        return CPUConvolutionDepthwise(backend, op, weight, bias)
+    unit = choose(geo, backend.low_memory)
+    if unit:
+        return CPUConvolutionWinograd(backend, op, weight, bias, unit)
+    return CPUConvolutionGemm(backend, op, weight, bias)

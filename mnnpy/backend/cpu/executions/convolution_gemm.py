@@ -1,0 +1,130 @@
+"""CPU dense convolution as im2col + GEMM on NC4HW4, and what every CPU convolution shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backend import StorageType
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.kernels import gemm as G
+from mnnpy.errors import ComputeSizeError
+from mnnpy.execution import Execution
+from mnnpy.net import OpDef
+from mnnpy.ops.convolution import activation_bounds, conv_common, conv_geometry
+from mnnpy.tensor import Tensor
+
+# An im2col tile of this many floats (256 KB) stays in L2 while all its channel panels run.
+_L2_TILE_FLOATS = 64 * 1024
+_TILE_MAX = 128  # more pixels per tile measured no faster, only more scratch
+_TILE_LOW = 16  # LIMIT mode: one AVX-512 micro-kernel block of pixels per thread
+_EMPTY = np.zeros(0, np.float32)
+
+
+def pad_to(values: np.ndarray, multiple: int) -> np.ndarray:
+    """``values`` as float32, zero-padded to a multiple of ``multiple``."""
+    out = np.zeros(-(-values.size // multiple) * multiple, np.float32)
+    out[: values.size] = values.ravel()
+    return out
+
+
+def gemm_tile(k: int, oc: int, pixels: int, low_memory: bool, direct: bool) -> int:
+    """Pixels per work item for a GEMM over ``k`` values per pixel, ``oc`` outputs, ``pixels``
+    output pixels per image.
+
+    NORMAL: as many as keep an im2col tile in a 256 KB share of L2 (16 to 128, a multiple of
+    16 pixels, the AVX-512 micro-kernel's block); when the weights outweigh the image (more
+    channels than pixels), up to 4 times that, so the weights stream from memory once. LIMIT:
+    16, so scratch is one small tile per thread; a direct 1x1 convolution has no scratch, so it
+    keeps the NORMAL size.
+    """
+    if low_memory and not direct:
+        return _TILE_LOW
+    tile = max(_TILE_LOW, min(_TILE_MAX, _L2_TILE_FLOATS // k) // 16 * 16)
+    return pixels if oc >= pixels and pixels <= 4 * tile else tile
+
+
+class CPUConvolutionBase(Execution):
+    """Shared by the CPU convolutions: checks shapes in ``on_resize``, keeps the kernels'
+    ``shape`` / ``window`` tuples and the fused activation's clamp bounds."""
+
+    def __init__(self, backend: CPUBackend, op: OpDef, in_channels: int) -> None:
+        super().__init__(backend)
+        self.op = op
+        self.in_channels = in_channels
+        self.lo, self.hi = activation_bounds(conv_common(op))
+        self._shape: tuple[int, ...] = ()
+        self._window: tuple[int, ...] = ()
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        geo = conv_geometry(self.op, inputs[0].shape)
+        if geo.in_channels != self.in_channels:
+            raise ComputeSizeError(
+                f"input has {geo.in_channels} channels, the weights were built for "
+                f"{self.in_channels}"
+            )
+        assert outputs[0].shape == (geo.batch, geo.out_channels, *geo.out_hw), outputs[0].shape
+        self._shape = (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw)
+        self._window = geo.window
+
+    def _scratch(self, elements: int) -> Tensor | None:
+        """DYNAMIC scratch, released at once: valid only while this op executes."""
+        if not elements:
+            return None
+        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        scratch = backend.acquire_scratch(elements)
+        backend.on_release_buffer(scratch, StorageType.DYNAMIC)
+        return scratch
+
+
+class CPUConvolutionGemm(CPUConvolutionBase):
+    """Group-1 convolution as im2col + GEMM on NC4HW4 panels (MNN's
+    DenseConvolutionTiledExecutor).
+
+    A 1x1, stride-1, unpadded convolution multiplies the input in place. Any other copies
+    pixel tiles into DYNAMIC scratch, one tile per thread: up to 128 pixels sized for L2 in
+    NORMAL mode, 16 pixels in LIMIT mode (``gemm_tile``). The weights are the same in both
+    modes, OIHW repacked as 16-channel panels.
+
+    Args:
+        backend: the CPU backend.
+        op: the Convolution op.
+        weight: OIHW float32 weight, checked by ``conv_weights``.
+        bias: ``outputCount`` float32 values.
+    """
+
+    def __init__(
+        self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray
+    ) -> None:
+        super().__init__(backend, op, weight.shape[1])
+        self.weight = backend.static_copy(self.pack_weight(weight), owner=self)
+        self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
+        self._tile = 0
+        self._scratch_tensor: Tensor | None = None
+
+    @staticmethod
+    def pack_weight(weight: np.ndarray) -> np.ndarray:
+        """OIHW -> ``[ceil(O/16)][KH*KW*I][16]``, k = (ky * KW + kx) * I + i, zero-padded."""
+        o, i, kh, kw = weight.shape
+        w = np.zeros((-(-o // 16) * 16, kh * kw * i), np.float32)
+        w[:o] = weight.transpose(0, 2, 3, 1).reshape(o, -1)
+        return np.ascontiguousarray(w.reshape(-1, 16, w.shape[1]).transpose(0, 2, 1)).ravel()
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        super().on_resize(inputs, outputs)
+        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        ky, kx, sy, sx, _, _, top, left = self._window
+        direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
+        oc, oh, ow = self._shape[4:]
+        k = self.in_channels * ky * kx
+        self._tile = gemm_tile(k, oc, oh * ow, backend.low_memory, direct)
+        n = G.scratch_size(self._shape, self._window, self._tile, backend.num_thread)
+        self._scratch_tensor = self._scratch(n)
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
+        G.conv2d(
+            inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
+            self._window, self.lo, self.hi, self._tile, self.backend.num_thread,
+        )  # fmt: skip

@@ -1,0 +1,97 @@
+"""CPU 3x3 stride-1 convolution by Winograd F(2,3) / F(4,3) on NC4HW4."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionBase, pad_to
+from mnnpy.backend.cpu.kernels import winograd as WG
+from mnnpy.net import OpDef
+from mnnpy.tensor import Tensor
+
+# Winograd G matrices (Lavin & Gray, points 0, +-1, +-2): U = G g G^T.
+WINOGRAD_G = {
+    2: np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]]),
+    4: np.array(
+        [
+            [1 / 4, 0, 0],
+            [-1 / 6, -1 / 6, -1 / 6],
+            [-1 / 6, 1 / 6, -1 / 6],
+            [1 / 24, 1 / 12, 1 / 6],
+            [1 / 24, -1 / 12, 1 / 6],
+            [0, 0, 1],
+        ]
+    ),
+}
+# A thread's transformed tiles (input and output) take about this many bytes.
+_SLOT_BYTES = 512 * 1024
+_BLOCK_MIN, _BLOCK_MAX = 12, 96
+
+
+def winograd_block(unit: int, in_channels: int, out_channels: int, tiles: int) -> int:
+    """Output tiles per work item: a thread's scratch slot near 512 KB (12 to 96 tiles); when
+    the weights outweigh the image (more channels than ``tiles`` per image), up to 4 times that,
+    so the weights stream from memory once."""
+    a2 = (unit + 2) ** 2
+    per_tile = a2 * 16 * (-(-in_channels // 4) + -(-out_channels // 16) * 4)
+    block = max(_BLOCK_MIN, min(_BLOCK_MAX, _SLOT_BYTES // per_tile))
+    return tiles if out_channels >= tiles and tiles <= 4 * block else block
+
+
+class CPUConvolutionWinograd(CPUConvolutionBase):
+    """3x3, stride-1, dilation-1 group-1 convolution by Winograd F(unit, 3) on NC4HW4 (MNN's
+    ConvolutionPackWinograd).
+
+    Only in NORMAL memory mode: the transformed weights take (unit + 2)^2 / 9 times the
+    memory of the originals (4x for F(4,3)), and each thread's DYNAMIC scratch holds a block
+    of transformed tiles (``winograd_block``), valid while this op executes.
+
+    Args:
+        backend: the CPU backend.
+        op: the Convolution op.
+        weight: OIHW float32 weight with a 3x3 kernel.
+        bias: ``outputCount`` float32 values.
+        unit: output tile size, 2 or 4.
+    """
+
+    def __init__(
+        self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray, unit: int
+    ) -> None:
+        super().__init__(backend, op, weight.shape[1])
+        self.unit = unit
+        self.weight = backend.static_copy(self.pack_weight(weight, unit), owner=self)
+        self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
+        self._block = 0
+        self._scratch_tensor: Tensor | None = None
+
+    @staticmethod
+    def pack_weight(weight: np.ndarray, unit: int) -> np.ndarray:
+        """OIHW 3x3 -> ``G g G^T`` as ``[(unit+2)^2][ceil(O/16)][I][16]``, zero-padded."""
+        o, i = weight.shape[:2]
+        g = WINOGRAD_G[unit]
+        a = unit + 2
+        u = np.einsum("ak,oikl,bl->aboi", g, weight.astype(np.float64), g)
+        n16 = -(-o // 16)
+        out = np.zeros((a * a, n16 * 16, i), np.float32)
+        out[:, :o] = u.reshape(a * a, o, i)
+        return np.ascontiguousarray(out.reshape(a * a, n16, 16, i).transpose(0, 1, 3, 2)).ravel()
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        super().on_resize(inputs, outputs)
+        pad, threads = self._window[6:8], self.backend.num_thread
+        oc, oh, ow = self._shape[4:]
+        tiles = -(-oh // self.unit) * -(-ow // self.unit)
+        self._block = winograd_block(self.unit, self.in_channels, oc, tiles)
+        n = WG.scratch_size(self._shape, pad, self.unit, self._block, threads)
+        self._scratch_tensor = self._scratch(n)
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        assert self._scratch_tensor is not None
+        WG.conv2d(
+            inputs[0].host, outputs[0].host, self.weight, self.bias, self._scratch_tensor.host,
+            self._shape, self._window[6:8], self.unit, self.lo, self.hi, self._block,
+            self.backend.num_thread,
+        )  # fmt: skip

@@ -1,0 +1,162 @@
+/* C kernel for conv.pyx: depthwise convolution, output rows of one 4-channel block.
+ *
+ * src is the block's input plane [ih][iw][4], dst its output plane [oh][ow][4], w the block's
+ * weights [KY][KX][4] and bias its 4 biases. Each output is bias + the taps inside the input
+ * in (ky, kx) order, one FMA chain (AVX2) or multiply-add chain (portable C) per value, then
+ * clamped to [lo, hi]; lanes >= ``lanes`` are written as 0 (input padding lanes may hold
+ * anything). Each pixel always takes the same path, so any split of rows gives the same bits.
+ */
+#ifndef MNNPY_DEPTHWISE_KERNELS_H
+#define MNNPY_DEPTHWISE_KERNELS_H
+
+#include "simd.h"
+
+typedef struct {
+    ptrdiff_t ih, iw, ow, KY, KX, sy, sx, dy, dx, top, left;
+} mnnpy_dw_geom;
+
+MNNPY_INLINE ptrdiff_t mnnpy_dw_cdiv(ptrdiff_t a, ptrdiff_t b) { /* ceil(a / b), b > 0 */
+    return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+}
+
+MNNPY_INLINE ptrdiff_t mnnpy_dw_fdiv(ptrdiff_t a, ptrdiff_t b) { /* floor(a / b), b > 0 */
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/* Taps [k0, k1) of a window starting at i0 with dilation d stay inside [0, n). */
+MNNPY_INLINE void mnnpy_dw_taps(ptrdiff_t i0, ptrdiff_t d, ptrdiff_t k, ptrdiff_t n,
+                                ptrdiff_t* k0, ptrdiff_t* k1) {
+    ptrdiff_t a = i0 >= 0 ? 0 : mnnpy_dw_cdiv(-i0, d);
+    ptrdiff_t b = i0 >= n ? 0 : mnnpy_dw_cdiv(n - i0, d);
+    *k0 = a;
+    *k1 = b < k ? b : k;
+}
+
+/* Output pixels [*xa, *xb) have every kx tap inside the row. */
+MNNPY_INLINE void mnnpy_dw_interior(const mnnpy_dw_geom* g, ptrdiff_t* xa, ptrdiff_t* xb) {
+    ptrdiff_t a = mnnpy_dw_cdiv(g->left, g->sx);
+    ptrdiff_t b = mnnpy_dw_fdiv(g->iw - 1 + g->left - (g->KX - 1) * g->dx, g->sx) + 1;
+    if (a < 0) a = 0;
+    if (a > g->ow) a = g->ow;
+    if (b > g->ow) b = g->ow;
+    if (b < a) b = a;
+    *xa = a;
+    *xb = b;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Portable C
+ */
+MNNPY_STATIC void mnnpy_dw_row_generic(const mnnpy_dw_geom* g, const float* src, float* dst,
+                                 const float* w, const float* bias, ptrdiff_t oy,
+                                 ptrdiff_t lanes, float lo, float hi) {
+    ptrdiff_t iy0 = oy * g->sy - g->top, ky0, ky1;
+    mnnpy_dw_taps(iy0, g->dy, g->KY, g->ih, &ky0, &ky1);
+    for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {
+        ptrdiff_t ix0 = ox * g->sx - g->left, kx0, kx1;
+        mnnpy_dw_taps(ix0, g->dx, g->KX, g->iw, &kx0, &kx1);
+        float acc[4] = {bias[0], bias[1], bias[2], bias[3]};
+        for (ptrdiff_t ky = ky0; ky < ky1; ++ky) {
+            const float* row = src + (iy0 + ky * g->dy) * g->iw * 4;
+            for (ptrdiff_t kx = kx0; kx < kx1; ++kx) {
+                const float* px = row + (ix0 + kx * g->dx) * 4;
+                const float* wp = w + (ky * g->KX + kx) * 4;
+                for (int l = 0; l < 4; ++l) acc[l] += px[l] * wp[l];
+            }
+        }
+        for (int l = 0; l < 4; ++l)
+            dst[ox * 4 + l] = l < lanes ? mnnpy_clamp(acc[l], lo, hi) : 0.0f;
+    }
+}
+
+#if MNNPY_X86
+/* One pixel with 128-bit FMAs: the arithmetic of the wide paths below. */
+MNNPY_INLINE MNNPY_T256 void mnnpy_dw_px128(const mnnpy_dw_geom* g, const float* src, float* dst,
+                                            const float* w, __m128 b, ptrdiff_t iy0,
+                                            ptrdiff_t ky0, ptrdiff_t ky1, ptrdiff_t ox,
+                                            __m128 lo, __m128 hi, __m128 mask) {
+    ptrdiff_t ix0 = ox * g->sx - g->left, kx0, kx1;
+    mnnpy_dw_taps(ix0, g->dx, g->KX, g->iw, &kx0, &kx1);
+    __m128 acc = b;
+    for (ptrdiff_t ky = ky0; ky < ky1; ++ky) {
+        const float* row = src + (iy0 + ky * g->dy) * g->iw * 4;
+        for (ptrdiff_t kx = kx0; kx < kx1; ++kx)
+            acc = _mm_fmadd_ps(_mm_loadu_ps(row + (ix0 + kx * g->dx) * 4),
+                               _mm_loadu_ps(w + (ky * g->KX + kx) * 4), acc);
+    }
+    _mm_storeu_ps(dst + ox * 4, _mm_and_ps(mask, _mm_min_ps(hi, _mm_max_ps(lo, acc))));
+}
+
+MNNPY_INLINE MNNPY_T256 __m128 mnnpy_dw_mask(ptrdiff_t lanes) {
+    __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
+    return _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32((int)lanes), lane));
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * AVX2: a register holds 2 pixels x 4 channels; up to 4 registers (8 pixels) in flight for
+ * independent FMA chains. Strides 1 and 2 (one 16-byte load per pixel); other strides and the
+ * pixels whose taps leave the row go one pixel at a time. Used for AVX-512 too: this kernel is
+ * bound by memory and call overhead, and 512-bit registers measured no faster.
+ */
+MNNPY_INLINE MNNPY_T256 __m256 mnnpy_dw_load2(const float* p, ptrdiff_t sx) {
+    return sx == 1 ? _mm256_loadu_ps(p)
+                   : _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)),
+                                          _mm_loadu_ps(p + 4 * sx), 1);
+}
+
+MNNPY_STATIC MNNPY_T256 void mnnpy_dw_row_avx2(const mnnpy_dw_geom* g, const float* src,
+                                               float* dst, const float* w, const float* bias,
+                                               ptrdiff_t oy, ptrdiff_t lanes, float lo,
+                                               float hi) {
+    const ptrdiff_t sx = g->sx;
+    ptrdiff_t iy0 = oy * g->sy - g->top, ky0, ky1, xa, xb, ox = 0;
+    mnnpy_dw_taps(iy0, g->dy, g->KY, g->ih, &ky0, &ky1);
+    mnnpy_dw_interior(g, &xa, &xb);
+    __m128 b = _mm_loadu_ps(bias), l4 = _mm_set1_ps(lo), h4 = _mm_set1_ps(hi);
+    __m128 m4 = mnnpy_dw_mask(lanes);
+    if (sx > 2) xa = xb = g->ow;
+    for (; ox < xa; ++ox) mnnpy_dw_px128(g, src, dst, w, b, iy0, ky0, ky1, ox, l4, h4, m4);
+    __m256 b8 = _mm256_set_m128(b, b), l8 = _mm256_set1_ps(lo), h8 = _mm256_set1_ps(hi),
+           m8 = _mm256_set_m128(m4, m4);
+#define MNNPY_DW_PAIRS(NB)                                                                    \
+    for (; ox + 2 * NB <= xb; ox += 2 * NB) {                                                 \
+        __m256 acc[NB];                                                                       \
+        for (int q = 0; q < NB; ++q) acc[q] = b8;                                             \
+        for (ptrdiff_t ky = ky0; ky < ky1; ++ky) {                                            \
+            const float* row = src + ((iy0 + ky * g->dy) * g->iw + ox * sx - g->left) * 4;    \
+            const float* wp = w + ky * g->KX * 4;                                             \
+            for (ptrdiff_t kx = 0; kx < g->KX; ++kx) {                                        \
+                __m256 wv = _mm256_broadcast_ps((const __m128*)(wp + kx * 4));                \
+                const float* p = row + kx * g->dx * 4;                                        \
+                for (int q = 0; q < NB; ++q)                                                  \
+                    acc[q] = _mm256_fmadd_ps(mnnpy_dw_load2(p + 8 * q * sx, sx), wv, acc[q]); \
+            }                                                                                 \
+        }                                                                                     \
+        for (int q = 0; q < NB; ++q)                                                          \
+            _mm256_storeu_ps(dst + (ox + 2 * q) * 4,                                          \
+                             _mm256_and_ps(m8, _mm256_min_ps(h8, _mm256_max_ps(l8, acc[q])))); \
+    }
+    MNNPY_DW_PAIRS(4)
+    MNNPY_DW_PAIRS(2)
+    MNNPY_DW_PAIRS(1)
+#undef MNNPY_DW_PAIRS
+    for (; ox < g->ow; ++ox) mnnpy_dw_px128(g, src, dst, w, b, iy0, ky0, ky1, ox, l4, h4, m4);
+}
+#endif /* MNNPY_X86 */
+
+/* Output rows [oy0, oy1) of one 4-channel block: src is its input plane, dst its output plane. */
+MNNPY_STATIC void mnnpy_dw_rows(int isa, const mnnpy_dw_geom* g, const float* src, float* dst,
+                                const float* w, const float* bias, ptrdiff_t oy0, ptrdiff_t oy1,
+                                ptrdiff_t lanes, float lo, float hi) {
+#if MNNPY_X86
+    if (isa >= MNNPY_ISA_AVX2) {
+        for (ptrdiff_t oy = oy0; oy < oy1; ++oy)
+            mnnpy_dw_row_avx2(g, src, dst + oy * g->ow * 4, w, bias, oy, lanes, lo, hi);
+        return;
+    }
+#endif
+    for (ptrdiff_t oy = oy0; oy < oy1; ++oy)
+        mnnpy_dw_row_generic(g, src, dst + oy * g->ow * 4, w, bias, oy, lanes, lo, hi);
+}
+
+#endif /* MNNPY_DEPTHWISE_KERNELS_H */

@@ -1,0 +1,36 @@
+import numpy as np
+
+ISA_NAMES: tuple[str, ...]
+
+def available_isas() -> tuple[str, ...]: ...
+def get_isa() -> str: ...
+def set_isa(name: str) -> None: ...
+def gemm(
+    a: np.ndarray,
+    a_stride: int,
+    pixels: int,
+    k: int,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    dst: np.ndarray,
+    d_stride: int,
+    oc: int,
+    lo: float,
+    hi: float,
+) -> None: ...
+def scratch_size(
+    shape: tuple[int, ...], window: tuple[int, ...], tile: int, num_thread: int = 1
+) -> int: ...
+def conv2d(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    scratch: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    lo: float,
+    hi: float,
+    tile: int,
+    num_thread: int = 1,
+) -> None: ...

@@ -1,0 +1,207 @@
+# cython: language_level=3
+"""Convolution as GEMM on NC4HW4 panels (MNN's DenseConvolutionTiledExecutor role).
+
+The C micro-kernels are in ``gemm_kernels.h``; the NumPy references are in
+``tests/kernels/test_gemm_kernels.py`` (the GEMM) and ``mnnpy/ops/convolution.py``.
+Activations are ``[batch][ceil(C/4)][H][W][4]``; ``shape = (batch, ic, ih, iw, oc, oh, ow)``
+and ``window = (ky, kx, sy, sx, dy, dx, pad_top, pad_left)`` as in ``conv.pyx``.
+
+Weights are ``[ceil(oc/16)][K][16]`` panels for ``k = (ky * kx_size + kx) * ic + c``
+(``CPUConvolutionGemm.pack_weight``), bias ``16 * ceil(oc/16)`` values. A 1x1, stride-1,
+unpadded convolution reads the input in place; any other is copied tile by tile (im2col)
+into ``scratch``, one tile per thread. Work items are (image, pixel tile, channel chunk);
+every output value is one fixed FMA chain over k whatever the split, so results do not
+depend on the thread count.
+
+``set_isa`` chooses the micro-kernels for every module that cimports ``current_isa``.
+"""
+
+from cython.parallel cimport prange, threadid
+from libc.stddef cimport ptrdiff_t
+from libc.stdlib cimport free, malloc
+
+
+cdef extern from "gemm_kernels.h" nogil:
+    int mnnpy_isa_best()
+    void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P, ptrdiff_t K,
+                       const float* w, const float* bias, float* d, ptrdiff_t d_stride,
+                       ptrdiff_t oc, float lo, float hi)
+    void mnnpy_im2col(const float* src, ptrdiff_t ic, ptrdiff_t ih, ptrdiff_t iw,
+                      ptrdiff_t ow, const ptrdiff_t* win, ptrdiff_t p0, ptrdiff_t n,
+                      float* t, ptrdiff_t T)
+
+
+ISA_NAMES = ("generic", "avx2", "avx512")
+cdef int _best = mnnpy_isa_best()
+cdef int _isa = _best
+
+
+cdef int current_isa() noexcept nogil:
+    return _isa
+
+
+def available_isas():
+    """The ISAs this CPU can run, slowest first (``generic`` is always there)."""
+    return ISA_NAMES[:_best + 1]
+
+
+def get_isa():
+    """The ISA the kernels use now."""
+    return ISA_NAMES[_isa]
+
+
+def set_isa(str name):
+    """Use ``name`` (``generic``, ``avx2``, ``avx512`` or ``best``) from now on.
+
+    Raises:
+        ValueError: for an unknown name or an ISA this CPU lacks.
+    """
+    global _isa
+    if name == "best":
+        _isa = _best
+        return
+    if name not in ISA_NAMES:
+        raise ValueError(f"unknown ISA {name!r}; use one of {ISA_NAMES!r} or 'best'")
+    if ISA_NAMES.index(name) > _best:
+        raise ValueError(f"this CPU cannot run {name!r}; it supports {available_isas()!r}")
+    _isa = ISA_NAMES.index(name)
+
+
+def gemm(const float[::1] a, Py_ssize_t a_stride, Py_ssize_t pixels, Py_ssize_t k,
+         const float[::1] weight, const float[::1] bias, float[::1] dst,
+         Py_ssize_t d_stride, Py_ssize_t oc, float lo, float hi):
+    """``D(o, p) = clamp(bias[o] + sum_k W(o, k) A(k, p), lo, hi)`` (layouts in gemm_kernels.h).
+
+    ``A(k, p) = a[(k // 4) * a_stride + 4 * p + k % 4]``; ``D(o, p)`` is at
+    ``dst[(o // 4) * d_stride + 4 * p + o % 4]``; lanes ``o >= oc`` of the last block are 0.
+    """
+    if min(pixels, k, oc) < 1 or a_stride < 0 or d_stride < 4 * pixels:
+        raise ValueError(
+            f"bad sizes: pixels {pixels}, k {k}, oc {oc}, a_stride {a_stride}, "
+            f"d_stride {d_stride}")
+    cdef Py_ssize_t n16 = (oc + 15) // 16
+    if (a.shape[0] < ((k - 1) >> 2) * a_stride + 4 * pixels
+            or weight.shape[0] < n16 * 16 * k or bias.shape[0] < n16 * 16
+            or dst.shape[0] < ((oc + 3) // 4 - 1) * d_stride + 4 * pixels):
+        raise ValueError(
+            f"buffers too small: a {a.shape[0]}, weight {weight.shape[0]}, bias "
+            f"{bias.shape[0]}, dst {dst.shape[0]} for pixels {pixels}, k {k}, oc {oc}")
+    with nogil:
+        mnnpy_gemm_c4(_isa, &a[0], a_stride, pixels, k, &weight[0], &bias[0], &dst[0],
+                      d_stride, oc, lo, hi)
+
+
+cdef struct Plan:
+    Py_ssize_t batch, ic, ih, iw, oc, ohw, ow, k, ic4, oc4
+    Py_ssize_t tile, ntile, cp, nchunk, items
+    bint direct
+
+
+cdef Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    return (a + b - 1) // b
+
+
+cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread) except *:
+    """Sizes, then the split: pixel tiles of at most ``tile``, and channel chunks when one
+    image has fewer tiles than two per thread and more output channels than pixels."""
+    cdef Plan g
+    cdef Py_ssize_t oh, ky, kx, sy, sx, dy, dx, top, left, n16, want
+    g.batch, g.ic, g.ih, g.iw, g.oc, oh, g.ow = shape
+    ky, kx, sy, sx, dy, dx, top, left = window
+    if min(g.batch, g.ic, g.ih, g.iw, g.oc, oh, g.ow) < 1:
+        raise ValueError(f"sizes must be positive, got shape {shape!r}")
+    if min(ky, kx, sy, sx, dy, dx) < 1 or tile < 1 or num_thread < 1:
+        raise ValueError(
+            f"kernel, stride, dilation, tile and threads must be positive, got window "
+            f"{window!r}, tile {tile}, num_thread {num_thread}")
+    g.ohw = oh * g.ow
+    g.k = g.ic * ky * kx
+    g.ic4 = _cdiv(g.ic, 4)
+    g.oc4 = _cdiv(g.oc, 4)
+    g.direct = (ky == 1 and kx == 1 and sy == 1 and sx == 1 and top == 0 and left == 0
+                and oh == g.ih and g.ow == g.iw)
+    n16 = _cdiv(g.oc, 16)
+    want = _cdiv(2 * num_thread, g.batch)  # pieces per image for two items per thread
+    g.tile = min(tile, g.ohw)
+    g.ntile = _cdiv(g.ohw, g.tile)
+    g.nchunk = 1
+    if g.ntile < want:
+        if g.oc >= g.ohw:
+            g.nchunk = min(n16, _cdiv(want, g.ntile))
+        else:
+            g.ntile = min(g.ohw, want)
+    g.tile = _cdiv(g.ohw, g.ntile)  # equal tiles
+    g.ntile = _cdiv(g.ohw, g.tile)
+    g.cp = _cdiv(n16, g.nchunk)
+    g.nchunk = _cdiv(n16, g.cp)
+    g.items = g.batch * g.ntile * g.nchunk
+    return g
+
+
+def scratch_size(tuple shape, tuple window, Py_ssize_t tile, int num_thread=1):
+    """Floats of scratch ``conv2d`` needs (0 for a direct 1x1 convolution)."""
+    cdef Plan g = _plan(shape, window, tile, num_thread)
+    return 0 if g.direct else num_thread * g.tile * 4 * _cdiv(g.k, 4)
+
+
+def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
+           const float[::1] bias, float[::1] scratch, tuple shape, tuple window, float lo,
+           float hi, Py_ssize_t tile, int num_thread=1):
+    """Group-1 convolution by GEMM; ``tile`` bounds the pixels per work item (and scratch).
+
+    ``scratch`` needs ``scratch_size(shape, window, tile, num_thread)`` floats.
+    """
+    cdef Plan g = _plan(shape, window, tile, num_thread)
+    cdef Py_ssize_t need = 0 if g.direct else num_thread * g.tile * 4 * _cdiv(g.k, 4)
+    cdef Py_ssize_t n16 = _cdiv(g.oc, 16)
+    if (src.shape[0] < g.batch * g.ic4 * g.ih * g.iw * 4
+            or dst.shape[0] < g.batch * g.oc4 * g.ohw * 4
+            or weight.shape[0] < n16 * 16 * g.k or bias.shape[0] < n16 * 16
+            or scratch.shape[0] < need):
+        raise ValueError(
+            f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, weight "
+            f"{weight.shape[0]}, bias {bias.shape[0]}, scratch {scratch.shape[0]} (needs "
+            f"{need}) for shape {shape!r}, window {window!r}")
+    cdef ptrdiff_t win[8]
+    for i in range(8):
+        win[i] = window[i]
+    cdef Py_ssize_t* last = <Py_ssize_t*>malloc(num_thread * sizeof(Py_ssize_t))
+    if last == NULL:
+        raise MemoryError()
+    for i in range(num_thread):
+        last[i] = -1
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    cdef const float* w = &weight[0]
+    cdef const float* b = &bias[0]
+    cdef float* t = &scratch[0] if need else NULL
+    cdef Py_ssize_t it
+    try:
+        with nogil:
+            for it in prange(g.items, num_threads=num_thread, schedule="static"):
+                _item(&g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
+    finally:
+        free(last)
+
+
+cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
+                const float* bias, float* scratch, const ptrdiff_t* win, float lo, float hi,
+                Py_ssize_t it, int tid, Py_ssize_t* last) noexcept nogil:
+    cdef Py_ssize_t piece = it // g.nchunk, c = it % g.nchunk
+    cdef Py_ssize_t n = piece // g.ntile, p0 = (piece % g.ntile) * g.tile
+    cdef Py_ssize_t pixels = min(g.tile, g.ohw - p0), o0 = c * g.cp * 16
+    cdef const float* a
+    cdef Py_ssize_t a_stride
+    if g.direct:
+        a = src + (n * g.ic4 * g.ohw + p0) * 4
+        a_stride = g.ohw * 4
+    else:
+        a_stride = g.tile * 4
+        a = scratch + tid * a_stride * _cdiv(g.k, 4)
+        if last[tid] != piece:  # a thread's items are consecutive: one copy per tile
+            mnnpy_im2col(src + n * g.ic4 * g.ih * g.iw * 4, g.ic, g.ih, g.iw, g.ow, win, p0,
+                         pixels, <float*>a, g.tile)
+            last[tid] = piece
+    mnnpy_gemm_c4(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
+                  dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
+                  min(g.cp * 16, g.oc - o0), lo, hi)

@@ -1,0 +1,160 @@
+# cython: language_level=3
+"""Winograd F(2,3) / F(4,3) convolution for 3x3, stride-1, dilation-1 kernels on NC4HW4
+(MNN's ConvolutionPackWinograd); the reference is ``mnnpy/ops/convolution.py``.
+
+Per block of output tiles: the input transform (``winograd_kernels.h``) fills GEMM panels,
+one GEMM per tile position (``gemm_kernels.h``, the ISA from ``gemm.set_isa``), then the
+output transform adds the bias, clamps and writes NC4HW4. ``weight`` is
+``[a*a][ceil(oc/16)][ic][16]`` (``CPUConvolutionWinograd.pack_weight``, a = unit + 2),
+``bias`` ``16 * ceil(oc/16)`` values; ``shape = (batch, ic, ih, iw, oc, oh, ow)``,
+``pad = (pad_top, pad_left)``.
+
+Work items are (image, tile block, channel chunk), each with its thread's scratch slot; every
+output value is computed the same way whatever the split, so results do not depend on the
+thread count.
+"""
+
+from cython.parallel cimport prange, threadid
+from libc.math cimport INFINITY
+from libc.stddef cimport ptrdiff_t
+from libc.stdlib cimport free, malloc
+
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+
+
+cdef extern from "gemm_kernels.h" nogil:
+    void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P, ptrdiff_t K,
+                       const float* w, const float* bias, float* d, ptrdiff_t d_stride,
+                       ptrdiff_t oc, float lo, float hi)
+
+
+cdef extern from "winograd_kernels.h" nogil:
+    void mnnpy_wino_input(int a, const float* plane, ptrdiff_t ih, ptrdiff_t iw, ptrdiff_t y0,
+                          ptrdiff_t x0, float* v, ptrdiff_t xs)
+    void mnnpy_wino_output(int a, const float* m, ptrdiff_t xs, const float* bias,
+                           float* plane, ptrdiff_t oh, ptrdiff_t ow, ptrdiff_t y0,
+                           ptrdiff_t x0, ptrdiff_t lanes, float lo, float hi)
+
+
+cdef struct Plan:
+    Py_ssize_t batch, ic, ih, iw, oc, oh, ow, top, left, ic4, oc4, n16
+    Py_ssize_t unit, a, tw, tiles, block, nblock, cp, nchunk, items, slot
+    int isa
+
+
+cdef Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    return (a + b - 1) // b
+
+
+cdef Plan _plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
+                int num_thread) except *:
+    """Sizes, then the split: blocks of at most ``block`` tiles, and channel chunks when an
+    image has fewer blocks than two per thread."""
+    cdef Plan g
+    cdef Py_ssize_t want
+    g.batch, g.ic, g.ih, g.iw, g.oc, g.oh, g.ow = shape
+    g.top, g.left = pad
+    if min(g.batch, g.ic, g.ih, g.iw, g.oc, g.oh, g.ow) < 1:
+        raise ValueError(f"sizes must be positive, got shape {shape!r}")
+    if unit not in (2, 4) or block < 1 or num_thread < 1:
+        raise ValueError(
+            f"unit must be 2 or 4, block and threads positive; got unit {unit}, block "
+            f"{block}, num_thread {num_thread}")
+    g.unit, g.a = unit, unit + 2
+    g.ic4, g.oc4, g.n16 = _cdiv(g.ic, 4), _cdiv(g.oc, 4), _cdiv(g.oc, 16)
+    g.tw = _cdiv(g.ow, unit)
+    g.tiles = _cdiv(g.oh, unit) * g.tw
+    want = _cdiv(2 * num_thread, g.batch)
+    g.block = min(block, g.tiles)
+    g.nblock = _cdiv(g.tiles, g.block)
+    g.nchunk = 1
+    if g.nblock < want:
+        if g.oc >= g.tiles:
+            g.nchunk = min(g.n16, _cdiv(want, g.nblock))
+        else:
+            g.nblock = min(g.tiles, want)
+    g.block = _cdiv(g.tiles, g.nblock)
+    g.nblock = _cdiv(g.tiles, g.block)
+    g.cp = _cdiv(g.n16, g.nchunk)
+    g.nchunk = _cdiv(g.n16, g.cp)
+    g.items = g.batch * g.nblock * g.nchunk
+    g.slot = g.a * g.a * g.block * 4 * (g.ic4 + 4 * g.cp)
+    g.isa = current_isa()
+    return g
+
+
+def scratch_size(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
+                 int num_thread=1):
+    """Floats of scratch ``conv2d`` needs: one slot of transformed tiles per thread."""
+    cdef Plan g = _plan(shape, pad, unit, block, num_thread)
+    return num_thread * g.slot
+
+
+def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
+           const float[::1] bias, float[::1] scratch, tuple shape, tuple pad,
+           Py_ssize_t unit, float lo, float hi, Py_ssize_t block, int num_thread=1):
+    """3x3 stride-1 convolution F(unit, 3) in blocks of at most ``block`` output tiles.
+
+    ``scratch`` needs ``scratch_size(shape, pad, unit, block, num_thread)`` floats.
+    """
+    cdef Plan g = _plan(shape, pad, unit, block, num_thread)
+    if (src.shape[0] < g.batch * g.ic4 * g.ih * g.iw * 4
+            or dst.shape[0] < g.batch * g.oc4 * g.oh * g.ow * 4
+            or weight.shape[0] < g.a * g.a * g.n16 * 16 * g.ic
+            or bias.shape[0] < g.n16 * 16 or scratch.shape[0] < num_thread * g.slot):
+        raise ValueError(
+            f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, weight "
+            f"{weight.shape[0]}, bias {bias.shape[0]}, scratch {scratch.shape[0]} (needs "
+            f"{num_thread * g.slot}) for shape {shape!r}, unit {unit}")
+    cdef Py_ssize_t* last = <Py_ssize_t*>malloc(num_thread * sizeof(Py_ssize_t))
+    if last == NULL:
+        raise MemoryError()
+    for i in range(num_thread):
+        last[i] = -1
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    cdef const float* w = &weight[0]
+    cdef const float* b = &bias[0]
+    cdef float* t = &scratch[0]
+    cdef Py_ssize_t it
+    try:
+        with nogil:
+            for it in prange(g.items, num_threads=num_thread, schedule="static"):
+                _item(&g, s, d, w, b, t, lo, hi, it, threadid(), last)
+    finally:
+        free(last)
+
+
+cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
+                const float* bias, float* scratch, float lo, float hi, Py_ssize_t it,
+                int tid, Py_ssize_t* last) noexcept nogil:
+    cdef Py_ssize_t piece = it // g.nchunk, c = it % g.nchunk
+    cdef Py_ssize_t n = piece // g.nblock, t0 = (piece % g.nblock) * g.block
+    cdef Py_ssize_t nt = min(g.block, g.tiles - t0), o0 = c * g.cp * 16
+    cdef Py_ssize_t ocn = min(g.cp * 16, g.oc - o0), a2 = g.a * g.a
+    cdef Py_ssize_t ts = g.block * 4, xs_in = g.ic4 * ts, xs_out = 4 * g.cp * ts
+    cdef float* tin = scratch + tid * g.slot
+    cdef float* tout = tin + a2 * xs_in
+    cdef const float* image = src + n * g.ic4 * g.ih * g.iw * 4
+    cdef float* out = dst + n * g.oc4 * g.oh * g.ow * 4
+    cdef Py_ssize_t t, tile, cb, xi
+    # channel blocks outside, tiles inside: consecutive tiles share cache lines of the panels
+    if last[tid] != piece:  # a thread's items are consecutive: one transform per block
+        for cb in range(g.ic4):
+            for t in range(nt):
+                tile = t0 + t
+                mnnpy_wino_input(g.a, image + cb * g.ih * g.iw * 4, g.ih, g.iw,
+                                 (tile // g.tw) * g.unit - g.top,
+                                 (tile % g.tw) * g.unit - g.left, tin + cb * ts + t * 4, xs_in)
+        last[tid] = piece
+    for xi in range(a2):
+        mnnpy_gemm_c4(g.isa, tin + xi * xs_in, ts, nt, g.ic,
+                      w + (xi * g.n16 * 16 + o0) * g.ic, NULL, tout + xi * xs_out, ts, ocn,
+                      -INFINITY, INFINITY)
+    for cb in range(_cdiv(ocn, 4)):
+        for t in range(nt):
+            tile = t0 + t
+            mnnpy_wino_output(g.a, tout + cb * ts + t * 4, xs_out, bias + o0 + 4 * cb,
+                              out + (o0 // 4 + cb) * g.oh * g.ow * 4, g.oh, g.ow,
+                              (tile // g.tw) * g.unit, (tile % g.tw) * g.unit,
+                              min(4, g.oc - o0 - 4 * cb), lo, hi)
