@@ -214,3 +214,23 @@ def test_run_with_callbacks_sees_every_op_and_can_stop():
         session, after=lambda outs, info: stopped.append(info.name) or len(stopped) < 2
     )
     assert code == mnnpy.ErrorCode.CALL_BACK_STOP and len(stopped) == 2
+
+
+@pytest.mark.parametrize("path", MODELS, ids=[p.stem for p in MODELS])
+def test_limit_mode_same_outputs_and_no_more_memory(path):
+    interp, normal = _session(path)
+    interp_low, low = _session(path, memory=mnnpy.MemoryMode.LIMIT)
+    out_normal, out_low = _run(interp, normal, path), _run(interp_low, low, path)
+    for key in out_normal:
+        np.testing.assert_allclose(out_low[key], out_normal[key], rtol=1e-3, atol=1e-4)
+    m_normal, m_low = normal.memory_info(), low.memory_info()
+    assert m_low.dynamic <= m_normal.dynamic and m_low.static <= m_normal.static
+
+
+def test_limit_mode_lowers_the_peak_of_a_model_with_big_scratch():
+    path = DATA / "residual_add.mnn"  # 3x3 convolutions: im2col tiles are its scratch
+    _, normal = _session(path)
+    _, low = _session(path, memory="LIMIT")
+    assert low.memory_info().scratch < normal.memory_info().scratch
+    assert low.memory_info().dynamic < normal.memory_info().dynamic
+    assert low.memory_info().total < normal.memory_info().total
