@@ -118,8 +118,8 @@ def _float_mismatch(name: str, have: np.ndarray, want: np.ndarray) -> str:
     at = np.unravel_index(int(np.argmax(diff)), diff.shape) if diff.ndim else ()
     return (
         f"output {name!r}: {int((~ok).sum())}/{ok.size} values off, max|diff| "
-        f"{float(diff[at]):.3g} at {tuple(int(i) for i in at)}: got {have[at]!r}, "
-        f"expected {want[at]!r}"
+        f"{float(diff[at]):.3g} at {tuple(int(i) for i in at)}: got {have[at].item()!r}, "
+        f"expected {want[at].item()!r}"
     )
 
 
@@ -131,7 +131,7 @@ def _exact_mismatch(name: str, have: np.ndarray, want: np.ndarray) -> str:
     at = tuple(int(i) for i in np.argwhere(~ok)[0]) if ok.ndim else ()
     return (
         f"output {name!r}: {int((~ok).sum())}/{ok.size} values differ, first at {at}: "
-        f"got {have[at]!r}, expected {want[at]!r}"
+        f"got {have[at].item()!r}, expected {want[at].item()!r}"
     )
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -79,3 +80,19 @@ def test_subset_is_complete() -> None:
     assert set(MANIFEST) == set(CASES)
     for case in CASES:
         assert (CASES_DIR / f"{case}.npz").exists(), case
+
+
+def test_comparison_rule() -> None:
+    """Shapes exact; floats rtol 1e-3 / atol 1e-4 with NaN = NaN; ints after a cast to the
+    engine's dtype (MNN keeps int64 and bool as int32)."""
+    compare = conformance.compare_outputs
+    f = np.array([1.0, np.nan, np.inf], np.float32)
+    assert compare({"y": f}, {"y": f * np.float32(1 + 5e-4)})[0] == "pass"
+    assert compare({"y": f}, {"y": f + np.float32(0.01)})[0] == "fail"
+    assert compare({"y": f}, {"y": f[:2]})[0] == "fail"
+    assert compare({"y": np.array([3, -1], np.int64)}, {"y": np.array([3, -1], np.int32)})[0] == (
+        "pass"
+    )
+    assert compare({"y": np.array([True, False])}, {"y": np.array([1, 0], np.int32)})[0] == "pass"
+    status, detail = compare({"y": np.array([2, 5], np.int64)}, {"y": np.array([2, 4], np.int32)})
+    assert status == "fail" and "got 4, expected 5" in detail
