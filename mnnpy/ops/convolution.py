@@ -139,8 +139,12 @@ def conv_geometry(
     )
 
 
-def conv_weights(op: OpDef, geo: ConvGeometry) -> tuple[np.ndarray, np.ndarray]:
-    """The OIHW float32 weight and the bias (zeros when absent), checked against ``geo``.
+def checked_weights(
+    op: OpDef, dims: tuple[int, ...], names: str, out_channels: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The op's float32 weight reshaped to ``dims`` and its bias (zeros when absent).
+
+    Shared by Convolution and Deconvolution; ``names`` spells out ``dims`` for messages.
 
     Raises:
         NotSupportError: for quantized, sparse or external weights.
@@ -152,23 +156,28 @@ def conv_weights(op: OpDef, geo: ConvGeometry) -> tuple[np.ndarray, np.ndarray]:
             raise NotSupportError(f"{op.type_name} with {field} is not supported")
     if getattr(p, "external", None) is not None and len(p.external):
         raise NotSupportError(f"{op.type_name} with external weights is not supported")
-    per_group = geo.in_channels // geo.group
-    dims = (geo.out_channels, per_group, *geo.kernel)
     weight = np.asarray(p.weight if p.weight is not None else [], dtype=np.float32)
     if weight.size != int(np.prod(dims)):
         raise InvalidModelError(
-            f"weight has {weight.size} floats, expected {int(np.prod(dims))} = outputCount "
-            f"{dims[0]} x inputCount/group {per_group} x kernel {dims[2]}x{dims[3]}"
+            f"weight has {weight.size} floats, expected {int(np.prod(dims))} = {names} "
+            f"{dims[0]} x {dims[1]} x kernel {dims[2]}x{dims[3]}"
         )
     bias = np.asarray(p.bias if p.bias is not None else [], dtype=np.float32)
     if bias.size == 0:
-        bias = np.zeros(geo.out_channels, np.float32)
-    elif bias.size != geo.out_channels:
-        raise InvalidModelError(f"bias has {bias.size} floats, outputCount is {geo.out_channels}")
+        bias = np.zeros(out_channels, np.float32)
+    elif bias.size != out_channels:
+        raise InvalidModelError(f"bias has {bias.size} floats, outputCount is {out_channels}")
     return weight.reshape(dims), bias
 
 
-def _nchw(t: Tensor) -> tuple[int, ...]:
+def conv_weights(op: OpDef, geo: ConvGeometry) -> tuple[np.ndarray, np.ndarray]:
+    """The OIHW float32 weight and the bias (zeros when absent), checked against ``geo``."""
+    dims = (geo.out_channels, geo.in_channels // geo.group, *geo.kernel)
+    return checked_weights(op, dims, "outputCount x inputCount/group", geo.out_channels)
+
+
+def nchw_shape(t: Tensor) -> tuple[int, ...]:
+    """A 4-D tensor's shape in NCHW order (NHWC tensors list C last)."""
     if t.ndim != 4:
         raise ComputeSizeError(f"needs a 4-D input, got shape {t.shape!r}")
     if t.dimension_format == DimensionFormat.NHWC:
@@ -180,7 +189,7 @@ def _nchw(t: Tensor) -> tuple[int, ...]:
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Output (N, outputCount, OH, OW) in the input's format, float32."""
     x = inputs[0]
-    geo = conv_geometry(op, _nchw(x), inputs[1].shape if len(inputs) > 1 else None)
+    geo = conv_geometry(op, nchw_shape(x), inputs[1].shape if len(inputs) > 1 else None)
     n, (oh, ow) = geo.batch, geo.out_hw
     nhwc = x.dimension_format == DimensionFormat.NHWC
     outputs[0].shape = (n, oh, ow, geo.out_channels) if nhwc else (n, geo.out_channels, oh, ow)
@@ -223,5 +232,5 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 @register_macs(OpType.Convolution, OpType.ConvolutionDepthwise)
 def macs(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> int:
     """Output elements times the window: input channels per group x kernel area."""
-    geo = conv_geometry(op, _nchw(inputs[0]))
+    geo = conv_geometry(op, nchw_shape(inputs[0]))
     return outputs[0].element_size * (geo.in_channels // geo.group) * geo.kernel[0] * geo.kernel[1]

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from mnnpy._schema.MNN.PadMode import PadMode
-from mnnpy.errors import ComputeSizeError, InvalidModelError, NotSupportError
+from mnnpy.errors import ComputeSizeError, NotSupportError
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import content_of, register_reference, register_shape
-from mnnpy.ops.convolution import activation_bounds, conv_common
+from mnnpy.ops.convolution import activation_bounds, checked_weights, conv_common, nchw_shape
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
@@ -118,39 +118,9 @@ def deconv_geometry(
 
 
 def deconv_weights(op: OpDef, geo: DeconvGeometry) -> tuple[np.ndarray, np.ndarray]:
-    """The ``[C_in, C_out / group, kH, kW]`` float32 weight and the bias (zeros when absent).
-
-    Raises:
-        NotSupportError: for quantized, sparse or external weights.
-        InvalidModelError: when the weight or bias length does not match the parameters.
-    """
-    p = op.param
-    for field in ("quanParameter", "sparseParameter", "symmetricQuan"):
-        if getattr(p, field, None) is not None:
-            raise NotSupportError(f"{op.type_name} with {field} is not supported")
-    if getattr(p, "external", None) is not None and len(p.external):
-        raise NotSupportError(f"{op.type_name} with external weights is not supported")
+    """The ``[C_in, C_out / group, kH, kW]`` float32 weight and the bias (zeros when absent)."""
     dims = (geo.in_channels, geo.out_channels // geo.group, *geo.kernel)
-    weight = np.asarray(p.weight if p.weight is not None else [], dtype=np.float32)
-    if weight.size != int(np.prod(dims)):
-        raise InvalidModelError(
-            f"weight has {weight.size} floats, expected {int(np.prod(dims))} = input channels "
-            f"{dims[0]} x outputCount/group {dims[1]} x kernel {dims[2]}x{dims[3]}"
-        )
-    bias = np.asarray(p.bias if p.bias is not None else [], dtype=np.float32)
-    if bias.size == 0:
-        bias = np.zeros(geo.out_channels, np.float32)
-    elif bias.size != geo.out_channels:
-        raise InvalidModelError(f"bias has {bias.size} floats, outputCount is {geo.out_channels}")
-    return weight.reshape(dims), bias
-
-
-def _nchw(t: Tensor) -> tuple[int, ...]:
-    if t.ndim != 4:
-        raise ComputeSizeError(f"needs a 4-D input, got shape {t.shape!r}")
-    if t.dimension_format == DimensionFormat.NHWC:
-        return (t.shape[0], t.shape[3], t.shape[1], t.shape[2])
-    return t.shape
+    return checked_weights(op, dims, "input channels x outputCount/group", geo.out_channels)
 
 
 def output_shape_input(op: OpDef, inputs: Sequence[Any]) -> Any:
@@ -169,7 +139,7 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
         out_shape = content_of(shape_input, "Deconvolution's output shape")
         if out_shape.size < 3:
             raise ComputeSizeError("hasOutputShape needs a known [1, H, W, 1] last input")
-    geo = deconv_geometry(op, _nchw(x), out_shape)
+    geo = deconv_geometry(op, nchw_shape(x), out_shape)
     n, (oh, ow) = geo.batch, geo.out_hw
     nhwc = x.dimension_format == DimensionFormat.NHWC
     outputs[0].shape = (n, oh, ow, geo.out_channels) if nhwc else (n, geo.out_channels, oh, ow)
