@@ -14,7 +14,7 @@ from mnnpy.backend import (
 )
 from mnnpy.backend.plugins import RuntimeOptions
 from mnnpy.errors import ErrorCode, MNNError
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.interpreter import (
     BackendConfig,
     Interpreter,
@@ -51,5 +51,6 @@ __all__ = [
     "SessionInfoCode",
     "StorageType",
     "Tensor",
+    "Unsupported",
     "__version__",
 ]

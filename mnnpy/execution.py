@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from mnnpy.net import OpDef
     from mnnpy.tensor import Tensor
 
-__all__ = ["Execution", "Creator"]
+__all__ = ["Execution", "Creator", "Unsupported"]
 
 
 class Execution:
@@ -41,5 +41,31 @@ class Execution:
         raise NotImplementedError(f"{type(self).__name__}.on_execute")
 
 
-# creator(op, inputs, outputs, backend) -> Execution, or None when the backend cannot run the op.
-Creator = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"], "Backend"], Execution | None]
+class Unsupported:
+    """What a creator returns instead of None to say *why* it cannot run an op.
+
+    MNN's creators return ``nullptr`` for "not here"; ``None`` still means that. An ``Unsupported``
+    is just as falsy, and carries the parameter that was refused, so the session's NOT_SUPPORT
+    error (or the fall-back reason in ``Session.placement()``) names it::
+
+        if conv.group not in (1, channels):
+            return Unsupported(f"group={conv.group} with {channels} input channels")
+    """
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"Unsupported({self.reason!r})"
+
+
+# creator(op, inputs, outputs, backend) -> Execution, or None / Unsupported(reason) when the
+# backend cannot run the op.
+Creator = Callable[
+    ["OpDef", Sequence["Tensor"], Sequence["Tensor"], "Backend"], "Execution | Unsupported | None"
+]

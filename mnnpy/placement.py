@@ -92,8 +92,10 @@ def place(
             tried.append(f"{backend.name}: is_op_supported said no")
             continue
         execution: Any = backend.on_create(op, seen, outputs)
-        if execution is None:
-            tried.append(f"{backend.name}: its creator returned None for these parameters")
+        if not execution:  # None, or an Unsupported that says which parameter was refused
+            why = getattr(execution, "reason", None)
+            why = why or "its creator returned None for these parameters"
+            tried.append(f"{backend.name}: {why}")
             continue
         fell_back = backend is not order[0]
         if fell_back and strict:

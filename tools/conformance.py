@@ -294,11 +294,12 @@ def shorten_cause(cause: str) -> str:
     cause = re.sub(
         r"no backend can run op type \w+: CPU: is_op_supported said no$", "no CPU execution", cause
     )
-    return re.sub(
+    cause = re.sub(
         r"no backend can run op type \w+: CPU: its creator returned None for these parameters$",
         "CPU creator returned None (parameters or dtype not handled)",
         cause,
     )
+    return re.sub(r"no backend can run op type \w+: CPU: ", "CPU refuses: ", cause)
 
 
 def error_cause(e: BaseException, phase: str) -> str:

@@ -28,7 +28,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from mnnpy.errors import InvalidValueError
-from mnnpy.execution import Creator, Execution
+from mnnpy.execution import Creator, Execution, Unsupported
 from mnnpy.tensor_format import DimensionFormat
 
 if TYPE_CHECKING:
@@ -211,8 +211,8 @@ class Backend:
 
     def on_create(
         self, op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
-    ) -> Execution | None:
-        """Create the Execution for ``op``, or None when this backend cannot run it."""
+    ) -> Execution | Unsupported | None:
+        """Create the Execution for ``op``; None, or ``Unsupported(reason)``, when it cannot."""
         creator = self._creators.get(op.type)
         if creator is None:
             return None

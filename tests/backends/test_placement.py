@@ -201,3 +201,22 @@ def test_failing_execution_names_backend_op_phase_and_session_recovers(xpu):
     interp.get_session_input(session).copy_from(X)
     interp.run_session(session)
     np.testing.assert_array_equal(interp.get_session_output(session).numpy(), np.clip(X, 0, 6))
+
+
+def test_unsupported_reason_reaches_the_error_and_the_placement(xpu):
+    reason = "ReLU6 clamps at 6 and this device only has ReLU"
+    HostBackend.register_creator(OpType.ReLU6)(
+        lambda op, inputs, outputs, backend: mnnpy.Unsupported(reason)
+    )
+    try:
+        assert not mnnpy.Unsupported(reason) and reason in repr(mnnpy.Unsupported(reason))
+        with pytest.raises(MNNError) as e:
+            _run(mnnpy.ScheduleConfig(type=XPU, strict=True))
+        assert e.value.code == ErrorCode.NOT_SUPPORT and e.value.op_name == "r6"
+        assert reason in str(e.value)
+        session, y, _ = _run(mnnpy.ScheduleConfig(type=XPU, backup_type=ForwardType.CPU))
+        np.testing.assert_array_equal(y, np.clip(X, 0, 6))
+        (r6,) = [p for p in session.placement() if p.op_name == "r6"]
+        assert r6.backend == "CPU" and reason in r6.reason
+    finally:
+        HostBackend._creators.pop(OpType.ReLU6, None)
