@@ -52,3 +52,11 @@ def test_axis_out_of_range() -> None:
     with pytest.raises(MNNError) as e:
         run_op(OpType.Softmax, [np.zeros((2, 3), np.float32)], axis(2), OpParameter.Axis)
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+def test_int_input_is_not_supported_and_says_why() -> None:
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.Softmax, [x], axis(1), OpParameter.Axis, fmt=NCHW)
+    assert e.value.code == ErrorCode.NOT_SUPPORT
+    assert "Softmax" in str(e.value) and "'op'" in str(e.value) and "dtype int32" in str(e.value)

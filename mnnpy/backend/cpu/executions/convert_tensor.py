@@ -10,7 +10,7 @@ import numpy as np
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import pack as K
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
@@ -75,7 +75,7 @@ class CPUConvertTensor(Execution):
 @CPUBackend.register_creator(OpType.ConvertTensor)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     if inputs[0].dtype not in (np.float32, np.int32, np.uint8, np.int8):
-        return None
+        return Unsupported(f"dtype {inputs[0].dtype}")
     return CPUConvertTensor(backend)

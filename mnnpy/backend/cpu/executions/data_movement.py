@@ -12,7 +12,7 @@ from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.executions.reshape import CPUReshape
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import broadcast_to, strided_slice, transpose, unpack
 from mnnpy.tensor import Tensor
@@ -120,20 +120,21 @@ _OPS = (
 @CPUBackend.register_creator(*_OPS)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     # the tensors whose positions are aligned with the outputs' (logical orders must agree)
     aligned = list(inputs) if op.type in (OpType.Select, OpType.Pack) else inputs[:1]
     if op.type in (OpType.Fill, OpType.ZerosLike):
         aligned = []
     if mixes_nhwc([*aligned, *outputs]):
-        return None
+        return Unsupported("NHWC tensors mixed with NCHW / NC4HW4 ones")
     return CPUDataMovement(backend, op)
 
 
 @CPUBackend.register_creator(OpType.ExpandDims)
 def create_expand_dims(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     if inputs[0].dimension_format != outputs[0].dimension_format:
-        return None
+        src, dst = inputs[0].dimension_format.name, outputs[0].dimension_format.name
+        return Unsupported(f"input layout {src} differs from output layout {dst}")
     return CPUReshape(backend, op)  # the data in logical order with a new dim of 1

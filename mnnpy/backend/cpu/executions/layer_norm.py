@@ -12,7 +12,7 @@ from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import norm as K
 from mnnpy.backend.cpu.kernels import pack as P
 from mnnpy.errors import NotSupportError
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import layer_norm
 from mnnpy.tensor import Tensor
@@ -60,16 +60,16 @@ class CPULayerNorm(Execution):
 @CPUBackend.register_creator(OpType.LayerNorm)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     src, out = inputs[0], outputs[0]
     if src.dtype != np.float32 or src.is_packed != out.is_packed:
-        return None
+        return Unsupported(f"dtype {src.dtype}, or input and output layouts differ")
     try:
         dims = layer_norm.plan(op, src.shape)
-    except NotSupportError:
-        return None
+    except NotSupportError as e:
+        return Unsupported(str(e))
     if src.is_packed and (src.ndim != 2 or dims != (src.shape[0], src.shape[1], 1)):
         # MNN normalizes packed tensors over C for each batch, whatever the axis and group; only
         # [N, C] normalized over C agrees with the parameter
-        return None
+        return Unsupported(f"NC4HW4 input of shape {src.shape} normalized over {dims}")
     return CPULayerNorm(backend, op)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.inner_product import weights
 from mnnpy.ops.matmul import transposes
@@ -61,18 +61,20 @@ def _plain_float(tensors: Sequence[Tensor]) -> bool:
 @CPUBackend.register_creator(OpType.MatMul, OpType.BatchMatMul)
 def create_matmul(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     if not _plain_float([*inputs, *outputs]):
-        return None
+        return Unsupported("needs float32 tensors in a plain (not NC4HW4) layout")
     return CPUMatMul(backend, *transposes(op))
 
 
 @CPUBackend.register_creator(OpType.InnerProduct)
 def create_inner_product(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
-    if not _plain_float([*inputs, *outputs]) or op.param.quanParameter is not None:
-        return None
+) -> Execution | Unsupported:
+    if not _plain_float([*inputs, *outputs]):
+        return Unsupported("needs float32 tensors in a plain (not NC4HW4) layout")
+    if op.param.quanParameter is not None:
+        return Unsupported("quanParameter (quantized weights)")
     w, b = weights(op, inputs[0].shape[1])
     assert isinstance(backend, CPUBackend)
     return CPUInnerProduct(backend, w.T, b)

@@ -9,7 +9,7 @@ import numpy as np
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import concat, permute, slice_tf
 from mnnpy.ops import slice as slice_op
@@ -70,8 +70,8 @@ class CPUMovement(Execution):
 @CPUBackend.register_creator(OpType.Permute, OpType.Concat, OpType.Slice, OpType.SliceTf)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     data = inputs if op.type == OpType.Concat else inputs[:1]
     if mixes_nhwc([*data, *outputs]):
-        return None
+        return Unsupported("NHWC tensors mixed with NCHW / NC4HW4 ones")
     return CPUMovement(backend, op)

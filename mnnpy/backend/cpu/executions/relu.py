@@ -10,7 +10,7 @@ from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import bca
 from mnnpy.backend.cpu.kernels import eltwise as K
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import relu
 from mnnpy.tensor import Tensor
@@ -44,9 +44,9 @@ class CPURelu(Execution):
 @CPUBackend.register_creator(OpType.ReLU, OpType.ReLU6)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     if inputs[0].dtype != np.float32:
-        return None
+        return Unsupported(f"dtype {inputs[0].dtype}")
     if op.type == OpType.ReLU:
         return CPURelu(backend, None, relu.slope(op))
     return CPURelu(backend, relu.bounds(op), 0.0)

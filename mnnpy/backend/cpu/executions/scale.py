@@ -11,7 +11,7 @@ from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import channelwise as K
 from mnnpy.errors import ComputeSizeError
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.prelu import slopes
 from mnnpy.ops.scale import batch_norm_as_scale, scale_params
@@ -74,13 +74,17 @@ class CPUPRelu(CPUScale):
 @CPUBackend.register_creator(OpType.Scale, OpType.BatchNorm, OpType.PReLU)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     """Float NC4HW4 / NCHW inputs of rank >= 2 with inline parameters; else None."""
     x = inputs[0]
     if len(inputs) != 1 or len(outputs) != 1 or x.dtype != np.float32 or x.ndim < 2:
-        return None  # BatchNorm with mean / variance inputs is an instance norm
+        # BatchNorm with mean / variance inputs is an instance norm
+        return Unsupported(
+            f"{len(inputs)} inputs, dtype {x.dtype}, rank {x.ndim}: needs one float32 input of "
+            "rank >= 2 and inline parameters"
+        )
     if x.dimension_format == DimensionFormat.NHWC:
-        return None
+        return Unsupported("NHWC input")
     assert isinstance(backend, CPUBackend)
     pack, channels = planes(x)[3], x.shape[1]
     if op.type == OpType.PReLU:

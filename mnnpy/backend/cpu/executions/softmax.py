@@ -12,7 +12,7 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import pack as P
 from mnnpy.backend.cpu.kernels import softmax as K
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.softmax import resolve_axis
 from mnnpy.tensor import Tensor
@@ -48,7 +48,7 @@ class CPUSoftmax(Execution):
 @CPUBackend.register_creator(OpType.Softmax)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     if inputs[0].dtype != np.float32 or inputs[0].is_packed != outputs[0].is_packed:
-        return None
+        return Unsupported(f"dtype {inputs[0].dtype}, or input and output layouts differ")
     return CPUSoftmax(backend, op)

@@ -12,7 +12,7 @@ from mnnpy.backend.cpu.executions.logical_io import bca
 from mnnpy.backend.cpu.kernels import eltwise as E
 from mnnpy.backend.cpu.kernels import unary as K
 from mnnpy.errors import NotSupportError
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import unary_op
 from mnnpy.tensor import Tensor
@@ -45,15 +45,16 @@ class CPUUnary(Execution):
 @CPUBackend.register_creator(OpType.UnaryOp)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     try:
         code = unary_op.op_code(op)
-    except NotSupportError:
-        return None
+    except NotSupportError as e:
+        return Unsupported(str(e))
     src, out = inputs[0], outputs[0]
     supported = {np.dtype(np.float32): K.FLOAT_OPS, np.dtype(np.int32): K.INT_OPS}
     if code not in supported.get(src.dtype, ()) or len(inputs) != 1:
-        return None
+        return Unsupported(f"opType={code} on {src.dtype} with {len(inputs)} inputs")
     if (src.dtype, src.dimension_format, src.shape) != (out.dtype, out.dimension_format, out.shape):
-        return None  # the storages must map element by element
+        # the storages must map element by element
+        return Unsupported("input and output differ in dtype, layout or shape")
     return CPUUnary(backend, code)
