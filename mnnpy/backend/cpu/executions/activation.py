@@ -1,4 +1,4 @@
-"""CPU Sigmoid and TanH (standalone op types): elementwise over raw storage, padding lanes zero."""
+"""CPU Sigmoid, TanH, ELU and SELU (standalone op types): elementwise over raw storage."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import numpy as np
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import channelwise as K
-from mnnpy.execution import Execution
+from mnnpy.backend.cpu.kernels import elu as E
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
+from mnnpy.ops.activation import elu_coefficients
 from mnnpy.tensor import Tensor
 
 
@@ -45,9 +47,54 @@ class CPUActivation(Execution):
 @CPUBackend.register_creator(OpType.Sigmoid, OpType.TanH)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
-    """Non-empty float32 tensors of any layout; else None."""
+) -> Execution | Unsupported:
+    """Non-empty float32 tensors of any layout."""
     x = inputs[0]
     if len(inputs) != 1 or len(outputs) != 1 or x.dtype != np.float32 or x.element_size == 0:
-        return None
+        return Unsupported(f"{len(inputs)} inputs of dtype {x.dtype}, {x.element_size} elements")
     return CPUActivation(backend, K.sigmoid if op.type == OpType.Sigmoid else K.tanh)
+
+
+class CPUELU(Execution):
+    """ELU / SELU over the whole storage of any layout; zeros stay zeros, so NC4HW4 padding
+    lanes stay zero (MNN's GeometryELU: EXPM1, MUL, GREATER and Select).
+
+    Args:
+        backend: the CPU backend.
+        alpha: the negative branch's factor (SELU: ``scale * alpha``).
+        scale: the positive branch's factor (ELU: 1).
+    """
+
+    support_inplace = True  # dst[i] depends on src[i] only
+
+    def __init__(self, backend: Backend, alpha: float, scale: float) -> None:
+        super().__init__(backend)
+        self.alpha, self.scale = alpha, scale
+        self._n = 0
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._n = outputs[0].storage_elements
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        E.elu(
+            inputs[0].host,
+            outputs[0].host,
+            self._n,
+            self.alpha,
+            self.scale,
+            self.backend.num_thread,
+        )
+
+
+@CPUBackend.register_creator(OpType.ELU, OpType.Selu)
+def create_elu(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | Unsupported:
+    """Float32 tensors whose input and output storages map element by element."""
+    alpha, scale = elu_coefficients(op)  # InvalidModelError without a parameter
+    x, y = inputs[0], outputs[0]
+    if len(inputs) != 1 or len(outputs) != 1 or x.dtype != np.float32:
+        return Unsupported(f"{len(inputs)} inputs of dtype {x.dtype}")
+    if (x.dtype, x.dimension_format, x.shape) != (y.dtype, y.dimension_format, y.shape):
+        return Unsupported("input and output differ in dtype, layout or shape")
+    return CPUELU(backend, float(alpha), float(scale))
