@@ -245,15 +245,20 @@ def test_zero_size_is_compute_size_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "param, sizes",
+    "param, sizes, reason",
     [
-        (interp(BILINEAR, CTM.TensorflowCropAndResize), np.array([1, 2, 6, 6], np.int32)),
-        (interp(5), np.array([1, 2, 6, 6], np.int32)),
-        (interp(BILINEAR), np.array([1, 4, 6, 6], np.int32)),  # channel resize
+        (interp(BILINEAR, CTM.TensorflowCropAndResize), np.array([1, 2, 6, 6], np.int32), "ctm="),
+        (interp(5), np.array([1, 2, 6, 6], np.int32), "resizeType=5"),
+        (interp(0), np.array([1, 2, 6, 6], np.int32), "resizeType=0"),
+        (interp(BILINEAR), np.array([1, 4, 6, 6], np.int32), "resize of N or C"),
     ],
 )
-def test_not_supported(param: InterpT, sizes: np.ndarray) -> None:
-    assert error_code(param, data((1, 2, 3, 3)), sizes) == ErrorCode.NOT_SUPPORT
+def test_not_supported(param: InterpT, sizes: np.ndarray, reason: str) -> None:
+    """The NOT_SUPPORT error names the refused parameter."""
+    with pytest.raises(MNNError) as info:
+        run(param, data((1, 2, 3, 3)), sizes)
+    assert info.value.code == ErrorCode.NOT_SUPPORT
+    assert reason in str(info.value)
 
 
 def test_session_resize_recomputes_the_transform() -> None:

@@ -11,7 +11,7 @@ from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import resize as K
 from mnnpy.errors import NotSupportError
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.interp import float_scales, transform
 from mnnpy.tensor import Tensor
@@ -71,15 +71,17 @@ class CPUInterp(Execution):
 @CPUBackend.register_creator(OpType.Interp)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
-    """Float 4-D NC4HW4 / NCHW resizes of H and W in a supported mode; else None."""
+) -> Execution | Unsupported:
+    """Float 4-D NC4HW4 / NCHW resizes of H and W in a supported mode."""
     if op.param_type != OpParameter.Interp or op.param is None or len(outputs) != 1:
-        return None
+        return Unsupported(f"parameter type {op.param_type} with {len(outputs)} outputs")
     x, y = inputs[0], outputs[0]
     if x.dtype != np.float32 or x.ndim != 4 or x.dimension_format == DimensionFormat.NHWC:
-        return None
+        return Unsupported(f"{x.ndim}-D {x.dtype} input in format {x.dimension_format}")
     if y.shape[:2] != x.shape[:2]:  # MNN flattens these into a 2-D resize; not done here
-        return None
-    if op.param.resizeType not in _MODES or op.param.ctm not in _CTMS:
-        return None
+        return Unsupported(f"resize of N or C from {x.shape!r} to {y.shape!r}")
+    if op.param.resizeType not in _MODES:
+        return Unsupported(f"resizeType={op.param.resizeType}")
+    if op.param.ctm not in _CTMS:  # MNN: TensorflowCropAndResize is not supported either
+        return Unsupported(f"ctm={op.param.ctm} (coordinate transformation mode)")
     return CPUInterp(backend, op)
