@@ -35,6 +35,7 @@ class CPULRN(Execution):
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         x, pad = inputs[0], self.size // 2
         n, c = x.shape[:2]
+        self._padded: tuple[int, ...]
         if self.across:
             area = int(np.prod(x.shape[2:], dtype=np.int64))
             self._padded = (n, c + 2 * pad, area)
