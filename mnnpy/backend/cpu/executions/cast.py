@@ -1,4 +1,5 @@
-"""CPU Cast: element by element on raw storage (input and output share shape and layout)."""
+"""CPU Cast and CastLike: element by element on raw storage (input 0 and output share shape and
+layout)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import cast
 from mnnpy.tensor import Tensor
 
 
 class CPUCast(Execution):
-    """dtype conversion lane by lane, any layout (MNN's CPUCast)."""
+    """dtype conversion lane by lane, any layout (MNN's CPUCast; CastLike as a Cast)."""
 
     def __init__(self, backend: Backend, to_bool: bool) -> None:
         super().__init__(backend)
@@ -31,10 +32,22 @@ class CPUCast(Execution):
                 np.copyto(dst, src, casting="unsafe")
 
 
+def _create(src: Tensor, dst: Tensor, backend: Backend, to_bool: bool) -> Execution | Unsupported:
+    if src.storage_elements != dst.storage_elements:
+        return Unsupported(f"storage of {src.storage_elements} -> {dst.storage_elements} elements")
+    return CPUCast(backend, to_bool)
+
+
 @CPUBackend.register_creator(OpType.Cast)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
-    if inputs[0].storage_elements != outputs[0].storage_elements:
-        return None
-    return CPUCast(backend, cast.target(op)[1])
+) -> Execution | Unsupported:
+    return _create(inputs[0], outputs[0], backend, cast.target(op)[1])
+
+
+@CPUBackend.register_creator(OpType.CastLike)
+def create_cast_like(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | Unsupported:
+    # MNN turns CastLike into a Cast to input 1's type; bool is held as int32 there, so never x != 0
+    return _create(inputs[0], outputs[0], backend, False)
