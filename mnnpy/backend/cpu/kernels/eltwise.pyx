@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Elementwise kernels: BinaryOp with broadcasting, ReLU / ReLU6, NC4HW4 padding reset.
+"""Elementwise kernels: BinaryOp with broadcasting, ReLU / ReLU6, NC4HW4 padding reset, bfloat16
+rounding (Cast).
 
 NumPy references: ``mnnpy/ops/binary_op.py`` and ``mnnpy/ops/relu.py``. ``binary`` walks an
 index space given as a shape and one element stride per operand (0 where it broadcasts), so the
@@ -11,6 +12,8 @@ real broadcasting on logical (NCHW-ordered) buffers. Each function checks once, 
 cimport cython
 from cython.parallel cimport prange
 from libc.math cimport atan2f, expf, floor, floorf, fmodf, pow, powf
+from libc.stdint cimport uint32_t
+from libc.string cimport memcpy
 
 ctypedef signed char i8
 ctypedef unsigned char u8
@@ -404,3 +407,20 @@ def zero_padding(scalar_t[::1] buf, Py_ssize_t batch, Py_ssize_t channel, Py_ssi
             for i in range(area):
                 for lane in range(channel % 4, 4):
                     buf[base + i * 4 + lane] = 0
+
+
+def round_bfloat16(float[::1] buf, Py_ssize_t n):
+    """Round the first ``n`` floats in place to bfloat16 (nearest, ties to even; NaN stays NaN)."""
+    if n < 0 or buf.shape[0] < n:
+        raise ValueError(f"buffer too small for {n} elements")
+    cdef Py_ssize_t i
+    cdef uint32_t u, high = <uint32_t>0xFFFF0000U
+    with nogil:
+        for i in range(n):
+            memcpy(&u, &buf[i], 4)
+            if (u & 0x7F800000) == 0x7F800000 and (u & 0x7FFFFF) != 0:
+                u = u | 0x400000  # a quiet NaN keeps a mantissa bit in the upper half
+            else:
+                u = u + 0x7FFF + ((u >> 16) & 1)
+            u = u & high
+            memcpy(&buf[i], &u, 4)
