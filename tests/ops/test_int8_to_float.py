@@ -66,3 +66,10 @@ def test_scale_count_must_match_channels() -> None:
     with pytest.raises(MNNError) as e:
         run_op(OpType.Int8ToFloat, [x], param([1.0, 2.0]), Q)
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+def test_without_parameter_casts() -> None:
+    x = np.array([[-128, -1, 0, 127]], np.int8)
+    out = run_op(OpType.Int8ToFloat, [x], fmt=DimensionFormat.NCHW)[0]
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, [[-128.0, -1.0, 0.0, 127.0]])
