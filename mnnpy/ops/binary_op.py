@@ -6,6 +6,13 @@ FLOORMOD is the truncated remainder (MNN computes ``x - floor(x / y) * y`` with 
 cannot create DIV, MAX_TEMP or MIN_TEMP (its converters emit REALDIV, MAXIMUM, MINIMUM), so they
 are NOT_SUPPORT here too. Integer division by zero gives 0 (MNN traps, even on the zero padding
 lanes of NC4HW4 int tensors). Comparisons produce int32 0 / 1.
+
+int8 / uint8 (MNN has no CPU kernel for them; ONNX's semantics): computed as int32, the result
+wrapped to the tensor's dtype; shift counts outside [0, 8) shift every bit out (left gives 0,
+right the sign). Inputs of different dtypes: integers of different widths (MNN's shape function
+accepts them), or any mix for POW (ONNX's Pow takes an exponent of another type). Both are
+computed in float32 if one is float, else in int32, and the result has input 0's dtype (MNN's
+rule) with x86 conversions (float -> int truncates, NaN / out of range -> INT_MIN).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from mnnpy.ops import register_reference, register_shape
 from mnnpy.tensor import Tensor
 
 F32, I32 = np.dtype(np.float32), np.dtype(np.int32)
+I8, U8 = np.dtype(np.int8), np.dtype(np.uint8)
 _Fn = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
@@ -94,7 +102,45 @@ INT_FUNCS: dict[int, _Fn] = {
     B.RIGHTSHIFT: lambda x, y: np.right_shift(x, y & 31),
 }
 COMPARE = frozenset({B.GREATER, B.GREATER_EQUAL, B.LESS, B.LESS_EQUAL, B.EQUAL, B.NOTEQUAL})
-FUNCS = {F32: FLOAT_FUNCS, I32: INT_FUNCS}
+
+
+def _widened(fn: _Fn) -> _Fn:
+    """``fn`` on int32 copies of int8 / uint8 operands (the caller wraps the result)."""
+    return lambda x, y: fn(x.astype(np.int32), y.astype(np.int32))
+
+
+def _narrow_shift(left: bool) -> _Fn:
+    def fn(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        x, y = x.astype(np.int64), y.astype(np.int64)
+        out = (y < 0) | (y >= 8)
+        count = np.where(out, 0, y)
+        v = np.left_shift(x, count) if left else np.right_shift(x, count)
+        return np.where(out, 0 if left else np.where(x < 0, -1, 0), v)
+
+    return fn
+
+
+NARROW_FUNCS: dict[int, _Fn] = {
+    **{code: _widened(fn) for code, fn in INT_FUNCS.items()},
+    B.LEFTSHIFT: _narrow_shift(True),
+    B.RIGHTSHIFT: _narrow_shift(False),
+}
+FUNCS = {F32: FLOAT_FUNCS, I32: INT_FUNCS, I8: NARROW_FUNCS, U8: NARROW_FUNCS}
+
+
+def compute_dtype(code: int, a: np.dtype, b: np.dtype) -> np.dtype:
+    """The dtype both inputs are computed in: their own if equal, else float32 / int32.
+
+    Raises:
+        ComputeSizeError: for float mixed with int outside POW, or dtypes with no functions.
+    """
+    a, b = np.dtype(a), np.dtype(b)
+    if a == b:
+        return a
+    mixes_float = (a.kind == "f") != (b.kind == "f")
+    if a not in FUNCS or b not in FUNCS or (mixes_float and code != B.POW):
+        raise ComputeSizeError(f"BinaryOp inputs differ in dtype: {a.name} vs {b.name}")
+    return F32 if F32 in (a, b) else I32
 
 
 def op_code(op: OpDef) -> int:
@@ -137,8 +183,7 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
         raise ComputeSizeError(f"BinaryOp needs 2 inputs and 1 output, has {len(inputs)}")
     a, b = inputs
     code = op_code(op)
-    if a.dtype != b.dtype:  # MNN's T field is unreliable; the inputs must agree
-        raise ComputeSizeError(f"BinaryOp inputs differ in dtype: {a.dtype.name} vs {b.dtype.name}")
+    compute_dtype(code, a.dtype, b.dtype)  # MNN's T field is unreliable; the inputs decide
     out = outputs[0]
     out.shape = broadcast_shape(a.shape, b.shape)
     out.dtype = output_dtype(code, a.dtype)
@@ -150,9 +195,14 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """``op(x, y)`` broadcast, then ReLU when ``activationType == 1`` (other values: none)."""
     x, y = (np.asarray(v) for v in inputs)
     code = op_code(op)
-    fn = function(code, x.dtype)
+    dtype = compute_dtype(code, x.dtype, y.dtype)
+    fn = function(code, dtype)
     with np.errstate(all="ignore"):
-        result = np.asarray(fn(x, y)).astype(output_dtype(code, x.dtype))
+        result = np.asarray(fn(x.astype(dtype), y.astype(dtype)))
+        want = output_dtype(code, x.dtype)
+        if result.dtype.kind == "f" and want.kind != "f":
+            result = _d2i(result)
+        result = result.astype(want)
     if getattr(op.param, "activationType", 0) == 1:
         result = np.maximum(result, 0).astype(result.dtype)
     return [result]

@@ -1,7 +1,12 @@
-"""ReLU (with ``Relu.slope``: leaky) and ReLU6 (``Relu6`` minValue / maxValue clamp); float32."""
+"""ReLU (with ``Relu.slope``: leaky) and ReLU6 (``Relu6`` minValue / maxValue clamp); float32.
+
+ReLU6 also clamps integer tensors (ONNX's Clip on int8 becomes a ReLU6 whose default bounds are
++-FLT_MAX): the bounds are rounded inward to integers and limited to the dtype's range.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -24,6 +29,15 @@ def bounds(op: OpDef) -> tuple[float, float]:
     return 0.0, 6.0
 
 
+def int_bounds(op: OpDef, dtype: np.dtype) -> tuple[int, int]:
+    """ReLU6's bounds for an integer ``dtype``: ceil(min), floor(max), within the dtype."""
+    lo, hi = bounds(op)
+    info = np.iinfo(dtype)
+    lo = info.min if math.isnan(lo) else min(max(lo, info.min), info.max)
+    hi = info.max if math.isnan(hi) else min(max(hi, info.min), info.max)
+    return math.ceil(lo), math.floor(hi)
+
+
 @register_reference(OpType.ReLU)
 def reference_relu(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """``x > 0 ? x : x * slope``."""
@@ -35,5 +49,8 @@ def reference_relu(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 def reference_relu6(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """``min(max(x, lo), hi)``."""
     x = np.asarray(inputs[0])
+    if x.dtype.kind in "iu":
+        ilo, ihi = int_bounds(op, x.dtype)
+        return [np.minimum(np.maximum(x, ilo), ihi).astype(x.dtype)]
     lo, hi = bounds(op)
     return [np.minimum(np.maximum(x, x.dtype.type(lo)), x.dtype.type(hi)).astype(x.dtype)]

@@ -1,4 +1,4 @@
-"""CPU BinaryOp and Eltwise with the ``eltwise.binary`` kernel."""
+"""CPU BinaryOp and Eltwise with the ``eltwise.binary`` kernel (float32, int32, int8, uint8)."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.backend import Backend
+from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import eltwise as K
 from mnnpy.errors import NotSupportError
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import binary_op, eltwise
 from mnnpy.tensor import Tensor
 
-_DTYPES = (np.dtype(np.float32), np.dtype(np.int32))
+_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8))
 _ONE = np.array([1], np.intp)
 
 
@@ -117,25 +117,70 @@ class CPUBinary(Execution):
             K.zero_padding(out.host, *self._pad)
 
 
+class CPUBinaryCast(Execution):
+    """BinaryOp on inputs of different dtypes: CPUBinary on copies converted to one compute dtype
+    (DYNAMIC scratch in the tensors' layouts), the result converted to the output's dtype."""
+
+    def __init__(self, backend: Backend, code: int, relu: bool, dtype: np.dtype) -> None:
+        super().__init__(backend)
+        self.core, self.dtype = CPUBinary(backend, code, relu), dtype
+
+    def _shadow(self, t: Tensor) -> Tensor | None:
+        if t.dtype == self.dtype:
+            return None
+        shadow = Tensor(t.shape, self.dtype, t.dimension_format, name=f"{t.name}:as_{self.dtype}")
+        shadow.describe.extra["scratch"] = True
+        self.backend.on_acquire_buffer(shadow, StorageType.DYNAMIC)
+        return shadow
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._shadows = [self._shadow(t) for t in (*inputs, outputs[0])]
+        self.core.on_resize(*self._swap(inputs, outputs))
+        for shadow in self._shadows:
+            if shadow is not None:
+                self.backend.on_release_buffer(shadow, StorageType.DYNAMIC)
+
+    def _swap(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        tensors = [s or t for s, t in zip(self._shadows, (*inputs, outputs[0]), strict=True)]
+        return tensors[:-1], tensors[-1:]
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        ins, outs = self._swap(inputs, outputs)
+        with np.errstate(invalid="ignore"):  # float -> int: NaN / out of range give INT_MIN
+            for src, dst in zip(inputs, ins, strict=True):
+                if dst is not src:
+                    np.copyto(dst.host, src.host, casting="unsafe")
+            self.core.on_execute(ins, outs)
+            if outs[0] is not outputs[0]:
+                np.copyto(outputs[0].host, outs[0].host, casting="unsafe")
+
+
 @CPUBackend.register_creator(OpType.BinaryOp)
 def create_binary(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     code = binary_op.op_code(op)
-    dtype = inputs[0].dtype
+    dtype = binary_op.compute_dtype(code, inputs[0].dtype, inputs[1].dtype)
     supported = K.FLOAT_OPS if dtype == np.float32 else K.INT_OPS
     if dtype not in _DTYPES or code not in supported or code not in binary_op.FUNCS[dtype]:
-        return None
+        return Unsupported(f"opType={code} for {dtype.name}")
     # activationType other than 1 is ignored, as in MNN's CPUBinary
-    return CPUBinary(backend, code, getattr(op.param, "activationType", 0) == 1)
+    relu = getattr(op.param, "activationType", 0) == 1
+    if any(t.dtype != dtype for t in inputs):
+        return CPUBinaryCast(backend, code, relu, dtype)
+    return CPUBinary(backend, code, relu)
 
 
 @CPUBackend.register_creator(OpType.Eltwise)
 def create_eltwise(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     code = eltwise.plan(op)
     out = outputs[0]
-    if inputs[0].dtype != np.float32 or not all(lane_compatible(t, out) for t in inputs):
-        return None
+    if inputs[0].dtype != np.float32:
+        return Unsupported(f"dtype {inputs[0].dtype.name}")
+    if not all(lane_compatible(t, out) for t in inputs):
+        return Unsupported("inputs whose storage does not match the output's lane by lane")
     return CPUBinary(backend, code, False)

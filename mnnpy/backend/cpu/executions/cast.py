@@ -1,4 +1,5 @@
-"""CPU Cast: element by element on raw storage (input and output share shape and layout)."""
+"""CPU Cast and CastLike: element by element on raw storage (input 0 and output share shape and
+layout)."""
 
 from __future__ import annotations
 
@@ -8,18 +9,21 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.execution import Execution
+from mnnpy.backend.cpu.kernels import eltwise as K
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import cast
 from mnnpy.tensor import Tensor
+from mnnpy.tensor_format import DataType
 
 
 class CPUCast(Execution):
-    """dtype conversion lane by lane, any layout (MNN's CPUCast)."""
+    """dtype conversion lane by lane, any layout (MNN's CPUCast; CastLike as a Cast)."""
 
-    def __init__(self, backend: Backend, to_bool: bool) -> None:
+    def __init__(self, backend: Backend, dst: int | None = None) -> None:
         super().__init__(backend)
-        self.to_bool = to_bool
+        self.to_bool = dst == DataType.DT_BOOL
+        self.to_bfloat16 = dst == DataType.DT_BFLOAT16
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src, dst = inputs[0].host, outputs[0].host
@@ -29,12 +33,28 @@ class CPUCast(Execution):
                 np.not_equal(src, 0, out=dst, casting="unsafe")
             else:
                 np.copyto(dst, src, casting="unsafe")
+        if self.to_bfloat16:  # padding lanes hold 0, which rounds to 0
+            K.round_bfloat16(dst, dst.shape[0])
+
+
+def _create(
+    src: Tensor, dst: Tensor, backend: Backend, dst_type: int | None
+) -> Execution | Unsupported:
+    if src.storage_elements != dst.storage_elements:
+        return Unsupported(f"storage of {src.storage_elements} -> {dst.storage_elements} elements")
+    return CPUCast(backend, dst_type)
 
 
 @CPUBackend.register_creator(OpType.Cast)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
-    if inputs[0].storage_elements != outputs[0].storage_elements:
-        return None
-    return CPUCast(backend, cast.target(op)[1])
+) -> Execution | Unsupported:
+    return _create(inputs[0], outputs[0], backend, cast.target(op)[1])
+
+
+@CPUBackend.register_creator(OpType.CastLike)
+def create_cast_like(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | Unsupported:
+    # MNN turns CastLike into a Cast to input 1's runtime type (bool is int32 there: no x != 0)
+    return _create(inputs[0], outputs[0], backend, None)

@@ -1,4 +1,4 @@
-"""CPU ReLU (leaky) and ReLU6 on raw storage with the eltwise kernels."""
+"""CPU ReLU (leaky) and ReLU6 on raw storage with the eltwise kernels; integer ReLU6 by np.clip."""
 
 from __future__ import annotations
 
@@ -41,10 +41,29 @@ class CPURelu(Execution):
                 K.zero_padding(dst, *self._pad)
 
 
+class CPUReluInt(CPURelu):
+    """ReLU6 on int32 / int8 / uint8 storage, bounds rounded inward to the dtype (any layout)."""
+
+    def __init__(self, backend: Backend, bounds: tuple[int, int]) -> None:
+        super().__init__(backend, bounds, 0.0)
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        assert self.bounds is not None
+        src, dst = inputs[0].host, outputs[0].host
+        np.minimum(np.maximum(src, self.bounds[0], out=dst), self.bounds[1], out=dst)
+        if self._pad is not None:
+            K.zero_padding(dst, *self._pad)
+
+
+_INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8))
+
+
 @CPUBackend.register_creator(OpType.ReLU, OpType.ReLU6)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    if op.type == OpType.ReLU6 and inputs[0].dtype in _INT_DTYPES:
+        return CPUReluInt(backend, relu.int_bounds(op, inputs[0].dtype))
     if inputs[0].dtype != np.float32:
         return Unsupported(f"dtype {inputs[0].dtype}")
     if op.type == OpType.ReLU:

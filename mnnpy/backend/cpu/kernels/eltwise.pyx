@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Elementwise kernels: BinaryOp with broadcasting, ReLU / ReLU6, NC4HW4 padding reset.
+"""Elementwise kernels: BinaryOp with broadcasting, ReLU / ReLU6, NC4HW4 padding reset, bfloat16
+rounding (Cast).
 
 NumPy references: ``mnnpy/ops/binary_op.py`` and ``mnnpy/ops/relu.py``. ``binary`` walks an
 index space given as a shape and one element stride per operand (0 where it broadcasts), so the
@@ -11,14 +12,23 @@ real broadcasting on logical (NCHW-ordered) buffers. Each function checks once, 
 cimport cython
 from cython.parallel cimport prange
 from libc.math cimport atan2f, expf, floor, floorf, fmodf, pow, powf
+from libc.stdint cimport uint32_t
+from libc.string cimport memcpy
+
+ctypedef signed char i8
+ctypedef unsigned char u8
 
 ctypedef fused in_t:
     float
     int
+    i8
+    u8
 
 ctypedef fused out_t:
     float
     int
+    i8
+    u8
 
 ctypedef fused scalar_t:
     float
@@ -174,6 +184,16 @@ cdef inline int _int_op(int op, int x, int y) noexcept nogil:
     return 0
 
 
+cdef inline int _narrow_op(int op, int x, int y, int bits) noexcept nogil:
+    # int8 / uint8 (no MNN kernel; ONNX's semantics): computed on int, wrapped by the caller's
+    # store; shift counts outside [0, bits) shift every bit out (left 0, right the sign).
+    if op == LEFTSHIFT or op == RIGHTSHIFT:
+        if y < 0 or y >= bits:
+            return 0 if op == LEFTSHIFT or x >= 0 else -1
+        return <int>(<unsigned int>x << y) if op == LEFTSHIFT else (x >> y)
+    return _int_op(op, x, y)
+
+
 @cython.cdivision(True)
 cdef inline int _trunc_div(int x, int y) noexcept nogil:
     # C division truncates toward zero; callers exclude y == 0 and y == -1.
@@ -259,6 +279,12 @@ cdef void _row(int op, const in_t* a, Py_ssize_t sa, const in_t* b, Py_ssize_t s
     elif in_t is int and out_t is int:
         for i in range(n):
             o[i] = _int_op(op, a[i * sa], b[i * sb])
+    elif in_t is i8 and out_t is i8:
+        for i in range(n):
+            o[i] = <i8>_narrow_op(op, a[i * sa], b[i * sb], 8)
+    elif in_t is u8 and out_t is u8:
+        for i in range(n):
+            o[i] = <u8>_narrow_op(op, a[i * sa], b[i * sb], 8)
     if relu:  # an unconditional store vectorizes (a conditional one mispredicts)
         for i in range(n):
             o[i] = o[i] if o[i] > 0 else 0
@@ -292,7 +318,8 @@ def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
            const Py_ssize_t[::1] b_strides, bint relu=False, int num_thread=1):
     """``out[i] = op(a[i . a_strides], b[i . b_strides])`` over the row-major index space ``shape``.
 
-    ``op`` is a BinaryOpOperation value; comparisons write 0 / 1 into an int32 ``out``. With
+    ``op`` is a BinaryOpOperation value; comparisons write 0 / 1 into an int32 ``out``, other ops
+    write the inputs' dtype (int8 / uint8 results wrap; see ``_narrow_op`` for shifts). With
     ``relu`` negative results become 0 (BinaryOp's ``activationType`` 1).
     """
     cdef Py_ssize_t ndim = shape.shape[0], total = 1, d, rows, inner, cpr, clen, tasks, t, c0, c1
@@ -308,9 +335,15 @@ def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
         raise ValueError("input buffers too small for the index space")
     if out.shape[0] < total:
         raise ValueError(f"output buffer has {out.shape[0]} elements, needs {total}")
-    ops = COMPARE_OPS if _is_compare(op) else (FLOAT_OPS if in_t is float else INT_OPS)
-    if (op not in ops or (in_t is float and out_t is int and not _is_compare(op))
-            or (out_t is float and (in_t is int or _is_compare(op)))):
+    if _is_compare(op):
+        ok = out_t is int
+    elif in_t is float:
+        ok = out_t is float and op in FLOAT_OPS
+    else:  # integers: the output has the inputs' dtype
+        ok = op in INT_OPS and ((in_t is int and out_t is int)
+                                or (in_t is i8 and out_t is i8)
+                                or (in_t is u8 and out_t is u8))
+    if not ok:
         raise ValueError(f"binary op {op} does not support these dtypes")
     inner = shape[ndim - 1]
     rows = total // inner
@@ -374,3 +407,20 @@ def zero_padding(scalar_t[::1] buf, Py_ssize_t batch, Py_ssize_t channel, Py_ssi
             for i in range(area):
                 for lane in range(channel % 4, 4):
                     buf[base + i * 4 + lane] = 0
+
+
+def round_bfloat16(float[::1] buf, Py_ssize_t n):
+    """Round the first ``n`` floats in place to bfloat16 (nearest, ties to even; NaN stays NaN)."""
+    if n < 0 or buf.shape[0] < n:
+        raise ValueError(f"buffer too small for {n} elements")
+    cdef Py_ssize_t i
+    cdef uint32_t u, high = <uint32_t>0xFFFF0000U
+    with nogil:
+        for i in range(n):
+            memcpy(&u, &buf[i], 4)
+            if (u & 0x7F800000) == 0x7F800000 and (u & 0x7FFFFF) != 0:
+                u = u | 0x400000  # a quiet NaN keeps a mantissa bit in the upper half
+            else:
+                u = u + 0x7FFF + ((u >> 16) & 1)
+            u = u & high
+            memcpy(&buf[i], &u, 4)
