@@ -30,7 +30,12 @@ def scatter_elements(
     mode: int = 0,
 ) -> int: ...
 def scatter_nd(
-    dst: np.ndarray, idx: np.ndarray, upd: np.ndarray, dims: np.ndarray, slice_size: int, mode: int = 0
+    dst: np.ndarray,
+    idx: np.ndarray,
+    upd: np.ndarray,
+    dims: np.ndarray,
+    slice_size: int,
+    mode: int = 0,
 ) -> int: ...
 def cum_sum(
     src: np.ndarray,
