@@ -70,9 +70,10 @@ class CPUGatherND(_IndexExecution):
     """GatherND: slices addressed by index rows (MNN: index arithmetic plus a loop of regions)."""
 
     def prepare(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        depth = inputs[1].shape[-1] if inputs[1].element_size else 0
-        self._nd = np.array(inputs[0].shape[:depth], np.intp)
-        self._slice = math.prod(inputs[0].shape[depth:])
+        self._nd, self._slice = np.zeros(0, np.intp), 0
+        if inputs[1].element_size:
+            dims, self._slice = gather.nd_dims(self.op, inputs[0].shape, inputs[1].shape[-1])
+            self._nd = np.array(dims, np.intp)
 
     def run(self, src: list[np.ndarray], dst: list[np.ndarray]) -> None:
         if self._nd.size:
