@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.backend import Backend
+from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.kernels import elements as K
@@ -47,7 +47,10 @@ class ElementsExecution(Execution):
         self.prepare(inputs, outputs)
         read = [inputs[i] for i in self.reads if i < len(inputs)]
         self._io = LogicalIO(self.backend, read, outputs)  # type: ignore[arg-type]
-        self._io.release()
+        scratch = self.acquire_scratch(inputs, outputs)
+        self._io.release()  # the scratch stays usable during on_execute (MNN's contract)
+        for t in scratch:
+            self.backend.on_release_buffer(t, StorageType.DYNAMIC)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         read = [inputs[i] for i in self.reads if i < len(inputs)]
@@ -56,6 +59,10 @@ class ElementsExecution(Execution):
 
     def prepare(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Resolve parameters for the current shapes."""
+
+    def acquire_scratch(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Tensor]:
+        """More DYNAMIC scratch, acquired while the layout scratch is held (none by default)."""
+        return []
 
     def run(self, src: list[np.ndarray], dst: list[np.ndarray]) -> None:
         """Compute ``dst`` from ``src``."""

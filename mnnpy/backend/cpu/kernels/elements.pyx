@@ -249,3 +249,42 @@ def reverse_sequence(const int[::1] src, int[::1] dst, const int[::1] lens,
             else:
                 dst[t] = src[t]
     return -1
+
+
+def det(const float[::1] src, float[::1] dst, double[::1] work, Py_ssize_t batch, Py_ssize_t m):
+    """Determinants of ``batch`` row-major ``m x m`` matrices: Gaussian elimination with partial
+    pivoting in double precision (``work`` holds ``m * m`` doubles)."""
+    cdef Py_ssize_t b, i, j, k, p
+    cdef double result, best, ratio, tmp
+    if batch < 0 or m < 0:
+        raise ValueError("negative size")
+    if src.shape[0] < batch * m * m or dst.shape[0] < batch or work.shape[0] < m * m:
+        raise ValueError("buffers too small")
+    with nogil:
+        for b in range(batch):
+            for i in range(m * m):
+                work[i] = src[b * m * m + i]
+            result = 1.0
+            for i in range(m):
+                p = i
+                best = work[i * m + i] if work[i * m + i] >= 0 else -work[i * m + i]
+                for j in range(i + 1, m):
+                    tmp = work[j * m + i] if work[j * m + i] >= 0 else -work[j * m + i]
+                    if tmp > best:
+                        best = tmp
+                        p = j
+                if best == 0:
+                    result = 0.0
+                    break
+                if p != i:
+                    result = -result
+                    for k in range(i, m):
+                        tmp = work[i * m + k]
+                        work[i * m + k] = work[p * m + k]
+                        work[p * m + k] = tmp
+                result *= work[i * m + i]
+                for j in range(i + 1, m):
+                    ratio = work[j * m + i] / work[i * m + i]
+                    for k in range(i + 1, m):
+                        work[j * m + k] -= ratio * work[i * m + k]
+            dst[b] = <float>result
