@@ -49,7 +49,7 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         raise InvalidValueError(f"ReverseSequence lengths {lens.tolist()!r} for {x.shape[seq]}")
     out = x.copy()
     for b, n in enumerate(lens.tolist()):
-        part = [slice(None)] * x.ndim
+        part: list[int | slice] = [slice(None)] * x.ndim
         part[batch], part[seq] = b, slice(0, n)
         out[tuple(part)] = np.flip(x[tuple(part)], seq - (seq > batch))
     return [out]
