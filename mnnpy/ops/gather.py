@@ -3,11 +3,13 @@
 Gather / GatherV2 (MNN's ShapeGatherV2): the axis is input 2's content, replaced by the parameter
 when it is an ``Axis`` table (MNN ignores the ``Gather`` table's axis); the output is
 ``params.shape[:axis] + indices.shape + params.shape[axis + 1:]``. GatherND: each row of the last
-indices dim addresses the leading params dims; the output is
-``indices.shape[:-1] + params.shape[depth:]``; empty indices give ``[0, params.shape[-1]]``, as MNN.
-GatherND with ``batch_dims`` (an ``Axis`` parameter other than 0) is NOT_SUPPORT. Indices in
-``[-n, n)`` are valid, negative ones counting from the end (MNN reads out of bounds for the rest;
-here they are an INVALID_VALUE error). The output has input 0's dtype and format.
+indices dim addresses the leading params dims; the output is ``indices.shape[:-1] +
+params.shape[batch_dims + depth:]``; empty indices give ``[0, params.shape[-1]]``, as MNN. With
+``batch_dims`` b (an ``Axis`` parameter), MNN's GeometryGatherND merges params' first b + 1 dims
+into one, which the first index column addresses: MNN's converter has already added each batch's
+offset to the indices. Indices in ``[-n, n)`` are valid, negative ones counting from the end (MNN
+reads out of bounds for the rest; here they are an INVALID_VALUE error). The output has input 0's
+dtype and format.
 """
 
 from __future__ import annotations
@@ -64,22 +66,28 @@ def batch_dims(op: OpDef) -> int:
     return 0
 
 
+def nd_dims(op: OpDef, params: Sequence[int], depth: int) -> tuple[list[int], int]:
+    """The params dims the index columns address (the first merged with the batch dims) and
+    the size of the slices after them."""
+    b = batch_dims(op)
+    if not 0 <= b or not 0 < depth <= len(params) - b:
+        raise ComputeSizeError(f"GatherND depth {depth}, batch_dims {b} for {tuple(params)!r}")
+    return [math.prod(params[: b + 1]), *params[b + 1 : b + depth]], math.prod(params[b + depth :])
+
+
 @register_shape(OpType.GatherND)
 def shape_nd(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-    """``indices.shape[:-1] + params.shape[depth:]``."""
+    """``indices.shape[:-1] + params.shape[batch_dims + depth:]``."""
     params, indices, out = inputs[0], inputs[1], outputs[0]
     _int_indices(indices.dtype)
-    if batch_dims(op) != 0:
-        raise NotSupportError(f"GatherND with batch_dims {batch_dims(op)}")
     if params.ndim < 1 or indices.ndim < 1:
         raise ComputeSizeError(f"GatherND of {params.shape!r} by {indices.shape!r}")
-    depth = indices.shape[-1]
     if indices.element_size == 0:
         out.shape = (0, params.shape[-1])
-    elif depth > params.ndim or depth == 0:
-        raise ComputeSizeError(f"GatherND indices depth {depth} for params {params.shape!r}")
     else:
-        out.shape = (*indices.shape[:-1], *params.shape[depth:])
+        depth = indices.shape[-1]
+        nd_dims(op, params.shape, depth)
+        out.shape = (*indices.shape[:-1], *params.shape[batch_dims(op) + depth :])
     out.dtype, out.dimension_format = params.dtype, params.dimension_format
 
 
@@ -111,10 +119,9 @@ def reference_nd(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     if indices.size == 0:
         return [np.zeros((0, params.shape[-1]), params.dtype)]
     depth = indices.shape[-1]
+    dims, _ = nd_dims(op, params.shape, depth)
     rows = indices.reshape(-1, depth)
-    check_indices(rows, params.shape[:depth])
-    slices = params.reshape(math.prod(params.shape[:depth]), -1)
-    flat = np.ravel_multi_index(
-        tuple(np.where(rows < 0, rows + params.shape[:depth], rows).T), params.shape[:depth]
-    )
-    return [slices[flat].reshape(*indices.shape[:-1], *params.shape[depth:])]
+    check_indices(rows, dims)
+    slices = params.reshape(math.prod(dims), -1)
+    flat = np.ravel_multi_index(tuple(np.where(rows < 0, rows + dims, rows).T), dims)
+    return [slices[flat].reshape(*indices.shape[:-1], *params.shape[batch_dims(op) + depth :])]

@@ -114,9 +114,30 @@ def test_gather_nd_errors() -> None:
     with pytest.raises(MNNError) as e:
         run_op(OpType.GatherND, [x, np.array([[4, 0]], np.int32)], fmt=NCHW)
     assert e.value.code == ErrorCode.INVALID_VALUE
-    with pytest.raises(MNNError) as e:
+    with pytest.raises(MNNError) as e:  # depth 2 after 1 batch dim of a rank-2 params
         run_op(OpType.GatherND, [x, np.array([[0, 0]], np.int32)], axis_param(1), OpParameter.Axis)
-    assert e.value.code == ErrorCode.NOT_SUPPORT
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
     with pytest.raises(MNNError) as e:
         run_op(OpType.GatherND, [x, np.zeros((1, 3), np.int32)], fmt=NCHW)
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize(
+    ("shape", "idx_shape", "b"),
+    [((2, 2, 2), (2, 1), 1), ((3, 4, 5, 2), (3, 2, 2), 1), ((2, 3, 4, 5), (2, 3, 6, 1), 2)],
+)
+def test_gather_nd_batch_dims(shape: tuple, idx_shape: tuple, b: int, fmt: DimensionFormat) -> None:
+    # MNN's converter adds each batch's offset to the first index column (ONNX batch_dims)
+    x = data(shape, 3)
+    depth = idx_shape[-1]
+    lim = np.array(shape[b : b + depth])
+    i = (np.random.default_rng(b).integers(0, 1 << 20, idx_shape) % lim).astype(np.int32)
+    shifted = i.copy()
+    batch = np.arange(int(np.prod(shape[:b]))).reshape(idx_shape[:b] + (1,) * (i.ndim - b))
+    shifted[..., 0] += (batch * shape[b])[..., 0]
+    out = check(OpType.GatherND, [x, shifted], axis_param(b), OpParameter.Axis, fmt=fmt)
+    want = np.empty(out.shape, np.float32)
+    for p in np.ndindex(idx_shape[:-1]):  # ONNX's batch_dims on the unshifted indices
+        want[p] = x[(*p[:b], *(int(v) for v in i[p]))]
+    np.testing.assert_array_equal(out, want)

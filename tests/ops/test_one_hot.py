@@ -56,3 +56,20 @@ def test_one_hot_errors() -> None:
     out = check(OpType.OneHot, [idx, np.array(2, np.int32), on, off], param(),
                 OpParameter.OneHotParam)  # fmt: skip
     assert out.shape == (2, 2)
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("axis", [1, -2])
+def test_one_hot_float_indices_and_depth(axis: int, fmt: DimensionFormat) -> None:
+    # ONNX allows any numeric indices / depth: floats truncate toward zero; NaN, inf, negative
+    # and too-large ones select nothing
+    idx = np.array([[1.0, 9.7, np.nan], [-0.5, -1.0, np.inf], [4.2, 10.0, 0.0]], np.float32)
+    depth, on, off = np.array([10.0], np.float32), np.array([3], np.int32), np.array([1], np.int32)
+    out = check(OpType.OneHot, [idx, depth, on, off], param(axis), OpParameter.OneHotParam,
+                fmt=fmt, consts={1: depth})  # fmt: skip
+    assert out.shape == (3, 10, 3)
+    hot = [(0, 1, 0), (0, 9, 1), (1, 0, 0), (2, 4, 0), (2, 0, 2)]  # -0.5 truncates to 0
+    want = np.ones((3, 10, 3), np.int32)
+    for p in hot:
+        want[p] = 3
+    np.testing.assert_array_equal(out, want)

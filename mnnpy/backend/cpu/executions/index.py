@@ -12,7 +12,7 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.kernels import index as K
 from mnnpy.errors import InvalidValueError
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import gather, one_hot, topk
 from mnnpy.tensor import Tensor
@@ -70,9 +70,10 @@ class CPUGatherND(_IndexExecution):
     """GatherND: slices addressed by index rows (MNN: index arithmetic plus a loop of regions)."""
 
     def prepare(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        depth = inputs[1].shape[-1] if inputs[1].element_size else 0
-        self._nd = np.array(inputs[0].shape[:depth], np.intp)
-        self._slice = math.prod(inputs[0].shape[depth:])
+        self._nd, self._slice = np.zeros(0, np.intp), 0
+        if inputs[1].element_size:
+            dims, self._slice = gather.nd_dims(self.op, inputs[0].shape, inputs[1].shape[-1])
+            self._nd = np.array(dims, np.intp)
 
     def run(self, src: list[np.ndarray], dst: list[np.ndarray]) -> None:
         if self._nd.size:
@@ -131,36 +132,38 @@ class CPUWhere(_IndexExecution):
 @CPUBackend.register_creator(OpType.Gather, OpType.GatherV2, OpType.GatherND)
 def create_gather(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     # each tensor is read in its own logical order: formats may differ
     if inputs[0].dtype not in _4BYTE:
-        return None
+        return Unsupported(f"dtype={inputs[0].dtype.name}")
     return (CPUGatherND if op.type == OpType.GatherND else CPUGather)(backend, op)
 
 
 @CPUBackend.register_creator(OpType.OneHot)
 def create_one_hot(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     if outputs[0].dtype not in _4BYTE or inputs[2].dtype != outputs[0].dtype:
-        return None
+        return Unsupported(f"dtype={outputs[0].dtype.name} with values {inputs[2].dtype.name}")
     return CPUOneHot(backend, op)
 
 
 @CPUBackend.register_creator(OpType.TopKV2)
 def create_top_k(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     # values and indices must share positions (MNN gives the indices k's format)
-    if inputs[0].dtype not in _4BYTE or mixes_nhwc([inputs[0], *outputs]):
-        return None
+    if inputs[0].dtype not in _4BYTE:
+        return Unsupported(f"dtype={inputs[0].dtype.name}")
+    if mixes_nhwc([inputs[0], *outputs]):
+        return Unsupported("NHWC mixed with NCHW-ordered tensors")
     return CPUTopKV2(backend, op)
 
 
 @CPUBackend.register_creator(OpType.Where)
 def create_where(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     if inputs[0].dtype not in (*_4BYTE, np.dtype(np.uint8)):
-        return None
+        return Unsupported(f"dtype={inputs[0].dtype.name}")
     return CPUWhere(backend, op)

@@ -78,21 +78,31 @@ def gather_nd(const int[::1] src, const int[::1] idx, int[::1] dst, const Py_ssi
     return -1
 
 
-def one_hot(const int[::1] idx, scalar_t on, scalar_t off, scalar_t[::1] dst, Py_ssize_t outer,
-            Py_ssize_t depth, Py_ssize_t inner):
-    """``dst[o][d][i] = on if idx[o][i] == d else off`` (negative indices match nothing)."""
-    cdef Py_ssize_t o, d, i
+ctypedef fused index_t:
+    float
+    int
+
+
+def one_hot(const index_t[::1] idx, scalar_t on, scalar_t off, scalar_t[::1] dst,
+            Py_ssize_t outer, Py_ssize_t depth, Py_ssize_t inner):
+    """``dst[o][d][i] = on if idx[o][i] == d else off``.
+
+    Float indices are truncated toward zero (-0.5 selects 0); negative ones and NaN match nothing.
+    """
+    cdef Py_ssize_t o, d, i, k
+    cdef index_t v
     if outer < 0 or depth < 0 or inner < 0:
         raise ValueError("negative size")
     if idx.shape[0] < outer * inner or dst.shape[0] < outer * depth * inner:
         raise ValueError("buffers too small")
     with nogil:
         for o in range(outer):
-            for d in range(depth):
-                for i in range(inner):
-                    dst[(o * depth + d) * inner + i] = (
-                        on if idx[o * inner + i] == d else off
-                    )
+            for i in range(inner):
+                v = idx[o * inner + i]
+                # the range test comes first: casting NaN or a huge float is undefined
+                k = <Py_ssize_t>v if (v > -1 and v < depth) else -1
+                for d in range(depth):
+                    dst[(o * depth + d) * inner + i] = on if k == d else off
 
 
 cdef inline bint _before(const scalar_t* row, int a, int b, bint largest) noexcept nogil:
