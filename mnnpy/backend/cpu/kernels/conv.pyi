@@ -11,3 +11,15 @@ def conv2d_depthwise(
     hi: float,
     num_thread: int = 1,
 ) -> None: ...
+def copy_channels(
+    src: np.ndarray,
+    src_c: int,
+    src_c0: int,
+    dst: np.ndarray,
+    dst_c: int,
+    dst_c0: int,
+    count: int,
+    batch: int,
+    area: int,
+    num_thread: int = 1,
+) -> None: ...

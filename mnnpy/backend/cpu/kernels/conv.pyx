@@ -75,3 +75,47 @@ def conv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] weig
             mnnpy_dw_rows(isa, &g, s + plane * g.ih * g.iw * 4, d + plane * oh * g.ow * 4,
                           w + blk * g.KY * g.KX * 4, b + blk * 4, y0, min(oh, y0 + step),
                           min(4, c - blk * 4), lo, hi)
+
+
+def copy_channels(const float[::1] src, Py_ssize_t src_c, Py_ssize_t src_c0, float[::1] dst,
+                  Py_ssize_t dst_c, Py_ssize_t dst_c0, Py_ssize_t count, Py_ssize_t batch,
+                  Py_ssize_t area, int num_thread=1):
+    """Copy channels ``[src_c0, src_c0 + count)`` of an NC4HW4 ``src`` with ``src_c`` channels
+    to channels ``[dst_c0, dst_c0 + count)`` of ``dst`` with ``dst_c`` channels.
+
+    Grouped convolutions use it to gather one group's channels into a tensor of their own and
+    to scatter its results back, whatever the channel offsets modulo 4. When the copy ends at
+    ``dst_c``, the padding lanes of ``dst``'s last block are written as zeros.
+    """
+    if min(src_c, dst_c, count, batch, area, num_thread) < 1 or min(src_c0, dst_c0) < 0:
+        raise ValueError(f"bad sizes: src_c {src_c}, dst_c {dst_c}, count {count}, batch "
+                         f"{batch}, area {area}, offsets {src_c0}, {dst_c0}")
+    if src_c0 + count > src_c or dst_c0 + count > dst_c:
+        raise ValueError(f"channels [{src_c0}, {src_c0 + count}) -> [{dst_c0}, "
+                         f"{dst_c0 + count}) do not fit {src_c} -> {dst_c}")
+    cdef Py_ssize_t s4 = (src_c + 3) // 4, d4 = (dst_c + 3) // 4
+    if src.shape[0] < batch * s4 * area * 4 or dst.shape[0] < batch * d4 * area * 4:
+        raise ValueError(f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]} for "
+                         f"batch {batch}, area {area}, channels {src_c} -> {dst_c}")
+    cdef bint tail = dst_c0 + count == dst_c and dst_c % 4 != 0
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    cdef Py_ssize_t it, n, c, p, sc, dc, lane
+    cdef const float* sp
+    cdef float* dp
+    with nogil:
+        for it in prange(batch * count, num_threads=num_thread, schedule="static"):
+            n = it // count
+            c = it % count
+            sc = src_c0 + c
+            dc = dst_c0 + c
+            sp = s + ((n * s4 + sc // 4) * area) * 4 + sc % 4
+            dp = d + ((n * d4 + dc // 4) * area) * 4 + dc % 4
+            for p in range(area):
+                dp[4 * p] = sp[4 * p]
+        if tail:
+            for n in range(batch):
+                dp = d + ((n * d4 + d4 - 1) * area) * 4
+                for p in range(area):
+                    for lane in range(dst_c % 4, 4):
+                        dp[4 * p + lane] = 0
