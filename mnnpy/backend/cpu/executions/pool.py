@@ -1,59 +1,79 @@
-"""CPU Pooling and global Pooling3D: max / average over NC4HW4 planes."""
+"""CPU Pooling and Pooling3D: max / average over NC4HW4 planes, 3-D pooling as two 2-D pools."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
-from mnnpy.backend import Backend
+from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import pool as K
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
+from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops.pool import pool_geometry, pool_param
+from mnnpy.ops.pool import pool_geometry, pool_planes
 from mnnpy.tensor import Tensor
+
+_Pass = tuple[tuple[int, ...], tuple[int, ...], bool, bool]  # shape, window, is_max, include_pad
 
 
 class CPUPool(Execution):
     """2-D max / average pooling on NC4HW4, one output row per task (MNN's CPUPool).
 
+    A 3-D input (N, C, L) pools L with W = 1; a global Pool3D pools (D, H * W) planes. A
+    non-global Pool3D runs as MNN's GeometryPooling3D: every depth slice's (H, W) plane into
+    DYNAMIC scratch, then a (kD, 1) window over the (D, OH * OW) planes of that.
+
     Args:
         backend: the CPU backend.
-        pool: the Pool table (a global Pool3D arrives as the equivalent global Pool).
+        op: the Pooling / Pooling3D op.
     """
 
-    def __init__(self, backend: Backend, pool: Any) -> None:
+    def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
-        self.pool = pool
-        self._shape: tuple[int, ...] = ()
-        self._window: tuple[int, ...] = ()
-        self._is_max = True
-        self._include_pad = False
+        self.op = op
+        self._passes: list[_Pass] = []
+        self._scratch: Tensor | None = None
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        n, c, h, w = inputs[0].shape
-        geo = pool_geometry(self.pool, h, w)
-        assert outputs[0].shape == (n, c, *geo.out_hw), outputs[0].shape
-        self._shape = (n, c, h, w, *geo.out_hw)
-        self._window = geo.window
-        self._is_max, self._include_pad = geo.is_max, geo.include_pad
+        shape = inputs[0].shape
+        n, c = shape[0], shape[1]
+        stages = pool_planes(self.op, shape)
+        geos = [pool_geometry(p, h, w) for p, h, w in stages]
+        self._passes, self._scratch = [], None
+        if len(stages) == 1:
+            (_, h, w), g = stages[0], geos[0]
+            self._passes.append(((n, c, h, w, *g.out_hw), g.window, g.is_max, g.include_pad))
+            return
+        (_, h, w), (_, d, area), (g1, g2) = stages[0], stages[1], geos
+        # pass 1 sees every (image, block, depth) plane as one 4-lane block; pass 2 zeroes the
+        # padding lanes
+        planes = n * c4(c) * d
+        self._passes.append(((planes, 4, h, w, *g1.out_hw), g1.window, g1.is_max, g1.include_pad))
+        self._passes.append(((n, c, d, area, *g2.out_hw), g2.window, g2.is_max, g2.include_pad))
+        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        self._scratch = backend.acquire_scratch(planes * area * 4)
+        backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src, dst, threads = inputs[0].host, outputs[0].host, self.backend.num_thread
-        if self._is_max:
-            K.max_pool(src, dst, self._shape, self._window, threads)
-        else:
-            K.avg_pool(src, dst, self._shape, self._window, self._include_pad, threads)
+        bufs = [src, dst] if self._scratch is None else [src, self._scratch.host, dst]
+        for i, (shape, window, is_max, include_pad) in enumerate(self._passes):
+            if is_max:
+                K.max_pool(bufs[i], bufs[i + 1], shape, window, threads)
+            else:
+                K.avg_pool(bufs[i], bufs[i + 1], shape, window, include_pad, threads)
 
 
 @CPUBackend.register_creator(OpType.Pooling, OpType.Pooling3D)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
-    """Float 4-D NC4HW4 pooling with one output (no max indices); else None."""
+) -> Execution | Unsupported:
+    """Float 3-D / 4-D (5-D for Pooling3D) NC4HW4 pooling with one output (no max indices)."""
     x = inputs[0]
-    if len(outputs) != 1 or x.dtype != np.float32 or not x.is_packed or x.ndim != 4:
-        return None
-    return CPUPool(backend, pool_param(op))
+    if len(outputs) != 1:
+        return Unsupported(f"outputs={len(outputs)} (max indices are not produced)")
+    if x.dtype != np.float32 or not x.is_packed:
+        return Unsupported(f"input dtype={x.dtype} packed={x.is_packed} (needs float32 NC4HW4)")
+    return CPUPool(backend, op)
