@@ -9,6 +9,7 @@ import mnnpy
 from mnnpy._schema.MNN.Convolution2D import Convolution2DT
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.Net import NetT
+from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpParameter, OpType, pack_net
 from mnnpy.tensor_format import DimensionFormat
@@ -202,3 +203,28 @@ def test_not_support_names_op_and_parameter(op_type: int) -> None:
     assert info.value.code == ErrorCode.NOT_SUPPORT
     name = "Convolution" if op_type == CONV else "Deconvolution"
     assert name in msg and "'op'" in msg and "packed=False" in msg, msg
+
+
+def test_grouped_low_memory_tiles() -> None:
+    """LIMIT mode (16-pixel tiles, many work items per group) gives the same values."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 10, 9, 11)).astype(np.float32)
+    w = rng.standard_normal((6, 5, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    p = table(10, 6, (3, 3), 2, pads=[1, 1, 1, 1])
+    p.weight, p.bias = w.ravel(), b
+    config = mnnpy.ScheduleConfig(num_thread=2, backend_config=mnnpy.BackendConfig(memory="LIMIT"))
+    out = run_op(CONV, [x], p, OpParameter.Convolution2D, config=config)[0]
+    assert_close(out, naive_conv(x, w, b, 2, (1, 1), (1, 1), (1, 1, 1, 1)))
+
+
+def test_grouped_kernel_checks_buffers() -> None:
+    shape, window = (1, 6, 5, 5, 4, 5, 5), (3, 3, 1, 1, 1, 1, 1, 1)
+    need = K.grouped_scratch_size(shape, window, 2, 16)
+    src, dst = np.zeros(8 * 25, np.float32), np.zeros(4 * 25, np.float32)
+    w, b = np.zeros(2 * 16 * 27, np.float32), np.zeros(32, np.float32)
+    K.conv2d_grouped(src, dst, w, b, np.zeros(need, np.float32), shape, window, 2, -1, 1, 16)
+    with pytest.raises(ValueError, match="too small"):
+        K.conv2d_grouped(src, dst, w, b, np.zeros(need - 1, np.float32), shape, window, 2, 0, 1, 16)
+    with pytest.raises(ValueError, match="does not divide"):
+        K.conv2d_grouped(src, dst, w, b, np.zeros(need, np.float32), shape, window, 4, 0, 1, 16)

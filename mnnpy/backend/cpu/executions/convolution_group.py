@@ -1,10 +1,10 @@
 """CPU grouped convolution on NC4HW4 (1 < group, not depthwise): one im2col + GEMM per group.
 
 MNN's ConvolutionGroup splits the input into per-group tensors, runs a dense convolution on each
-and concatenates the results; this does the same over channel slices. When every group starts on
-a 4-channel block boundary (channels per group a multiple of 4 on both sides), each image's
-group is a slice of the input and output buffers and runs in place; otherwise the group's
-channels are gathered into DYNAMIC scratch and its outputs scattered back (``copy_channels``).
+and concatenates the results; this does the same over channel slices, in one kernel call
+(``conv2d_grouped``): work items are (group, image, pixel tile). Groups that start on 4-channel
+block boundaries are read / written in place; otherwise all groups' channels are gathered into
+DYNAMIC scratch first and their outputs scattered back after.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from mnnpy.backend.cpu.executions.convolution_gemm import (
     pad_to,
 )
 from mnnpy.backend.cpu.kernels import conv as K
-from mnnpy.backend.cpu.kernels import gemm as G
-from mnnpy.layout import c4
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 
@@ -47,8 +45,6 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         self.icg, self.ocg = weight.shape[1], weight.shape[0] // group
         self.weight = backend.static_copy(self.pack_weight(weight, group), owner=self)
         self.bias = backend.static_copy(self.pack_bias(bias, group), owner=self)
-        self.aligned = self.icg % 4 == 0 and self.ocg % 4 == 0
-        self._gshape: tuple[int, ...] = ()
         self._tile = 0
         self._scratch_tensor: Tensor | None = None
 
@@ -67,47 +63,18 @@ class CPUConvolutionGroup(CPUConvolutionBase):
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
         backend: CPUBackend = self.backend  # type: ignore[assignment]
-        n, _, ih, iw, _, oh, ow = self._shape
         ky, kx, sy, sx, _, _, top, left = self._window
-        batch = 1 if self.aligned else n
-        self._gshape = (batch, self.icg, ih, iw, self.ocg, oh, ow)
         direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
-        k = self.icg * ky * kx
-        self._tile = gemm_tile(k, self.ocg, oh * ow, backend.low_memory, direct)
-        im2col = G.scratch_size(self._gshape, self._window, self._tile, backend.num_thread)
-        self._im2col = im2col
-        io = 0 if self.aligned else n * (c4(self.icg) * ih * iw + c4(self.ocg) * oh * ow) * 4
-        self._scratch_tensor = self._scratch(im2col + io)
+        oh, ow = self._shape[5:]
+        self._tile = gemm_tile(self.icg * ky * kx, self.ocg, oh * ow, backend.low_memory, direct)
+        n = K.grouped_scratch_size(
+            self._shape, self._window, self.group, self._tile, backend.num_thread
+        )
+        self._scratch_tensor = self._scratch(n)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst, threads = inputs[0].host, outputs[0].host, self.backend.num_thread
         scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
-        im2col = scratch[: self._im2col] if self._im2col else _EMPTY
-        n, c, ih, iw, oc, oh, ow = self._shape
-        icg, ocg, win, tile = self.icg, self.ocg, self._window, self._tile
-        bsize = -(-ocg // 16) * 16
-        wsize = bsize * icg * win[0] * win[1]
-        if self.aligned:  # every (image, group) is a slice of both buffers: no copies
-            src_step, dst_step = icg * ih * iw, ocg * oh * ow
-            for i in range(n):
-                for g in range(self.group):
-                    s0 = (i * c4(c) * 4 + g * icg) * ih * iw
-                    d0 = (i * c4(oc) * 4 + g * ocg) * oh * ow
-                    G.conv2d(
-                        src[s0 : s0 + src_step], dst[d0 : d0 + dst_step],
-                        self.weight[g * wsize : (g + 1) * wsize],
-                        self.bias[g * bsize : (g + 1) * bsize], im2col, self._gshape, win,
-                        self.lo, self.hi, tile, threads,
-                    )  # fmt: skip
-            return
-        base = self._im2col
-        gin = scratch[base : base + n * c4(icg) * ih * iw * 4]
-        gout = scratch[base + gin.size : base + gin.size + n * c4(ocg) * oh * ow * 4]
-        for g in range(self.group):
-            K.copy_channels(src, c, g * icg, gin, icg, 0, icg, n, ih * iw, threads)
-            G.conv2d(
-                gin, gout, self.weight[g * wsize : (g + 1) * wsize],
-                self.bias[g * bsize : (g + 1) * bsize], im2col, self._gshape, win,
-                self.lo, self.hi, tile, threads,
-            )  # fmt: skip
-            K.copy_channels(gout, ocg, 0, dst, oc, g * ocg, ocg, n, oh * ow, threads)
+        K.conv2d_grouped(
+            inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
+            self._window, self.group, self.lo, self.hi, self._tile, self.backend.num_thread,
+        )  # fmt: skip
