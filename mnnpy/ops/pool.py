@@ -174,8 +174,11 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
         t.dimension_format = x.dimension_format
 
 
-def _pool2d(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
-    """Window by window over (N, C, H, W), vectorized over batch and channels, in float64."""
+def _pool2d(x: np.ndarray, geo: PoolGeometry, at: np.ndarray | None = None) -> np.ndarray:
+    """Window by window over (N, C, H, W), vectorized over batch and channels, in float64.
+
+    For max pooling, ``at`` (if given) receives each maximum's first ``y * W + x``.
+    """
     _, _, h, w = x.shape
     (ky, kx), (sy, sx), (top, left), (oh, ow) = geo.kernel, geo.stride, geo.pad, geo.out_hw
     out = np.zeros((*x.shape[:2], oh, ow))
@@ -185,7 +188,11 @@ def _pool2d(x: np.ndarray, geo: PoolGeometry) -> np.ndarray:
             if geo.is_max:  # clamp the window into the input: MNN replicates edges
                 ys, ye = np.clip([iy, iy + ky - 1], 0, h - 1)
                 xs, xe = np.clip([ix, ix + kx - 1], 0, w - 1)
-                out[:, :, oy, ox] = x[:, :, ys : ye + 1, xs : xe + 1].max(axis=(2, 3))
+                win = x[:, :, ys : ye + 1, xs : xe + 1]
+                out[:, :, oy, ox] = win.max(axis=(2, 3))
+                if at is not None:
+                    yx = np.unravel_index(win.reshape(*x.shape[:2], -1).argmax(-1), win.shape[2:])
+                    at[:, :, oy, ox] = (yx[0] + ys) * w + yx[1] + xs
                 continue
             ys, ye, xs, xe = max(iy, 0), min(iy + ky, h), max(ix, 0), min(ix + kx, w)
             total = x[:, :, ys:ye, xs:xe].sum(axis=(2, 3)) if ye > ys and xe > xs else 0.0
@@ -207,7 +214,13 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         y = x.reshape(n, c * x.shape[2], *x.shape[3:])
     else:
         y = x.reshape(n, c, stages[0][1], stages[0][2])
-    y = _pool2d(y, pool_geometry(stages[0][0], *y.shape[2:]))
+    geo = pool_geometry(stages[0][0], *y.shape[2:])
+    if len(op.outputs) == 2 and len(stages) == 1 and geo.is_max:  # max indices (MNN: int32)
+        at = np.zeros((n, c, *geo.out_hw), np.int32)
+        y = _pool2d(y, geo, at)
+        shape = pooled_shape(op, x.shape)
+        return [y.reshape(shape).astype(np.float32), at.reshape(shape)]
+    y = _pool2d(y, geo)
     if len(stages) == 2:
         y = y.reshape(n, c, x.shape[2], -1)
         y = _pool2d(y, pool_geometry(stages[1][0], *y.shape[2:]))

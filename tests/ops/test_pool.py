@@ -274,3 +274,25 @@ def test_3d_global_on_5d() -> None:
     x = data((2, 5, 3, 4, 5))
     out = check(x, Pool3DT(type=AVG, isGlobal=True))
     assert_close(out, x.mean(axis=(2, 3, 4), keepdims=True))
+
+
+@pytest.mark.parametrize("c", [1, 5])
+def test_max_indices(c: int) -> None:
+    """A second output holds MNN's plane-local index y * W + x of each (first) maximum."""
+    x = data((2, c, 7, 6), seed=c)
+    x[0, 0, :2, :2] = 9.0  # ties: the first in row-major order wins
+    param = pool(MAX, k=3, s=2, pads=[1, 1, 1, 1])
+    outs = [
+        run_op(OpType.Pooling, [x], param, OpParameter.Pool, num_outputs=2, num_thread=t)
+        for t in (1, 2)
+    ]
+    assert all(np.array_equal(a, b) for a, b in zip(*outs, strict=True))
+    values, indices = outs[0]
+    assert indices.dtype == np.int32
+    flat = x.reshape(2, c, -1)
+    assert_close(np.take_along_axis(flat, indices.reshape(2, c, -1), -1).reshape(values.shape),
+                 values)  # fmt: skip
+    assert indices[0, 0, 0, 0] == 0
+    assert_close(values, reference(param, x))
+    op = OpDef(0, OpType.Pooling, "op", (0,), (1, 2), param, OpParameter.Pool, DimensionFormat.NHWC)
+    assert np.array_equal(reference_of(OpType.Pooling)(op, [x])[1], indices)

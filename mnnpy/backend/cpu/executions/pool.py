@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mnnpy._schema.MNN.PoolType import PoolType
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import pool as K
@@ -58,6 +59,10 @@ class CPUPool(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src, dst, threads = inputs[0].host, outputs[0].host, self.backend.num_thread
+        if len(outputs) == 2:  # the creator checked: one max pass
+            shape, window = self._passes[0][:2]
+            K.max_pool_indices(src, dst, outputs[1].host, shape, window, threads)
+            return
         bufs = [src, dst] if self._scratch is None else [src, self._scratch.host, dst]
         for i, (shape, window, is_max, include_pad) in enumerate(self._passes):
             if is_max:
@@ -70,10 +75,15 @@ class CPUPool(Execution):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
-    """Float 3-D / 4-D (5-D for Pooling3D) NC4HW4 pooling with one output (no max indices)."""
+    """Float 3-D / 4-D (5-D for Pooling3D) NC4HW4 pooling; 2-D max pooling may also write
+    the maxima's indices (a second, int32 output)."""
     x = inputs[0]
-    if len(outputs) != 1:
-        return Unsupported(f"outputs={len(outputs)} (max indices are not produced)")
     if x.dtype != np.float32 or not x.is_packed:
         return Unsupported(f"input dtype={x.dtype} packed={x.is_packed} (needs float32 NC4HW4)")
+    if len(outputs) == 2:  # max indices: MNN's plane-local y * W + x, int32
+        p = op.param
+        if op.type != OpType.Pooling or p.type != PoolType.MAXPOOL or not outputs[1].is_packed:
+            return Unsupported(f"outputs=2 with {op.type_name} type={p.type} (indices: 2-D max)")
+    elif len(outputs) != 1:
+        return Unsupported(f"outputs={len(outputs)}")
     return CPUPool(backend, op)
