@@ -296,3 +296,28 @@ def test_max_indices(c: int) -> None:
     assert_close(values, reference(param, x))
     op = OpDef(0, OpType.Pooling, "op", (0,), (1, 2), param, OpParameter.Pool, DimensionFormat.NHWC)
     assert np.array_equal(reference_of(OpType.Pooling)(op, [x])[1], indices)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("c", [1, 5])
+def test_max_small_ints_exact(dtype: type, c: int) -> None:
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(c).integers(info.min, info.max, (2, c, 7, 6), endpoint=True)
+    x = x.astype(dtype)
+    param = pool(MAX, k=3, s=2, pads=[1, 1, 1, 1])
+    one, two = (
+        run_op(OpType.Pooling, [x], param, OpParameter.Pool, num_thread=t)[0] for t in (1, 2)
+    )
+    assert one.dtype == dtype and np.array_equal(one, two)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=info.min)
+    expected = np.stack(
+        [xp[:, :, i : i + 7 : 2, j : j + 6 : 2] for i in range(3) for j in range(3)]
+    )
+    np.testing.assert_array_equal(one, expected.max(axis=0))
+
+
+def test_average_of_ints_not_supported() -> None:
+    x = np.zeros((1, 3, 5, 5), np.uint8)
+    with pytest.raises(MNNError) as info:
+        run_op(OpType.Pooling, [x], pool(AVG), OpParameter.Pool)
+    assert info.value.code == ErrorCode.NOT_SUPPORT and "dtype=uint8" in str(info.value)
