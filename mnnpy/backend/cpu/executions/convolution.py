@@ -1,10 +1,13 @@
 """CPU Convolution / ConvolutionDepthwise on NC4HW4: the creator, its choice, depthwise.
 
 The creator picks the execution from the parameters and the memory mode (``choose``, MNN's
-ConvolutionFloatFactory): depthwise -> ``CPUConvolutionDepthwise``; dense 3x3 stride 1 in
-NORMAL mode -> ``CPUConvolutionWinograd`` when the cost model says it beats im2col + GEMM;
-every other group-1 convolution -> ``CPUConvolutionGemm``. Each packs its weights once, at
-creation, into STATIC memory (``CPUBackend.static_copy``).
+ConvolutionFloatFactory): depthwise (group == input == output channels, 1 included) ->
+``CPUConvolutionDepthwise``; other groups (depthwise with a multiplier too) ->
+``CPUConvolutionGroup``; dense 3x3 stride 1 in NORMAL mode -> ``CPUConvolutionWinograd`` when
+the cost model says it beats im2col + GEMM; every other group-1 convolution ->
+``CPUConvolutionGemm``. Each packs its weights once, at creation, into STATIC memory
+(``CPUBackend.static_copy``); with weights (and bias) as input tensors, the same execution is
+wrapped in ``CPUConvolutionMultiInput``, which repacks them on every run.
 """
 
 from __future__ import annotations
