@@ -176,16 +176,21 @@ def error_code(
     return info.value.code
 
 
-@pytest.mark.parametrize("kw", [dict(k=0), dict(s=0), dict(padType=PoolPadType.VALID, padX=1)])
+@pytest.mark.parametrize("kw", [dict(k=0), dict(s=-1), dict(padType=PoolPadType.VALID, padX=1)])
 def test_bad_params(kw: dict) -> None:
     assert error_code(pool(**kw), data((1, 3, 5, 5))) == ErrorCode.COMPUTE_SIZE_ERROR
 
 
 def test_not_supported() -> None:
+    """The refusal names the op type, the op and the refused parameter."""
     x = data((1, 3, 5, 5))
-    assert error_code(pool(), x, fmt=DimensionFormat.NCHW) == ErrorCode.NOT_SUPPORT
+    with pytest.raises(MNNError) as info:
+        run_op(OpType.Pooling, [x], pool(), OpParameter.Pool, fmt=DimensionFormat.NCHW)
+    msg = str(info.value)
+    assert info.value.code == ErrorCode.NOT_SUPPORT
+    assert "Pooling" in msg and "'op'" in msg and "packed=False" in msg, msg
     non_global = Pool3DT(type=MAX, kernels=[1, 2, 2], strides=[1, 2, 2], pads=[0, 0, 0])
-    assert error_code(non_global, x) == ErrorCode.NOT_SUPPORT
+    assert error_code(non_global, x) == ErrorCode.COMPUTE_SIZE_ERROR  # needs 5-D
 
 
 def test_kernel_checks_buffers() -> None:
@@ -203,3 +208,116 @@ def test_padding_lanes_written_as_zero() -> None:
     dst = np.full(4 * 4, 7, np.float32)
     K.avg_pool(src, dst, (1, 3, 5, 5, 2, 2), (3, 3, 2, 2, 0, 0), False)
     assert np.array_equal(dst.reshape(4, 4), np.tile([1, 1, 1, 0], (4, 1)).astype(np.float32))
+
+
+# -- 1-D and 3-D pooling, ONNX's absent strides -------------------------------------------------
+def test_zero_stride_means_one() -> None:
+    """MNN's converter writes stride 0 for ONNX's default (1); MNN divides by it, mnnpy not."""
+    x = data((2, 3, 6, 5))
+    assert np.array_equal(check(x, pool(AVG, k=2, s=0)), check(x, pool(AVG, k=2, s=1)))
+
+
+@pytest.mark.parametrize("c", [1, 5, 17])
+@pytest.mark.parametrize("kind", [MAX, AVG])
+def test_1d(c: int, kind: int) -> None:
+    x = data((2, c, 11))
+    out = check(x, pool(kind, kernelY=3, kernelX=1, strideY=2, strideX=0, pads=[1, 0, 1, 0]))
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1)), constant_values=np.nan)
+    win = np.stack([xp[:, :, i : i + 11 : 2] for i in range(3)])  # 6 windows of 3
+    expected = np.nanmax(win, axis=0) if kind == MAX else np.nanmean(win, axis=0)
+    assert_close(out, expected)
+
+
+def naive_pool3d(x: np.ndarray, k: list, s: list, pad: list, is_max: bool) -> np.ndarray:
+    """MNN's GeometryPooling3D: (H, W) windows count padding (padX / padY, CAFFE default),
+    depth windows do not; max ignores padding."""
+    n, c, *dims = x.shape
+    outs = [(d + 2 * p - kk) // ss + 1 for d, kk, ss, p in zip(dims, k, s, pad, strict=True)]
+    out = np.zeros((n, c, *outs))
+    for idx in np.ndindex(*outs):
+        lo = [i * ss - p for i, ss, p in zip(idx, s, pad, strict=True)]
+        sl = [slice(max(v, 0), min(v + kk, d)) for v, kk, d in zip(lo, k, dims, strict=True)]
+        win = x[:, :, sl[0], sl[1], sl[2]]
+        if is_max:
+            out[(slice(None), slice(None), *idx)] = win.max(axis=(2, 3, 4))
+            continue
+        cnt_d = sl[0].stop - sl[0].start
+        cnt_hw = np.prod(
+            [
+                min(v + kk, d + p) - v
+                for v, kk, d, p in zip(lo[1:], k[1:], dims[1:], pad[1:], strict=True)
+            ]
+        )
+        out[(slice(None), slice(None), *idx)] = win.sum(axis=(2, 3, 4)) / (cnt_d * cnt_hw)
+    return out.astype(np.float32)
+
+
+POOL3D = {
+    "default": dict(kernels=[2, 2, 2]),  # ONNX strides / pads absent
+    "strided": dict(kernels=[3, 2, 3], strides=[2, 1, 2], pads=[0, 0, 0]),
+    "padded": dict(kernels=[3, 3, 2], strides=[2, 2, 1], pads=[1, 1, 1]),
+}
+
+
+@pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
+@pytest.mark.parametrize("name", sorted(POOL3D))
+@pytest.mark.parametrize("kind", [MAX, AVG])
+def test_3d(c: int, name: str, kind: int) -> None:
+    kw = POOL3D[name]
+    x = data((2, c, 5, 6, 7), seed=c)
+    out = check(x, Pool3DT(type=kind, padType=PoolPadType.CAFFE, **kw))
+    k, s, p = kw["kernels"], kw.get("strides", [1, 1, 1]), kw.get("pads", [0, 0, 0])
+    assert_close(out, naive_pool3d(x, k, s, p, kind == MAX))
+
+
+def test_3d_global_on_5d() -> None:
+    x = data((2, 5, 3, 4, 5))
+    out = check(x, Pool3DT(type=AVG, isGlobal=True))
+    assert_close(out, x.mean(axis=(2, 3, 4), keepdims=True))
+
+
+@pytest.mark.parametrize("c", [1, 5])
+def test_max_indices(c: int) -> None:
+    """A second output holds MNN's plane-local index y * W + x of each (first) maximum."""
+    x = data((2, c, 7, 6), seed=c)
+    x[0, 0, :2, :2] = 9.0  # ties: the first in row-major order wins
+    param = pool(MAX, k=3, s=2, pads=[1, 1, 1, 1])
+    outs = [
+        run_op(OpType.Pooling, [x], param, OpParameter.Pool, num_outputs=2, num_thread=t)
+        for t in (1, 2)
+    ]
+    assert all(np.array_equal(a, b) for a, b in zip(*outs, strict=True))
+    values, indices = outs[0]
+    assert indices.dtype == np.int32
+    flat = x.reshape(2, c, -1)
+    assert_close(np.take_along_axis(flat, indices.reshape(2, c, -1), -1).reshape(values.shape),
+                 values)  # fmt: skip
+    assert indices[0, 0, 0, 0] == 0
+    assert_close(values, reference(param, x))
+    op = OpDef(0, OpType.Pooling, "op", (0,), (1, 2), param, OpParameter.Pool, DimensionFormat.NHWC)
+    assert np.array_equal(reference_of(OpType.Pooling)(op, [x])[1], indices)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("c", [1, 5])
+def test_max_small_ints_exact(dtype: type, c: int) -> None:
+    info = np.iinfo(dtype)
+    x = np.random.default_rng(c).integers(info.min, info.max, (2, c, 7, 6), endpoint=True)
+    x = x.astype(dtype)
+    param = pool(MAX, k=3, s=2, pads=[1, 1, 1, 1])
+    one, two = (
+        run_op(OpType.Pooling, [x], param, OpParameter.Pool, num_thread=t)[0] for t in (1, 2)
+    )
+    assert one.dtype == dtype and np.array_equal(one, two)
+    xp = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=info.min)
+    expected = np.stack(
+        [xp[:, :, i : i + 7 : 2, j : j + 6 : 2] for i in range(3) for j in range(3)]
+    )
+    np.testing.assert_array_equal(one, expected.max(axis=0))
+
+
+def test_average_of_ints_not_supported() -> None:
+    x = np.zeros((1, 3, 5, 5), np.uint8)
+    with pytest.raises(MNNError) as info:
+        run_op(OpType.Pooling, [x], pool(AVG), OpParameter.Pool)
+    assert info.value.code == ErrorCode.NOT_SUPPORT and "dtype=uint8" in str(info.value)

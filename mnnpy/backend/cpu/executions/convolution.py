@@ -1,15 +1,18 @@
 """CPU Convolution / ConvolutionDepthwise on NC4HW4: the creator, its choice, depthwise.
 
 The creator picks the execution from the parameters and the memory mode (``choose``, MNN's
-ConvolutionFloatFactory): depthwise -> ``CPUConvolutionDepthwise``; dense 3x3 stride 1 in
-NORMAL mode -> ``CPUConvolutionWinograd`` when the cost model says it beats im2col + GEMM;
-every other group-1 convolution -> ``CPUConvolutionGemm``. Each packs its weights once, at
-creation, into STATIC memory (``CPUBackend.static_copy``).
+ConvolutionFloatFactory): depthwise (group == input == output channels, 1 included) ->
+``CPUConvolutionDepthwise``; other groups (depthwise with a multiplier too) ->
+``CPUConvolutionGroup``; dense 3x3 stride 1 in NORMAL mode -> ``CPUConvolutionWinograd`` when
+the cost model says it beats im2col + GEMM; every other group-1 convolution ->
+``CPUConvolutionGemm``. Each packs its weights once, at creation, into STATIC memory
+(``CPUBackend.static_copy``); with weights (and bias) as input tensors, the same execution is
+wrapped in ``CPUConvolutionMultiInput``, which repacks them on every run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -19,12 +22,14 @@ from mnnpy.backend.cpu.executions.convolution_gemm import (
     CPUConvolutionGemm,
     pad_to,
 )
+from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
+from mnnpy.backend.cpu.executions.convolution_multi import CPUConvolutionMultiInput
 from mnnpy.backend.cpu.executions.convolution_winograd import (
     CPUConvolutionWinograd,
     winograd_block,
 )
 from mnnpy.backend.cpu.kernels import conv as K
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
@@ -90,9 +95,9 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
 
     @staticmethod
     def pack_weight(weight: np.ndarray) -> np.ndarray:
-        """(C, 1, KH, KW) -> ``[C/4][KH][KW][4]``, zero-padded, flat."""
+        """(C, 1, KH, KW) -> ``[C/4][KH][KW][4]``, zero-padded, flat (dtype kept)."""
         c, _, kh, kw = weight.shape
-        w = np.zeros((c4(c) * 4, kh, kw), np.float32)
+        w = np.zeros((c4(c) * 4, kh, kw), weight.dtype)
         w[:c] = weight[:, 0]
         return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
 
@@ -103,29 +108,70 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
         )  # fmt: skip
 
 
+def _refused(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:
+    """Why the creator cannot run ``op`` ('' when it can)."""
+    p, x = op.param, inputs[0]
+    if op.param_type != OpParameter.Convolution2D:
+        return f"param_type={op.param_type} (quantized convolution)"
+    if len(outputs) != 1 or not 1 <= len(inputs) <= 3:
+        return f"inputs={len(inputs)} outputs={len(outputs)}"
+    for field in ("quanParameter", "sparseParameter", "symmetricQuan"):
+        if getattr(p, field) is not None:
+            return f"{field}=set (quantized weights)"
+    if p.external is not None and len(p.external):
+        return "external=set (weights in an external file)"
+    if x.dtype != np.float32 or not x.is_packed or x.ndim != 4:
+        return f"input dtype={x.dtype} ndim={x.ndim} packed={x.is_packed} (needs float32 NC4HW4)"
+    for t in inputs[1:]:
+        if t.dtype != np.float32 or t.is_packed:
+            return f"weight/bias input dtype={t.dtype} packed={t.is_packed}"
+    if len(inputs) > 1 and p.common.outputCount < 1:
+        return f"outputCount={p.common.outputCount} with the weight as an input"
+    return ""
+
+
+def _build(
+    backend: CPUBackend, op: OpDef, geo: ConvGeometry, weight: np.ndarray, bias: np.ndarray
+) -> tuple[Execution, Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+    """The execution for ``geo`` and the functions that pack its weight and bias."""
+    g = geo.group
+    if g == geo.in_channels == geo.out_channels:
+        dw = CPUConvolutionDepthwise
+        return dw(backend, op, weight, bias), dw.pack_weight, lambda b: pad_to(b, 4, b.dtype)
+    if g > 1:
+        grp = CPUConvolutionGroup
+        return (
+            grp(backend, op, weight, bias, g),
+            lambda w: grp.pack_weight(w, g),
+            lambda b: grp.pack_bias(b, g),
+        )
+    unit = 0 if len(op.inputs) > 1 else choose(geo, backend.low_memory)
+    if unit:
+        return CPUConvolutionWinograd(backend, op, weight, bias, unit), _none, _none
+    gemm = CPUConvolutionGemm
+    return gemm(backend, op, weight, bias), gemm.pack_weight, lambda b: pad_to(b, 16, b.dtype)
+
+
+def _none(values: np.ndarray) -> np.ndarray:
+    raise AssertionError("Winograd weights are never repacked at run time")
+
+
 @CPUBackend.register_creator(OpType.Convolution, OpType.ConvolutionDepthwise)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: CPUBackend
-) -> Execution | None:
-    """Float NC4HW4 convolutions with inline weights, group 1 or depthwise; else None."""
-    p = op.param
-    if op.param_type != OpParameter.Convolution2D or len(inputs) != 1 or len(outputs) != 1:
-        return None  # multi-input (weights as tensors) and quantized parameter tables
-    if p.quanParameter is not None or p.sparseParameter is not None:
-        return None
-    if p.symmetricQuan is not None or (p.external is not None and len(p.external)):
-        return None
-    x = inputs[0]
-    if x.dtype != np.float32 or not x.is_packed or x.ndim != 4:
-        return None
-    geo = conv_geometry(op, x.shape)
-    depthwise = geo.group > 1 and geo.group == geo.in_channels == geo.out_channels
-    if geo.group != 1 and not depthwise:
-        return None
-    weight, bias = conv_weights(op, geo)  # raises InvalidModelError on bad lengths
-    if depthwise:
-        return CPUConvolutionDepthwise(backend, op, weight, bias)
-    unit = choose(geo, backend.low_memory)
-    if unit:
-        return CPUConvolutionWinograd(backend, op, weight, bias, unit)
-    return CPUConvolutionGemm(backend, op, weight, bias)
+) -> Execution | Unsupported:
+    """Float NC4HW4 convolutions of any group, weights inline or as inputs (weight, bias)."""
+    reason = _refused(op, inputs, outputs)
+    if reason:
+        return Unsupported(reason)
+    multi = len(inputs) > 1
+    geo = conv_geometry(op, inputs[0].shape, inputs[1].shape if multi else None)
+    if not multi:
+        weight, bias = conv_weights(op, geo)  # raises InvalidModelError on bad lengths
+        return _build(backend, op, geo, weight, bias)[0]
+    dims = (geo.out_channels, geo.in_channels // geo.group, *geo.kernel)
+    zeros = np.zeros(dims, np.float32)
+    inner, pack_w, pack_b = _build(backend, op, geo, zeros, np.zeros(geo.out_channels, np.float32))
+    return CPUConvolutionMultiInput(
+        backend, inner, (pack_w, dims), (pack_b, geo.out_channels), len(inputs) > 2
+    )

@@ -22,9 +22,9 @@ _TILE_LOW = 16  # LIMIT mode: one AVX-512 micro-kernel block of pixels per threa
 _EMPTY = np.zeros(0, np.float32)
 
 
-def pad_to(values: np.ndarray, multiple: int) -> np.ndarray:
-    """``values`` as float32, zero-padded to a multiple of ``multiple``."""
-    out = np.zeros(-(-values.size // multiple) * multiple, np.float32)
+def pad_to(values: np.ndarray, multiple: int, dtype: np.dtype | type = np.float32) -> np.ndarray:
+    """``values`` as ``dtype`` (float32), zero-padded to a multiple of ``multiple``."""
+    out = np.zeros(-(-values.size // multiple) * multiple, dtype)
     out[: values.size] = values.ravel()
     return out
 
@@ -105,9 +105,10 @@ class CPUConvolutionGemm(CPUConvolutionBase):
 
     @staticmethod
     def pack_weight(weight: np.ndarray) -> np.ndarray:
-        """OIHW -> ``[ceil(O/16)][KH*KW*I][16]``, k = (ky * KW + kx) * I + i, zero-padded."""
+        """OIHW -> ``[ceil(O/16)][KH*KW*I][16]``, k = (ky * KW + kx) * I + i, zero-padded
+        (dtype kept)."""
         o, i, kh, kw = weight.shape
-        w = np.zeros((-(-o // 16) * 16, kh * kw * i), np.float32)
+        w = np.zeros((-(-o // 16) * 16, kh * kw * i), weight.dtype)
         w[:o] = weight.transpose(0, 2, 3, 1).reshape(o, -1)
         return np.ascontiguousarray(w.reshape(-1, 16, w.shape[1]).transpose(0, 2, 1)).ravel()
 

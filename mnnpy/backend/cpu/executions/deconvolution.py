@@ -8,9 +8,10 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.convolution_multi import CPUConvolutionMultiInput
 from mnnpy.backend.cpu.kernels import deconv as K
 from mnnpy.errors import ComputeSizeError
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.convolution import activation_bounds, conv_common
@@ -24,7 +25,7 @@ from mnnpy.tensor import Tensor
 
 
 def _pad_bias(bias: np.ndarray) -> np.ndarray:
-    out = np.zeros(c4(bias.size) * 4, np.float32)
+    out = np.zeros(c4(bias.size) * 4, bias.dtype)
     out[: bias.size] = bias
     return out
 
@@ -34,7 +35,7 @@ def pack_grouped(weight: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray
 
     An output block reads only the input blocks its groups cover; weights between channels of
     different groups are zero. Returns the flat weights and ``(offset, first block, count)``
-    per output block (what ``deconv2d`` takes).
+    per output block (what ``deconv2d`` takes). The weights keep their dtype.
     """
     ic, ocg, kh, kw = weight.shape
     oc, icg = ocg * group, ic // group
@@ -43,7 +44,7 @@ def pack_grouped(weight: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray
         chans = range(o4 * 4, min(o4 * 4 + 4, oc))
         first, last = chans[0] // ocg * icg, (chans[-1] // ocg + 1) * icg
         b0, nb = first // 4, c4(last) - first // 4
-        block = np.zeros((nb * 4, 4, kh, kw), np.float32)
+        block = np.zeros((nb * 4, 4, kh, kw), weight.dtype)
         for lane, o in enumerate(chans):
             lo = o // ocg * icg
             block[lo - b0 * 4 : lo - b0 * 4 + icg, lane] = weight[lo : lo + icg, o % ocg]
@@ -122,12 +123,16 @@ class CPUDeconvolutionDepthwise(CPUDeconvolution):
     CPUDeconvolutionDepthwise)."""
 
     def pack(self, backend: CPUBackend, weight: np.ndarray, group: int) -> None:
-        """(C, 1, KH, KW) -> ``[C/4][KH][KW][4]``, zero-padded, flat, STATIC."""
+        """:meth:`pack_weight` into STATIC memory."""
+        self.weight = backend.static_copy(self.pack_weight(weight), owner=self)
+
+    @staticmethod
+    def pack_weight(weight: np.ndarray) -> np.ndarray:
+        """(C, 1, KH, KW) -> ``[C/4][KH][KW][4]``, zero-padded, flat (dtype kept)."""
         c, _, kh, kw = weight.shape
-        w = np.zeros((c4(c) * 4, kh, kw), np.float32)
+        w = np.zeros((c4(c) * 4, kh, kw), weight.dtype)
         w[:c] = weight[:, 0]
-        blocked = w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)
-        self.weight = backend.static_copy(blocked.ravel(), owner=self)
+        return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src, dst, threads = inputs[0].host, outputs[0].host, self.backend.num_thread
@@ -136,29 +141,52 @@ class CPUDeconvolutionDepthwise(CPUDeconvolution):
         )
 
 
+def _refused(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:
+    """Why the creator cannot run ``op`` ('' when it can)."""
+    p, x = op.param, inputs[0]
+    if op.param_type != OpParameter.Convolution2D or p is None:
+        return f"param_type={op.param_type} (not a Convolution2D table)"
+    n_shape = output_shape_input(op, inputs) is not None
+    if len(outputs) != 1 or not 1 <= len(inputs) - n_shape <= 3:
+        return f"inputs={len(inputs)} outputs={len(outputs)}"
+    for field in ("quanParameter", "sparseParameter", "symmetricQuan"):
+        if getattr(p, field) is not None:
+            return f"{field}=set (quantized weights)"
+    if p.external is not None and len(p.external):
+        return "external=set (weights in an external file)"
+    if x.dtype != np.float32 or not x.is_packed or x.ndim != 4:
+        return f"input dtype={x.dtype} ndim={x.ndim} packed={x.is_packed} (needs float32 NC4HW4)"
+    for t in inputs[1 : len(inputs) - n_shape]:
+        if t.dtype != np.float32 or t.is_packed:
+            return f"weight/bias input dtype={t.dtype} packed={t.is_packed}"
+    return ""
+
+
 @CPUBackend.register_creator(OpType.Deconvolution, OpType.DeconvolutionDepthwise)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
-    """Float NC4HW4 transposed convolutions with inline weights; else None."""
-    p = op.param
-    if op.param_type != OpParameter.Convolution2D or p is None or len(outputs) != 1:
-        return None
-    if len(inputs) != 1 + (output_shape_input(op, inputs) is not None):
-        return None  # weights (and bias) as tensors
-    if p.quanParameter is not None or p.sparseParameter is not None:
-        return None
-    if p.symmetricQuan is not None or (p.external is not None and len(p.external)):
-        return None
-    x = inputs[0]
-    if x.dtype != np.float32 or not x.is_packed or x.ndim != 4:
-        return None
+) -> Execution | Unsupported:
+    """Float NC4HW4 transposed convolutions of any group, weights inline or as inputs."""
+    reason = _refused(op, inputs, outputs)
+    if reason:
+        return Unsupported(reason)
     assert isinstance(backend, CPUBackend)
     shape_input = output_shape_input(op, inputs)
     geo = deconv_geometry(
-        op, x.shape, None if shape_input is None else shape_input.describe.content
+        op, inputs[0].shape, None if shape_input is None else shape_input.describe.content
     )
-    weight, bias = deconv_weights(op, geo)  # raises InvalidModelError on bad lengths
     depthwise = geo.group == geo.in_channels == geo.out_channels
     cls = CPUDeconvolutionDepthwise if depthwise else CPUDeconvolution
-    return cls(backend, op, geo, weight, bias)
+    n_weights = len(inputs) - 1 - (shape_input is not None)
+    if not n_weights:
+        weight, bias = deconv_weights(op, geo)  # raises InvalidModelError on bad lengths
+        return cls(backend, op, geo, weight, bias)
+    dims = (geo.in_channels, geo.out_channels // geo.group, *geo.kernel)
+    zero_bias = np.zeros(geo.out_channels, np.float32)
+    inner = cls(backend, op, geo, np.zeros(dims, np.float32), zero_bias)
+    g = geo.group
+    pack = CPUDeconvolutionDepthwise.pack_weight if depthwise else (lambda w: pack_grouped(w, g)[0])
+    return CPUConvolutionMultiInput(
+        backend, inner, (pack, dims), (_pad_bias, geo.out_channels), n_weights > 1,
+        keep_last=shape_input is not None,
+    )  # fmt: skip

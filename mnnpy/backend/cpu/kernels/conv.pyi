@@ -11,3 +11,20 @@ def conv2d_depthwise(
     hi: float,
     num_thread: int = 1,
 ) -> None: ...
+def grouped_scratch_size(
+    shape: tuple[int, ...], window: tuple[int, ...], group: int, tile: int, num_thread: int = 1
+) -> int: ...
+def conv2d_grouped(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    scratch: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    group: int,
+    lo: float,
+    hi: float,
+    tile: int,
+    num_thread: int = 1,
+) -> None: ...

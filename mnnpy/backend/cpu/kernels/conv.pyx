@@ -1,7 +1,8 @@
 # cython: language_level=3
-"""Depthwise convolution on NC4HW4; the NumPy reference is ``mnnpy/ops/convolution.py``.
+"""Depthwise and grouped convolution on NC4HW4; the reference is ``mnnpy/ops/convolution.py``.
 
-Dense convolutions are in ``gemm.pyx`` and ``winograd.pyx``. Activations are
+Dense convolutions are in ``gemm.pyx`` and ``winograd.pyx``; grouped ones reuse their C
+im2col and GEMM micro-kernels (``gemm_kernels.h``) per group. Activations are
 ``[batch][ceil(C/4)][H][W][4]``; the kernel takes ``shape = (batch, ic, ih, iw, oc, oh, ow)``
 and ``window = (ky, kx, sy, sx, dy, dx, pad_top, pad_left)``. Kernel taps that fall into the
 padding are skipped; outputs are clamped to ``[lo, hi]`` (fused relu / relu6); output
@@ -14,10 +15,19 @@ there are few); each value is computed by one thread in a fixed order, so result
 depend on the thread count.
 """
 
-from cython.parallel cimport prange
+from cython.parallel cimport prange, threadid
 from libc.stddef cimport ptrdiff_t
 
 from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+
+
+cdef extern from "gemm_kernels.h" nogil:
+    void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P, ptrdiff_t K,
+                       const float* w, const float* bias, float* d, ptrdiff_t d_stride,
+                       ptrdiff_t oc, float lo, float hi)
+    void mnnpy_im2col(const float* src, ptrdiff_t ic, ptrdiff_t ih, ptrdiff_t iw,
+                      ptrdiff_t ow, const ptrdiff_t* win, ptrdiff_t p0, ptrdiff_t n,
+                      float* t, ptrdiff_t T)
 
 
 cdef extern from "depthwise_kernels.h" nogil:
@@ -75,3 +85,157 @@ def conv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] weig
             mnnpy_dw_rows(isa, &g, s + plane * g.ih * g.iw * 4, d + plane * oh * g.ow * 4,
                           w + blk * g.KY * g.KX * 4, b + blk * 4, y0, min(oh, y0 + step),
                           min(4, c - blk * 4), lo, hi)
+
+
+cdef inline void _copy_plane(const float* sp, float* dp, Py_ssize_t area) noexcept nogil:
+    cdef Py_ssize_t p
+    for p in range(area):
+        dp[4 * p] = sp[4 * p]
+
+
+cdef struct GPlan:
+    Py_ssize_t batch, group, ic, oc, icg, ocg, ih, iw, ihw, ohw, ow, k, k4, tile, ntile
+    Py_ssize_t wsize, bsize, gin_img, gout_img, ic4, oc4
+    bint in_aligned, out_aligned, direct
+
+
+def grouped_scratch_size(tuple shape, tuple window, Py_ssize_t group, Py_ssize_t tile,
+                         int num_thread=1):
+    """Floats of scratch ``conv2d_grouped`` needs."""
+    cdef GPlan g = _gplan(shape, window, group, tile, num_thread)
+    return _gscratch(&g, num_thread)
+
+
+cdef Py_ssize_t _gscratch(const GPlan* g, int num_thread) noexcept:
+    cdef Py_ssize_t n = 0 if g.direct else num_thread * g.tile * 4 * g.k4
+    if not g.in_aligned:
+        n += g.group * g.batch * g.gin_img
+    if not g.out_aligned:
+        n += g.group * g.batch * g.gout_img
+    return n
+
+
+cdef GPlan _gplan(tuple shape, tuple window, Py_ssize_t group, Py_ssize_t tile,
+                  int num_thread) except *:
+    cdef GPlan g
+    cdef Py_ssize_t oh, ky, kx, sy, sx, dy, dx, top, left
+    g.batch, g.ic, g.ih, g.iw, g.oc, oh, g.ow = shape
+    ky, kx, sy, sx, dy, dx, top, left = window
+    if min(g.batch, g.ic, g.ih, g.iw, g.oc, oh, g.ow) < 1:
+        raise ValueError(f"sizes must be positive, got shape {shape!r}")
+    if min(ky, kx, sy, sx, dy, dx, tile, num_thread, group) < 1:
+        raise ValueError(f"kernel, stride, dilation, tile, threads and group must be positive, "
+                         f"got window {window!r}, tile {tile}, group {group}")
+    if g.ic % group or g.oc % group:
+        raise ValueError(f"group {group} does not divide the channels of shape {shape!r}")
+    g.group, g.icg, g.ocg = group, g.ic // group, g.oc // group
+    g.ihw, g.ohw = g.ih * g.iw, oh * g.ow
+    g.k = g.icg * ky * kx
+    g.k4 = (g.k + 3) // 4
+    g.ic4, g.oc4 = (g.ic + 3) // 4, (g.oc + 3) // 4
+    g.in_aligned, g.out_aligned = g.icg % 4 == 0, g.ocg % 4 == 0
+    g.direct = (ky == 1 and kx == 1 and sy == 1 and sx == 1 and top == 0 and left == 0
+                and oh == g.ih and g.ow == g.iw)
+    g.bsize = (g.ocg + 15) // 16 * 16
+    g.wsize = g.bsize * g.k
+    g.gin_img = (g.icg + 3) // 4 * g.ihw * 4
+    g.gout_img = (g.ocg + 3) // 4 * g.ohw * 4
+    g.tile = min(tile, g.ohw)
+    g.ntile = (g.ohw + g.tile - 1) // g.tile
+    g.tile = (g.ohw + g.ntile - 1) // g.ntile  # equal tiles
+    return g
+
+
+def conv2d_grouped(const float[::1] src, float[::1] dst, const float[::1] weight,
+                   const float[::1] bias, float[::1] scratch, tuple shape, tuple window,
+                   Py_ssize_t group, float lo, float hi, Py_ssize_t tile, int num_thread=1):
+    """Grouped convolution by one im2col + GEMM per (group, image, pixel tile).
+
+    ``weight`` holds each group's ``[ceil(ocg/16)][K][16]`` panels (``K = icg * ky * kx``)
+    one after another, ``bias`` each group's ``16 * ceil(ocg/16)`` values. A group whose
+    channels do not start on 4-channel blocks is gathered into ``scratch`` first (all groups
+    in one pass) and its outputs scattered back after, so the whole op is at most three
+    parallel loops whatever the group count. ``scratch`` needs ``grouped_scratch_size``
+    floats.
+    """
+    cdef GPlan g = _gplan(shape, window, group, tile, num_thread)
+    cdef Py_ssize_t need = _gscratch(&g, num_thread)
+    if (src.shape[0] < g.batch * g.ic4 * g.ihw * 4 or dst.shape[0] < g.batch * g.oc4 * g.ohw * 4
+            or weight.shape[0] < group * g.wsize or bias.shape[0] < group * g.bsize
+            or scratch.shape[0] < need):
+        raise ValueError(
+            f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, weight "
+            f"{weight.shape[0]}, bias {bias.shape[0]}, scratch {scratch.shape[0]} (needs "
+            f"{need}) for shape {shape!r}, window {window!r}, group {group}")
+    cdef ptrdiff_t win[8]
+    cdef Py_ssize_t i
+    for i in range(8):
+        win[i] = window[i]
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    cdef float* t = &scratch[0] if need else NULL
+    cdef float* gin = t
+    cdef float* gout
+    cdef float* cols
+    if not g.in_aligned:
+        gin = t
+        t = t + group * g.batch * g.gin_img
+    gout = t
+    if not g.out_aligned:
+        t = t + group * g.batch * g.gout_img
+    cols = t
+    cdef Py_ssize_t it, n, c, gi, lane
+    cdef float* dp
+    with nogil:
+        if not g.in_aligned:  # [group][batch][ceil(icg/4)][ih][iw][4]
+            for it in prange(g.batch * g.ic, num_threads=num_thread, schedule="static"):
+                n = it // g.ic
+                c = it % g.ic
+                gi = c // g.icg
+                _copy_plane(s + (n * g.ic4 + c // 4) * g.ihw * 4 + c % 4,
+                            gin + (gi * g.batch + n) * g.gin_img
+                            + ((c % g.icg) // 4) * g.ihw * 4 + (c % g.icg) % 4, g.ihw)
+        for it in prange(group * g.batch * g.ntile, num_threads=num_thread, schedule="static"):
+            _gitem(&g, s, d, gin, gout, cols, &weight[0], &bias[0], win, lo, hi, it, threadid())
+        if not g.out_aligned:
+            for it in prange(g.batch * g.oc, num_threads=num_thread, schedule="static"):
+                n = it // g.oc
+                c = it % g.oc
+                gi = c // g.ocg
+                _copy_plane(gout + (gi * g.batch + n) * g.gout_img
+                            + ((c % g.ocg) // 4) * g.ohw * 4 + (c % g.ocg) % 4,
+                            d + (n * g.oc4 + c // 4) * g.ohw * 4 + c % 4, g.ohw)
+            if g.oc % 4:  # padding lanes of the last block
+                for n in range(g.batch):
+                    dp = d + (n * g.oc4 + g.oc4 - 1) * g.ohw * 4
+                    for it in range(g.ohw):
+                        for lane in range(g.oc % 4, 4):
+                            dp[4 * it + lane] = 0
+
+
+cdef void _gitem(const GPlan* g, const float* src, float* dst, const float* gin, float* gout,
+                 float* cols, const float* w, const float* bias, const ptrdiff_t* win,
+                 float lo, float hi, Py_ssize_t it, int tid) noexcept nogil:
+    cdef Py_ssize_t gi = it // (g.batch * g.ntile), n = (it // g.ntile) % g.batch
+    cdef Py_ssize_t p0 = (it % g.ntile) * g.tile
+    cdef Py_ssize_t pixels = min(g.tile, g.ohw - p0), a_stride
+    cdef const float* img
+    cdef const float* a
+    cdef float* out
+    if g.in_aligned:
+        img = src + (n * g.ic4 + gi * (g.icg // 4)) * g.ihw * 4
+    else:
+        img = gin + (gi * g.batch + n) * g.gin_img
+    if g.out_aligned:
+        out = dst + (n * g.oc4 + gi * (g.ocg // 4)) * g.ohw * 4
+    else:
+        out = gout + (gi * g.batch + n) * g.gout_img
+    if g.direct:
+        a = img + p0 * 4
+        a_stride = g.ohw * 4
+    else:
+        a_stride = g.tile * 4
+        a = cols + tid * a_stride * g.k4
+        mnnpy_im2col(img, g.icg, g.ih, g.iw, g.ow, win, p0, pixels, <float*>a, g.tile)
+    mnnpy_gemm_c4(current_isa(), a, a_stride, pixels, g.k, w + gi * g.wsize,
+                  bias + gi * g.bsize, out + p0 * 4, g.ohw * 4, g.ocg, lo, hi)

@@ -15,3 +15,11 @@ def avg_pool(
     include_pad: bool,
     num_thread: int = 1,
 ) -> None: ...
+def max_pool_indices(
+    src: np.ndarray,
+    dst: np.ndarray,
+    indices: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    num_thread: int = 1,
+) -> None: ...

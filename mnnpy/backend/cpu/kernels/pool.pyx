@@ -89,6 +89,55 @@ def max_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
             _max_row(&g, s, d, r)
 
 
+cdef void _max_index_row(const Geom* g, const float* src, float* dst, int* idx,
+                         Py_ssize_t row) noexcept nogil:
+    # like _max_row, also recording where each lane's first maximum is (y * iw + x, MNN's
+    # plane-local index); padding lanes get 0
+    cdef Py_ssize_t plane = row // g.oh, oy = row % g.oh
+    cdef Py_ssize_t iy0 = oy * g.sy - g.top
+    cdef Py_ssize_t ys = _clip(iy0, 0, g.ih - 1)
+    cdef Py_ssize_t ye = _clip(iy0 + g.ky - 1, 0, g.ih - 1)
+    cdef Py_ssize_t lanes = g.c - (plane % g.c4) * 4, ox, ix0, xs, xe, y, x, lane, o
+    cdef const float* src_p = src + plane * g.ih * g.iw * 4
+    cdef const float* p
+    cdef float m[4]
+    cdef int at[4]
+    for ox in range(g.ow):
+        ix0 = ox * g.sx - g.left
+        xs = _clip(ix0, 0, g.iw - 1)
+        xe = _clip(ix0 + g.kx - 1, 0, g.iw - 1)
+        p = src_p + (ys * g.iw + xs) * 4
+        for lane in range(4):
+            m[lane] = p[lane]
+            at[lane] = <int>(ys * g.iw + xs)
+        for y in range(ys, ye + 1):
+            for x in range(xs, xe + 1):
+                p = src_p + (y * g.iw + x) * 4
+                for lane in range(4):
+                    if p[lane] > m[lane]:
+                        m[lane] = p[lane]
+                        at[lane] = <int>(y * g.iw + x)
+        o = (row * g.ow + ox) * 4
+        for lane in range(4):
+            dst[o + lane] = m[lane] if lane < lanes else 0
+            idx[o + lane] = at[lane] if lane < lanes else 0
+
+
+def max_pool_indices(const float[::1] src, float[::1] dst, int[::1] indices, tuple shape,
+                     tuple window, int num_thread=1):
+    """``max_pool`` plus, in ``indices`` (NC4HW4 int32), each maximum's ``y * iw + x``."""
+    cdef Py_ssize_t rows, r
+    cdef Geom g = _geom(shape, window, src.shape[0], dst.shape[0], &rows)
+    if indices.shape[0] < rows * g.ow * 4:
+        raise ValueError(f"indices buffer too small: {indices.shape[0]} for shape {shape!r}")
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    cdef int* ip = &indices[0]
+    with nogil:
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
+            _max_index_row(&g, s, d, ip, r)
+
+
 cdef void _avg_row(const Geom* g, const float* src, float* dst, bint include_pad,
                    Py_ssize_t row) noexcept nogil:
     cdef Py_ssize_t plane = row // g.oh, oy = row % g.oh

@@ -1,0 +1,80 @@
+"""CPU grouped convolution on NC4HW4 (1 < group, not depthwise): one im2col + GEMM per group.
+
+MNN's ConvolutionGroup splits the input into per-group tensors, runs a dense convolution on each
+and concatenates the results; this does the same over channel slices, in one kernel call
+(``conv2d_grouped``): work items are (group, image, pixel tile). Groups that start on 4-channel
+block boundaries are read / written in place; otherwise all groups' channels are gathered into
+DYNAMIC scratch first and their outputs scattered back after.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.convolution_gemm import (
+    _EMPTY,
+    CPUConvolutionBase,
+    CPUConvolutionGemm,
+    gemm_tile,
+    pad_to,
+)
+from mnnpy.backend.cpu.kernels import conv as K
+from mnnpy.net import OpDef
+from mnnpy.tensor import Tensor
+
+
+class CPUConvolutionGroup(CPUConvolutionBase):
+    """Grouped convolution, each group by im2col + GEMM on NC4HW4 (MNN's ConvolutionGroup).
+
+    Args:
+        backend: the CPU backend.
+        op: the Convolution op.
+        weight: OIHW float32 weight, ``(outputCount, inputCount / group, KH, KW)``.
+        bias: ``outputCount`` float32 values.
+        group: the group count (divides both channel counts).
+    """
+
+    def __init__(
+        self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray, group: int
+    ) -> None:
+        super().__init__(backend, op, weight.shape[1] * group)
+        self.group = group
+        self.icg, self.ocg = weight.shape[1], weight.shape[0] // group
+        self.weight = backend.static_copy(self.pack_weight(weight, group), owner=self)
+        self.bias = backend.static_copy(self.pack_bias(bias, group), owner=self)
+        self._tile = 0
+        self._scratch_tensor: Tensor | None = None
+
+    @staticmethod
+    def pack_weight(weight: np.ndarray, group: int) -> np.ndarray:
+        """Each group's OIHW slice packed as ``CPUConvolutionGemm.pack_weight``, one after
+        another (dtype kept, so an index array packs to an index map)."""
+        parts = np.split(weight, group)
+        return np.concatenate([CPUConvolutionGemm.pack_weight(w) for w in parts])
+
+    @staticmethod
+    def pack_bias(bias: np.ndarray, group: int) -> np.ndarray:
+        """Each group's bias zero-padded to a multiple of 16."""
+        return np.concatenate([pad_to(b, 16, b.dtype) for b in np.split(bias, group)])
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        super().on_resize(inputs, outputs)
+        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        ky, kx, sy, sx, _, _, top, left = self._window
+        direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
+        oh, ow = self._shape[5:]
+        self._tile = gemm_tile(self.icg * ky * kx, self.ocg, oh * ow, backend.low_memory, direct)
+        n = K.grouped_scratch_size(
+            self._shape, self._window, self.group, self._tile, backend.num_thread
+        )
+        self._scratch_tensor = self._scratch(n)
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
+        K.conv2d_grouped(
+            inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
+            self._window, self.group, self.lo, self.hi, self._tile, self.backend.num_thread,
+        )  # fmt: skip
