@@ -7,7 +7,8 @@ import pytest
 
 from mnnpy._schema.MNN.LSTM import LSTMT
 from mnnpy.errors import MNNError
-from mnnpy.net import OpParameter, OpType
+from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops.lstm import reference
 from mnnpy.tensor_format import DimensionFormat
 from tests.helpers import assert_close, run_op
 
@@ -77,6 +78,9 @@ def test_matches_onnx_equations(op_type: int, dirs: int, init: bool) -> None:
     assert_close(one[1], np.stack([p[1] for p in per_dir]))
     if op_type == OpType.LSTM:
         assert_close(one[2], np.stack([p[2] for p in per_dir]))
+    op = OpDef(0, op_type, "op", (), tuple(range(n_out)), param(hid), OpParameter.LSTM, NCHW)
+    for got, want in zip(reference(op, ins), one, strict=True):
+        assert_close(got, want)
 
 
 def test_wrong_weight_shape() -> None:
