@@ -186,12 +186,12 @@ def _const_info(op: OpDef) -> ConstInfo:
 
 def _outputs(net: Net, tensors: list[TensorInfo], ops: list[OpDef]) -> dict[str, int]:
     by_name = {t.name: t.index for t in tensors}
-    if net.output_names:
-        missing = [n for n in net.output_names if n not in by_name]
-        if missing:
-            raise InvalidModelError(f"declared outputs {missing!r} are not tensors of the model")
-        return {n: by_name[n] for n in net.output_names}
-    # No declared outputs: as MNN does, every tensor written by an op and read by none.
+    # As MNN's Schedule, declared names that are no tensor of the model are skipped (asking the
+    # session for one later fails); when none is left, fall back to the implicit outputs.
+    declared = {n: by_name[n] for n in net.output_names if n in by_name}
+    if declared:
+        return declared
+    # No (usable) declared outputs: as MNN does, every tensor written by an op and read by none.
     read = {i for op in ops for i in op.inputs}
     outs = {tensors[i].name: i for op in ops for i in op.outputs if i not in read}
     if not outs:

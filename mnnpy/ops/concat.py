@@ -1,4 +1,10 @@
-"""Concat: join inputs along ``Axis.axis`` (negative counts from the end); format of input 0."""
+"""Concat: join inputs along ``Axis.axis`` (negative counts from the end); format of input 0.
+
+As MNN's ShapeConcat, input 0 sets the rank and an input of lower rank is accepted when its dims
+other than the axis match the output's leading dims; GeometryConcat then copies it as if it had
+the output's trailing dims, so mnnpy requires those to be 1 (the same elements; MNN would read
+past the input otherwise). The ONNX loss functions concatenate ``[[C]]`` with ``[1, 1]`` so.
+"""
 
 from __future__ import annotations
 
@@ -29,8 +35,11 @@ def concat_shape(op: OpDef, shapes: Sequence[Sequence[int]]) -> tuple[int, ...]:
     axis = resolve_axis(op, len(first))
     total = 0
     for s in shapes:
-        if len(s) != len(first) or any(
-            a != b for i, (a, b) in enumerate(zip(s, first, strict=True)) if i != axis
+        rank = len(s)
+        if (
+            not axis < rank <= len(first)
+            or any(s[i] != first[i] for i in range(rank) if i != axis)
+            or any(n != 1 for n in first[rank:])
         ):
             raise ComputeSizeError(f"Concat inputs {[tuple(x) for x in shapes]!r} do not match")
         total += s[axis]
@@ -52,4 +61,6 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """``np.concatenate`` along the axis."""
     arrays = [np.asarray(x) for x in inputs]
     concat_shape(op, [a.shape for a in arrays])
-    return [np.concatenate(arrays, axis=resolve_axis(op, arrays[0].ndim))]
+    rank = arrays[0].ndim
+    full = [a.reshape(a.shape + (1,) * (rank - a.ndim)) for a in arrays]
+    return [np.concatenate(full, axis=resolve_axis(op, rank))]

@@ -1,7 +1,10 @@
 """Fill, ZerosLike and Range: tensors made from a few known values.
 
-Fill (MNN's ShapeFill): input 0, a 1-D int32 shape known while resizing; input 1, the value
-(its first element; its dtype and format become the output's). ZerosLike: zeros shaped like
+Fill (MNN's ShapeFill): input 0, an int32 shape known while resizing; input 1, the value
+(its first element; its dtype and format become the output's). ShapeFill reads as many shape
+values as input 0's first extent; a 0-d shape input (ONNX ConstantOfShape fed a scalar, as the
+converter writes for the loss functions) is read as one value, so ``n`` gives ``[n]``, as MNN's
+Session API does. ZerosLike: zeros shaped like
 input 0. Range (ShapeRange, CPURange): start, limit and delta scalars, known while resizing, of
 int32 or float32 (the output's dtype); ``ceil(|(limit - start) / delta|)`` elements computed in
 float32, none when delta points away from limit; element ``i`` is ``start`` plus ``delta`` added
@@ -30,9 +33,13 @@ def _known(t: Tensor, what: str) -> np.ndarray:
 def fill_shape(values: np.ndarray) -> tuple[int, ...]:
     """The dims of a Fill output from its shape input."""
     v = np.asarray(values)
-    if v.ndim != 1 or v.dtype.kind not in "iu" or (v < 0).any():
-        raise ComputeSizeError(f"Fill needs a 1-D non-negative integer shape, has {v!r}")
-    return tuple(int(d) for d in v)
+    if v.dtype.kind not in "iu":
+        raise ComputeSizeError(f"Fill needs an integer shape, has {v!r}")
+    # ShapeFill takes dim[0].extent values of the flat data; a 0-d tensor holds one value
+    dims = v.reshape(-1)[: v.shape[0] if v.ndim else 1]
+    if (dims < 0).any():
+        raise ComputeSizeError(f"Fill needs a non-negative shape, has {v!r}")
+    return tuple(int(d) for d in dims)
 
 
 @register_shape(OpType.Fill)

@@ -9,8 +9,11 @@ a ``[outer][axis][inner]`` view; for float32 the order does not matter, for int3
 elements > 0 (MNN's test), ALL elements != 0. ANY / ALL on float32 and ASUM / SUMSQ on int32 are
 NOT_SUPPORT (MNN's CPU has no kernel for them; it has none for float ASUM / SUMSQ either, which
 its Caffe converter rewrites, but they cost nothing here). ``coeff`` is ignored, as by MNN's CPU
-backend. An empty run gives 0, or 1 for PROD and ALL. An empty dim list (``dim`` present but
-empty, or an empty input 1) is NOT_SUPPORT: MNN's shape and geometry disagree on it.
+backend. An empty run gives 0, or 1 for PROD and ALL, -inf / +inf for float32 MAXIMUM / MINIMUM
+(ONNX's reduction of an empty set; int32 keeps 0, as bools cast to int32 expect). An empty dim
+list (``dim`` present but empty, or an empty input 1) reduces every dim: that is what MNN's
+GeometryReduce computes and ONNX's default (``noop_with_empty_axes=0``, an attribute MNN's
+converter drops), although MNN's ShapeReduction sizes that output like the input.
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ def axes(op: OpDef, rank: int, values: np.ndarray | None) -> list[int]:
         dims = [int(v) for v in op.param.dim]
     else:
         return list(range(rank))
-    if not dims:
-        raise NotSupportError("Reduction with an empty dim list")
+    if not dims:  # MNN's GeometryReduce: one run over the whole tensor
+        return list(range(rank))
     resolved = {d + rank if d < 0 else d for d in dims}
     if any(not 0 <= d < rank for d in resolved):
         raise ComputeSizeError(f"Reduction dims {dims!r} are out of range for rank {rank}")
@@ -107,10 +110,17 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
     out.dtype, out.dimension_format = src.dtype, src.dimension_format
 
 
+def _empty(code: int, dtype: np.dtype) -> float:
+    """The result of reducing an empty run."""
+    if dtype == F32 and code in (R.MAXIMUM, R.MINIMUM):
+        return -np.inf if code == R.MAXIMUM else np.inf
+    return int(code in (R.PROD, R.ALL))
+
+
 def _reduce(code: int, v: np.ndarray) -> np.ndarray:
     """``v`` of shape (outer, axis, inner) reduced over axis 1."""
     if v.shape[1] == 0:
-        return np.full((v.shape[0], v.shape[2]), int(code in (R.PROD, R.ALL)), v.dtype)
+        return np.full((v.shape[0], v.shape[2]), _empty(code, v.dtype), v.dtype)
     if v.dtype == I32:
         w = v.astype(np.int64)
         if code in (R.SUM, R.MEAN, R.PROD):

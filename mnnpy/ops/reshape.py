@@ -1,10 +1,12 @@
 """Reshape: new dims from the ``Reshape`` parameter or from input 1's content (MNN's ShapeReshape).
 
 A 0 copies the input's dim at that position (unless the shape tensor is NHWC, i.e. came from
-TensorFlow), a single -1 is inferred. For an NC4HW4 input with ``dimType`` NHWC, MNN reads a
-runtime shape (of 4 dims) as NHWC and reshapes the data in NHWC order, ``(N, *spatial, C)``
-(GeometryReshape); ranks above 4 are NOT_SUPPORT here. Otherwise the data keeps its logical
-(NCHW for NC4HW4) order.
+TensorFlow), a single -1 is inferred. For an empty input whose copied dims do not fit, the zeros
+are taken literally (ONNX ``allowzero``, which MNN's converter drops; ShapeReshape's comment
+keeps the input dim only when the input is not empty, its code refuses). For an NC4HW4 input
+with ``dimType`` NHWC, MNN reads a runtime shape (of 4 dims) as NHWC and reshapes the data in
+NHWC order, ``(N, *spatial, C)`` (GeometryReshape); ranks above 4 are NOT_SUPPORT here.
+Otherwise the data keeps its logical (NCHW for NC4HW4) order.
 """
 
 from __future__ import annotations
@@ -53,26 +55,37 @@ def resolve(
             if len(dims) != 4:
                 raise NotSupportError(f"Reshape: NHWC shape {dims!r} for NC4HW4 input needs 4 dims")
             dims = [dims[0], dims[3], dims[1], dims[2]]
+    total = math.prod(in_shape)
+    out = _fill_in(dims, in_shape, total, literal_zeros=from_tf)
+    if math.prod(out) != total and total == 0 and 0 in dims and not from_tf:
+        # an empty input: 0 stays 0 (ONNX allowzero), as ShapeReshape's comment intends
+        out = _fill_in(dims, in_shape, total, literal_zeros=True)
+    if math.prod(out) != total:
+        raise ComputeSizeError(f"cannot reshape {tuple(in_shape)!r} ({total} elements) to {out!r}")
+    return tuple(out)
+
+
+def _fill_in(
+    dims: Sequence[int], in_shape: Sequence[int], total: int, literal_zeros: bool
+) -> list[int]:
+    """``dims`` with each 0 copied from ``in_shape`` (unless ``literal_zeros``) and -1 inferred."""
     out = []
     for i, d in enumerate(dims):
-        if d == 0 and not from_tf:
+        if d == 0 and not literal_zeros:
             if i >= len(in_shape):
                 raise ComputeSizeError(
                     f"Reshape dim {i} is 0 but the input has rank {len(in_shape)}"
                 )
             d = in_shape[i]
         elif d < -1:
-            raise ComputeSizeError(f"Reshape dims {dims!r} have a negative value")
+            raise ComputeSizeError(f"Reshape dims {list(dims)!r} have a negative value")
         out.append(d)
-    total = math.prod(in_shape)
     if out.count(-1) > 1:
-        raise ComputeSizeError(f"Reshape dims {dims!r} have more than one -1")
+        raise ComputeSizeError(f"Reshape dims {list(dims)!r} have more than one -1")
     if -1 in out:
         known = math.prod(d for d in out if d != -1)
         out[out.index(-1)] = total // known if known else 0
-    if math.prod(out) != total:
-        raise ComputeSizeError(f"cannot reshape {tuple(in_shape)!r} ({total} elements) to {out!r}")
-    return tuple(out)
+    return out
 
 
 @register_shape(OpType.Reshape)

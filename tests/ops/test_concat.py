@@ -60,3 +60,39 @@ def test_mismatch() -> None:
     with pytest.raises(MNNError) as e:
         run_op(OpType.Concat, xs, axis(1), OpParameter.Axis)
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("c", [1, 3, 5, 17])
+def test_lower_rank_inputs_get_trailing_ones(c: int, fmt: DimensionFormat) -> None:
+    # MNN's ShapeConcat: input 0 sets the rank; ONNX's loss functions concat [[C]] with [1, 1]
+    rng = np.random.default_rng(c)
+    a = rng.standard_normal((2, c, 1, 1)).astype(np.float32)
+    b = rng.standard_normal((2, 4)).astype(np.float32)
+    one, two = (
+        run_op(OpType.Concat, [a, b], axis(1), OpParameter.Axis, fmt=fmt, num_thread=t)[0]
+        for t in (1, 2)
+    )
+    np.testing.assert_array_equal(one, two)
+    np.testing.assert_array_equal(one, np.concatenate([a, b[:, :, None, None]], axis=1))
+
+
+def test_lower_rank_int32_shape_values_fold() -> None:
+    xs = [np.array([[5]], np.int32), np.array([1, 1], np.int32)]
+    out = run_op(OpType.Concat, xs, axis(0), OpParameter.Axis, consts={0: xs[0], 1: xs[1]})[0]
+    np.testing.assert_array_equal(out, [[5], [1], [1]])
+
+
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [(2, 3, 2), (2, 4)],  # input 0's trailing dim is not 1: MNN would read past the input
+        [(2, 3), (2, 4, 1)],  # higher rank than input 0
+        [(2, 3, 1), (3, 4)],  # a leading dim differs
+    ],
+)
+def test_rank_mismatches_refused(shapes: list[tuple[int, ...]]) -> None:
+    xs = [np.zeros(s, np.float32) for s in shapes]
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.Concat, xs, axis(1), OpParameter.Axis, fmt=NCHW)
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR

@@ -33,6 +33,27 @@ def test_fill_shape_known_at_run_time() -> None:
     assert out.shape == (2, 3)
 
 
+@pytest.mark.parametrize(("dims", "want"), [(np.array(3), (3,)), (np.array(0), (0,))])
+def test_fill_scalar_shape_is_one_dim(dims: np.ndarray, want: tuple[int, ...]) -> None:
+    # MNN's Session API reads a 0-d shape tensor n as [n] (the loss functions' ConstantOfShape)
+    dims, value = dims.astype(np.int32), np.array([2.5], np.float32)
+    out = check(OpType.Fill, [dims, value], consts={0: dims})
+    assert out.shape == want and (out == 2.5).all()
+
+
+def test_fill_reads_first_extent_of_a_2d_shape() -> None:
+    dims, value = np.array([[4, 9]], np.int32), np.array([7], np.int32)
+    out = check(OpType.Fill, [dims, value], consts={0: dims})
+    assert out.shape == (4,) and out.dtype == np.int32 and (out == 7).all()
+
+
+def test_fill_negative_shape_refused() -> None:
+    dims = np.array([2, -1], np.int32)
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.Fill, [dims, np.array([1], np.float32)], consts={0: dims})
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
 @pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
 @pytest.mark.parametrize("c", [1, 3, 5, 17])
 def test_zeros_like(c: int, fmt: DimensionFormat) -> None:

@@ -112,13 +112,60 @@ def test_size_one_dims_copy_and_const_folds() -> None:
     assert out.shape == () and out == pytest.approx(float(x.sum()), rel=1e-5)
 
 
-def test_empty_axis() -> None:
-    x = np.zeros((2, 0, 3), np.float32)
-    out = np.full(6, 7, np.float32)
-    for code, value in ((R.PROD, 1), (R.SUM, 0), (R.MAXIMUM, 0)):
-        K.reduce(x.ravel(), out, 2, 0, 3, code)
-        np.testing.assert_array_equal(out, value)
-        np.testing.assert_array_equal(expected(param(code, [1]), x), np.full((2, 3), value))
+@pytest.mark.parametrize(
+    ("dtype", "code", "value"),
+    [
+        (np.float32, R.PROD, 1),
+        (np.float32, R.SUM, 0),
+        (np.float32, R.MAXIMUM, -np.inf),  # ONNX ReduceMax of an empty set
+        (np.float32, R.MINIMUM, np.inf),
+        (np.int32, R.MAXIMUM, 0),  # ONNX bool ReduceMax of nothing (cast to int32): False
+        (np.int32, R.MINIMUM, 0),
+        (np.int32, R.ALL, 1),
+        (np.int32, R.SUM, 0),
+    ],
+)
+def test_empty_axis(dtype: type, code: int, value: float) -> None:
+    x = np.zeros((2, 0, 3), dtype)
+    out = np.full(6, 7, dtype)
+    K.reduce(x.ravel(), out, 2, 0, 3, code)
+    np.testing.assert_array_equal(out, value)
+    np.testing.assert_array_equal(expected(param(code, [1]), x), np.full((2, 3), value, dtype))
+
+
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize(
+    ("dtype", "code"),
+    [(np.float32, R.MEAN), (np.float32, R.MAXIMUM), (np.int32, R.SUM), (np.float32, R.SUMSQ)],
+)
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+def test_empty_dim_list_reduces_everything(
+    dtype: type, code: int, keep: bool, fmt: DimensionFormat
+) -> None:
+    # ONNX Reduce* with an empty axes input (MNN's converter drops noop_with_empty_axes)
+    x = (data((2, 5, 3, 7)) * 10).astype(dtype)
+    want = {R.MEAN: np.mean, R.MAXIMUM: np.max, R.SUM: np.sum}.get(code, lambda v: (v * v).sum())
+    shape = (1, 1, 1, 1) if keep else ()
+    axes = np.zeros(0, np.int32)
+    for p, ins, consts in (
+        (param(code, [], keep), [x], None),
+        (param(code, None, keep), [x, axes], {1: axes}),
+    ):
+        one, two = (
+            run_op(
+                OpType.Reduction,
+                ins,
+                p,
+                OpParameter.ReductionParam,
+                consts=consts,
+                fmt=fmt,
+                num_thread=t,
+            )[0]
+            for t in (1, 2)
+        )
+        np.testing.assert_array_equal(one, two)
+        assert one.shape == shape and one.dtype == dtype
+        assert_close(one, np.asarray(want(x.astype(np.float64))).astype(dtype).reshape(shape))
 
 
 @pytest.mark.parametrize(
@@ -126,7 +173,6 @@ def test_empty_axis() -> None:
     [
         (data((2, 3)), param(R.ANY, [1])),  # float ANY
         (np.ones((2, 3), np.int32), param(R.SUMSQ, [1])),
-        (data((2, 3)), param(R.SUM, [])),  # empty dim list
         (data((2, 3)), param(99, [1])),
     ],
 )

@@ -9,7 +9,7 @@ import mnnpy
 from mnnpy._schema.MNN.Reshape import ReshapeT
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
-from mnnpy.ops.reshape import reference
+from mnnpy.ops.reshape import reference, resolve
 from mnnpy.tensor_format import DimensionFormat
 from tests.helpers import assert_close, make_single_op_net, run_mnn, run_op
 
@@ -140,3 +140,25 @@ def test_shape_input_known_only_at_run_time() -> None:
     with pytest.raises(MNNError) as e:
         interp.run_session(session)
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+@pytest.mark.parametrize(
+    ("src", "dims", "want"),
+    [
+        ((0, 3, 4), [3, 4, 0], (3, 4, 0)),  # ONNX allowzero: the copied 4 would not fit
+        ((0, 5), [1, 0, 5], (1, 0, 5)),  # the Trilu expansion's mask of an empty input
+        ((2, 0), [0, 0], (2, 0)),  # copying fits: MNN's rule wins
+        ((0, 3, 4), [0, -1], (0, 0)),  # MNN: -1 next to a 0 total is 0
+    ],
+)
+def test_zeros_of_an_empty_input(src: tuple, dims: list[int], want: tuple) -> None:
+    op = OpDef(0, OpType.Reshape, "op", (), (0,), param(None), OpParameter.Reshape, NHWC)
+    assert resolve(op, src, NCHW, np.array(dims, np.int32)) == want
+    out = reference(op, [np.zeros(src, np.float32), np.array(dims, np.int32)], input_format=NCHW)
+    assert out[0].shape == want
+
+
+def test_zero_copies_for_a_non_empty_input() -> None:
+    op = OpDef(0, OpType.Reshape, "op", (), (0,), param(None), OpParameter.Reshape, NHWC)
+    with pytest.raises(MNNError):  # copying gives (3, 4, 4): no literal fallback with data
+        resolve(op, (2, 3, 4), NCHW, np.array([3, 4, 0], np.int32))

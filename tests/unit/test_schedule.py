@@ -73,6 +73,29 @@ def test_declared_outputs_keep_intermediate_tensors():
     assert info.tensors[1].use_count == 2  # read by "s", plus kept as an output
 
 
+@pytest.mark.parametrize(("declared", "kept"), [(["b", "log_prob"], ["b"]), (["gone"], ["b"])])
+def test_declared_outputs_that_are_no_tensor_are_skipped(declared, kept):
+    # MNN's converter may declare an output it dropped (SoftmaxCrossEntropyLoss's log_prob):
+    # MNN's Schedule skips the name, and only asking the session for it fails
+    data = _net(
+        [
+            input_op("x", 0, (1, 4)),
+            _op(OpType.ReLU, "r", [0], [1]),
+            _op(OpType.ReLU, "s", [1], [2]),
+        ],
+        ["x", "a", "b"],
+        outputs=declared,
+    )
+    info = schedule(load_net(data), [ScheduleConfig()])
+    assert sorted(info.outputs) == kept
+    interp = mnnpy.Interpreter.from_buffer(data)
+    session = interp.create_session(ScheduleConfig())
+    assert interp.get_session_output(session, "b").shape == (1, 4)
+    with pytest.raises(MNNError) as e:
+        interp.get_session_output(session, declared[-1])
+    assert e.value.code == ErrorCode.INVALID_VALUE
+
+
 @pytest.mark.parametrize(
     "ops,names,message",
     [

@@ -15,7 +15,7 @@ from mnnpy.ops import concat, permute, slice_tf
 from mnnpy.ops import slice as slice_op
 from mnnpy.tensor import Tensor
 
-Index = tuple[slice, ...]
+Index = tuple[slice | None, ...]
 
 
 class CPUMovement(Execution):
@@ -41,7 +41,9 @@ class CPUMovement(Execution):
                     slice(start, start + t.shape[axis]) if d == axis else s
                     for d, s in enumerate(full)
                 )
-                self._copies.append((i, 0, tuple(slice(None) for _ in t.shape), dst))
+                # a lower-rank input (MNN's ShapeConcat) gets the output's trailing dims of 1
+                view = tuple(slice(None) for _ in t.shape) + (None,) * (src.ndim - t.ndim)
+                self._copies.append((i, 0, view, dst))
                 start += t.shape[axis]
             self._read = list(inputs)
         elif op.type == OpType.Slice:

@@ -13,7 +13,7 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import eltwise as E
 from mnnpy.backend.cpu.kernels import pad as K
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.padding import pad_mode, pad_pairs
@@ -109,12 +109,14 @@ class CPUPadding(Execution):
 @CPUBackend.register_creator(OpType.Padding)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
-    """float32 / int32 Padding of non-empty tensors up to rank 8; else None."""
+) -> Execution | Unsupported:
+    """float32 / int32 Padding of non-empty tensors up to rank 8; else Unsupported."""
     x = inputs[0]
-    if x.dtype not in (np.float32, np.int32) or not 1 <= x.ndim <= 8 or len(outputs) != 1:
-        return None
+    if x.dtype not in (np.float32, np.int32):
+        return Unsupported(f"dtype={x.dtype.name}")
+    if not 1 <= x.ndim <= 8 or len(outputs) != 1:
+        return Unsupported(f"rank={x.ndim} with {len(outputs)} outputs")
     if x.element_size == 0 or outputs[0].element_size == 0:
-        return None
+        return Unsupported(f"empty tensor {x.shape!r} -> {outputs[0].shape!r}")
     assert isinstance(backend, CPUBackend)
     return CPUPadding(backend, op)

@@ -11,7 +11,7 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO
 from mnnpy.backend.cpu.kernels import reduce as K
 from mnnpy.errors import NotSupportError
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import reduction
 from mnnpy.tensor import Tensor
@@ -56,13 +56,15 @@ class CPUReduction(Execution):
 @CPUBackend.register_creator(OpType.Reduction)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
+) -> Execution | Unsupported:
     src, out = inputs[0], outputs[0]
     try:
         code = reduction.operation(op, src.dtype)
-    except NotSupportError:
-        return None
+    except NotSupportError as e:
+        return Unsupported(str(e))
     supported = K.FLOAT_OPS if src.dtype == np.float32 else K.INT_OPS
-    if code not in supported or out.dtype != src.dtype:
-        return None
+    if code not in supported:
+        return Unsupported(f"operation={code} on {src.dtype.name}")
+    if out.dtype != src.dtype:
+        return Unsupported(f"output dtype {out.dtype.name} != input dtype {src.dtype.name}")
     return CPUReduction(backend, op, code)

@@ -10,7 +10,7 @@ from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import bca
 from mnnpy.backend.cpu.kernels import pack as P
-from mnnpy.execution import Execution
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import reshape
 from mnnpy.tensor import Tensor
@@ -72,7 +72,8 @@ class CPUReshape(Execution):
 @CPUBackend.register_creator(OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | None:
-    if inputs[0].dimension_format != outputs[0].dimension_format:
-        return None  # the shape functions keep input 0's format; anything else is not ours
+) -> Execution | Unsupported:
+    src, dst = inputs[0].dimension_format, outputs[0].dimension_format
+    if src != dst:  # the shape functions keep input 0's format; anything else is not ours
+        return Unsupported(f"input layout {src.name} differs from output layout {dst.name}")
     return CPUReshape(backend, op)

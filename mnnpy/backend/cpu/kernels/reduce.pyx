@@ -5,11 +5,12 @@ NumPy reference: ``mnnpy/ops/reduction.py``. Work is split into tasks of ``_BLOC
 ``inner`` positions of one ``outer`` index; a task walks the axis in order, so results do not
 depend on the thread count. float32 accumulates in float64; int32 wraps like MNN's int32 loops
 (unsigned arithmetic) and MEAN divides the wrapped sum, truncating. An empty axis gives 0, or 1
-for PROD and ALL.
+for PROD and ALL; float32 MAXIMUM / MINIMUM give -inf / +inf (ONNX's ReduceMax / ReduceMin of an
+empty set; int32 keeps 0, which bool tensors cast to int32 expect).
 """
 
 from cython.parallel cimport prange
-from libc.math cimport fabs
+from libc.math cimport INFINITY, fabs
 
 # MNN's ReductionType values.
 cdef enum:
@@ -136,9 +137,15 @@ def reduce(const scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t outer, Py_ssiz
     cdef Py_ssize_t tasks = outer * blocks
     if outer * inner == 0:
         return
+    cdef scalar_t empty = 1 if op == PROD or op == ALL else 0
     if axis == 0:
+        if scalar_t is float:
+            if op == MAXIMUM:
+                empty = -INFINITY
+            elif op == MINIMUM:
+                empty = INFINITY
         for t in range(outer * inner):
-            dst[t] = 1 if op == PROD or op == ALL else 0
+            dst[t] = empty
         return
     with nogil:
         for t in prange(tasks, num_threads=num_thread, schedule="static"):
