@@ -153,6 +153,52 @@ def test_conv2d_gemm(isa: str, name: str) -> None:
     assert np.all(lanes[:, -1, :, oc % 4 or 4 :] == 0)
 
 
+GATHER_CHANNELS = [(1, 3), (3, 4), (4, 5), (5, 17), (17, 1)]  # each of 1, 3, 4, 5, 17 in and out
+
+
+@pytest.mark.parametrize("batch", [1, 2, 128])
+@pytest.mark.parametrize("hw", [(1, 1), (1, 2), (3, 1)])
+def test_conv2d_gemm_gather(isa: str, batch: int, hw: tuple[int, int]) -> None:
+    """A batch of tiny images as one GEMM: close to the reference, bit-identical to the
+    per-image GEMM and for 1 and 2 threads, padding lanes 0."""
+    window = (1, 1, 1, 1, 1, 1, 0, 0)
+    rng = np.random.default_rng(batch * 10 + hw[0] * 3 + hw[1])
+    for c, oc in GATHER_CHANNELS:
+        x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+        w = rng.standard_normal((oc, c, 1, 1)).astype(np.float32)
+        b = rng.standard_normal(oc).astype(np.float32)
+        ref = np.clip(conv_reference(x, w, b, window), -1.0, 1.5)
+        shape = (batch, c, *hw, oc, *hw)
+        outs = []
+        for gather, tile, threads in [(True, 128, 1), (True, 7, 2), (False, 128, 1)]:
+            n = G.scratch_size(shape, window, tile, threads, gather)
+            scratch = np.full(n, np.nan, np.float32)  # nothing is read before it is written
+            dst = np.full(batch * layout.c4(oc) * 4 * hw[0] * hw[1], 7, np.float32)
+            G.conv2d(
+                packed(x), dst, CPUConvolutionGemm.pack_weight(w), pad_to(b, 16), scratch,
+                shape, window, -1.0, 1.5, tile, threads, gather,
+            )  # fmt: skip
+            outs.append(dst)
+        assert all(np.array_equal(outs[0], o) for o in outs[1:])
+        np.testing.assert_allclose(
+            layout.unpack_nc4hw4(outs[0], ref.shape), ref, rtol=1e-4, atol=1e-4
+        )
+        assert np.all(outs[0].reshape(batch, layout.c4(oc), -1, 4)[:, -1, :, oc % 4 or 4 :] == 0)
+
+
+def test_conv2d_gemm_gather_checks() -> None:
+    shape, window = (3, 5, 1, 2, 6, 1, 2), (1, 1, 1, 1, 1, 1, 0, 0)
+    need = G.scratch_size(shape, window, 16, 2, True)
+    assert need == (2 + 2) * 4 * 3 * 2  # input and output panels
+    src, dst = np.zeros(3 * 2 * 2 * 4, np.float32), np.zeros(3 * 2 * 2 * 4, np.float32)
+    w, b = np.zeros(16 * 5, np.float32), np.zeros(16, np.float32)
+    G.conv2d(src, dst, w, b, np.zeros(need, np.float32), shape, window, 0, 1, 16, 2, True)
+    with pytest.raises(ValueError, match="scratch"):
+        G.conv2d(src, dst, w, b, np.zeros(need - 1, np.float32), shape, window, 0, 1, 16, 2, True)
+    with pytest.raises(ValueError, match="gather needs"):
+        G.scratch_size((3, 5, 3, 3, 6, 3, 3), (3, 3, 1, 1, 1, 1, 1, 1), 16, 1, True)
+
+
 def test_conv2d_gemm_checks_scratch() -> None:
     shape, window = (1, 4, 5, 5, 4, 5, 5), (3, 3, 1, 1, 1, 1, 1, 1)
     src, dst = np.zeros(100, np.float32), np.zeros(100, np.float32)

@@ -172,6 +172,16 @@ def test_1x1_matmul_style() -> None:  # what the converter makes of Gemm: no pad
     check(data((2, 16, 1, 1)), conv(16, 10, (1, 1)))
 
 
+@pytest.mark.usefixtures("isa")
+@pytest.mark.parametrize("batch, hw", [(2, (1, 1)), (5, (3, 1)), (128, (1, 1))])
+def test_1x1_batch_gathered(batch: int, hw: tuple[int, int]) -> None:
+    """A batch of tiny images (a converted MatMul) runs as one gathered GEMM in NORMAL mode."""
+    x, param = data((batch, 17, *hw)), conv(17, 5, (1, 1), relu=True)
+    check(x, param)
+    assert execution_of(run(x, param, CONV, 2, "NORMAL")[1])._gather
+    assert not execution_of(run(x, param, CONV, 1, "LIMIT")[1])._gather
+
+
 @pytest.mark.parametrize(
     "c, oc, hw, k",
     [(24, 40, (30, 29), (1, 1)), (20, 36, (23, 31), (3, 3)), (3, 20, (41, 37), (7, 7))],

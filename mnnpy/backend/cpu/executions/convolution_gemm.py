@@ -20,6 +20,9 @@ _L2_TILE_FLOATS = 64 * 1024
 _TILE_MAX = 128  # more pixels per tile measured no faster, only more scratch
 _TILE_LOW = 16  # LIMIT mode: one AVX-512 micro-kernel block of pixels per thread
 _EMPTY = np.zeros(0, np.float32)
+# Direct 1x1 convolutions on images smaller than this many pixels run the batch as one GEMM
+# (``gather``): per image, the micro-kernel's 16-pixel blocks would be mostly empty.
+_GATHER_BELOW = 64
 
 
 def pad_to(values: np.ndarray, multiple: int, dtype: np.dtype | type = np.float32) -> np.ndarray:
@@ -82,10 +85,13 @@ class CPUConvolutionGemm(CPUConvolutionBase):
     """Group-1 convolution as im2col + GEMM on NC4HW4 panels (MNN's
     DenseConvolutionTiledExecutor).
 
-    A 1x1, stride-1, unpadded convolution multiplies the input in place. Any other copies
-    pixel tiles into DYNAMIC scratch, one tile per thread: up to 128 pixels sized for L2 in
-    NORMAL mode, 16 pixels in LIMIT mode (``gemm_tile``). The weights are the same in both
-    modes, OIHW repacked as 16-channel panels.
+    A 1x1, stride-1, unpadded convolution multiplies the input in place; on a batch of small
+    images (a MatMul converted to a convolution on ``[M, K, 1, 1]``) it first gathers the batch
+    into one DYNAMIC panel and runs a single GEMM over all its pixels (NORMAL mode only: the
+    panel is as large as input plus output). Any other copies pixel tiles into DYNAMIC
+    scratch, one tile per thread: up to 128 pixels sized for L2 in NORMAL mode, 16 pixels in
+    LIMIT mode (``gemm_tile``). The weights are the same in both modes, OIHW repacked as
+    16-channel panels.
 
     Args:
         backend: the CPU backend.
@@ -101,6 +107,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self.weight = backend.static_copy(self.pack_weight(weight), owner=self)
         self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
         self._tile = 0
+        self._gather = False
         self._scratch_tensor: Tensor | None = None
 
     @staticmethod
@@ -118,14 +125,16 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         ky, kx, sy, sx, _, _, top, left = self._window
         direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
         oc, oh, ow = self._shape[4:]
-        k = self.in_channels * ky * kx
-        self._tile = gemm_tile(k, oc, oh * ow, backend.low_memory, direct)
-        n = G.scratch_size(self._shape, self._window, self._tile, backend.num_thread)
+        batch, k = self._shape[0], self.in_channels * ky * kx
+        self._gather = direct and batch > 1 and oh * ow < _GATHER_BELOW and not backend.low_memory
+        pixels = oh * ow * (batch if self._gather else 1)
+        self._tile = gemm_tile(k, oc, pixels, backend.low_memory, direct)
+        n = G.scratch_size(self._shape, self._window, self._tile, backend.num_thread, self._gather)
         self._scratch_tensor = self._scratch(n)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
         G.conv2d(
             inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
-            self._window, self.lo, self.hi, self._tile, self.backend.num_thread,
+            self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
         )  # fmt: skip

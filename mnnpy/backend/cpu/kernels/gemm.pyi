@@ -19,7 +19,11 @@ def gemm(
     hi: float,
 ) -> None: ...
 def scratch_size(
-    shape: tuple[int, ...], window: tuple[int, ...], tile: int, num_thread: int = 1
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    tile: int,
+    num_thread: int = 1,
+    gather: bool = False,
 ) -> int: ...
 def conv2d(
     src: np.ndarray,
@@ -33,4 +37,5 @@ def conv2d(
     hi: float,
     tile: int,
     num_thread: int = 1,
+    gather: bool = False,
 ) -> None: ...

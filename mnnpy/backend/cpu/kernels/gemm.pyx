@@ -13,6 +13,12 @@ into ``scratch``, one tile per thread. Work items are (image, pixel tile, channe
 every output value is one fixed FMA chain over k whatever the split, so results do not
 depend on the thread count.
 
+``gather`` (1x1 direct convolutions only) runs the batch as one GEMM over ``batch * oh * ow``
+pixels: the images are copied into one panel in scratch, multiplied, and the result copied out.
+For a batch of tiny images (a MatMul converted to a 1x1 convolution on ``[M, K, 1, 1]``) this
+replaces ``batch`` GEMMs of a few pixels, which use a fraction of the micro-kernel's registers
+and re-read all weights per image, by full 16-pixel blocks. Results are bit-identical.
+
 ``set_isa`` chooses the micro-kernels for every module that cimports ``current_isa``.
 """
 
@@ -138,21 +144,38 @@ cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread) exce
     return g
 
 
-def scratch_size(tuple shape, tuple window, Py_ssize_t tile, int num_thread=1):
-    """Floats of scratch ``conv2d`` needs (0 for a direct 1x1 convolution)."""
+cdef Plan _gather_plan(const Plan* g, tuple window, Py_ssize_t tile, int num_thread) except *:
+    """The plan of a gathered batch: one image of ``batch * ohw`` pixels in one row."""
+    if not g.direct:
+        raise ValueError(f"gather needs a 1x1, stride-1, unpadded convolution, got {window!r}")
+    cdef Py_ssize_t p = g.batch * g.ohw
+    return _plan((1, g.ic, 1, p, g.oc, 1, p), window, tile, num_thread)
+
+
+def scratch_size(tuple shape, tuple window, Py_ssize_t tile, int num_thread=1,
+                 bint gather=False):
+    """Floats of scratch ``conv2d`` needs (0 for a direct 1x1 convolution without
+    ``gather``; with it, room for the gathered input and output panels)."""
     cdef Plan g = _plan(shape, window, tile, num_thread)
+    if gather:
+        _gather_plan(&g, window, tile, num_thread)
+        return (g.ic4 + g.oc4) * 4 * g.batch * g.ohw
     return 0 if g.direct else num_thread * g.tile * 4 * _cdiv(g.k, 4)
 
 
 def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
            const float[::1] bias, float[::1] scratch, tuple shape, tuple window, float lo,
-           float hi, Py_ssize_t tile, int num_thread=1):
-    """Group-1 convolution by GEMM; ``tile`` bounds the pixels per work item (and scratch).
+           float hi, Py_ssize_t tile, int num_thread=1, bint gather=False):
+    """Group-1 convolution by GEMM; ``tile`` bounds the pixels per work item (and scratch),
+    ``gather`` makes the batch one GEMM (direct 1x1 only; see the module docstring).
 
-    ``scratch`` needs ``scratch_size(shape, window, tile, num_thread)`` floats.
+    ``scratch`` needs ``scratch_size(shape, window, tile, num_thread, gather)`` floats.
     """
     cdef Plan g = _plan(shape, window, tile, num_thread)
-    cdef Py_ssize_t need = 0 if g.direct else num_thread * g.tile * 4 * _cdiv(g.k, 4)
+    cdef Plan gp
+    if gather:
+        gp = _gather_plan(&g, window, tile, num_thread)
+    cdef Py_ssize_t need = scratch_size(shape, window, tile, num_thread, gather)
     cdef Py_ssize_t n16 = _cdiv(g.oc, 16)
     if (src.shape[0] < g.batch * g.ic4 * g.ih * g.iw * 4
             or dst.shape[0] < g.batch * g.oc4 * g.ohw * 4
@@ -178,10 +201,41 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
     cdef Py_ssize_t it
     try:
         with nogil:
-            for it in prange(g.items, num_threads=num_thread, schedule="static"):
-                _item(&g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
+            if gather:
+                _gathered(&g, &gp, s, d, w, b, t, win, lo, hi, num_thread, last)
+            else:
+                for it in prange(g.items, num_threads=num_thread, schedule="static"):
+                    _item(&g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
     finally:
         free(last)
+
+
+cdef void _gathered(const Plan* g, const Plan* gp, const float* src, float* dst,
+                    const float* w, const float* bias, float* scratch, const ptrdiff_t* win,
+                    float lo, float hi, int num_thread, Py_ssize_t* last) noexcept nogil:
+    """Images' channel blocks into one ``[ic4][batch * ohw][4]`` panel, the GEMM on it into
+    ``[oc4][batch * ohw][4]``, then back to ``[batch][oc4][ohw][4]``."""
+    cdef Py_ssize_t run = g.ohw * 4, p4 = g.batch * run, it, j, c, n
+    cdef float* a = scratch
+    cdef float* d = scratch + g.ic4 * p4
+    cdef const float* s
+    cdef float* t
+    for it in prange(g.batch * g.ic4, num_threads=num_thread, schedule="static"):
+        n = it // g.ic4
+        c = it % g.ic4
+        s = src + it * run  # NC4HW4: item (n, c) is the run at it * run
+        t = a + c * p4 + n * run
+        for j in range(run):
+            t[j] = s[j]
+    for it in prange(gp.items, num_threads=num_thread, schedule="static"):
+        _item(gp, a, d, w, bias, NULL, win, lo, hi, it, threadid(), last)
+    for it in prange(g.batch * g.oc4, num_threads=num_thread, schedule="static"):
+        n = it // g.oc4
+        c = it % g.oc4
+        s = d + c * p4 + n * run
+        t = dst + it * run
+        for j in range(run):
+            t[j] = s[j]
 
 
 cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
