@@ -193,7 +193,9 @@ def save_npz(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None:
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for key in sorted(arrays):
             buf = io.BytesIO()
-            np.lib.format.write_array(buf, np.ascontiguousarray(arrays[key]), allow_pickle=False)
+            # np.ascontiguousarray would turn a 0-d array (an ONNX scalar) into shape (1,)
+            arr = np.require(arrays[key], requirements="C")
+            np.lib.format.write_array(buf, arr, allow_pickle=False)
             info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16

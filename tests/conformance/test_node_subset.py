@@ -96,3 +96,12 @@ def test_comparison_rule() -> None:
     assert compare({"y": np.array([True, False])}, {"y": np.array([1, 0], np.int32)})[0] == "pass"
     status, detail = compare({"y": np.array([2, 5], np.int64)}, {"y": np.array([2, 4], np.int32)})
     assert status == "fail" and "got 4, expected 5" in detail
+
+
+def test_case_files_keep_scalar_shapes(tmp_path: Path) -> None:
+    """An ONNX scalar output stays 0-d in the case file (it was once saved as shape (1,))."""
+    arrays = {"input:x": np.arange(6, dtype=np.float32).reshape(2, 3).T, "output:y": np.float32(2)}
+    conformance._save_npz(tmp_path / "case.npz", arrays)
+    inputs, expected = conformance.load_case_npz(tmp_path / "case.npz")
+    assert expected["y"].shape == () and expected["y"] == 2
+    np.testing.assert_array_equal(inputs["x"], arrays["input:x"])
