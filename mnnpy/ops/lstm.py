@@ -36,11 +36,11 @@ def layout(
     op: OpDef, shapes: Sequence[Sequence[int]], n_outputs: int
 ) -> tuple[int, int, int, int, int]:
     """``(seq, batch, input, hidden, directions)`` after checking the input shapes."""
-    if op.param is None or not hasattr(op.param, "outputCount"):
-        raise ComputeSizeError(f"{op.type_name} needs an LSTM parameter")
     n_states = 2 if op.type == OpType.LSTM else 1
     if len(shapes) < 4 or n_outputs < 1 + n_states or n_outputs > 1 + n_states:
         raise NotSupportError(f"{op.type_name} with {len(shapes)} inputs, {n_outputs} outputs")
+    if op.param is None or not hasattr(op.param, "outputCount"):
+        raise ComputeSizeError(f"{op.type_name} needs an LSTM parameter")
     if len(shapes) > 4 + n_states:
         raise NotSupportError(f"{op.type_name} with {len(shapes)} inputs (sequence lengths?)")
     x = tuple(shapes[0])
