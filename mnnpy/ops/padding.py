@@ -4,12 +4,11 @@ Input 1 holds ``[before_0, after_0, before_1, after_1, ...]`` (int32, at least `
 values) for the dims in the tensor's own order (N, C, H, W for NC4HW4); input 2, if present, is
 the constant value (0 without it). Sizes follow MNN's ``ShapePadding.cpp``, values its
 ``GeometryPad``: REFLECT mirrors without repeating the edge, SYMMETRIC with it, EDGE repeats it.
-Negative pads crop (CONSTANT only). Fewer than ``2 * rank`` pads (an even count) pad the
-trailing dims and leave the leading ones alone: MNN's converter drops ONNX Pad's ``axes`` input
-(the ONNX Attention function pads the mask's last axis this way), and MNN's ShapePadding then
-refuses the op; mnnpy reads the pads as the last dims' instead. MNN leaves the output undefined
-when a REFLECT pad exceeds ``dim - 1`` (SYMMETRIC: ``dim``); mnnpy raises COMPUTE_SIZE_ERROR
-there.
+Negative pads crop (CONSTANT only). Fewer than ``2 * rank`` pads are refused, as MNN's
+ShapePadding does: they come from ONNX Pad's ``axes`` input, which MNN's converter drops, so which
+dims they belong to is unknown (guessing the trailing ones would give wrong answers for other
+axes). MNN leaves the output undefined when a REFLECT pad exceeds ``dim - 1`` (SYMMETRIC:
+``dim``); mnnpy raises COMPUTE_SIZE_ERROR there.
 """
 
 from __future__ import annotations
@@ -40,23 +39,21 @@ def pad_pairs(op: OpDef, shape: Sequence[int], pads: Any) -> list[tuple[int, int
     """``(before, after)`` per dim of ``shape``, checked against the mode.
 
     Raises:
-        ComputeSizeError: on an odd short pads input, an empty output or a reflection wider than
+        ComputeSizeError: on a short pads input, an empty output or a reflection wider than
             the input.
         NotSupportError: for negative pads outside CONSTANT mode.
     """
     if pads is None:
         raise NotSupportError("Padding's pads input must be known while resizing")
     values = np.asarray(pads).ravel()
-    lead = len(shape) - values.size // 2  # dims without pads (short pads cover the last dims)
-    if values.dtype.kind not in "iu" or (values.size % 2 and lead > 0):
+    if values.dtype.kind not in "iu" or values.size < 2 * len(shape):
         raise ComputeSizeError(
             f"Padding needs {2 * len(shape)} integer pads for shape {tuple(shape)!r}, got "
-            f"{values.tolist()!r}"
+            f"{values.tolist()!r} (fewer pads mean ONNX Pad's axes input, which the converter "
+            "drops: the padded dims are unknown)"
         )
     mode = pad_mode(op)
-    pairs = [(0, 0)] * max(lead, 0) + [
-        (int(values[2 * i]), int(values[2 * i + 1])) for i in range(len(shape) - max(lead, 0))
-    ]
+    pairs = [(int(values[2 * i]), int(values[2 * i + 1])) for i in range(len(shape))]
     limit = {PadValueMode.REFLECT: -1, PadValueMode.SYMMETRIC: 0}.get(mode)
     for n, (before, after) in zip(shape, pairs, strict=True):
         if n + before + after < 0 or (n == 0 and (before or after) and mode != 0):
