@@ -164,7 +164,7 @@ def run_mnnpy(
     state["phase"] = "feed"
     for name, arr in fed.items():
         tensor = interp.get_session_input(session, name)
-        tensor.copy_from(np.ascontiguousarray(arr.astype(tensor.dtype)))
+        tensor.copy_from(arr.astype(tensor.dtype, order="C"))  # 0-d stays 0-d
     state["phase"] = "run"
     interp.run_session(session)
     state["phase"] = "output"
@@ -195,7 +195,7 @@ def run_mnn(
     caffe = MNN.Tensor_DimensionType_Caffe
     for name, arr in fed.items():
         t = interp.getSessionInput(session, name)
-        value = np.ascontiguousarray(arr.astype(_mnn_dtype(t)))
+        value = arr.astype(_mnn_dtype(t), order="C")
         t.copyFrom(MNN.Tensor(tuple(arr.shape), t.getDataType(), value, caffe))
     state["phase"] = "run"
     code = interp.runSession(session)

@@ -228,7 +228,7 @@ class Tensor:
         fmt = format_of(dim)
         data = to_format(src.numpy(), src.dimension_format, fmt)
         assert data.shape == logical_shape_in(src.shape, src.dimension_format, fmt)
-        return _host_tensor(np.ascontiguousarray(data), dim)
+        return _host_tensor(np.require(data, requirements="C"), dim)
 
     @classmethod
     def _wrap(cls, tensor: CoreTensor) -> Tensor:

@@ -35,7 +35,7 @@ def target(op: OpDef) -> tuple[np.dtype, int]:
 
 def round_bfloat16(x: np.ndarray) -> np.ndarray:
     """float32 values rounded to bfloat16 precision (nearest, ties to even; NaN stays NaN)."""
-    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = np.require(x, np.float32, "C").view(np.uint32).astype(np.uint64)
     nan = np.isnan(x)
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
     out = (rounded & 0xFFFFFFFF).astype(np.uint32).view(np.float32)

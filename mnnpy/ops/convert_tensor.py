@@ -40,4 +40,4 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
 def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Logical data is unchanged; only NHWC <-> NCHW order moves (source taken from the param)."""
     src = DimensionFormat(op.param.source)
-    return [np.ascontiguousarray(layout.to_format(inputs[0], src, dest_format(op)))]
+    return [np.require(layout.to_format(inputs[0], src, dest_format(op)), requirements="C")]

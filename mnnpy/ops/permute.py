@@ -35,4 +35,4 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
 def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """``np.transpose`` by the permutation."""
     x = np.asarray(inputs[0])
-    return [np.ascontiguousarray(x.transpose(permutation(op, x.ndim)))]
+    return [np.require(x.transpose(permutation(op, x.ndim)), requirements="C")]

@@ -115,5 +115,5 @@ def reference(
     new = resolve(op, x.shape, input_format, values)
     if nhwc_order(op, input_format, len(inputs) > 1):
         nhwc = layout.to_format(x, NCHW, NHWC).reshape(layout.logical_shape_in(new, NCHW, NHWC))
-        return [np.ascontiguousarray(layout.to_format(nhwc, NHWC, NCHW))]
+        return [np.require(layout.to_format(nhwc, NHWC, NCHW), requirements="C")]
     return [x.reshape(new).copy()]

@@ -45,7 +45,7 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
 def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """``np.transpose`` by the permutation."""
     x = np.asarray(inputs[0])
-    return [np.ascontiguousarray(x.transpose(permutation(inputs[1], x.ndim)))]
+    return [np.require(x.transpose(permutation(inputs[1], x.ndim)), requirements="C")]
 
 
 def expand_position(op: OpDef, rank: int, values: np.ndarray | None) -> int:

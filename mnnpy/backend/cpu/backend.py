@@ -201,7 +201,7 @@ class CPUBackend(Backend):
         Weights and transformed weights go here, so they count in the session's memory and
         against its budget.
         """
-        src = np.ascontiguousarray(array)
+        src = np.require(array, requirements="C")  # keeps a 0-d array 0-d
         t = Tensor((src.size,), src.dtype, name=f"static:{type(owner).__name__}")
         self.on_acquire_buffer(t, StorageType.STATIC)
         assert t.host is not None
