@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,8 @@ import mnnpy
 from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.UnaryOp import UnaryOpT
 from mnnpy._schema.MNN.UnaryOpOperation import UnaryOpOperation as U
+from mnnpy.backend.cpu.kernels import gemm as G
+from mnnpy.backend.cpu.kernels import unary as UK
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType, pack_net
 from mnnpy.ops.unary_op import FLOAT_FUNCS, INT_FUNCS, reference
@@ -73,6 +77,32 @@ def test_large_buffer_splits_between_threads() -> None:
     x = data(U.GELU_STANDARD, (2, 17, 33, 65))  # several kernel chunks
     check(U.GELU_STANDARD, x, fmt=NCHW)
     check(U.GELU_STANDARD, x)
+
+
+@pytest.mark.parametrize("isa", G.available_isas())
+def test_erf_kernel_accuracy(isa: str) -> None:
+    """The vectorized erf: under 1e-6 absolute against math.erf on a dense grid and the tails,
+    relatively close near 0, NaN and infinities like libm, in place too."""
+    dense = np.linspace(-10, 10, 400_001)
+    tiny = np.geomspace(1e-38, 1e-2, 2_000)
+    special = [np.inf, -np.inf, np.nan, 0.0, -0.0, 0.5, 4.0, 3.4e38, -3.4e38]
+    x = np.concatenate([dense, tiny, -tiny, special]).astype(np.float32)
+    ref = np.vectorize(math.erf, otypes=[np.float64])(x.astype(np.float64))
+    G.set_isa(isa)
+    try:
+        out = np.empty_like(x)
+        UK.unary(x, out, x.size, U.ERF)
+        inplace = x.copy()
+        UK.unary(inplace, inplace, x.size, U.ERF, 2)
+    finally:
+        G.set_isa("best")
+    np.testing.assert_array_equal(out, inplace)
+    finite = ~np.isnan(x)
+    assert np.abs(out[finite] - ref[finite]).max() < 1e-6
+    near0 = finite & (np.abs(x) < 0.5) & (x != 0)
+    assert (np.abs(out[near0] - ref[near0]) / np.abs(ref[near0])).max() < 1e-6
+    assert np.isnan(out[~finite]).all()
+    assert np.signbit(out[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()
 
 
 @pytest.mark.parametrize("fmt", [NC4HW4, NCHW])

@@ -12,6 +12,8 @@ from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat, DimensionType
 
 SHAPES = [(1, 1, 3, 3), (2, 3, 5, 7), (1, 4, 2, 2), (2, 5, 1, 9), (1, 17, 3, 4), (3, 6), (2, 5, 7)]
+# area 1 (a row copy in the kernels), channels 1, 3, 4, 5, 17
+SHAPES += [(3, 1, 1, 1), (2, 3, 1), (5, 4, 1, 1), (3, 5, 1, 1), (4, 17, 1, 1)]
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -20,6 +20,27 @@ cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
     return (c + 3) // 4
 
 
+cdef void _pack_rows(const scalar_t* src, scalar_t* dst, Py_ssize_t batch, Py_ssize_t channel,
+                     int num_thread) noexcept nogil:
+    """area == 1 (NCHW and NHWC coincide): NC4HW4 is each image's channels, zero-padded to a
+    multiple of 4, so a row copy replaces ``batch * ceil(channel / 4)`` 4-lane gathers."""
+    cdef Py_ssize_t row = _c4(channel) * 4, n, c
+    for n in prange(batch, num_threads=num_thread, schedule="static"):
+        for c in range(channel):
+            dst[n * row + c] = src[n * channel + c]
+        for c in range(channel, row):
+            dst[n * row + c] = 0
+
+
+cdef void _unpack_rows(const scalar_t* src, scalar_t* dst, Py_ssize_t batch,
+                       Py_ssize_t channel, int num_thread) noexcept nogil:
+    """area == 1: the inverse of ``_pack_rows``."""
+    cdef Py_ssize_t row = _c4(channel) * 4, n, c
+    for n in prange(batch, num_threads=num_thread, schedule="static"):
+        for c in range(channel):
+            dst[n * channel + c] = src[n * row + c]
+
+
 def _check(Py_ssize_t plain, Py_ssize_t packed, Py_ssize_t batch, Py_ssize_t channel,
            Py_ssize_t area):
     if batch < 0 or channel < 0 or area < 0:
@@ -36,6 +57,10 @@ def pack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t chan
     """NCHW ``src`` -> NC4HW4 ``dst``; padding lanes of the last block are set to zero."""
     _check(src.shape[0], dst.shape[0], batch, channel, area)
     cdef Py_ssize_t blocks = _c4(channel), nb, b, n, c4i, i, lane, c
+    if area == 1 and batch * channel > 0:
+        with nogil:
+            _pack_rows(&src[0], &dst[0], batch, channel, num_thread)
+        return
     nb = batch * blocks
     with nogil:
         for b in prange(nb, num_threads=num_thread, schedule="static"):
@@ -56,6 +81,10 @@ def unpack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t ch
     """NC4HW4 ``src`` -> NCHW ``dst``."""
     _check(dst.shape[0], src.shape[0], batch, channel, area)
     cdef Py_ssize_t blocks = _c4(channel), nb, b, n, c4i, i, lane, c
+    if area == 1 and batch * channel > 0:
+        with nogil:
+            _unpack_rows(&src[0], &dst[0], batch, channel, num_thread)
+        return
     nb = batch * blocks
     with nogil:
         for b in prange(nb, num_threads=num_thread, schedule="static"):
@@ -73,6 +102,10 @@ def pack_nhwc(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t
     """NHWC ``src`` (``[batch][area][channel]``) -> NC4HW4 ``dst``, zero padding lanes."""
     _check(src.shape[0], dst.shape[0], batch, channel, area)
     cdef Py_ssize_t blocks = _c4(channel), nb, b, n, c4i, i, lane, c
+    if area == 1 and batch * channel > 0:
+        with nogil:
+            _pack_rows(&src[0], &dst[0], batch, channel, num_thread)
+        return
     nb = batch * blocks
     with nogil:
         for b in prange(nb, num_threads=num_thread, schedule="static"):
@@ -92,6 +125,10 @@ def unpack_nhwc(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize
     """NC4HW4 ``src`` -> NHWC ``dst`` (``[batch][area][channel]``)."""
     _check(dst.shape[0], src.shape[0], batch, channel, area)
     cdef Py_ssize_t blocks = _c4(channel), nb, b, n, c4i, i, lane, c
+    if area == 1 and batch * channel > 0:
+        with nogil:
+            _unpack_rows(&src[0], &dst[0], batch, channel, num_thread)
+        return
     nb = batch * blocks
     with nogil:
         for b in prange(nb, num_threads=num_thread, schedule="static"):

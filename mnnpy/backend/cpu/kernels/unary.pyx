@@ -9,9 +9,16 @@ Each output element depends only on the input element at the same position, so `
 
 from cython.parallel cimport prange
 from libc.math cimport (
-    acosf, acoshf, asinf, asinhf, atanf, atanhf, ceilf, cosf, coshf, erfc, erff, exp, expf,
+    acosf, acoshf, asinf, asinhf, atanf, atanhf, ceilf, cosf, coshf, erfc, exp, expf,
     fabsf, floorf, log, log1p, logf, roundf, sinf, sinhf, sqrt, sqrtf, tanf, tanhf,
 )
+
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+
+
+cdef extern from "erf_kernels.h" nogil:
+    float mnnpy_erf1(float x)
+    void mnnpy_erf(int isa, const float* src, float* dst, Py_ssize_t n)
 
 ctypedef float (*float_fn)(float) noexcept nogil
 ctypedef int (*int_fn)(int) noexcept nogil
@@ -191,7 +198,7 @@ cdef inline float _cosh(float x) noexcept nogil:
 
 
 cdef inline float _erf(float x) noexcept nogil:
-    return erff(x)
+    return mnnpy_erf1(x)  # erf_kernels.h; the array loop is mnnpy_erf
 
 
 cdef inline float _erfc(float x) noexcept nogil:
@@ -255,7 +262,7 @@ cdef inline float _gelu(float x) noexcept nogil:
 
 
 cdef inline float _gelu_standard(float x) noexcept nogil:
-    return (erff(x * 0.7071067932881648) + 1.0) * x * 0.5
+    return (mnnpy_erf1(x * 0.7071067932881648) + 1.0) * x * 0.5
 
 
 cdef inline float _silu(float x) noexcept nogil:
@@ -360,8 +367,7 @@ cdef void _float_loop(int op, const float* src, float* dst, Py_ssize_t n,
         for i in range(n):
             dst[i] = _gelu(src[i])
     elif op == ERF:
-        for i in range(n):
-            dst[i] = _erf(src[i])
+        mnnpy_erf(current_isa(), src, dst, n)
     elif op == GELU_STANDARD:
         for i in range(n):
             dst[i] = _gelu_standard(src[i])
