@@ -23,7 +23,10 @@ from mnnpy.backend.cpu.executions.convolution_gemm import (
     pad_to,
 )
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
-from mnnpy.backend.cpu.executions.convolution_multi import CPUConvolutionMultiInput
+from mnnpy.backend.cpu.executions.convolution_multi import (
+    CPUConvolutionMultiInput,
+    refused_tables,
+)
 from mnnpy.backend.cpu.executions.convolution_winograd import (
     CPUConvolutionWinograd,
     winograd_block,
@@ -115,16 +118,9 @@ def _refused(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
         return f"param_type={op.param_type} (quantized convolution)"
     if len(outputs) != 1 or not 1 <= len(inputs) <= 3:
         return f"inputs={len(inputs)} outputs={len(outputs)}"
-    for field in ("quanParameter", "sparseParameter", "symmetricQuan"):
-        if getattr(p, field) is not None:
-            return f"{field}=set (quantized weights)"
-    if p.external is not None and len(p.external):
-        return "external=set (weights in an external file)"
-    if x.dtype != np.float32 or not x.is_packed or x.ndim != 4:
-        return f"input dtype={x.dtype} ndim={x.ndim} packed={x.is_packed} (needs float32 NC4HW4)"
-    for t in inputs[1:]:
-        if t.dtype != np.float32 or t.is_packed:
-            return f"weight/bias input dtype={t.dtype} packed={t.is_packed}"
+    reason = refused_tables(p, x, inputs[1:])
+    if reason:
+        return reason
     if len(inputs) > 1 and p.common.outputCount < 1:
         return f"outputCount={p.common.outputCount} with the weight as an input"
     return ""

@@ -9,7 +9,7 @@ weights with that execution's own packing function, so the layouts cannot drift 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -35,6 +35,25 @@ def index_map(pack: Pack, dims: tuple[int, ...]) -> np.ndarray:
     """Where each packed value comes from: an index into the flat source, or -1 (a zero)."""
     idx = np.arange(1, int(np.prod(dims)) + 1, dtype=np.float64).reshape(dims)
     return np.rint(pack(idx)).astype(np.int64).ravel() - 1
+
+
+def refused_tables(p: Any, x: Tensor, weight_inputs: Sequence[Tensor]) -> str:
+    """Why a (de)convolution creator cannot run these parameters and tensors ('' when it can).
+
+    Shared by Convolution and Deconvolution: quantized or external weight tables, an input that
+    is not float32 NC4HW4 of rank 4, and weight / bias inputs that are not plain float32.
+    """
+    for field in ("quanParameter", "sparseParameter", "symmetricQuan"):
+        if getattr(p, field) is not None:
+            return f"{field}=set (quantized weights)"
+    if p.external is not None and len(p.external):
+        return "external=set (weights in an external file)"
+    if x.dtype != np.float32 or not x.is_packed or x.ndim != 4:
+        return f"input dtype={x.dtype} ndim={x.ndim} packed={x.is_packed} (needs float32 NC4HW4)"
+    for t in weight_inputs:
+        if t.dtype != np.float32 or t.is_packed:
+            return f"weight/bias input dtype={t.dtype} packed={t.is_packed}"
+    return ""
 
 
 class CPUConvolutionMultiInput(Execution):

@@ -8,7 +8,10 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.convolution_multi import CPUConvolutionMultiInput
+from mnnpy.backend.cpu.executions.convolution_multi import (
+    CPUConvolutionMultiInput,
+    refused_tables,
+)
 from mnnpy.backend.cpu.kernels import deconv as K
 from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution, Unsupported
@@ -149,17 +152,7 @@ def _refused(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
     n_shape = output_shape_input(op, inputs) is not None
     if len(outputs) != 1 or not 1 <= len(inputs) - n_shape <= 3:
         return f"inputs={len(inputs)} outputs={len(outputs)}"
-    for field in ("quanParameter", "sparseParameter", "symmetricQuan"):
-        if getattr(p, field) is not None:
-            return f"{field}=set (quantized weights)"
-    if p.external is not None and len(p.external):
-        return "external=set (weights in an external file)"
-    if x.dtype != np.float32 or not x.is_packed or x.ndim != 4:
-        return f"input dtype={x.dtype} ndim={x.ndim} packed={x.is_packed} (needs float32 NC4HW4)"
-    for t in inputs[1 : len(inputs) - n_shape]:
-        if t.dtype != np.float32 or t.is_packed:
-            return f"weight/bias input dtype={t.dtype} packed={t.is_packed}"
-    return ""
+    return refused_tables(p, x, inputs[1 : len(inputs) - n_shape])
 
 
 @CPUBackend.register_creator(OpType.Deconvolution, OpType.DeconvolutionDepthwise)
