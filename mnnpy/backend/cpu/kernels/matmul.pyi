@@ -1,8 +1,6 @@
 import numpy as np
 
-def scratch_size(
-    dims: tuple[int, ...], packed_b: bool, tile: int, num_thread: int = 1
-) -> int: ...
+def scratch_size(dims: tuple[int, ...], packed_b: bool, tile: int, num_thread: int = 1) -> int: ...
 def matmul(
     a: np.ndarray,
     b: np.ndarray,
