@@ -7,6 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
+import mnnpy
 from mnnpy._schema.MNN.BatchMatMulParam import BatchMatMulParamT
 from mnnpy._schema.MNN.InnerProduct import InnerProductT
 from mnnpy._schema.MNN.MatMul import MatMulT
@@ -16,7 +17,7 @@ from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import inner_product, matmul
 from mnnpy.tensor_format import DimensionFormat
-from tests.helpers import assert_close, run_op
+from tests.helpers import assert_close, make_single_op_net, run_op
 
 NCHW = DimensionFormat.NCHW
 rng = np.random.default_rng(7)
@@ -196,3 +197,38 @@ def test_inner_product_short_weight_is_invalid_model():
             fmt=NCHW,
         )
     assert e.value.code == ErrorCode.INVALID_VALUE and "weight" in str(e.value)
+
+
+def test_session_resize_reuses_the_execution():
+    """New batch and row counts (B shared, then not) through one session: scratch and batch
+    indices follow ``on_resize``."""
+    b = rng.standard_normal((3, 5, 17)).astype(np.float32)
+    first = rng.standard_normal((1, 4, 5)).astype(np.float32)
+    model = make_single_op_net(OpType.MatMul, [first, b], _mm(), OpParameter.MatMul, fmt=NCHW)
+    interp = mnnpy.Interpreter.from_buffer(model)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=2))
+    shapes = [(1, 4, 5), (3, 64, 5), (1, 1, 5)]
+    for x in (rng.standard_normal(s).astype(np.float32) for s in shapes):
+        for name, v in (("in0", x), ("in1", b)):
+            t = interp.get_session_input(session, name)
+            if t.shape != v.shape:
+                interp.resize_tensor(t, v.shape)
+        interp.resize_session(session)
+        interp.get_session_input(session, "in0").copy_from(x)
+        interp.get_session_input(session, "in1").copy_from(b)
+        interp.run_session(session)
+        assert_close(interp.get_session_output(session, "out0").numpy(), x @ b)
+
+
+def test_inner_product_resized_to_other_features_is_a_size_error():
+    param, _ = _ip(4, 3)
+    first = np.zeros((2, 3), np.float32)
+    model = make_single_op_net(
+        OpType.InnerProduct, [first], param, OpParameter.InnerProduct, fmt=NCHW
+    )
+    interp = mnnpy.Interpreter.from_buffer(model)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    interp.resize_tensor(interp.get_session_input(session, "in0"), (2, 5))
+    with pytest.raises(MNNError) as e:
+        interp.resize_session(session)
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR

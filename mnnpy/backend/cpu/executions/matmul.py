@@ -10,6 +10,7 @@ from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, gemm_tile
 from mnnpy.backend.cpu.kernels import matmul as MK
+from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.inner_product import weights
@@ -106,6 +107,11 @@ class CPUInnerProduct(CPUMatMul):
         super().__init__(backend, False, False, np.ascontiguousarray(weight.T), bias)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        if inputs[0].shape[1] != self.packed_shape[0]:
+            raise ComputeSizeError(
+                f"input {inputs[0].shape!r} has {inputs[0].shape[1]} features, the weight was "
+                f"built for {self.packed_shape[0]}"
+            )
         self._resize(inputs[0].shape, self.packed_shape)  # B is the packed weight
 
 
