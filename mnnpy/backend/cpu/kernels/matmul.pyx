@@ -17,6 +17,7 @@ depend on the thread count. Sizes and indices are checked before ``nogil``.
 
 from cython.parallel cimport prange
 from libc.stddef cimport ptrdiff_t
+from libc.string cimport memcpy
 
 from mnnpy.backend.cpu.kernels.gemm cimport current_isa
 
@@ -134,36 +135,46 @@ cdef inline Py_ssize_t _at(const MM* g, Py_ssize_t r, Py_ssize_t blocks) noexcep
 
 cdef void _pack_a(const MM* g, const float* a, const Py_ssize_t* a_idx, bint ta, float* t,
                   int num_thread) noexcept nogil:
-    cdef Py_ssize_t r, k, m, sm, sk, st = 4 * g.P
+    cdef Py_ssize_t r, k, q, m, st = 4 * g.P
     cdef const float* s
     cdef float* d
-    if ta:
-        sm, sk = 1, g.M
-    else:
-        sm, sk = g.K, 1
     for r in prange(g.nb * g.M, num_threads=num_thread, schedule="static"):
         m = r % g.M
-        s = a + a_idx[r // g.M] * g.M * g.K + m * sm
         d = t + _at(g, r, g.K4)
-        for k in range(g.K):
-            d[(k >> 2) * st + (k & 3)] = s[k * sk]
+        if ta:  # column m of a [K][M] matrix
+            s = a + a_idx[r // g.M] * g.M * g.K + m
+            for k in range(g.K):
+                d[(k >> 2) * st + (k & 3)] = s[k * g.M]
+        else:  # row m: its 4-value runs are the panel's
+            s = a + a_idx[r // g.M] * g.M * g.K + m * g.K
+            for q in range(g.K >> 2):
+                memcpy(d + q * st, s + 4 * q, 16)
+            for k in range(g.K & ~3, g.K):
+                d[(k >> 2) * st + (k & 3)] = s[k]
 
 
 cdef void _pack_b(const MM* g, const float* b, bint tb, float* w, int num_thread) noexcept nogil:
-    cdef Py_ssize_t it, k, j, n, sk, sn
+    cdef Py_ssize_t it, k, j, n, cols
     cdef const float* s
     cdef float* d
-    if tb:
-        sk, sn = 1, g.K
-    else:
-        sk, sn = g.N, 1
     for it in prange(g.nbb * g.N16, num_threads=num_thread, schedule="static"):
         s = b + (it // g.N16) * g.K * g.N
         n = (it % g.N16) * 16
+        cols = min(16, g.N - n)
         d = w + it * 16 * g.K
-        for k in range(g.K):
+        if tb:  # rows n.. of a [N][K] matrix, each read in order
             for j in range(16):
-                d[k * 16 + j] = s[k * sk + (n + j) * sn] if n + j < g.N else 0.0
+                if j < cols:
+                    for k in range(g.K):
+                        d[k * 16 + j] = s[(n + j) * g.K + k]
+                else:
+                    for k in range(g.K):
+                        d[k * 16 + j] = 0.0
+        else:
+            for k in range(g.K):
+                memcpy(d + k * 16, s + k * g.N + n, cols * 4)
+                for j in range(cols, 16):
+                    d[k * 16 + j] = 0.0
 
 
 cdef void _gemm(const MM* g, const float* a, const float* w, const Py_ssize_t* b_idx,
@@ -184,11 +195,13 @@ cdef void _gemm(const MM* g, const float* a, const float* w, const Py_ssize_t* b
 
 
 cdef void _unpack(const MM* g, const float* d, float* out, int num_thread) noexcept nogil:
-    cdef Py_ssize_t r, n, st = 4 * g.P
+    cdef Py_ssize_t r, n, q, st = 4 * g.P
     cdef const float* s
     cdef float* o
     for r in prange(g.nb * g.M, num_threads=num_thread, schedule="static"):
         s = d + _at(g, r, g.N4)
         o = out + r * g.N
-        for n in range(g.N):
+        for q in range(g.N >> 2):
+            memcpy(o + 4 * q, s + q * st, 16)
+        for n in range(g.N & ~3, g.N):
             o[n] = s[(n >> 2) * st + (n & 3)]
