@@ -1,4 +1,4 @@
-"""CPU MatMul / BatchMatMul / InnerProduct: BLAS matmul on logical views, no allocation per run."""
+"""CPU MatMul / BatchMatMul / InnerProduct on mnnpy's GEMM kernel (``kernels/matmul.pyx``)."""
 
 from __future__ import annotations
 
@@ -6,56 +6,126 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.backend import Backend
+from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, gemm_tile
+from mnnpy.backend.cpu.kernels import matmul as MK
+from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.inner_product import weights
 from mnnpy.ops.matmul import transposes
-from mnnpy.tensor import Tensor
+from mnnpy.tensor import Tensor, TensorUsage
+
+_EMPTY = np.zeros(0, np.float32)
 
 
-def _view(t: Tensor) -> np.ndarray:
-    assert t.host is not None and not t.is_packed
-    return t.host[: t.element_size].reshape(t.shape)
+def pack_b(b: np.ndarray) -> np.ndarray:
+    """A ``[K, N]`` matrix as the GEMM's ``[ceil(N/16)][K][16]`` weight panels."""
+    return CPUConvolutionGemm.pack_weight(np.ascontiguousarray(b.T)[:, :, None, None])
+
+
+def _matrix(shape: tuple[int, ...], transpose: bool, is_a: bool) -> tuple[tuple, int, int]:
+    """(batch dims, rows, cols) of an operand after its transpose; 1-D is a row (A) or column."""
+    if len(shape) == 1:
+        return (), *((1, shape[0]) if is_a else (shape[0], 1))
+    r, c = shape[-2:]
+    return shape[:-2], *((c, r) if transpose else (r, c))
 
 
 class CPUMatMul(Execution):
-    """Plain-layout (NCHW) matrix product with broadcasting batch dims (MNN's CPUMatMul)."""
+    """Plain-layout (NCHW) matrix product with broadcasting batch dims (MNN's CPUMatMul): rows
+    of A as GEMM pixels, B as 16-column weight panels (packed once, STATIC, when constant)."""
 
-    def __init__(self, backend: Backend, transpose_a: bool, transpose_b: bool) -> None:
+    def __init__(
+        self,
+        backend: CPUBackend,
+        transpose_a: bool,
+        transpose_b: bool,
+        const_b: np.ndarray | None = None,
+        bias: np.ndarray | None = None,
+    ) -> None:
         super().__init__(backend)
         self.transpose_a, self.transpose_b = transpose_a, transpose_b
+        self.packed: np.ndarray | None = None
+        self.packed_shape: tuple[int, ...] = ()
+        if const_b is not None:  # B [K, N] after its transpose
+            self.packed = backend.static_copy(pack_b(const_b), owner=self)
+            self.packed_shape = const_b.shape
+        self.bias = None if bias is None else backend.static_copy(bias, owner=self)
+        self._dims: tuple[int, ...] = ()
+        self._use_packed = False
+        self._tile = 1
+        self._a_idx = self._b_idx = np.zeros(0, np.intp)
+        self._scratch: Tensor | None = None
 
-    def _operand(self, t: Tensor, transpose: bool) -> np.ndarray:
-        v = _view(t)
-        return np.swapaxes(v, -1, -2) if transpose and v.ndim >= 2 else v
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._resize(inputs[0].shape, inputs[1].shape)
+
+    def _resize(self, shape_a: tuple[int, ...], shape_b: tuple[int, ...]) -> None:
+        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        ba, m, k = _matrix(shape_a, self.transpose_a, True)
+        bb, _, n = _matrix(shape_b, self.transpose_b, False)
+        batch = np.broadcast_shapes(ba, bb)
+        na, nbb = int(np.prod(ba, dtype=np.int64)), int(np.prod(bb, dtype=np.int64))
+        self._a_idx = np.broadcast_to(np.arange(na).reshape(ba), batch).ravel().astype(np.intp)
+        self._b_idx = np.broadcast_to(np.arange(nbb).reshape(bb), batch).ravel().astype(np.intp)
+        self._use_packed = self.packed is not None and nbb == 1 and self.packed_shape == (k, n)
+        self._dims = (len(self._a_idx), m, k, n, na, nbb)
+        self._scratch = None
+        if min(self._dims) < 1:
+            return
+        self._tile = gemm_tile(k, n, m * (len(self._a_idx) if nbb == 1 else 1), False, True)
+        size = MK.scratch_size(self._dims, self._use_packed, self._tile, backend.num_thread)
+        self._scratch = backend.acquire_scratch(size)
+        backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        a = self._operand(inputs[0], self.transpose_a)
-        b = self._operand(inputs[1], self.transpose_b)
-        out = _view(outputs[0])
-        np.matmul(a, b, out=out)
+        out = outputs[0].host
+        assert out is not None
         if len(inputs) > 2:
-            np.add(out, _view(inputs[2]), out=out)
+            bias = inputs[2].host[: inputs[2].element_size]
+        else:
+            bias = _EMPTY if self.bias is None else self.bias
+        if self._scratch is None:
+            nb, m, _, n = self._dims[:4]
+            if nb * m * n:  # K == 0: only the bias (or zeros) remains
+                out[: nb * m * n].reshape(-1, n)[...] = bias if bias.size else 0
+            return
+        b = self.packed if self._use_packed else inputs[1].host
+        MK.matmul(
+            inputs[0].host, b, out, bias, self._scratch.host, self._a_idx, self._b_idx,
+            self._dims, self.transpose_a, self.transpose_b, self._use_packed, self._tile,
+            self.backend.num_thread,
+        )  # fmt: skip
 
 
-class CPUInnerProduct(Execution):
-    """Fully connected layer on a plain 2-D input; weights transposed once at creation."""
+class CPUInnerProduct(CPUMatMul):
+    """Fully connected layer on a plain 2-D input: ``x @ W^T + b`` with W packed at creation."""
 
-    def __init__(self, backend: CPUBackend, weight_t: np.ndarray, bias: np.ndarray) -> None:
-        super().__init__(backend)
-        self.weight_t = backend.static_copy(weight_t, owner=self)  # [K, N], STATIC
-        self.bias = backend.static_copy(bias, owner=self)
+    def __init__(self, backend: CPUBackend, weight: np.ndarray, bias: np.ndarray) -> None:
+        super().__init__(backend, False, False, np.ascontiguousarray(weight.T), bias)
 
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        out = _view(outputs[0])
-        np.matmul(_view(inputs[0]), self.weight_t, out=out)
-        np.add(out, self.bias, out=out)
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        if inputs[0].shape[1] != self.packed_shape[0]:
+            raise ComputeSizeError(
+                f"input {inputs[0].shape!r} has {inputs[0].shape[1]} features, the weight was "
+                f"built for {self.packed_shape[0]}"
+            )
+        self._resize(inputs[0].shape, self.packed_shape)  # B is the packed weight
 
 
 def _plain_float(tensors: Sequence[Tensor]) -> bool:
     return all(not t.is_packed and t.dtype == np.float32 for t in tensors)
+
+
+def _const_matrix(t: Tensor, transpose: bool) -> np.ndarray | None:
+    """A constant 2-D B as ``[K, N]``, or None."""
+    c = t.describe.content
+    if t.describe.usage != TensorUsage.CONSTANT or c is None or np.ndim(c) != 2:
+        return None
+    c = np.asarray(c, np.float32)
+    return np.ascontiguousarray(c.T if transpose else c)
 
 
 @CPUBackend.register_creator(OpType.MatMul, OpType.BatchMatMul)
@@ -64,7 +134,9 @@ def create_matmul(
 ) -> Execution | Unsupported:
     if not _plain_float([*inputs, *outputs]):
         return Unsupported("needs float32 tensors in a plain (not NC4HW4) layout")
-    return CPUMatMul(backend, *transposes(op))
+    assert isinstance(backend, CPUBackend)
+    ta, tb = transposes(op)
+    return CPUMatMul(backend, ta, tb, _const_matrix(inputs[1], tb))
 
 
 @CPUBackend.register_creator(OpType.InnerProduct)
@@ -77,4 +149,4 @@ def create_inner_product(
         return Unsupported("quanParameter (quantized weights)")
     w, b = weights(op, inputs[0].shape[1])
     assert isinstance(backend, CPUBackend)
-    return CPUInnerProduct(backend, w.T, b)
+    return CPUInnerProduct(backend, w, b)
