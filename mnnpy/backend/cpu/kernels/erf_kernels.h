@@ -3,8 +3,8 @@
  * |x| < 0.5: x * S(x^2). Otherwise erf(|x|) = 1 - erfc(z), z = min(|x|, 4) (erfc(4) = 1.5e-8
  * rounds away against 1), with erfc(z) = t * exp(G(t) - z^2), t = 1 / (1 + z / 2): G is a
  * degree-8 polynomial, least-squares fitted (float64) to log(erfc(z) / t) + z^2 on [1/3, 1],
- * relative error 7.5e-9; exp is Cody-Waite reduction plus Cephes' expf polynomial. Measured
- * in float32 against math.erf: under 2e-7 absolute everywhere (tests/ops/test_unary_op.py).
+ * relative error 7.5e-9; exp is exp_core.h (Cody-Waite reduction, Cephes' expf polynomial).
+ * Measured in float32 against math.erf: under 2e-7 absolute everywhere (tests/ops/test_unary_op.py).
  * NaN stays NaN, erf(+-inf) = +-1.
  *
  * The loop exists three times (portable C, AVX2, AVX-512; see simd.h): the same scalar code,
@@ -27,6 +27,8 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include "exp_core.h" /* after the pragma: see exp_core.h */
+
 MNNPY_INLINE float mnnpy_erf1(float x) {
     float z = fabsf(x);
     z = z < 4.0f ? z : 4.0f;
@@ -41,22 +43,9 @@ MNNPY_INLINE float mnnpy_erf1(float x) {
     g = g * t + 0.55461043f;
     g = g * t + 0.97499430f;
     g = g * t - 1.2640004f;
-    float y = g - z * z; /* in [-17.3, 0]: 2^n below never leaves the normal range */
-    float n = (y * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(y / ln 2) */
-    float r = y - n * 0.693359375f - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
-    union {
-        int32_t i;
-        float f;
-    } scale, v, b;
-    scale.i = ((int32_t)n + 127) << 23;
-    float big = 1.0f - t * p * scale.f;
+    float y = g - z * z; /* in [-17.3, 0]: 2^n never leaves the normal range */
+    float scale, p = mnnpy_exp_core(y, &scale);
+    float big = 1.0f - t * p * scale;
     /* small branch */
     float x2 = x * x;
     float s = -7.7300740e-4f;
@@ -67,6 +56,10 @@ MNNPY_INLINE float mnnpy_erf1(float x) {
     s = s * x2 + 1.1283792f;
     /* Selects as bit masks: every lane computes both branches, nothing is speculated (a
      * ternary here keeps GCC from vectorizing the AVX2 loop). */
+    union {
+        int32_t i;
+        float f;
+    } v, b;
     int32_t small = -(int32_t)(z < 0.5f), nan = -(int32_t)(x != x);
     v.f = s * z;
     b.f = big;

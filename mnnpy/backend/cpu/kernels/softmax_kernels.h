@@ -1,8 +1,8 @@
 /* C kernels for softmax.pyx: exp for x <= 0 and a softmax over one contiguous row, both
  * branch-free so the compiler vectorizes them.
  *
- * exp: Cody-Waite reduction x = n ln2 + r, Cephes' expf polynomial for e^r, 2^n from the exponent
- * bits (the same steps as erf_kernels.h). Valid for x <= 0, which is what softmax feeds it
+ * exp: exp_core.h (Cody-Waite reduction, Cephes' expf polynomial, 2^n from the exponent bits,
+ * shared with erf_kernels.h). Valid for x <= 0, which is what softmax feeds it
  * (x - max): below -87.3 the result is 0 (np.exp gives a denormal under 1.2e-38 there), -inf gives
  * 0, NaN stays NaN. Measured against np.exp in tests/ops/test_softmax.py.
  *
@@ -23,23 +23,16 @@
 #pragma GCC optimize("no-trapping-math")
 #endif
 
+#include "exp_core.h" /* after the pragma: see exp_core.h */
+
 MNNPY_INLINE float mnnpy_exp_neg1(float x) {
     float xc = x > -87.3f ? x : -87.3f; /* 2^n stays a normal number */
-    float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* round(x / ln 2) */
-    float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+    float scale, p = mnnpy_exp_core(xc, &scale);
     union {
         int32_t i;
         float f;
-    } scale, v, b;
-    scale.i = ((int32_t)n + 127) << 23;
-    v.f = p * scale.f;
+    } v, b;
+    v.f = p * scale;
     /* selects as bit masks (see erf_kernels.h): 0 below the range, NaN passes through */
     int32_t tiny = -(int32_t)(x < -87.3f), nan = -(int32_t)(x != x);
     v.i &= ~tiny;
