@@ -107,11 +107,38 @@ cdef Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     return (a + b - 1) // b
 
 
+cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
+        Py_ssize_t pixels, Py_ssize_t channels, Py_ssize_t tile, Py_ssize_t want) noexcept:
+    """How one GEMM (``pixels`` columns, ``channels`` outputs, all positive) is cut into items.
+
+    Pixel tiles of at most ``tile``; when that gives fewer than ``want`` tiles, either more
+    tiles (pixels outnumber channels) or chunks of the 16-wide channel panels, so there is
+    work for every thread. Tiles and chunks come out equal-sized. Shared by the convolution
+    (here), Winograd and MatMul plans.
+
+    Returns:
+        (tile, ntile, nchunk, cp): tile width, tile count, chunk count, 16-panels per chunk.
+    """
+    cdef Py_ssize_t n16 = _cdiv(channels, 16), ntile, nchunk = 1, cp
+    tile = min(tile, pixels)
+    ntile = _cdiv(pixels, tile)
+    if ntile < want:
+        if channels >= pixels:
+            nchunk = min(n16, _cdiv(want, ntile))
+        else:
+            ntile = min(pixels, want)
+    tile = _cdiv(pixels, ntile)  # equal tiles
+    ntile = _cdiv(pixels, tile)
+    cp = _cdiv(n16, nchunk)
+    nchunk = _cdiv(n16, cp)
+    return tile, ntile, nchunk, cp
+
+
 cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread) except *:
     """Sizes, then the split: pixel tiles of at most ``tile``, and channel chunks when one
     image has fewer tiles than two per thread and more output channels than pixels."""
     cdef Plan g
-    cdef Py_ssize_t oh, ky, kx, sy, sx, dy, dx, top, left, n16, want
+    cdef Py_ssize_t oh, ky, kx, sy, sx, dy, dx, top, left, want
     g.batch, g.ic, g.ih, g.iw, g.oc, oh, g.ow = shape
     ky, kx, sy, sx, dy, dx, top, left = window
     if min(g.batch, g.ic, g.ih, g.iw, g.oc, oh, g.ow) < 1:
@@ -126,20 +153,8 @@ cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread) exce
     g.oc4 = _cdiv(g.oc, 4)
     g.direct = (ky == 1 and kx == 1 and sy == 1 and sx == 1 and top == 0 and left == 0
                 and oh == g.ih and g.ow == g.iw)
-    n16 = _cdiv(g.oc, 16)
     want = _cdiv(2 * num_thread, g.batch)  # pieces per image for two items per thread
-    g.tile = min(tile, g.ohw)
-    g.ntile = _cdiv(g.ohw, g.tile)
-    g.nchunk = 1
-    if g.ntile < want:
-        if g.oc >= g.ohw:
-            g.nchunk = min(n16, _cdiv(want, g.ntile))
-        else:
-            g.ntile = min(g.ohw, want)
-    g.tile = _cdiv(g.ohw, g.ntile)  # equal tiles
-    g.ntile = _cdiv(g.ohw, g.tile)
-    g.cp = _cdiv(n16, g.nchunk)
-    g.nchunk = _cdiv(n16, g.cp)
+    g.tile, g.ntile, g.nchunk, g.cp = split_work(g.ohw, g.oc, tile, want)
     g.items = g.batch * g.ntile * g.nchunk
     return g
 

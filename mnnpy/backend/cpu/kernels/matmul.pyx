@@ -19,7 +19,7 @@ from cython.parallel cimport prange
 from libc.stddef cimport ptrdiff_t
 from libc.string cimport memcpy
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa, split_work
 
 
 cdef extern from "gemm_kernels.h" nogil:
@@ -55,18 +55,7 @@ cdef MM _plan(tuple dims, bint packed_b, Py_ssize_t tile, int num_thread) except
     g.G = 1 if g.nbb == 1 else g.nb  # groups: one GEMM per distinct B use
     g.P = g.nb * g.M // g.G
     want = _cdiv(2 * num_thread, g.G)
-    g.tile = min(tile, g.P)
-    g.ntile = _cdiv(g.P, g.tile)
-    g.nchunk = 1
-    if g.ntile < want:
-        if g.N >= g.P:
-            g.nchunk = min(g.N16, _cdiv(want, g.ntile))
-        else:
-            g.ntile = min(g.P, want)
-    g.tile = _cdiv(g.P, g.ntile)
-    g.ntile = _cdiv(g.P, g.tile)
-    g.cp = _cdiv(g.N16, g.nchunk)
-    g.nchunk = _cdiv(g.N16, g.cp)
+    g.tile, g.ntile, g.nchunk, g.cp = split_work(g.P, g.N, tile, want)
     g.items = g.G * g.ntile * g.nchunk
     g.a_size = g.nb * g.K4 * 4 * g.M
     g.w_size = 0 if packed_b else g.nbb * g.N16 * 16 * g.K

@@ -19,7 +19,7 @@ from libc.math cimport INFINITY
 from libc.stddef cimport ptrdiff_t
 from libc.stdlib cimport free, malloc
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa, split_work
 
 
 cdef extern from "gemm_kernels.h" nogil:
@@ -65,18 +65,7 @@ cdef Plan _plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
     g.tw = _cdiv(g.ow, unit)
     g.tiles = _cdiv(g.oh, unit) * g.tw
     want = _cdiv(2 * num_thread, g.batch)
-    g.block = min(block, g.tiles)
-    g.nblock = _cdiv(g.tiles, g.block)
-    g.nchunk = 1
-    if g.nblock < want:
-        if g.oc >= g.tiles:
-            g.nchunk = min(g.n16, _cdiv(want, g.nblock))
-        else:
-            g.nblock = min(g.tiles, want)
-    g.block = _cdiv(g.tiles, g.nblock)
-    g.nblock = _cdiv(g.tiles, g.block)
-    g.cp = _cdiv(g.n16, g.nchunk)
-    g.nchunk = _cdiv(g.n16, g.cp)
+    g.block, g.nblock, g.nchunk, g.cp = split_work(g.tiles, g.oc, block, want)
     g.items = g.batch * g.nblock * g.nchunk
     g.slot = g.a * g.a * g.block * 4 * (g.ic4 + 4 * g.cp)
     g.isa = current_isa()
