@@ -12,6 +12,8 @@ write each output element from one thread, so results do not depend on the threa
 from cython.parallel cimport prange
 from libc.float cimport FLT_MAX
 
+from mnnpy.backend.cpu.kernels.index cimport nd_first_bad, nd_rows
+
 ctypedef fused scalar_t:
     float
     int
@@ -162,17 +164,11 @@ def scatter_nd(scalar_t[::1] dst, const int[::1] idx, const scalar_t[::1] upd,
     Returns:
         -1, or the flat position in ``idx`` of the first index out of range (nothing written).
     """
-    cdef Py_ssize_t d = dims.shape[0], n, i, j, v, off, total = slice_size
-    if d == 0 or idx.shape[0] % d or slice_size < 0:
-        raise ValueError(f"bad index rows: {idx.shape[0]} values for depth {d}")
-    n = idx.shape[0] // d
-    for j in range(d):
-        total *= dims[j]
-    if dst.shape[0] < total or upd.shape[0] < n * slice_size:
-        raise ValueError("buffers too small for the scattered slices")
-    for i in range(n * d):
-        if idx[i] < -dims[i % d] or idx[i] >= dims[i % d]:
-            return i
+    cdef Py_ssize_t d = dims.shape[0], i, j, v, off
+    cdef Py_ssize_t n = nd_rows(idx, dims, slice_size, dst.shape[0], upd.shape[0], "scattered")
+    i = nd_first_bad(idx, dims)
+    if i >= 0:
+        return i
     with nogil:
         for i in range(n):
             off = 0

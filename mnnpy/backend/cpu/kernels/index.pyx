@@ -48,6 +48,33 @@ def gather(const int[::1] src, const int[::1] idx, int[::1] dst, Py_ssize_t oute
     return -1
 
 
+cdef Py_ssize_t nd_rows(const int[::1] idx, const Py_ssize_t[::1] dims, Py_ssize_t slice_size,
+                        Py_ssize_t table, Py_ssize_t rows, str what) except -1:
+    """The number of index rows of a GatherND / ScatterND, after checking the buffers.
+
+    ``idx`` holds rows of ``d = len(dims)`` indices into a ``[*dims][slice_size]`` table of
+    ``table`` values; the other side has ``rows`` values, ``slice_size`` per index row.
+    """
+    cdef Py_ssize_t d = dims.shape[0], n, j, total = slice_size
+    if d == 0 or idx.shape[0] % d or slice_size < 0:
+        raise ValueError(f"bad index rows: {idx.shape[0]} values for depth {d}")
+    n = idx.shape[0] // d
+    for j in range(d):
+        total *= dims[j]
+    if table < total or rows < n * slice_size:
+        raise ValueError(f"buffers too small for the {what} slices")
+    return n
+
+
+cdef Py_ssize_t nd_first_bad(const int[::1] idx, const Py_ssize_t[::1] dims) noexcept:
+    """-1, or the flat position in ``idx`` of the first index outside ``[-dim, dim)``."""
+    cdef Py_ssize_t d = dims.shape[0], i
+    for i in range(idx.shape[0]):
+        if idx[i] < -dims[i % d] or idx[i] >= dims[i % d]:
+            return i
+    return -1
+
+
 def gather_nd(const int[::1] src, const int[::1] idx, int[::1] dst, const Py_ssize_t[::1] dims,
               Py_ssize_t slice_size, int num_thread=1):
     """``dst[i][:] = src[idx[i][0], ..., idx[i][d - 1]][:]``, ``d = len(dims)``.
@@ -57,17 +84,11 @@ def gather_nd(const int[::1] src, const int[::1] idx, int[::1] dst, const Py_ssi
     Returns:
         -1, or the flat position in ``idx`` of the first index out of range (nothing written).
     """
-    cdef Py_ssize_t d = dims.shape[0], n, i, j, v, off, total = slice_size
-    if d == 0 or idx.shape[0] % d or slice_size < 0:
-        raise ValueError(f"bad index rows: {idx.shape[0]} values for depth {d}")
-    n = idx.shape[0] // d
-    for j in range(d):
-        total *= dims[j]
-    if src.shape[0] < total or dst.shape[0] < n * slice_size:
-        raise ValueError("buffers too small for the gathered slices")
-    for i in range(n * d):
-        if idx[i] < -dims[i % d] or idx[i] >= dims[i % d]:
-            return i
+    cdef Py_ssize_t d = dims.shape[0], i, j, v, off
+    cdef Py_ssize_t n = nd_rows(idx, dims, slice_size, src.shape[0], dst.shape[0], "gathered")
+    i = nd_first_bad(idx, dims)
+    if i >= 0:
+        return i
     with nogil:
         for i in prange(n, num_threads=num_thread, schedule="static"):
             off = 0
