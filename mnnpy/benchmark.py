@@ -3,6 +3,9 @@
 Each engine runs in its own worker process that loads the model once and warms up; the parent
 then asks the workers for timed runs in turns (interleaved, so drift on a shared machine hits
 every engine alike), collects at least ``runs`` timings each, and checks that the outputs agree.
+Between two engines' turns the parent waits ``SETTLE_S``: thread pools keep spinning after a run
+(measured here with 2 threads on MobileNetV2: ONNX Runtime about 45 ms of CPU, mnnpy's OpenMP
+about 10 ms, MNN none), and without the pause the next engine would share the cores with them.
 ``python -m mnnpy bench`` and ``tools/bench.py`` call :func:`main`. The ``mnn`` and ``onnxruntime``
 wheels are optional (``pip install -e ".[bench]"``); an engine that is missing is reported, not
 fatal.
@@ -23,6 +26,7 @@ from typing import Any
 import numpy as np
 
 ENGINES = ("mnnpy", "mnn", "ort")
+SETTLE_S = 0.1  # longer than any engine's spin after a run (see the module docstring)
 _TAG = "@@"  # protocol lines from workers start with this; other output is ignored
 
 
@@ -261,6 +265,7 @@ def bench_model(
         chunk = 5
         while live and min(len(t) for t in times.values()) < runs:
             for e, w in live.items():  # interleave engines, a few runs at a time
+                time.sleep(SETTLE_S)  # let the previous engine's threads stop spinning
                 times[e] += w.ask(op="time", n=chunk)["times"]
             if progress:
                 progress(min(len(t) for t in times.values()), runs)
