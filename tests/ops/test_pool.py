@@ -10,6 +10,7 @@ from mnnpy._schema.MNN.Pool import PoolT
 from mnnpy._schema.MNN.Pool3D import Pool3DT
 from mnnpy._schema.MNN.PoolPadType import PoolPadType
 from mnnpy._schema.MNN.PoolType import PoolType
+from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.backend.cpu.kernels import pool as K
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
@@ -52,10 +53,40 @@ def data(shape: tuple[int, ...], seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+@pytest.fixture(params=G.available_isas())
+def isa(request: pytest.FixtureRequest):
+    """Every kernel ISA this CPU runs (the portable C one too), restored to the best after."""
+    G.set_isa(request.param)
+    yield request.param
+    G.set_isa("best")
+
+
 @pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
 @pytest.mark.parametrize("kind", [MAX, AVG])
-def test_channels(c: int, kind: int) -> None:
+def test_channels(c: int, kind: int, isa: str) -> None:
     check(data((2, c, 7, 9)), pool(kind, padX=1, padY=1))
+
+
+@pytest.mark.parametrize("s", [1, 2, 3])
+@pytest.mark.parametrize("kind", [MAX, AVG])
+def test_wide_rows_every_isa_identical(s: int, kind: int) -> None:
+    """Rows wide enough for the kernels' several-windows-at-once path and its remainder: every
+    ISA gives the same bits, NaN taps included (``m = p > m ? p : m`` from the window's first
+    tap: a NaN propagates only from there)."""
+    x = data((2, 6, 5, 29))
+    x[0, 1, 2, 7] = x[1, 4, 0, 20] = x[0, 1, 0, 0] = np.nan  # the last: a first tap
+    param = pool(kind, k=3, s=s, padX=1, padY=1)
+    outs = []
+    for name in G.available_isas():
+        G.set_isa(name)
+        try:
+            outs.append(run_op(op_type(param), [x], param, param_type(param))[0])
+        finally:
+            G.set_isa("best")
+    assert all(np.array_equal(outs[0], o, equal_nan=True) for o in outs[1:])
+    assert np.isnan(outs[0]).any()
+    clean = np.nan_to_num(x, nan=-10.0)
+    check(clean, param)
 
 
 CASES = {
@@ -76,7 +107,7 @@ CASES = {
 
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("kind", [MAX, AVG])
-def test_params(name: str, kind: int) -> None:
+def test_params(name: str, kind: int, isa: str) -> None:
     check(data((2, 5, 7, 8)), pool(kind, **CASES[name]))
 
 

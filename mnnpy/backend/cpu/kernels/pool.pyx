@@ -7,11 +7,29 @@ coordinates into the input (MNN replicates the edges); average pooling sums the 
 inside the input and divides by the count MNN uses (see ``avg_pool``). Output padding
 lanes (channels >= c) are written as zeros.
 
+The window reductions are C (``pool_kernels.h``: SSE on x86, a portable loop elsewhere or after
+``gemm.set_isa("generic")``, bit-identical); windows wholly inside a row go several at a time.
 Sizes and buffer lengths are checked before the ``nogil`` loop. Threads split the output
 rows; results do not depend on the thread count.
 """
 
 from cython.parallel cimport prange
+from libc.stddef cimport ptrdiff_t
+
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+
+
+cdef extern from "pool_kernels.h" nogil:
+    void mnnpy_max_window(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys, ptrdiff_t ye,
+                          ptrdiff_t xs, ptrdiff_t xe, float* out, ptrdiff_t lanes)
+    void mnnpy_max_windows(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys, ptrdiff_t ye,
+                           ptrdiff_t xs, ptrdiff_t w, ptrdiff_t step, ptrdiff_t n, float* out,
+                           ptrdiff_t lanes)
+    void mnnpy_sum_windows(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys, ptrdiff_t ye,
+                           ptrdiff_t xs, ptrdiff_t w, ptrdiff_t step, ptrdiff_t n, float scale,
+                           float* out, ptrdiff_t lanes)
+    void mnnpy_sum_window(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys, ptrdiff_t ye,
+                          ptrdiff_t xs, ptrdiff_t xe, float scale, float* out, ptrdiff_t lanes)
 
 
 cdef struct Geom:
@@ -22,6 +40,21 @@ cdef inline Py_ssize_t _clip(Py_ssize_t v, Py_ssize_t lo, Py_ssize_t hi) noexcep
     if v < lo:
         return lo
     return hi if v > hi else v
+
+
+cdef inline Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    # ceil(a / b) for a >= 0, b > 0
+    return (a + b - 1) // b
+
+
+cdef inline void _inner(const Geom* g, Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
+    # outputs [lo, hi) of a row have their whole window inside the input row (no clipping):
+    # the kernels do those several at a time
+    cdef Py_ssize_t a = _cdiv(g.left, g.sx) if g.left > 0 else 0, b = 0
+    if g.iw - g.kx + g.left >= 0:
+        b = (g.iw - g.kx + g.left) // g.sx + 1
+    lo[0] = _clip(a, 0, g.ow)
+    hi[0] = _clip(b, lo[0], g.ow)
 
 
 cdef Geom _geom(tuple shape, tuple window, Py_ssize_t src_len, Py_ssize_t dst_len,
@@ -43,38 +76,27 @@ cdef Geom _geom(tuple shape, tuple window, Py_ssize_t src_len, Py_ssize_t dst_le
     return g
 
 
-cdef inline void _store4(float* out, float a0, float a1, float a2, float a3,
-                         Py_ssize_t lanes) noexcept nogil:
-    out[0] = a0
-    out[1] = a1 if lanes > 1 else 0
-    out[2] = a2 if lanes > 2 else 0
-    out[3] = a3 if lanes > 3 else 0
-
-
-cdef void _max_row(const Geom* g, const float* src, float* dst,
+cdef void _max_row(const Geom* g, const float* src, float* dst, int isa,
                    Py_ssize_t row) noexcept nogil:
     cdef Py_ssize_t plane = row // g.oh, oy = row % g.oh
     cdef Py_ssize_t iy0 = oy * g.sy - g.top
     cdef Py_ssize_t ys = _clip(iy0, 0, g.ih - 1)
-    cdef Py_ssize_t ye = _clip(iy0 + g.ky - 1, 0, g.ih - 1)
-    cdef Py_ssize_t ox, ix0, xs, xe, y, x
+    cdef Py_ssize_t ye = _clip(iy0 + g.ky - 1, 0, g.ih - 1) + 1
+    cdef Py_ssize_t lanes = g.c - (plane % g.c4) * 4, ox, ix0, xs, xe
     cdef const float* src_p = src + plane * g.ih * g.iw * 4
-    cdef const float* p
-    cdef float m0, m1, m2, m3
+    cdef float* out = dst + row * g.ow * 4
+    cdef Py_ssize_t lo, hi
+    _inner(g, &lo, &hi)
+    if hi > lo:
+        mnnpy_max_windows(isa, src_p, g.iw, ys, ye, lo * g.sx - g.left, g.kx, g.sx, hi - lo,
+                          out + lo * 4, lanes)
     for ox in range(g.ow):
+        if lo <= ox < hi:
+            continue
         ix0 = ox * g.sx - g.left
         xs = _clip(ix0, 0, g.iw - 1)
-        xe = _clip(ix0 + g.kx - 1, 0, g.iw - 1)
-        p = src_p + (ys * g.iw + xs) * 4
-        m0, m1, m2, m3 = p[0], p[1], p[2], p[3]
-        for y in range(ys, ye + 1):
-            for x in range(xs, xe + 1):
-                p = src_p + (y * g.iw + x) * 4
-                m0 = p[0] if p[0] > m0 else m0
-                m1 = p[1] if p[1] > m1 else m1
-                m2 = p[2] if p[2] > m2 else m2
-                m3 = p[3] if p[3] > m3 else m3
-        _store4(dst + (row * g.ow + ox) * 4, m0, m1, m2, m3, g.c - (plane % g.c4) * 4)
+        xe = _clip(ix0 + g.kx - 1, 0, g.iw - 1) + 1
+        mnnpy_max_window(isa, src_p, g.iw, ys, ye, xs, xe, out + ox * 4, lanes)
 
 
 def max_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
@@ -84,9 +106,10 @@ def max_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
     cdef Geom g = _geom(shape, window, src.shape[0], dst.shape[0], &rows)
     cdef const float* s = &src[0]
     cdef float* d = &dst[0]
+    cdef int isa = current_isa()
     with nogil:
         for r in prange(rows, num_threads=num_thread, schedule="static"):
-            _max_row(&g, s, d, r)
+            _max_row(&g, s, d, isa, r)
 
 
 cdef void _max_index_row(const Geom* g, const float* src, float* dst, int* idx,
@@ -138,36 +161,39 @@ def max_pool_indices(const float[::1] src, float[::1] dst, int[::1] indices, tup
             _max_index_row(&g, s, d, ip, r)
 
 
-cdef void _avg_row(const Geom* g, const float* src, float* dst, bint include_pad,
+cdef void _avg_row(const Geom* g, const float* src, float* dst, bint include_pad, int isa,
                    Py_ssize_t row) noexcept nogil:
     cdef Py_ssize_t plane = row // g.oh, oy = row % g.oh
     cdef Py_ssize_t iy0 = oy * g.sy - g.top
     cdef Py_ssize_t ys = iy0 if iy0 > 0 else 0
     cdef Py_ssize_t ye = iy0 + g.ky if iy0 + g.ky < g.ih else g.ih
-    cdef Py_ssize_t ox, ix0, xs, xe, y, x, count
+    cdef Py_ssize_t lanes = g.c - (plane % g.c4) * 4, ox, ix0, xs, xe, count
     cdef const float* src_p = src + plane * g.ih * g.iw * 4
-    cdef const float* p
-    cdef float s0, s1, s2, s3, inv
+    cdef float* out = dst + row * g.ow * 4
+    cdef float inv
+    cdef Py_ssize_t lo, hi
+    _inner(g, &lo, &hi)
+    if hi > lo:  # count = rows inside (or to the pads) x kx
+        if include_pad:
+            count = (_clip(iy0 + g.ky, iy0, g.ih + g.top) - iy0) * g.kx
+        else:
+            count = (ye - ys) * g.kx if ye > ys else 0
+        inv = 1.0 / count if count > 0 else 0
+        mnnpy_sum_windows(isa, src_p, g.iw, ys, ye, lo * g.sx - g.left, g.kx, g.sx, hi - lo,
+                          inv, out + lo * 4, lanes)
     for ox in range(g.ow):
+        if lo <= ox < hi:
+            continue
         ix0 = ox * g.sx - g.left
         xs = ix0 if ix0 > 0 else 0
         xe = ix0 + g.kx if ix0 + g.kx < g.iw else g.iw
-        s0 = s1 = s2 = s3 = 0
-        for y in range(ys, ye):
-            for x in range(xs, xe):
-                p = src_p + (y * g.iw + x) * 4
-                s0 = s0 + p[0]
-                s1 = s1 + p[1]
-                s2 = s2 + p[2]
-                s3 = s3 + p[3]
         if include_pad:
             count = (_clip(iy0 + g.ky, iy0, g.ih + g.top) - iy0) * (
                 _clip(ix0 + g.kx, ix0, g.iw + g.left) - ix0)
         else:
-            count = (ye - ys) * (xe - xs)
+            count = (ye - ys) * (xe - xs) if ye > ys and xe > xs else 0
         inv = 1.0 / count if count > 0 else 0
-        _store4(dst + (row * g.ow + ox) * 4, s0 * inv, s1 * inv, s2 * inv, s3 * inv,
-                g.c - (plane % g.c4) * 4)
+        mnnpy_sum_window(isa, src_p, g.iw, ys, ye, xs, xe, inv, out + ox * 4, lanes)
 
 
 def avg_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
@@ -182,6 +208,7 @@ def avg_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
     cdef Geom g = _geom(shape, window, src.shape[0], dst.shape[0], &rows)
     cdef const float* s = &src[0]
     cdef float* d = &dst[0]
+    cdef int isa = current_isa()
     with nogil:
         for r in prange(rows, num_threads=num_thread, schedule="static"):
-            _avg_row(&g, s, d, include_pad, r)
+            _avg_row(&g, s, d, include_pad, isa, r)

@@ -1,0 +1,183 @@
+/* C kernels for pool.pyx: max / average over one window of an NC4HW4 plane.
+ *
+ * A pixel of an NC4HW4 plane is 4 adjacent floats (4 channels), so one 128-bit register holds it:
+ * on x86 (SSE is part of x86-64) the window is reduced with _mm_max_ps / _mm_add_ps, elsewhere
+ * (and when gemm.set_isa("generic") asks for it) with a portable loop over the 4 lanes. Both
+ * visit the taps in the same order (rows y, then columns x) and give bit-identical results:
+ * max keeps the running maximum unless a tap is greater (NaN taps are skipped, as
+ * ``p > m ? p : m``); the sums add taps in that order.
+ *
+ * The window is rows [ys, ye) x columns [xs, xe) of a plane ``iw`` pixels wide; callers clip it
+ * to the plane. The result goes to ``out`` scaled by ``scale`` (sums only), lanes >= ``lanes``
+ * written as 0.
+ */
+#ifndef MNNPY_POOL_KERNELS_H
+#define MNNPY_POOL_KERNELS_H
+
+#include "simd.h"
+
+MNNPY_INLINE void mnnpy_pool_store_c(const float* v, float* out, ptrdiff_t lanes) {
+    for (int l = 0; l < 4; ++l) out[l] = l < lanes ? v[l] : 0.0f;
+}
+
+MNNPY_INLINE void mnnpy_max_window_c(const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                     ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t xe, float* out,
+                                     ptrdiff_t lanes) {
+    float m[4];
+    const float* p0 = plane + (ys * iw + xs) * 4;
+    for (int l = 0; l < 4; ++l) m[l] = p0[l];
+    for (ptrdiff_t y = ys; y < ye; ++y)
+        for (ptrdiff_t x = xs; x < xe; ++x) {
+            const float* p = plane + (y * iw + x) * 4;
+            for (int l = 0; l < 4; ++l) m[l] = p[l] > m[l] ? p[l] : m[l];
+        }
+    mnnpy_pool_store_c(m, out, lanes);
+}
+
+MNNPY_INLINE void mnnpy_sum_window_c(const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                     ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t xe, float scale,
+                                     float* out, ptrdiff_t lanes) {
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (ptrdiff_t y = ys; y < ye; ++y)
+        for (ptrdiff_t x = xs; x < xe; ++x) {
+            const float* p = plane + (y * iw + x) * 4;
+            for (int l = 0; l < 4; ++l) s[l] = s[l] + p[l];
+        }
+    for (int l = 0; l < 4; ++l) s[l] = s[l] * scale;
+    mnnpy_pool_store_c(s, out, lanes);
+}
+
+#if MNNPY_X86
+MNNPY_INLINE void mnnpy_pool_store_sse(__m128 v, float* out, ptrdiff_t lanes) {
+    if (lanes < 4) {
+        __m128i lane = _mm_setr_epi32(0, 1, 2, 3);
+        v = _mm_and_ps(v, _mm_castsi128_ps(_mm_cmpgt_epi32(_mm_set1_epi32((int)lanes), lane)));
+    }
+    _mm_storeu_ps(out, v);
+}
+
+MNNPY_INLINE void mnnpy_max_window_sse(const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                       ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t xe, float* out,
+                                       ptrdiff_t lanes) {
+    __m128 m = _mm_loadu_ps(plane + (ys * iw + xs) * 4);
+    for (ptrdiff_t y = ys; y < ye; ++y) {
+        const float* row = plane + y * iw * 4;
+        for (ptrdiff_t x = xs; x < xe; ++x) m = _mm_max_ps(_mm_loadu_ps(row + x * 4), m);
+    }
+    mnnpy_pool_store_sse(m, out, lanes);
+}
+
+MNNPY_INLINE void mnnpy_sum_window_sse(const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                       ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t xe, float scale,
+                                       float* out, ptrdiff_t lanes) {
+    __m128 s = _mm_setzero_ps();
+    for (ptrdiff_t y = ys; y < ye; ++y) {
+        const float* row = plane + y * iw * 4;
+        for (ptrdiff_t x = xs; x < xe; ++x) s = _mm_add_ps(s, _mm_loadu_ps(row + x * 4));
+    }
+    mnnpy_pool_store_sse(_mm_mul_ps(s, _mm_set1_ps(scale)), out, lanes);
+}
+
+/* Four windows at once (independent chains, for instruction-level parallelism): columns
+ * [xs + i * step, xs + i * step + w) for i < 4, same rows; each as mnnpy_max_window_sse. */
+MNNPY_INLINE void mnnpy_max_window4_sse(const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                        ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t w, ptrdiff_t step,
+                                        float* out, ptrdiff_t lanes) {
+    __m128 m[4];
+    const float* first = plane + (ys * iw + xs) * 4;
+    for (int i = 0; i < 4; ++i) m[i] = _mm_loadu_ps(first + i * step * 4);
+    for (ptrdiff_t y = ys; y < ye; ++y) {
+        const float* row = plane + (y * iw + xs) * 4;
+        for (ptrdiff_t x = 0; x < w; ++x)
+            for (int i = 0; i < 4; ++i)
+                m[i] = _mm_max_ps(_mm_loadu_ps(row + (i * step + x) * 4), m[i]);
+    }
+    for (int i = 0; i < 4; ++i) mnnpy_pool_store_sse(m[i], out + 4 * i, lanes);
+}
+
+MNNPY_INLINE void mnnpy_sum_window4_sse(const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                        ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t w, ptrdiff_t step,
+                                        float scale, float* out, ptrdiff_t lanes) {
+    __m128 m[4];
+    for (int i = 0; i < 4; ++i) m[i] = _mm_setzero_ps();
+    for (ptrdiff_t y = ys; y < ye; ++y) {
+        const float* row = plane + (y * iw + xs) * 4;
+        for (ptrdiff_t x = 0; x < w; ++x)
+            for (int i = 0; i < 4; ++i)
+                m[i] = _mm_add_ps(m[i], _mm_loadu_ps(row + (i * step + x) * 4));
+    }
+    __m128 k = _mm_set1_ps(scale);
+    for (int i = 0; i < 4; ++i) mnnpy_pool_store_sse(_mm_mul_ps(m[i], k), out + 4 * i, lanes);
+}
+#endif
+
+/* Windows i < n at columns [xs + i * step, xs + i * step + w), rows [ys, ye), all
+ * non-empty, into out + 4 * i: the same values as n calls of mnnpy_max_window. */
+MNNPY_INLINE void mnnpy_max_windows(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                    ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t w, ptrdiff_t step,
+                                    ptrdiff_t n, float* out, ptrdiff_t lanes) {
+    ptrdiff_t i = 0;
+#if MNNPY_X86
+    if (isa != MNNPY_ISA_GENERIC) {
+        for (; i + 4 <= n; i += 4)
+            mnnpy_max_window4_sse(plane, iw, ys, ye, xs + i * step, w, step, out + 4 * i, lanes);
+        for (; i < n; ++i)
+            mnnpy_max_window_sse(plane, iw, ys, ye, xs + i * step, xs + i * step + w,
+                                 out + 4 * i, lanes);
+        return;
+    }
+#endif
+    for (; i < n; ++i)
+        mnnpy_max_window_c(plane, iw, ys, ye, xs + i * step, xs + i * step + w, out + 4 * i,
+                           lanes);
+}
+
+/* Sums of windows i < n at columns [xs + i * step, xs + i * step + w), rows [ys, ye), times
+ * scale, into out + 4 * i: the same values as n calls of mnnpy_sum_window. */
+MNNPY_INLINE void mnnpy_sum_windows(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                    ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t w, ptrdiff_t step,
+                                    ptrdiff_t n, float scale, float* out, ptrdiff_t lanes) {
+    ptrdiff_t i = 0;
+#if MNNPY_X86
+    if (isa != MNNPY_ISA_GENERIC) {
+        for (; i + 4 <= n; i += 4)
+            mnnpy_sum_window4_sse(plane, iw, ys, ye, xs + i * step, w, step, scale, out + 4 * i,
+                                  lanes);
+        for (; i < n; ++i)
+            mnnpy_sum_window_sse(plane, iw, ys, ye, xs + i * step, xs + i * step + w, scale,
+                                 out + 4 * i, lanes);
+        return;
+    }
+#endif
+    for (; i < n; ++i)
+        mnnpy_sum_window_c(plane, iw, ys, ye, xs + i * step, xs + i * step + w, scale,
+                           out + 4 * i, lanes);
+}
+
+/* Max over rows [ys, ye) x columns [xs, xe) (both non-empty) of one NC4HW4 plane. */
+MNNPY_INLINE void mnnpy_max_window(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                   ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t xe, float* out,
+                                   ptrdiff_t lanes) {
+#if MNNPY_X86
+    if (isa != MNNPY_ISA_GENERIC) {
+        mnnpy_max_window_sse(plane, iw, ys, ye, xs, xe, out, lanes);
+        return;
+    }
+#endif
+    mnnpy_max_window_c(plane, iw, ys, ye, xs, xe, out, lanes);
+}
+
+/* scale * the sum over rows [ys, ye) x columns [xs, xe) (either may be empty). */
+MNNPY_INLINE void mnnpy_sum_window(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys,
+                                   ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t xe, float scale,
+                                   float* out, ptrdiff_t lanes) {
+#if MNNPY_X86
+    if (isa != MNNPY_ISA_GENERIC) {
+        mnnpy_sum_window_sse(plane, iw, ys, ye, xs, xe, scale, out, lanes);
+        return;
+    }
+#endif
+    mnnpy_sum_window_c(plane, iw, ys, ye, xs, xe, scale, out, lanes);
+}
+
+#endif /* MNNPY_POOL_KERNELS_H */
