@@ -55,6 +55,29 @@ def test_shufflenet_mean_over_spatial(c: int, fmt: DimensionFormat) -> None:
     assert_close(out, x.mean((2, 3)))
 
 
+@pytest.mark.parametrize("code", sorted(K.FLOAT_OPS))
+@pytest.mark.parametrize("axis", [1, 2, 3, 4, 5, 9])
+def test_kernel_contiguous_rows(code: int, axis: int) -> None:
+    """inner == 1 (rows reduced whole: partial sums, max / min in order) vs NumPy, NaN too."""
+    x = np.float32(1) + data((7, axis)) / 8
+    x[3, axis - 1] = np.nan  # a NaN after the first element: max / min skip it
+    x[5, 0] = np.nan  # the first: kept (``v > m ? v : m`` from the first element)
+    ref = {
+        R.SUM: np.sum,
+        R.ASUM: lambda v: np.abs(v).sum(),
+        R.SUMSQ: lambda v: (v.astype(np.float64) ** 2).sum(),
+        R.MEAN: np.mean,
+        R.MAXIMUM: lambda v: np.nanmax(v) if not np.isnan(v[0]) else np.nan,
+        R.MINIMUM: lambda v: np.nanmin(v) if not np.isnan(v[0]) else np.nan,
+        R.PROD: np.prod,
+    }[code]
+    want = np.array([ref(r.astype(np.float64)) for r in x], np.float32)
+    for threads in (1, 2):
+        out = np.zeros(7, np.float32)
+        K.reduce(x.ravel(), out, 7, axis, 1, code, threads)
+        assert_close(out, want)  # NaN == NaN here
+
+
 @pytest.mark.parametrize("code", sorted(FLOAT_OPS))
 @pytest.mark.parametrize(
     ("dims", "keep"),

@@ -3,7 +3,8 @@
 
 NumPy reference: ``mnnpy/ops/reduction.py``. Work is split into tasks of ``_BLOCK`` adjacent
 ``inner`` positions of one ``outer`` index; a task walks the axis in order, so results do not
-depend on the thread count. float32 accumulates in float64; int32 wraps like MNN's int32 loops
+depend on the thread count (a contiguous run, ``inner == 1``, is one task; sums keep four
+partial sums). float32 accumulates in float64; int32 wraps like MNN's int32 loops
 (unsigned arithmetic) and MEAN divides the wrapped sum, truncating. An empty axis gives 0, or 1
 for PROD and ALL; float32 MAXIMUM / MINIMUM give -inf / +inf (ONNX's ReduceMax / ReduceMin of an
 empty set; int32 keeps 0, which bool tensors cast to int32 expect).
@@ -64,6 +65,51 @@ cdef void _float_task(const float* src, float* dst, Py_ssize_t axis, Py_ssize_t 
                 acc[i] *= row[i]
     for i in range(count):
         dst[i] = <float>(acc[i] / axis if op == MEAN else acc[i])
+
+
+cdef float _float_row(const float* src, Py_ssize_t axis, int op) noexcept nogil:
+    # one contiguous run (inner == 1, axis >= 1). SUM / ASUM / SUMSQ / MEAN: four float64
+    # partial sums (a, a + 1, a + 2, a + 3 strided) added in a fixed order, so no serial add
+    # chain; MAXIMUM / MINIMUM / PROD as _float_task, in order
+    cdef double acc[4]
+    cdef double v
+    cdef Py_ssize_t a, j
+    if op == MAXIMUM or op == MINIMUM or op == PROD:
+        v = 1.0 if op == PROD else src[0]
+        if op == MAXIMUM:
+            for a in range(axis):
+                if src[a] > v:
+                    v = src[a]
+        elif op == MINIMUM:
+            for a in range(axis):
+                if src[a] < v:
+                    v = src[a]
+        else:
+            for a in range(axis):
+                v *= src[a]
+        return <float>v
+    for j in range(4):
+        acc[j] = 0.0
+    a = 0
+    while a + 4 <= axis:
+        for j in range(4):
+            v = src[a + j]
+            if op == ASUM:
+                v = fabs(v)
+            elif op == SUMSQ:
+                v = v * v
+            acc[j] += v
+        a += 4
+    while a < axis:
+        v = src[a]
+        if op == ASUM:
+            v = fabs(v)
+        elif op == SUMSQ:
+            v = v * v
+        acc[0] += v
+        a += 1
+    v = (acc[0] + acc[1]) + (acc[2] + acc[3])
+    return <float>(v / axis if op == MEAN else v)
 
 
 cdef void _int_task(const int* src, int* dst, Py_ssize_t axis, Py_ssize_t inner,
@@ -147,6 +193,12 @@ def reduce(const scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t outer, Py_ssiz
         for t in range(outer * inner):
             dst[t] = empty
         return
+    if scalar_t is float:
+        if inner == 1:
+            with nogil:
+                for t in prange(outer, num_threads=num_thread, schedule="static"):
+                    dst[t] = _float_row(&src[t * axis], axis, op)
+            return
     with nogil:
         for t in prange(tasks, num_threads=num_thread, schedule="static"):
             o = t // blocks
