@@ -88,10 +88,12 @@ class CPUConvolutionGemm(CPUConvolutionBase):
     A 1x1, stride-1, unpadded convolution multiplies the input in place; on a batch of small
     images (a MatMul converted to a convolution on ``[M, K, 1, 1]``) it first gathers the batch
     into one DYNAMIC panel and runs a single GEMM over all its pixels (NORMAL mode only: the
-    panel is as large as input plus output). Any other copies pixel tiles into DYNAMIC
-    scratch, one tile per thread: up to 128 pixels sized for L2 in NORMAL mode, 16 pixels in
-    LIMIT mode (``gemm_tile``). The weights are the same in both modes, OIHW repacked as
-    16-channel panels.
+    panel is as large as input plus output). In NORMAL mode a stride-1 convolution on a
+    multiple of 4 input channels reads a padded copy of its input in place, tap by tap (no
+    im2col; ``gemm.pyx``, "shift"). Any other copies pixel tiles into DYNAMIC scratch, one tile
+    per thread: up to 128 pixels sized for L2 in NORMAL mode, 16 pixels in LIMIT mode
+    (``gemm_tile``), whose scratch stays that small. The weights are the same in both modes, OIHW
+    repacked as 16-channel panels.
 
     Args:
         backend: the CPU backend.
@@ -108,6 +110,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
         self._tile = 0
         self._gather = False
+        self._shift = not backend.low_memory
         self._scratch_tensor: Tensor | None = None
 
     @staticmethod
@@ -129,7 +132,9 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self._gather = direct and batch > 1 and oh * ow < _GATHER_BELOW and not backend.low_memory
         pixels = oh * ow * (batch if self._gather else 1)
         self._tile = gemm_tile(k, oc, pixels, backend.low_memory, direct)
-        n = G.scratch_size(self._shape, self._window, self._tile, backend.num_thread, self._gather)
+        n = G.scratch_size(
+            self._shape, self._window, self._tile, backend.num_thread, self._gather, self._shift
+        )
         self._scratch_tensor = self._scratch(n)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
@@ -137,4 +142,5 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         G.conv2d(
             inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
+            self._shift,
         )  # fmt: skip

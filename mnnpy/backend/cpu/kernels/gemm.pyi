@@ -24,6 +24,7 @@ def scratch_size(
     tile: int,
     num_thread: int = 1,
     gather: bool = False,
+    shift: bool = False,
 ) -> int: ...
 def conv2d(
     src: np.ndarray,
@@ -38,4 +39,5 @@ def conv2d(
     tile: int,
     num_thread: int = 1,
     gather: bool = False,
+    shift: bool = False,
 ) -> None: ...

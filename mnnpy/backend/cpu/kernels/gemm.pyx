@@ -19,12 +19,19 @@ For a batch of tiny images (a MatMul converted to a 1x1 convolution on ``[M, K, 
 replaces ``batch`` GEMMs of a few pixels, which use a fraction of the micro-kernel's registers
 and re-read all weights per image, by full 16-pixel blocks. Results are bit-identical.
 
+``shift`` (stride 1, input channels a multiple of 4) avoids im2col: the images are copied once
+into scratch with their padding made explicit (``[batch][ic4][ihp][iwp][4]``), and every output
+row is one GEMM whose k-panels, one per (kernel tap, channel block), are read in place at a fixed
+offset from the row (``mnnpy_gemm_c4_panels``). Its k order is im2col's, so the results are
+bit-identical; its scratch is the padded input instead of one tile per thread.
+
 ``set_isa`` chooses the micro-kernels for every module that cimports ``current_isa``.
 """
 
 from cython.parallel cimport prange, threadid
 from libc.stddef cimport ptrdiff_t
 from libc.stdlib cimport free, malloc
+from libc.string cimport memcpy, memset
 
 
 cdef extern from "gemm_kernels.h" nogil:
@@ -32,6 +39,9 @@ cdef extern from "gemm_kernels.h" nogil:
     void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P, ptrdiff_t K,
                        const float* w, const float* bias, float* d, ptrdiff_t d_stride,
                        ptrdiff_t oc, float lo, float hi)
+    void mnnpy_gemm_c4_panels(int isa, const float* a, const ptrdiff_t* koff, ptrdiff_t P,
+                              ptrdiff_t K, const float* w, const float* bias, float* d,
+                              ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
     void mnnpy_im2col(const float* src, ptrdiff_t ic, ptrdiff_t ih, ptrdiff_t iw,
                       ptrdiff_t ow, const ptrdiff_t* win, ptrdiff_t p0, ptrdiff_t n,
                       float* t, ptrdiff_t T)
@@ -101,6 +111,9 @@ cdef struct Plan:
     Py_ssize_t batch, ic, ih, iw, oc, ohw, ow, k, ic4, oc4
     Py_ssize_t tile, ntile, cp, nchunk, items
     bint direct
+    # shifted: stride 1, ic % 4 == 0; tiles are rows; the input padded to ihp x iwp
+    bint shifted
+    Py_ssize_t oh, ihp, iwp, top, left
 
 
 cdef Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
@@ -134,9 +147,12 @@ cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
     return tile, ntile, nchunk, cp
 
 
-cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread) except *:
+cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread,
+               bint shift=False) except *:
     """Sizes, then the split: pixel tiles of at most ``tile``, and channel chunks when one
-    image has fewer tiles than two per thread and more output channels than pixels."""
+    image has fewer tiles than two per thread and more output channels than pixels. With
+    ``shift``, a stride-1 convolution on a multiple of 4 input channels is "shifted" (below)
+    and its tiles are whole output rows."""
     cdef Plan g
     cdef Py_ssize_t oh, ky, kx, sy, sx, dy, dx, top, left, want
     g.batch, g.ic, g.ih, g.iw, g.oc, oh, g.ow = shape
@@ -153,8 +169,14 @@ cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread) exce
     g.oc4 = _cdiv(g.oc, 4)
     g.direct = (ky == 1 and kx == 1 and sy == 1 and sx == 1 and top == 0 and left == 0
                 and oh == g.ih and g.ow == g.iw)
+    g.shifted = shift and not g.direct and sy == 1 and sx == 1 and g.ic % 4 == 0
+    g.oh, g.top, g.left = oh, top, left
+    g.ihp, g.iwp = oh + (ky - 1) * dy, g.ow + (kx - 1) * dx
     want = _cdiv(2 * num_thread, g.batch)  # pieces per image for two items per thread
-    g.tile, g.ntile, g.nchunk, g.cp = split_work(g.ohw, g.oc, tile, want)
+    if g.shifted:  # tiles of whole output rows
+        g.tile, g.ntile, g.nchunk, g.cp = split_work(oh, g.oc, max(1, tile // g.ow), want)
+    else:
+        g.tile, g.ntile, g.nchunk, g.cp = split_work(g.ohw, g.oc, tile, want)
     g.items = g.batch * g.ntile * g.nchunk
     return g
 
@@ -168,29 +190,33 @@ cdef Plan _gather_plan(const Plan* g, tuple window, Py_ssize_t tile, int num_thr
 
 
 def scratch_size(tuple shape, tuple window, Py_ssize_t tile, int num_thread=1,
-                 bint gather=False):
+                 bint gather=False, bint shift=False):
     """Floats of scratch ``conv2d`` needs (0 for a direct 1x1 convolution without
-    ``gather``; with it, room for the gathered input and output panels)."""
-    cdef Plan g = _plan(shape, window, tile, num_thread)
+    ``gather``; with it, room for the gathered input and output panels; for a shifted one,
+    the padded input)."""
+    cdef Plan g = _plan(shape, window, tile, num_thread, shift)
     if gather:
         _gather_plan(&g, window, tile, num_thread)
         return (g.ic4 + g.oc4) * 4 * g.batch * g.ohw
+    if g.shifted:
+        return g.batch * g.ic4 * g.ihp * g.iwp * 4
     return 0 if g.direct else num_thread * g.tile * 4 * _cdiv(g.k, 4)
 
 
 def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
            const float[::1] bias, float[::1] scratch, tuple shape, tuple window, float lo,
-           float hi, Py_ssize_t tile, int num_thread=1, bint gather=False):
+           float hi, Py_ssize_t tile, int num_thread=1, bint gather=False, bint shift=False):
     """Group-1 convolution by GEMM; ``tile`` bounds the pixels per work item (and scratch),
-    ``gather`` makes the batch one GEMM (direct 1x1 only; see the module docstring).
+    ``gather`` makes the batch one GEMM (direct 1x1 only), ``shift`` lets a stride-1
+    convolution skip im2col (see the module docstring).
 
-    ``scratch`` needs ``scratch_size(shape, window, tile, num_thread, gather)`` floats.
+    ``scratch`` needs ``scratch_size(shape, window, tile, num_thread, gather, shift)`` floats.
     """
-    cdef Plan g = _plan(shape, window, tile, num_thread)
+    cdef Plan g = _plan(shape, window, tile, num_thread, shift)
     cdef Plan gp
     if gather:
         gp = _gather_plan(&g, window, tile, num_thread)
-    cdef Py_ssize_t need = scratch_size(shape, window, tile, num_thread, gather)
+    cdef Py_ssize_t need = scratch_size(shape, window, tile, num_thread, gather, shift)
     cdef Py_ssize_t n16 = _cdiv(g.oc, 16)
     if (src.shape[0] < g.batch * g.ic4 * g.ih * g.iw * 4
             or dst.shape[0] < g.batch * g.oc4 * g.ohw * 4
@@ -214,15 +240,76 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
     cdef const float* b = &bias[0]
     cdef float* t = &scratch[0] if need else NULL
     cdef Py_ssize_t it
+    cdef ptrdiff_t* koff = NULL
+    if g.shifted:
+        koff = _tap_offsets(&g, win)
     try:
         with nogil:
             if gather:
                 _gathered(&g, &gp, s, d, w, b, t, win, lo, hi, num_thread, last)
+            elif g.shifted:
+                _shifted(&g, s, d, w, b, t, koff, lo, hi, num_thread)
             else:
                 for it in prange(g.items, num_threads=num_thread, schedule="static"):
                     _item(&g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
     finally:
         free(last)
+        free(koff)
+
+
+cdef ptrdiff_t* _tap_offsets(const Plan* g, const ptrdiff_t* win) except NULL:
+    """Where the GEMM's k-panel j = tap * ic4 + c (tap = ky * KX + kx) starts in the padded
+    image, relative to the first pixel of the output row: K / 4 + 1 offsets (the last unused)."""
+    cdef Py_ssize_t KY = win[0], KX = win[1], dy = win[4], dx = win[5], plane = g.ihp * g.iwp * 4
+    cdef ptrdiff_t* koff = <ptrdiff_t*>malloc((KY * KX * g.ic4 + 1) * sizeof(ptrdiff_t))
+    if koff == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t ky, kx, c, j = 0
+    for ky in range(KY):
+        for kx in range(KX):
+            for c in range(g.ic4):
+                koff[j] = c * plane + (ky * dy * g.iwp + kx * dx) * 4
+                j += 1
+    koff[j] = 0
+    return koff
+
+
+cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
+                   const float* bias, float* padded, const ptrdiff_t* koff, float lo, float hi,
+                   int num_thread) noexcept nogil:
+    """Stride-1 convolution without im2col: the images are copied once into ``padded``
+    (``[batch][ic4][ihp][iwp][4]``, zeros around), then each output row is one GEMM whose
+    k-panels (one per kernel tap and channel block) are read in place at ``koff``."""
+    cdef Py_ssize_t rows = g.batch * g.ic4 * g.ihp, it, y, x, iy, n, o0, c, piece, r, r1
+    cdef Py_ssize_t x0 = min(g.left, g.iwp), x1 = min(g.left + g.iw, g.iwp), plane
+    cdef const float* s
+    cdef float* t
+    for it in prange(rows, num_threads=num_thread, schedule="static"):
+        y = it % g.ihp
+        t = padded + it * g.iwp * 4
+        iy = y - g.top
+        if iy < 0 or iy >= g.ih or x1 <= x0:
+            memset(t, 0, g.iwp * 16)
+        else:
+            s = src + ((it // g.ihp) * g.ih + iy) * g.iw * 4  # (image, block) planes in order
+            memset(t, 0, x0 * 16)
+            memcpy(t + x0 * 4, s + (x0 - g.left) * 4, (x1 - x0) * 16)
+            memset(t + x1 * 4, 0, (g.iwp - x1) * 16)
+    plane = g.ihp * g.iwp * 4
+    for it in prange(g.items, num_threads=num_thread, schedule="static"):
+        piece = it // g.nchunk
+        c = it % g.nchunk
+        n = piece // g.ntile
+        r = (piece % g.ntile) * g.tile
+        r1 = min(r + g.tile, g.oh)
+        o0 = c * g.cp * 16
+        while r < r1:
+            mnnpy_gemm_c4_panels(
+                _isa, padded + (n * g.ic4 * plane) + r * g.iwp * 4, koff, g.ow, g.k,
+                w + o0 * g.k, bias + o0,
+                dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4, g.ohw * 4,
+                min(g.cp * 16, g.oc - o0), lo, hi)
+            r = r + 1
 
 
 cdef void _gathered(const Plan* g, const Plan* gp, const float* src, float* dst,

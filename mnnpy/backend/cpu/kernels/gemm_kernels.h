@@ -30,14 +30,15 @@ MNNPY_INLINE void mnnpy_store16_c(const float* v, float* d, ptrdiff_t ds, ptrdif
             d[i * ds + l] = 4 * i + l < rem ? mnnpy_clamp(v[4 * i + l], lo, hi) : 0.0f;
 }
 
-MNNPY_INLINE void mnnpy_mk_c(const float* a, ptrdiff_t as, ptrdiff_t K, const float* w,
+MNNPY_INLINE void mnnpy_mk_c(const float* a, ptrdiff_t as, const ptrdiff_t* koff, ptrdiff_t K,
+                             const float* w,
                              const float* bias, float* d, ptrdiff_t ds, ptrdiff_t rem, float lo,
                              float hi, const int R) {
     float acc[4][16];
     for (int r = 0; r < R; ++r)
         for (int o = 0; o < 16; ++o) acc[r][o] = bias ? bias[o] : 0.0f;
     for (ptrdiff_t k = 0; k < K; ++k) {
-        const float* ap = a + (k >> 2) * as + (k & 3);
+        const float* ap = a + (koff ? koff[k >> 2] : (k >> 2) * as) + (k & 3);
         const float* wp = w + k * 16;
         for (int r = 0; r < R; ++r) {
             float x = ap[4 * r];
@@ -47,7 +48,8 @@ MNNPY_INLINE void mnnpy_mk_c(const float* a, ptrdiff_t as, ptrdiff_t K, const fl
     for (int r = 0; r < R; ++r) mnnpy_store16_c(acc[r], d + 4 * r, ds, rem, lo, hi);
 }
 
-MNNPY_STATIC void mnnpy_gemm_generic(const float* a, ptrdiff_t as, ptrdiff_t P, ptrdiff_t K,
+MNNPY_STATIC void mnnpy_gemm_generic(const float* a, ptrdiff_t as, const ptrdiff_t* koff,
+                                     ptrdiff_t P, ptrdiff_t K,
                                      const float* w, const float* bias, float* d, ptrdiff_t ds,
                                      ptrdiff_t oc, float lo, float hi) {
     for (ptrdiff_t o = 0; o < oc; o += 16) {
@@ -56,8 +58,9 @@ MNNPY_STATIC void mnnpy_gemm_generic(const float* a, ptrdiff_t as, ptrdiff_t P, 
         float* dp = d + (o / 4) * ds;
         ptrdiff_t p = 0;
         for (; p + 4 <= P; p += 4)
-            mnnpy_mk_c(a + 4 * p, as, K, wp, bo, dp + 4 * p, ds, oc - o, lo, hi, 4);
-        for (; p < P; ++p) mnnpy_mk_c(a + 4 * p, as, K, wp, bo, dp + 4 * p, ds, oc - o, lo, hi, 1);
+            mnnpy_mk_c(a + 4 * p, as, koff, K, wp, bo, dp + 4 * p, ds, oc - o, lo, hi, 4);
+        for (; p < P; ++p)
+            mnnpy_mk_c(a + 4 * p, as, koff, K, wp, bo, dp + 4 * p, ds, oc - o, lo, hi, 1);
     }
 }
 
@@ -98,7 +101,8 @@ MNNPY_INLINE MNNPY_T256 void mnnpy_store8_256(__m256 v, float* d, ptrdiff_t ds, 
     if (rem > 4) _mm_storeu_ps(d + ds, _mm256_extractf128_ps(v, 1));
 }
 
-MNNPY_INLINE MNNPY_T256 void mnnpy_mk256(const float* a, ptrdiff_t as, ptrdiff_t K,
+MNNPY_INLINE MNNPY_T256 void mnnpy_mk256(const float* a, ptrdiff_t as, const ptrdiff_t* koff,
+                                         ptrdiff_t K,
                                          const float* w, const float* bias, float* d,
                                          ptrdiff_t ds, ptrdiff_t rem, float lo, float hi,
                                          const int R) {
@@ -112,7 +116,7 @@ MNNPY_INLINE MNNPY_T256 void mnnpy_mk256(const float* a, ptrdiff_t as, ptrdiff_t
         acc[r][0] = b0;
         acc[r][1] = b1;
     }
-    const float* ap = a;
+    const float* ap = koff ? a + koff[0] : a;
     const float* wp = w;
 #define MNNPY_STEP(j)                                                                 \
     do {                                                                              \
@@ -123,11 +127,12 @@ MNNPY_INLINE MNNPY_T256 void mnnpy_mk256(const float* a, ptrdiff_t as, ptrdiff_t
             acc[r][1] = _mm256_fmadd_ps(x, w1, acc[r][1]);                            \
         }                                                                             \
     } while (0)
-    for (ptrdiff_t k = 4; k <= K; k += 4, ap += as, wp += 64) {
+    for (ptrdiff_t k = 4, kq = 1; k <= K; k += 4, ++kq, wp += 64) {
         MNNPY_STEP(0);
         MNNPY_STEP(1);
         MNNPY_STEP(2);
         MNNPY_STEP(3);
+        ap = koff ? a + koff[kq] : ap + as;
     }
     for (int j = 0; j < (int)(K & 3); ++j) MNNPY_STEP(j);
 #undef MNNPY_STEP
@@ -138,8 +143,9 @@ MNNPY_INLINE MNNPY_T256 void mnnpy_mk256(const float* a, ptrdiff_t as, ptrdiff_t
     }
 }
 
-MNNPY_STATIC MNNPY_T256 void mnnpy_gemm_avx2(const float* a, ptrdiff_t as, ptrdiff_t P,
-                                             ptrdiff_t K, const float* w, const float* bias,
+MNNPY_STATIC MNNPY_T256 void mnnpy_gemm_avx2(const float* a, ptrdiff_t as,
+                                             const ptrdiff_t* koff, ptrdiff_t P, ptrdiff_t K,
+                                             const float* w, const float* bias,
                                              float* d, ptrdiff_t ds, ptrdiff_t oc, float lo,
                                              float hi) {
     for (ptrdiff_t o = 0; o < oc; o += 16) {
@@ -147,7 +153,8 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_gemm_avx2(const float* a, ptrdiff_t as, ptrdi
         const float* bo = bias ? bias + o : NULL;
         float* dp = d + (o / 4) * ds;
         ptrdiff_t p;
-#define MNNPY_MK(r) mnnpy_mk256(a + 4 * p, as, K, wp, bo, dp + 4 * p, ds, oc - o, lo, hi, r)
+#define MNNPY_MK(r) \
+    mnnpy_mk256(a + 4 * p, as, koff, K, wp, bo, dp + 4 * p, ds, oc - o, lo, hi, r)
         MNNPY_PIXEL_BLOCKS(6, MNNPY_MK);
 #undef MNNPY_MK
     }
@@ -160,7 +167,8 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_gemm_avx2(const float* a, ptrdiff_t as, ptrdi
  * all 4 lanes), a 16-byte broadcast per block (its 4 weights) and the FMAs.
  */
 #define MNNPY_Q_R4 4
-MNNPY_INLINE MNNPY_T512 void mnnpy_mk512(const float* a, ptrdiff_t as, ptrdiff_t K,
+MNNPY_INLINE MNNPY_T512 void mnnpy_mk512(const float* a, ptrdiff_t as, const ptrdiff_t* koff,
+                                          ptrdiff_t K,
                                           const float* w, const float* bias, float* d,
                                           ptrdiff_t ds, ptrdiff_t rem, float lo, float hi,
                                           __mmask16 last, const int R4, const int S) {
@@ -170,7 +178,7 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_mk512(const float* a, ptrdiff_t as, ptrdiff_t
         if (bias) b = _mm512_broadcast_f32x4(_mm_loadu_ps(bias + 4 * s));
         for (int r = 0; r < R4; ++r) acc[r][s] = b;
     }
-    const float* ap = a;
+    const float* ap = koff ? a + koff[0] : a;
     const float* wp = w;
     __m512 x[MNNPY_Q_R4];
 #define MNNPY_LOADX()                                                         \
@@ -186,12 +194,13 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_mk512(const float* a, ptrdiff_t as, ptrdiff_t
             for (int s = 0; s < S; ++s) acc[r][s] = _mm512_fmadd_ps(xb, wv[s], acc[r][s]); \
         }                                                                               \
     } while (0)
-    for (ptrdiff_t k = 4; k <= K; k += 4, ap += as, wp += 64) {
+    for (ptrdiff_t k = 4, kq = 1; k <= K; k += 4, ++kq, wp += 64) {
         MNNPY_LOADX();
         MNNPY_STEP(0);
         MNNPY_STEP(1);
         MNNPY_STEP(2);
         MNNPY_STEP(3);
+        ap = koff ? a + koff[kq] : ap + as;
     }
     if (K & 3) {
         MNNPY_LOADX();
@@ -212,8 +221,9 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_mk512(const float* a, ptrdiff_t as, ptrdiff_t
     }
 }
 
-MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_avx512(const float* a, ptrdiff_t as, ptrdiff_t P,
-                                                ptrdiff_t K, const float* w, const float* bias,
+MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_avx512(const float* a, ptrdiff_t as,
+                                                const ptrdiff_t* koff, ptrdiff_t P, ptrdiff_t K,
+                                                const float* w, const float* bias,
                                                 float* d, ptrdiff_t ds, ptrdiff_t oc, float lo,
                                                 float hi) {
     const ptrdiff_t quads = (P + 3) / 4;
@@ -228,7 +238,7 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_avx512(const float* a, ptrdiff_t as, ptr
             const __mmask16 last = q + R4 == quads ? tail : 0xFFFF;
             const float* aq = a + 16 * q;
             float* dq = dp + 16 * q;
-#define MNNPY_MK(r4, s) mnnpy_mk512(aq, as, K, wp, bo, dq, ds, rem, lo, hi, last, r4, s)
+#define MNNPY_MK(r4, s) mnnpy_mk512(aq, as, koff, K, wp, bo, dq, ds, rem, lo, hi, last, r4, s)
 #define MNNPY_S(r4)                    \
     switch (S) {                       \
         case 4: MNNPY_MK(r4, 4); break; \
@@ -311,21 +321,39 @@ MNNPY_STATIC void mnnpy_im2col(const float* src, ptrdiff_t ic, ptrdiff_t ih, ptr
     }
 }
 
+MNNPY_INLINE void mnnpy_gemm_any(int isa, const float* a, ptrdiff_t a_stride,
+                                 const ptrdiff_t* koff, ptrdiff_t P, ptrdiff_t K, const float* w,
+                                 const float* bias, float* d, ptrdiff_t d_stride, ptrdiff_t oc,
+                                 float lo, float hi) {
+#if MNNPY_X86
+    if (isa == MNNPY_ISA_AVX512) {
+        mnnpy_gemm_avx512(a, a_stride, koff, P, K, w, bias, d, d_stride, oc, lo, hi);
+        return;
+    }
+    if (isa == MNNPY_ISA_AVX2) {
+        mnnpy_gemm_avx2(a, a_stride, koff, P, K, w, bias, d, d_stride, oc, lo, hi);
+        return;
+    }
+#endif
+    mnnpy_gemm_generic(a, a_stride, koff, P, K, w, bias, d, d_stride, oc, lo, hi);
+}
+
 /* The GEMM described at the top for P pixels and oc output channels. */
 MNNPY_STATIC void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P,
                                 ptrdiff_t K, const float* w, const float* bias, float* d,
                                 ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi) {
-#if MNNPY_X86
-    if (isa == MNNPY_ISA_AVX512) {
-        mnnpy_gemm_avx512(a, a_stride, P, K, w, bias, d, d_stride, oc, lo, hi);
-        return;
-    }
-    if (isa == MNNPY_ISA_AVX2) {
-        mnnpy_gemm_avx2(a, a_stride, P, K, w, bias, d, d_stride, oc, lo, hi);
-        return;
-    }
-#endif
-    mnnpy_gemm_generic(a, a_stride, P, K, w, bias, d, d_stride, oc, lo, hi);
+    mnnpy_gemm_any(isa, a, a_stride, NULL, P, K, w, bias, d, d_stride, oc, lo, hi);
+}
+
+/* The same GEMM with A's 4-row panels anywhere: rows 4 j .. 4 j + 3 of A are at a + koff[j]
+ * (pixel p at + 4 p) instead of a + j * a_stride. K must be a multiple of 4 and koff hold
+ * K / 4 + 1 offsets (the last is never dereferenced). This is the "shifted" convolution: each
+ * panel is one channel block of one kernel tap, read in place from a padded input. */
+MNNPY_STATIC void mnnpy_gemm_c4_panels(int isa, const float* a, const ptrdiff_t* koff,
+                                       ptrdiff_t P, ptrdiff_t K, const float* w,
+                                       const float* bias, float* d, ptrdiff_t d_stride,
+                                       ptrdiff_t oc, float lo, float hi) {
+    mnnpy_gemm_any(isa, a, 0, koff, P, K, w, bias, d, d_stride, oc, lo, hi);
 }
 
 #endif /* MNNPY_GEMM_KERNELS_H */
