@@ -158,6 +158,25 @@ def test_every_isa(op_type: int, k: tuple[int, int], common: dict) -> None:
     )
 
 
+@pytest.mark.usefixtures("isa")
+@pytest.mark.parametrize(
+    "c, k, common",
+    [
+        (4, (3, 3), dict(pads=[1, 1, 1, 1], relu=True)),
+        (8, (5, 5), dict(pads=[0, 2, 1, 0])),
+        (4, (1, 3), dict(dilateX=2, pads=[0, 3, 0, 0])),
+        (20, (3, 1), dict(dilateY=3, pads=[3, 0, 0, 0], relu6=True)),
+        (12, (1, 1), dict(pads=[1, 2, 0, 1])),  # not the in-place 1x1: padded
+        (4, (3, 3), dict(pads=[4, 0, 0, 4])),  # whole output rows in the padding
+    ],
+)
+def test_stride1_without_im2col(c: int, k: tuple[int, int], common: dict) -> None:
+    """Stride 1 and input channels a multiple of 4: the GEMM reads a padded copy of the input
+    in place per kernel tap (no im2col); odd sizes, batch 2, against the reference."""
+    x = data((2, c, 11, 9)) * 2
+    check(x, conv(c, 21, k, **common))
+
+
 def test_no_bias_rect_kernel_input_count_zero() -> None:
     param = conv(3, 6, (5, 1), bias=False, pads=[2, 0, 2, 0])
     param.common.inputCount = 0
@@ -194,8 +213,8 @@ def test_many_tiles(c: int, oc: int, hw: tuple[int, int], k: tuple[int, int]) ->
 
 def test_execution_per_memory_mode() -> None:
     """NORMAL picks Winograd for a big 3x3 stride-1 convolution and holds more STATIC memory
-    (transformed weights); LIMIT keeps im2col + GEMM with the original weight count."""
-    x, param = data((1, 32, 28, 28)), conv(32, 64, pads=[1, 1, 1, 1])
+    (transformed weights); LIMIT keeps the GEMM with the original weight count."""
+    x, param = data((1, 64, 28, 28)), conv(64, 64, pads=[1, 1, 1, 1])
     normal, s_normal = run(x, param, CONV, 1, "NORMAL")
     low, s_low = run(x, param, CONV, 1, "LIMIT")
     assert isinstance(execution_of(s_normal), C.CPUConvolutionWinograd)

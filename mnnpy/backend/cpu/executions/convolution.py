@@ -38,14 +38,16 @@ from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
 from mnnpy.tensor import Tensor
 
-# The cost model of ``choose``, fit to per-layer times of this package's kernels inside ResNet-18
-# and SqueezeNet (AVX-512, one thread): GEMM multiply-adds per second, less an epilogue worth 4 k
-# steps per output; bytes per second of weights streaming from L3 (once per block of tiles);
-# seconds per (tile, 4-channel block) for an input or output transform, by Winograd unit.
+# The cost model of ``choose``, fit to per-layer times of this package's kernels inside ResNet-18,
+# SqueezeNet and a small U-Net (AVX-512, one thread): GEMM multiply-adds per second, less an
+# epilogue worth 4 k steps per output; bytes per second of weights streaming from L3 (once per
+# block of tiles); seconds per (tile, 4-channel block) for an input or output transform, by
+# Winograd unit. The transform times were doubled when stride-1 convolutions stopped copying
+# im2col tiles (``gemm.pyx``, "shifted"): with 16-32 input channels the GEMM path now wins.
 _GEMM_MACS = 57e9
 _GEMM_EPILOGUE = 4
 _WEIGHT_BYTES = 40e9
-_TRANSFORM = {2: 50e-9, 4: 100e-9}
+_TRANSFORM = {2: 100e-9, 4: 200e-9}
 
 
 def _gemm_seconds(pixels: int, k: int, oc: int) -> float:
