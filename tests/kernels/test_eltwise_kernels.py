@@ -59,3 +59,38 @@ def test_zero_padding_and_inplace_softmax() -> None:
     want = np.exp(x.reshape(2, 3, 4)) / np.exp(x.reshape(2, 3, 4)).sum(axis=1, keepdims=True)
     S.softmax(x, x, 2, 3, 4, 2)
     np.testing.assert_allclose(x.reshape(2, 3, 4), want, rtol=1e-5)
+
+
+_HOT = {
+    0: np.add,
+    1: np.subtract,
+    2: np.multiply,
+    7: np.divide,
+    8: lambda x, y: np.where(x < y, x, y),  # ``x < y ? x : y``: y when either is NaN
+    9: lambda x, y: np.where(x > y, x, y),
+}
+
+
+@pytest.mark.usefixtures("isa")
+@pytest.mark.parametrize("op", sorted(_HOT))
+@pytest.mark.parametrize("scalar_b", [False, True])
+@pytest.mark.parametrize("relu", [False, True])
+def test_contiguous_float_rows_every_isa(op: int, scalar_b: bool, relu: bool) -> None:
+    """The C loops (chunks of 64 and a tail; b a row or a scalar; NaN and -0 included) give
+    exactly NumPy's element-wise result in every ISA, in place too."""
+    rng = np.random.default_rng(op)
+    n = 2 * 64 + 37
+    a = rng.standard_normal(n).astype(np.float32)
+    b = rng.standard_normal(1 if scalar_b else n).astype(np.float32) + np.float32(0.25)
+    a[[3, 70, n - 1]] = [np.nan, -0.0, 0.0]
+    if not scalar_b:
+        b[[5, 71, n - 2]] = [np.nan, 0.0, -0.0]
+    with np.errstate(all="ignore"):
+        want = _HOT[op](a, b if not scalar_b else b[0]).astype(np.float32)
+    if relu:
+        want = np.where(want > 0, want, np.float32(0))
+    out = np.empty(n, np.float32)
+    K.binary(a, b, out, op, _i(n), _i(1), _i(0 if scalar_b else 1), relu, 2)
+    np.testing.assert_array_equal(out.view(np.int32), want.view(np.int32))
+    K.binary(a, b, a, op, _i(n), _i(1), _i(0 if scalar_b else 1), relu, 1)  # out is a
+    np.testing.assert_array_equal(a.view(np.int32), want.view(np.int32))

@@ -6,14 +6,23 @@ NumPy references: ``mnnpy/ops/binary_op.py`` and ``mnnpy/ops/relu.py``. ``binary
 index space given as a shape and one element stride per operand (0 where it broadcasts), so the
 same kernel serves same-shape inputs on raw NC4HW4 storage (one dimension, strides 1 or 0) and
 real broadcasting on logical (NCHW-ordered) buffers. Each function checks once, outside the
-``nogil`` loop, that the buffers are large enough for what it will touch.
+``nogil`` loop, that the buffers are large enough for what it will touch. Float add / sub / mul /
+div / min / max on contiguous rows run in ``eltwise_kernels.h`` (per ISA, bit-identical).
 """
 
 cimport cython
 from cython.parallel cimport prange
 from libc.math cimport atan2f, expf, floor, floorf, fmodf, pow, powf
 from libc.stdint cimport uint32_t
+from libc.stddef cimport ptrdiff_t
 from libc.string cimport memcpy
+
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+
+
+cdef extern from "eltwise_kernels.h" nogil:
+    void mnnpy_ew_row(int isa, int op, const float* a, const float* b, int b_step, float* o,
+                      ptrdiff_t n, int relu)
 
 ctypedef signed char i8
 ctypedef unsigned char u8
@@ -200,51 +209,6 @@ cdef inline int _trunc_div(int x, int y) noexcept nogil:
     return x // y
 
 
-cdef void _hot_row(int op, const float* a, const float* b, Py_ssize_t sb, float* o,
-                   Py_ssize_t n) noexcept nogil:
-    # Contiguous ``a`` with contiguous (sb 1) or scalar (sb 0) ``b``: one plain loop per case so
-    # the compiler vectorizes them.
-    cdef Py_ssize_t i
-    cdef float y = b[0]
-    if sb == 1:
-        if op == ADD:
-            for i in range(n):
-                o[i] = a[i] + b[i]
-        elif op == SUB:
-            for i in range(n):
-                o[i] = a[i] - b[i]
-        elif op == MUL:
-            for i in range(n):
-                o[i] = a[i] * b[i]
-        elif op == REALDIV:
-            for i in range(n):
-                o[i] = a[i] / b[i]
-        elif op == MAXIMUM:
-            for i in range(n):
-                o[i] = a[i] if a[i] > b[i] else b[i]
-        else:
-            for i in range(n):
-                o[i] = a[i] if a[i] < b[i] else b[i]
-    elif op == ADD:
-        for i in range(n):
-            o[i] = a[i] + y
-    elif op == SUB:
-        for i in range(n):
-            o[i] = a[i] - y
-    elif op == MUL:
-        for i in range(n):
-            o[i] = a[i] * y
-    elif op == REALDIV:
-        for i in range(n):
-            o[i] = a[i] / y
-    elif op == MAXIMUM:
-        for i in range(n):
-            o[i] = a[i] if a[i] > y else y
-    else:
-        for i in range(n):
-            o[i] = a[i] if a[i] < y else y
-
-
 cdef void _row(int op, const in_t* a, Py_ssize_t sa, const in_t* b, Py_ssize_t sb, out_t* o,
                Py_ssize_t n, bint relu) noexcept nogil:
     cdef Py_ssize_t i
@@ -254,8 +218,10 @@ cdef void _row(int op, const in_t* a, Py_ssize_t sa, const in_t* b, Py_ssize_t s
         return
     if in_t is float and out_t is float:
         if _is_hot(op) and sa == 1 and (sb == 1 or sb == 0):
-            _hot_row(op, a, b, sb, o, n)
-        elif op == ADD:
+            # contiguous a, b a row or a scalar: the C loops (relu included)
+            mnnpy_ew_row(current_isa(), op, a, b, <int>sb, o, n, relu)
+            return
+        if op == ADD:
             for i in range(n):
                 o[i] = a[i * sa] + b[i * sb]
         elif op == SUB:

@@ -1,0 +1,95 @@
+/* C kernels for eltwise.pyx: the float32 binary ops that dominate models (residual adds, scales)
+ * on contiguous rows, with an optional relu.
+ *
+ * The same plain loop is compiled three times: for AVX-512 (512-bit vectors), AVX2 and the
+ * baseline (SSE on x86-64, whatever the target offers elsewhere); the caller passes the ISA
+ * (``gemm.set_isa``). Each element is one IEEE operation (add, sub, mul, div, or the max / min
+ * ``x > y ? x : y``), then the relu ``v > 0 ? v : 0``, so every ISA gives the same bits.
+ *
+ * Loads of a chunk go before its stores: when the output sits a multiple of 4 KB from an input,
+ * a load right after a store to the "same" 4 KB offset would otherwise wait for it.
+ *
+ * op: 0 add, 1 sub, 2 mul, 7 div, 8 min, 9 max (MNN's BinaryOpOperation values).
+ * b_step: 1 for a row of b, 0 for one scalar b[0].
+ */
+#ifndef MNNPY_ELTWISE_KERNELS_H
+#define MNNPY_ELTWISE_KERNELS_H
+
+#include "simd.h"
+
+#define MNNPY_EW_CHUNK 64
+
+#define MNNPY_EW_APPLY(OP, x, y) \
+    ((OP) == 0 ? (x) + (y)       \
+     : (OP) == 1 ? (x) - (y)     \
+     : (OP) == 2 ? (x) * (y)     \
+     : (OP) == 7 ? (x) / (y)     \
+     : (OP) == 8 ? ((x) < (y) ? (x) : (y)) : ((x) > (y) ? (x) : (y)))
+
+/* One op with a constant OP, so the loop body has no branch and vectorizes. */
+#define MNNPY_EW_LOOP(OP)                                                          \
+    do {                                                                           \
+        ptrdiff_t i = 0;                                                           \
+        for (; i + MNNPY_EW_CHUNK <= n; i += MNNPY_EW_CHUNK) {                     \
+            float t[MNNPY_EW_CHUNK];                                               \
+            if (b_step)                                                            \
+                for (int j = 0; j < MNNPY_EW_CHUNK; ++j)                           \
+                    t[j] = MNNPY_EW_APPLY(OP, a[i + j], b[i + j]);                 \
+            else                                                                   \
+                for (int j = 0; j < MNNPY_EW_CHUNK; ++j)                           \
+                    t[j] = MNNPY_EW_APPLY(OP, a[i + j], b[0]);                     \
+            if (relu)                                                              \
+                for (int j = 0; j < MNNPY_EW_CHUNK; ++j) t[j] = t[j] > 0 ? t[j] : 0.0f; \
+            for (int j = 0; j < MNNPY_EW_CHUNK; ++j) o[i + j] = t[j];              \
+        }                                                                          \
+        for (; i < n; ++i) {                                                       \
+            float v = MNNPY_EW_APPLY(OP, a[i], b[b_step ? i : 0]);                 \
+            o[i] = relu ? (v > 0 ? v : 0.0f) : v;                                  \
+        }                                                                          \
+    } while (0)
+
+#define MNNPY_EW_BODY                        \
+    switch (op) {                            \
+        case 0: MNNPY_EW_LOOP(0); break;     \
+        case 1: MNNPY_EW_LOOP(1); break;     \
+        case 2: MNNPY_EW_LOOP(2); break;     \
+        case 7: MNNPY_EW_LOOP(7); break;     \
+        case 8: MNNPY_EW_LOOP(8); break;     \
+        default: MNNPY_EW_LOOP(9); break;    \
+    }
+
+MNNPY_STATIC void mnnpy_ew_generic(int op, const float* a, const float* b, int b_step, float* o,
+                                   ptrdiff_t n, int relu) {
+    MNNPY_EW_BODY
+}
+
+#if MNNPY_X86
+MNNPY_STATIC MNNPY_T256 void mnnpy_ew_avx2(int op, const float* a, const float* b, int b_step,
+                                           float* o, ptrdiff_t n, int relu) {
+    MNNPY_EW_BODY
+}
+
+MNNPY_STATIC __attribute__((target("avx512f,avx2,fma,prefer-vector-width=512"))) void
+mnnpy_ew_avx512(int op, const float* a, const float* b, int b_step, float* o, ptrdiff_t n,
+                int relu) {
+    MNNPY_EW_BODY
+}
+#endif
+
+/* o[i] = relu?(op(a[i], b[b_step * i])) for i < n. */
+MNNPY_STATIC void mnnpy_ew_row(int isa, int op, const float* a, const float* b, int b_step,
+                               float* o, ptrdiff_t n, int relu) {
+#if MNNPY_X86
+    if (isa == MNNPY_ISA_AVX512) {
+        mnnpy_ew_avx512(op, a, b, b_step, o, n, relu);
+        return;
+    }
+    if (isa == MNNPY_ISA_AVX2) {
+        mnnpy_ew_avx2(op, a, b, b_step, o, n, relu);
+        return;
+    }
+#endif
+    mnnpy_ew_generic(op, a, b, b_step, o, n, relu);
+}
+
+#endif /* MNNPY_ELTWISE_KERNELS_H */
