@@ -94,3 +94,22 @@ def test_contiguous_float_rows_every_isa(op: int, scalar_b: bool, relu: bool) ->
     np.testing.assert_array_equal(out.view(np.int32), want.view(np.int32))
     K.binary(a, b, a, op, _i(n), _i(1), _i(0 if scalar_b else 1), relu, 1)  # out is a
     np.testing.assert_array_equal(a.view(np.int32), want.view(np.int32))
+
+
+def test_specialize_picks_the_fused_variant() -> None:
+    """Executions resolve a fused kernel once; the variant computes what the dispatcher does."""
+    from mnnpy.backend.cpu.kernels import specialize
+    from mnnpy.backend.cpu.kernels import unary as U
+
+    f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+    fn = specialize(K.binary, f32, i32)
+    assert fn is K.binary.__signatures__["float|int"]
+    assert specialize(K.binary, np.dtype(np.float64), f32) is K.binary  # no such variant
+    assert specialize(K.relu, f32) is K.relu  # not fused
+    a = np.arange(8, dtype=np.float32)
+    out = np.empty(8, np.int32)
+    fn(a, a[::-1].copy(), out, 10, _i(8), _i(1), _i(1), False, 1)  # 10: GREATER
+    np.testing.assert_array_equal(out, (a > a[::-1]).astype(np.int32))
+    neg = np.empty(8, np.int32)
+    specialize(U.unary, i32)(np.arange(8, dtype=np.int32), neg, 8, 1, 1)  # 1: NEG
+    np.testing.assert_array_equal(neg, -np.arange(8))

@@ -10,6 +10,7 @@ from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import eltwise as K
+from mnnpy.backend.cpu.kernels import specialize
 from mnnpy.errors import NotSupportError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
@@ -77,6 +78,7 @@ class CPUBinary(Execution):
         out = outputs[0]
         self._io: LogicalIO | None = None
         self._pad = bca(out.shape) if out.is_packed and out.shape[1] % 4 else None
+        self._binary = specialize(K.binary, inputs[0].dtype, out.dtype)
         if all(lane_compatible(t, out) or t.element_size == 1 for t in inputs):
             # one flat index space over the output's storage; size-1 inputs repeat (stride 0)
             self._shape = np.array([out.storage_elements], np.intp)
@@ -93,14 +95,14 @@ class CPUBinary(Execution):
             a, b = self._io.read(inputs, flat=True)
             (o,) = self._io.outputs(outputs, flat=True)
             shape, sa, sb = self._plan
-            K.binary(a, b, o, self.code, shape, sa, sb, self.relu, threads)
+            self._binary(a, b, o, self.code, shape, sa, sb, self.relu, threads)
             self._io.write(outputs)
             return
         if self.code is None:
             np.copyto(out.host, inputs[0].host)
             return
         shape, strides = self._shape, self._strides
-        K.binary(
+        self._binary(
             inputs[0].host,
             inputs[1].host,
             out.host,
@@ -112,7 +114,7 @@ class CPUBinary(Execution):
             threads,
         )
         for t, stride in zip(inputs[2:], strides[2:], strict=True):  # Eltwise: out = op(out, x_i)
-            K.binary(out.host, t.host, out.host, self.code, shape, _ONE, stride, False, threads)
+            self._binary(out.host, t.host, out.host, self.code, shape, _ONE, stride, False, threads)
         if self._pad is not None:  # e.g. 0 / 0 in REALDIV; keep NC4HW4 padding lanes zero
             K.zero_padding(out.host, *self._pad)
 

@@ -10,6 +10,7 @@ from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import bca
 from mnnpy.backend.cpu.kernels import eltwise as E
+from mnnpy.backend.cpu.kernels import specialize
 from mnnpy.backend.cpu.kernels import unary as K
 from mnnpy.errors import NotSupportError
 from mnnpy.execution import Execution, Unsupported
@@ -34,10 +35,11 @@ class CPUUnary(Execution):
         self._n = out.storage_elements
         reset = out.is_packed and out.shape[1] % 4 and self.code not in K.ZERO_PRESERVING
         self._pad = bca(out.shape) if reset else None
+        self._unary = specialize(K.unary, out.dtype)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         out = outputs[0]
-        K.unary(inputs[0].host, out.host, self._n, self.code, self.backend.num_thread)
+        self._unary(inputs[0].host, out.host, self._n, self.code, self.backend.num_thread)
         if self._pad is not None:
             E.zero_padding(out.host, *self._pad)
 

@@ -270,7 +270,7 @@ cdef void _task(int op, const in_t* a, const in_t* b, out_t* o, const Py_ssize_t
          o + row * shape[last] + c0, c1 - c0, relu)
 
 
-def _reach(const Py_ssize_t[::1] shape, const Py_ssize_t[::1] strides):
+cdef Py_ssize_t _reach(const Py_ssize_t[::1] shape, const Py_ssize_t[::1] strides) except -1:
     cdef Py_ssize_t d, top = 0
     for d in range(shape.shape[0]):
         if strides[d] < 0:
@@ -313,6 +313,8 @@ def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
         raise ValueError(f"binary op {op} does not support these dtypes")
     inner = shape[ndim - 1]
     rows = total // inner
+    if total < _MIN_CHUNK:  # too little work to wake another thread
+        num_thread = 1
     # Split rows into chunks only when there are too few rows to share between threads.
     cpr = 1
     if rows < num_thread and inner >= 2 * _MIN_CHUNK:
@@ -320,12 +322,17 @@ def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
     clen = (inner + cpr - 1) // cpr
     tasks = rows * cpr
     with nogil:
-        for t in prange(tasks, num_threads=num_thread, schedule="static"):
-            c0 = (t % cpr) * clen
-            c1 = min(c0 + clen, inner)
-            if c0 < c1:
+        if num_thread == 1:  # cpr == 1: a task is a row
+            for t in range(tasks):
                 _task(op, &a[0], &b[0], &out[0], &shape[0], &a_strides[0], &b_strides[0], ndim,
-                      t // cpr, c0, c1, relu)
+                      t, 0, inner, relu)
+        else:
+            for t in prange(tasks, num_threads=num_thread, schedule="static"):
+                c0 = (t % cpr) * clen
+                c1 = min(c0 + clen, inner)
+                if c0 < c1:
+                    _task(op, &a[0], &b[0], &out[0], &shape[0], &a_strides[0], &b_strides[0],
+                          ndim, t // cpr, c0, c1, relu)
 
 
 def relu(const float[::1] src, float[::1] dst, Py_ssize_t n, float slope=0, int num_thread=1):

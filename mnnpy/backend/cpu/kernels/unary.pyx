@@ -403,6 +403,14 @@ def unary(const scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t n, int op, int 
     cdef Py_ssize_t chunks = (n + _CHUNK - 1) // _CHUNK, c, i, start, end
     if n == 0:
         return
+    if chunks == 1:  # too little work to wake another thread
+        with nogil:
+            if scalar_t is float:
+                _float_loop(op, &src[0], &dst[0], n, ff)
+            else:
+                for i in range(n):
+                    dst[i] = fi(src[i])
+        return
     with nogil:
         for c in prange(chunks, num_threads=num_thread, schedule="static"):
             start = c * _CHUNK
