@@ -14,6 +14,7 @@ fatal.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import statistics
 import subprocess
@@ -28,6 +29,12 @@ import numpy as np
 ENGINES = ("mnnpy", "mnn", "ort")
 SETTLE_S = 0.1  # longer than any engine's spin after a run (see the module docstring)
 _TAG = "@@"  # protocol lines from workers start with this; other output is ignored
+# what each engine imports, loaded before creation is timed (mnnpy's CPU executions included)
+_MODULES = {
+    "mnnpy": ("mnnpy", "mnnpy.backend.cpu"),
+    "mnn": ("MNN",),
+    "ort": ("onnxruntime",),
+}
 
 
 # -- workers (run in a child process) -------------------------------------------------------------
@@ -46,7 +53,11 @@ class _Runner:
         self.inputs = _load_inputs(model)
         self.interp: Any = None  # mnnpy's or MNN's interpreter
         self.session: Any = None
+        for module in _MODULES[engine]:  # imported before timing: creation is what we measure
+            importlib.import_module(module)
+        start = time.perf_counter()
         getattr(self, f"_init_{engine}")(model, threads)
+        self.create_ms = (time.perf_counter() - start) * 1e3  # load + session (+ feeding)
 
     def _init_mnnpy(self, model: Path, threads: int) -> None:
         import mnnpy
@@ -61,6 +72,11 @@ class _Runner:
                 self.inputs[name] = value
             t.copy_from(value)
         self.run = lambda: self.interp.run_session(self.session)
+
+    def resize_mnnpy(self, batch: int) -> None:
+        for name, t in self.interp.get_session_input_all(self.session).items():
+            self.interp.resize_tensor(t, (batch, *self.inputs[name].shape[1:]))
+        self.interp.resize_session(self.session)
 
     def outputs_mnnpy(self) -> dict[str, np.ndarray]:
         return {n: t.numpy() for n, t in self.interp.get_session_output_all(self.session).items()}
@@ -93,6 +109,11 @@ class _Runner:
             self.interp.runSession(self.session)
 
         self.run = run
+
+    def resize_mnn(self, batch: int) -> None:
+        for name, (t, _) in self.hosts.items():
+            self.interp.resizeTensor(t, (batch, *self.inputs[name].shape[1:]))
+        self.interp.resizeSession(self.session)
 
     def outputs_mnn(self) -> dict[str, np.ndarray]:
         import MNN
@@ -155,10 +176,34 @@ def _worker(engine: str, model: str, threads: int, warmup: int) -> None:
             outs = getattr(runner, f"outputs_{engine}")()
             np.savez(cmd["path"], **outs)
             print(f"{_TAG}{json.dumps({'saved': True})}", flush=True)
+        elif cmd["op"] == "runtime":
+            print(f"{_TAG}{json.dumps(_runtime(runner, engine, cmd['n']))}", flush=True)
         elif cmd["op"] == "profile":
             print(f"{_TAG}{json.dumps({'profile': profile(runner, cmd['n'])})}", flush=True)
         else:
             return
+
+
+def _runtime(runner: _Runner, engine: str, n: int) -> dict[str, Any]:
+    """Creation time (measured at start) and the median of ``n`` resizes, alternating batch 2
+    and 1 so that each one recomputes shapes and memory (MNN skips a resize to the same
+    shapes). The session ends at its original shapes."""
+    info: dict[str, Any] = {"create_ms": runner.create_ms}
+    resize = getattr(runner, f"resize_{engine}", None)
+    if resize is None:
+        return info
+    times = []
+    try:
+        for i in range(2 * n):
+            t0 = time.perf_counter()
+            resize(2 - i % 2)
+            times.append((time.perf_counter() - t0) * 1e3)
+    except Exception as e:  # noqa: BLE001 - e.g. a graph with the batch baked into a Reshape
+        info["resize_error"] = f"{type(e).__name__}: {e}"[:200]
+        resize(1)
+    else:
+        info["resize_ms"] = statistics.median(times)
+    return info
 
 
 def profile(runner: _Runner, n: int) -> list[dict[str, Any]]:
@@ -316,6 +361,14 @@ def default_models() -> list[Path]:
     return list(ensure_models().values())
 
 
+def _tiny_model() -> Path:
+    """The tiny-op chain of ``tools/make_bench_models.py``, built if missing."""
+    default_models()  # puts tools/ on the path (or explains why it cannot)
+    from make_bench_models import ensure_models
+
+    return ensure_models(["tiny_ops"])["tiny_ops"]
+
+
 def print_table(rows: list[dict[str, Any]], out: Any = None) -> None:
     """The summary: medians (min) per engine and the two ratios, per model and thread count."""
     out = out or sys.stdout
@@ -349,6 +402,57 @@ def print_table(rows: list[dict[str, Any]], out: Any = None) -> None:
                 print(f"    {e}: {r[f'{e}_error'][:150]}", file=out)
 
 
+def runtime_report(
+    models: list[Path], tiny: Path | None, runs: int, warmup: int, engines: list[str]
+) -> dict[str, Any]:
+    """Session creation and resize times per model (1 thread; resizes between batch 1 and 2),
+    and the per-op cost of a run on ``tiny`` (a chain of element-wise ops on 16 floats, so
+    kernels are next to free)."""
+    report: dict[str, Any] = {"models": []}
+    for model in models:
+        row: dict[str, Any] = {"model": model.stem}
+        for e in (e for e in engines if e in ("mnnpy", "mnn")):
+            w = _Worker(e, model, 1, 1)
+            try:
+                if not w.error:
+                    row[e] = w.ask(op="runtime", n=5)
+            finally:
+                w.close()
+        report["models"].append(row)
+    if tiny is not None:
+        from mnnpy import Interpreter
+
+        ops = sum(1 for op in Interpreter(tiny).net.ops if op.type_name not in ("Input", "Const"))
+        row = bench_model(tiny, 1, runs, warmup, engines, False)
+        report["tiny"] = {"ops": ops, "row": row}
+    return report
+
+
+def print_runtime(report: dict[str, Any], out: Any = None) -> None:
+    """Creation / resize milliseconds, then microseconds per op of the tiny-op chain."""
+    out = out or sys.stdout
+    print("\nsession creation and resize (1 thread, ms; MNN's for comparison)", file=out)
+    print(
+        f"{'model':16} | {'create':>8} {'resize':>8} | {'MNN create':>10} {'resize':>8}", file=out
+    )
+    for r in report["models"]:
+        cells = []
+        for e in ("mnnpy", "mnn"):
+            got = r.get(e, {})
+            for k in ("create_ms", "resize_ms"):
+                cells.append(f"{got[k]:8.2f}" if k in got else f"{'n/a':>8}")
+        print(f"{r['model']:16} | {cells[0]} {cells[1]} | {cells[2]:>10} {cells[3]}", file=out)
+    tiny = report.get("tiny")
+    if tiny:
+        n, row = tiny["ops"], tiny["row"]
+        per_op = ", ".join(f"{e} {row[e]['median_ms'] * 1e3 / n:.2f}" for e in ENGINES if e in row)
+        print(
+            f"\nper-op cost, {row['model']} ({n} ops on 16 floats, 1 thread, median run / ops, "
+            f"us): {per_op}",
+            file=out,
+        )
+
+
 def print_profile(row: dict[str, Any], out: Any = None, top: int = 25) -> None:
     """The per-op table of one row: op type, name, output shape, ms, share, GFLOP/s."""
     out = out or sys.stdout
@@ -378,6 +482,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--json", type=Path, help="write all results as JSON")
     parser.add_argument("--profile", action="store_true", help="print mnnpy's per-op times")
+    parser.add_argument(
+        "--runtime",
+        action="store_true",
+        help="also time session creation and resize per model, and the per-op cost of a run "
+        "on a chain of 200 tiny element-wise ops",
+    )
     args = parser.parse_args(argv)
     models = args.models or default_models()
     threads = [int(t) for t in args.threads.split(",")]
@@ -402,8 +512,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         for row in rows:
             print_profile(row)
+    result: Any = rows
+    if args.runtime:
+        tiny = _tiny_model()
+        report = runtime_report(models, tiny, args.runs, args.warmup, engines)
+        print_runtime(report)
+        result = {"rows": rows, "runtime": report}
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps(result, indent=1))
     return 0
 
 

@@ -377,6 +377,30 @@ def build_transformer() -> Built:
     return g.model({"input": [1, seq, d]}, {"output": [1, seq, d]}, 17), inputs
 
 
+TINY_OPS = 200
+
+
+def build_tiny_ops() -> Built:
+    """A chain of TINY_OPS element-wise ops (Add, Neg, Mul, Abs; no Relu, which the converter
+    fuses into the Add) on 16 floats: the kernels are next to free, so the run time is the
+    engine's per-op overhead."""
+    g = GraphBuilder("tiny_ops", seed=107)
+    x = "input"
+    for i in range(TINY_OPS - 1):
+        kind = i % 4
+        if kind == 0:
+            x = g.node("Add", [x, g.const("c", g.randn((16,), 0.1))])
+        elif kind == 1:
+            x = g.node("Neg", [x])
+        elif kind == 2:
+            x = g.node("Mul", [x, g.const("c", 0.9 + g.randn((16,), 0.05))])
+        else:
+            x = g.node("Abs", [x])
+    g.node("Neg", [x], "output")
+    inputs = {"input": g.randn((1, 16), 1.0)}
+    return g.model({"input": [1, 16]}, {"output": [1, 16]}, 17), inputs
+
+
 MODELS: dict[str, Callable[[], Built]] = {
     "mobilenet_v2": build_mobilenet_v2,
     "resnet18": build_resnet18,
@@ -384,7 +408,9 @@ MODELS: dict[str, Callable[[], Built]] = {
     "shufflenet_v2": build_shufflenet_v2,
     "unet_small": build_unet_small,
     "transformer": build_transformer,
+    "tiny_ops": build_tiny_ops,  # not a default model: ``bench --runtime`` uses it
 }
+DEFAULT = tuple(n for n in MODELS if n != "tiny_ops")
 
 
 # ---------------------------------------------------------------------------
@@ -451,14 +477,14 @@ def ensure_models(
     """Make sure the named benchmark models exist in the cache; build the missing ones.
 
     Args:
-        names: model names (keys of MODELS); all of them when None.
+        names: model names (keys of MODELS); the DEFAULT ones when None.
         out: cache directory (see :func:`bench_dir`).
         force: rebuild even when the files exist.
 
     Returns:
         name -> path of ``<name>.mnn``; ``<name>.onnx`` and ``<name>.npz`` sit next to it.
     """
-    names = list(MODELS) if names is None else list(names)
+    names = list(DEFAULT) if names is None else list(names)
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         raise KeyError(f"unknown benchmark model(s) {unknown}; known: {list(MODELS)}")
@@ -483,7 +509,7 @@ def ensure_models(
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("names", nargs="*", metavar="name", help=f"default: all of {list(MODELS)}")
+    ap.add_argument("names", nargs="*", metavar="name", help=f"default: {list(DEFAULT)}")
     ap.add_argument("--out", help=f"cache directory (default ${ENV_DIR} or {DEFAULT_DIR})")
     ap.add_argument("--force", action="store_true", help="rebuild models that already exist")
     args = ap.parse_args(argv)
