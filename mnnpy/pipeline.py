@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mnnpy.backend import Backend, ForwardType, StorageType
 from mnnpy.errors import MNNError
@@ -117,6 +117,9 @@ class Pipeline:
         self.strict = strict
         self.backends = list(dict.fromkeys([*self.preference, *self.overrides.values(), host]))
         self._active: list[Unit] = []
+        # what a run without callbacks does, per active unit: (copies, execution, inputs,
+        # outputs, unit), built at the end of ``prepare``
+        self._steps: list[tuple[Any, Any, list[Tensor], list[Tensor], Unit]] = []
 
     def prepare(self, use_counts: Sequence[int]) -> None:
         """Shape, create, acquire, resize and release every unit, in order.
@@ -151,6 +154,11 @@ class Pipeline:
             macs = count_macs(u.op, u.inputs, u.outputs)
             name = u.backend.name if u.backend else ""
             u.info = OpInfo(u.op.name, u.op.type_name, macs / 1e6, name)
+        self._steps = [
+            (tuple(u.copies), u.execution, u.exec_inputs, u.outputs, u)
+            for u in self._active
+            if u.execution is not None
+        ]
 
     def _prepare_unit(self, unit: Unit) -> None:
         op = unit.op
@@ -235,6 +243,8 @@ class Pipeline:
         """Like :meth:`execute`, calling ``before(inputs, info)`` and ``after(outputs, info)``
         around every op; ``before`` returning False skips the op, ``after`` returning False stops
         the run. Returns False when stopped."""
+        if before is None and after is None:
+            return self._execute()
         unit = None
         try:
             for unit in self._active:
@@ -246,16 +256,30 @@ class Pipeline:
                 unit.execution.on_execute(unit.exec_inputs, unit.outputs)
                 if after is not None and not after(unit.outputs, unit.info):
                     return False
-        except MNNError as e:
-            assert unit is not None
-            name = unit.backend.name if unit.backend else None
-            raise e.with_op(
-                unit.op.type_name, unit.op.name, backend=name, phase="execute"
-            ) from None
         except Exception as e:
             assert unit is not None
-            raise self._wrap(e, unit, "execute") from e
+            raise self._execute_error(e, unit) from (None if isinstance(e, MNNError) else e)
         return True
+
+    def _execute(self) -> bool:
+        """The run without callbacks: a flat loop over the steps prepared in ``prepare``."""
+        step = None
+        try:
+            for step in self._steps:
+                for copier, src, mirror in step[0]:
+                    copier.on_copy_buffer(src, mirror)
+                step[1].on_execute(step[2], step[3])
+        except Exception as e:
+            assert step is not None
+            raise self._execute_error(e, step[4]) from (None if isinstance(e, MNNError) else e)
+        return True
+
+    def _execute_error(self, error: Exception, unit: Unit) -> MNNError:
+        """An error raised while ``unit`` executed, as an MNNError naming its op and backend."""
+        if isinstance(error, MNNError):
+            name = unit.backend.name if unit.backend else None
+            return error.with_op(unit.op.type_name, unit.op.name, backend=name, phase="execute")
+        return self._wrap(error, unit, "execute")
 
     @staticmethod
     def _wrap(error: Exception, unit: Unit, phase: str) -> MNNError:

@@ -27,11 +27,20 @@ EXPECTED = [
     "shufflenet_v2",
     "unet_small",
     "transformer",
+    "tiny_ops",  # for ``bench --runtime`` only
 ]
 
 
 def test_model_names():
     assert list(bench.MODELS) == EXPECTED
+    assert list(bench.DEFAULT) == EXPECTED[:-1]
+
+
+def test_tiny_ops_is_a_chain_of_elementwise_nodes():
+    model, _ = bench.MODELS["tiny_ops"]()
+    kinds = [n.op_type for n in model.graph.node]
+    assert len(kinds) == bench.TINY_OPS
+    assert set(kinds) == {"Add", "Neg", "Mul", "Abs"}
 
 
 @pytest.mark.parametrize("name", EXPECTED)
