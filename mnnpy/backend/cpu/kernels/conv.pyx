@@ -18,16 +18,8 @@ depend on the thread count.
 from cython.parallel cimport prange, threadid
 from libc.stddef cimport ptrdiff_t
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa, mnnpy_gemm_c4, mnnpy_im2col
 
-
-cdef extern from "gemm_kernels.h" nogil:
-    void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P, ptrdiff_t K,
-                       const float* w, const float* bias, float* d, ptrdiff_t d_stride,
-                       ptrdiff_t oc, float lo, float hi)
-    void mnnpy_im2col(const float* src, ptrdiff_t ic, ptrdiff_t ih, ptrdiff_t iw,
-                      ptrdiff_t ow, const ptrdiff_t* win, ptrdiff_t p0, ptrdiff_t n,
-                      float* t, ptrdiff_t T)
 
 
 cdef extern from "depthwise_kernels.h" nogil:

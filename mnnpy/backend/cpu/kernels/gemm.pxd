@@ -1,4 +1,20 @@
 # cython: language_level=3
+from libc.stddef cimport ptrdiff_t
+
+
+# the C kernels of gemm_kernels.h, for every module that runs the GEMM
+cdef extern from "gemm_kernels.h" nogil:
+    int mnnpy_isa_best()
+    void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P, ptrdiff_t K,
+                       const float* w, const float* bias, float* d, ptrdiff_t d_stride,
+                       ptrdiff_t oc, float lo, float hi)
+    void mnnpy_gemm_c4_panels(int isa, const float* a, const ptrdiff_t* koff, ptrdiff_t P,
+                              ptrdiff_t K, const float* w, const float* bias, float* d,
+                              ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
+    void mnnpy_im2col(const float* src, ptrdiff_t ic, ptrdiff_t ih, ptrdiff_t iw,
+                      ptrdiff_t ow, const ptrdiff_t* win, ptrdiff_t p0, ptrdiff_t n,
+                      float* t, ptrdiff_t T)
+
 cdef int current_isa() noexcept nogil
 cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
         Py_ssize_t pixels, Py_ssize_t channels, Py_ssize_t tile, Py_ssize_t want) noexcept

@@ -34,18 +34,6 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 
-cdef extern from "gemm_kernels.h" nogil:
-    int mnnpy_isa_best()
-    void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P, ptrdiff_t K,
-                       const float* w, const float* bias, float* d, ptrdiff_t d_stride,
-                       ptrdiff_t oc, float lo, float hi)
-    void mnnpy_gemm_c4_panels(int isa, const float* a, const ptrdiff_t* koff, ptrdiff_t P,
-                              ptrdiff_t K, const float* w, const float* bias, float* d,
-                              ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
-    void mnnpy_im2col(const float* src, ptrdiff_t ic, ptrdiff_t ih, ptrdiff_t iw,
-                      ptrdiff_t ow, const ptrdiff_t* win, ptrdiff_t p0, ptrdiff_t n,
-                      float* t, ptrdiff_t T)
-
 
 ISA_NAMES = ("generic", "avx2", "avx512")
 cdef int _best = mnnpy_isa_best()

@@ -19,13 +19,8 @@ from libc.math cimport INFINITY
 from libc.stddef cimport ptrdiff_t
 from libc.stdlib cimport free, malloc
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa, split_work
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa, mnnpy_gemm_c4, split_work
 
-
-cdef extern from "gemm_kernels.h" nogil:
-    void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P, ptrdiff_t K,
-                       const float* w, const float* bias, float* d, ptrdiff_t d_stride,
-                       ptrdiff_t oc, float lo, float hi)
 
 
 cdef extern from "winograd_kernels.h" nogil:
