@@ -70,7 +70,7 @@ def conv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] weig
     cdef int isa = current_isa()
     cdef Py_ssize_t plane, blk, y0
     with nogil:
-        for it in prange(items, num_threads=num_thread, schedule="static"):
+        for it in prange(items, num_threads=num_thread, schedule="dynamic"):
             plane = it // chunks
             blk = plane % c4
             y0 = (it % chunks) * step
@@ -180,17 +180,17 @@ def conv2d_grouped(const float[::1] src, float[::1] dst, const float[::1] weight
     cdef float* dp
     with nogil:
         if not g.in_aligned:  # [group][batch][ceil(icg/4)][ih][iw][4]
-            for it in prange(g.batch * g.ic, num_threads=num_thread, schedule="static"):
+            for it in prange(g.batch * g.ic, num_threads=num_thread, schedule="dynamic"):
                 n = it // g.ic
                 c = it % g.ic
                 gi = c // g.icg
                 _copy_plane(s + (n * g.ic4 + c // 4) * g.ihw * 4 + c % 4,
                             gin + (gi * g.batch + n) * g.gin_img
                             + ((c % g.icg) // 4) * g.ihw * 4 + (c % g.icg) % 4, g.ihw)
-        for it in prange(group * g.batch * g.ntile, num_threads=num_thread, schedule="static"):
+        for it in prange(group * g.batch * g.ntile, num_threads=num_thread, schedule="dynamic"):
             _gitem(&g, s, d, gin, gout, cols, &weight[0], &bias[0], win, lo, hi, it, threadid())
         if not g.out_aligned:
-            for it in prange(g.batch * g.oc, num_threads=num_thread, schedule="static"):
+            for it in prange(g.batch * g.oc, num_threads=num_thread, schedule="dynamic"):
                 n = it // g.oc
                 c = it % g.oc
                 gi = c // g.ocg

@@ -238,7 +238,7 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
             elif g.shifted:
                 _shifted(&g, s, d, w, b, t, koff, lo, hi, num_thread)
             else:
-                for it in prange(g.items, num_threads=num_thread, schedule="static"):
+                for it in prange(g.items, num_threads=num_thread, schedule="dynamic"):
                     _item(&g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
     finally:
         free(last)
@@ -272,7 +272,7 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
     cdef Py_ssize_t x0 = min(g.left, g.iwp), x1 = min(g.left + g.iw, g.iwp), plane
     cdef const float* s
     cdef float* t
-    for it in prange(rows, num_threads=num_thread, schedule="static"):
+    for it in prange(rows, num_threads=num_thread, schedule="dynamic"):
         y = it % g.ihp
         t = padded + it * g.iwp * 4
         iy = y - g.top
@@ -284,7 +284,7 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
             memcpy(t + x0 * 4, s + (x0 - g.left) * 4, (x1 - x0) * 16)
             memset(t + x1 * 4, 0, (g.iwp - x1) * 16)
     plane = g.ihp * g.iwp * 4
-    for it in prange(g.items, num_threads=num_thread, schedule="static"):
+    for it in prange(g.items, num_threads=num_thread, schedule="dynamic"):
         piece = it // g.nchunk
         c = it % g.nchunk
         n = piece // g.ntile
@@ -310,16 +310,16 @@ cdef void _gathered(const Plan* g, const Plan* gp, const float* src, float* dst,
     cdef float* d = scratch + g.ic4 * p4
     cdef const float* s
     cdef float* t
-    for it in prange(g.batch * g.ic4, num_threads=num_thread, schedule="static"):
+    for it in prange(g.batch * g.ic4, num_threads=num_thread, schedule="dynamic"):
         n = it // g.ic4
         c = it % g.ic4
         s = src + it * run  # NC4HW4: item (n, c) is the run at it * run
         t = a + c * p4 + n * run
         for j in range(run):
             t[j] = s[j]
-    for it in prange(gp.items, num_threads=num_thread, schedule="static"):
+    for it in prange(gp.items, num_threads=num_thread, schedule="dynamic"):
         _item(gp, a, d, w, bias, NULL, win, lo, hi, it, threadid(), last)
-    for it in prange(g.batch * g.oc4, num_threads=num_thread, schedule="static"):
+    for it in prange(g.batch * g.oc4, num_threads=num_thread, schedule="dynamic"):
         n = it // g.oc4
         c = it % g.oc4
         s = d + c * p4 + n * run
@@ -342,7 +342,7 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
     else:
         a_stride = g.tile * 4
         a = scratch + tid * a_stride * _cdiv(g.k, 4)
-        if last[tid] != piece:  # a thread's items are consecutive: one copy per tile
+        if last[tid] != piece:  # one copy per tile unless its chunks go to several threads
             mnnpy_im2col(src + n * g.ic4 * g.ih * g.iw * 4, g.ic, g.ih, g.iw, g.ow, win, p0,
                          pixels, <float*>a, g.tile)
             last[tid] = piece

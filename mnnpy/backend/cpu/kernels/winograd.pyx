@@ -103,7 +103,7 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
     cdef Py_ssize_t it
     try:
         with nogil:
-            for it in prange(g.items, num_threads=num_thread, schedule="static"):
+            for it in prange(g.items, num_threads=num_thread, schedule="dynamic"):
                 _item(&g, s, d, w, b, t, lo, hi, it, threadid(), last)
     finally:
         free(last)
@@ -123,7 +123,7 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
     cdef float* out = dst + n * g.oc4 * g.oh * g.ow * 4
     cdef Py_ssize_t t, tile, cb, xi
     # channel blocks outside, tiles inside: consecutive tiles share cache lines of the panels
-    if last[tid] != piece:  # a thread's items are consecutive: one transform per block
+    if last[tid] != piece:  # one transform per block unless its chunks go to several threads
         for cb in range(g.ic4):
             for t in range(nt):
                 tile = t0 + t
