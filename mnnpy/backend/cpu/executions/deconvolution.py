@@ -1,4 +1,5 @@
-"""CPU Deconvolution / DeconvolutionDepthwise: gathering NC4HW4 kernels, weights packed once."""
+"""CPU Deconvolution / DeconvolutionDepthwise on NC4HW4, weights packed once; the creator picks
+GEMM + col2im for group 1 (``deconvolution_gemm.py``), gathering kernels for other groups."""
 
 from __future__ import annotations
 
@@ -59,8 +60,9 @@ def pack_grouped(weight: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray
 
 
 class CPUDeconvolution(Execution):
-    """Transposed convolution of any group on NC4HW4, 4 output channels at a time (MNN's
-    CPUDeconvolution, without its col2im scratch).
+    """Transposed convolution of any group on NC4HW4, 4 output channels at a time, gathering
+    each output pixel's taps without scratch (used for groups; MNN splits those into group-1
+    CPUDeconvolutions).
 
     Args:
         backend: the CPU backend.

@@ -9,6 +9,10 @@ the input) for every tap, so no scratch is needed and each output value is summe
 thread in a fixed order: results do not depend on the thread count. Outputs are clamped to
 ``[lo, hi]`` (fused relu / relu6); output padding lanes are written as zeros, input padding
 lanes are never read.
+
+``deconv2d_gemm`` (group 1) instead multiplies the input by the weights on the GEMM
+micro-kernels (``gemm_kernels.h``, the ISA ``gemm.set_isa`` chose) into per-tap columns, then
+sums each output pixel's taps (``deconv_kernels.h``); see its docstring.
 """
 
 from cython.parallel cimport prange
