@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 from mnnpy import layout
 from mnnpy._schema.MNN.CoordinateTransformationMode import CoordinateTransformationMode as CTM
 from mnnpy._schema.MNN.Interp import InterpT
+from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.backend.cpu.kernels import resize as K
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
@@ -148,12 +150,21 @@ def test_cubic_coefficient() -> None:
     assert not np.allclose(base, other)
 
 
+@pytest.fixture(params=G.available_isas())
+def isa(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every kernel ISA this CPU runs (the portable C one everywhere), restored after."""
+    G.set_isa(request.param)
+    yield request.param
+    G.set_isa("best")
+
+
+@pytest.mark.usefixtures("isa")
 @pytest.mark.parametrize("mode, ctm", MODES + [(NEAREST, CTM.HalfPixels)])
 @pytest.mark.parametrize("c, hw", [(5, (13, 11)), (3, (4, 17)), (17, (20, 3))])
 def test_kernel_threads_and_padding_lanes(mode: int, ctm: int, c: int, hw: tuple) -> None:
-    """The kernel on NC4HW4 whose padding lanes hold NaN: output padding lanes are zeros, values
-    equal the reference, and any thread count (several runs of rows per plane when planes are
-    fewer than two per thread) gives the very same bits as one."""
+    """The kernel, in every ISA, on NC4HW4 whose padding lanes hold NaN: output padding lanes
+    are zeros, values equal the reference (bit for bit but cubic), and any thread count (several
+    runs of rows per plane when planes are fewer than two per thread) gives the same bits."""
     x, param = data((1, c, 9, 7)), interp(mode, ctm)
     sizes = sizes_of(x, hw)
     op = OpDef(

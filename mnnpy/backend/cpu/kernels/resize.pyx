@@ -9,7 +9,8 @@ The source coordinate of output ``x`` is ``x * scale + offset`` in float32, as i
 float32 operation order, so it matches MNN bit for bit. Output padding lanes are zeros.
 
 Nearest and bilinear run on source tables computed once per call into scratch, bilinear
-blending each source row it needs once into per-thread line buffers (``resize_kernels.h``);
+blending each source row it needs once into per-thread line buffers (``resize_kernels.h``, in
+the ISA ``gemm.set_isa`` chose; every ISA gives the same bits);
 cubic computes its taps per pixel. Sizes and buffer lengths are checked before the ``nogil``
 loops. Threads split the planes (and, when there are fewer planes than two per thread, runs of
 output rows); results do not depend on the thread count.
@@ -18,6 +19,8 @@ output rows); results do not depend on the thread count.
 from cython.parallel cimport prange, threadid
 from libc.math cimport floorf
 from libc.stddef cimport ptrdiff_t
+
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa
 
 cdef enum:
     M_NEAREST = 1
@@ -97,6 +100,7 @@ cdef void _cubic_row(const Geom* g, const float* src, float* dst,
 cdef extern from "resize_kernels.h" nogil:
     ctypedef struct mnnpy_resize_plan:
         ptrdiff_t c, ih, iw, oh, ow, pack, blocks, chunk, nchunk
+        int isa
         const int* x0
         const int* x1
         const int* y0
@@ -186,6 +190,7 @@ def interp(const float[::1] src, float[::1] dst, int[::1] itab, float[::1] ftab,
                 _cubic_row(&g, s, d, r)
         return
     p.c, p.ih, p.iw, p.oh, p.ow, p.pack, p.blocks = g.c, g.ih, g.iw, g.oh, g.ow, g.pack, g.blocks
+    p.isa = current_isa()
     # rows of a plane in runs (line buffers are reused along a run); more runs than planes
     # only when there are fewer planes than two per thread
     p.nchunk = 1 if planes >= want else min(g.oh, (want + planes - 1) // planes)
