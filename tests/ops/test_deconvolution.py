@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
+import mnnpy
 from mnnpy._schema.MNN.Convolution2D import Convolution2DT
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.PadMode import PadMode
+from mnnpy.backend.cpu.executions import deconvolution_gemm as DG
+from mnnpy.backend.cpu.kernels import deconv as K
+from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import reference_of
 from mnnpy.tensor_format import DimensionFormat
 from tests.helpers import assert_close, make_single_op_net, run_mnn, run_op
+from tests.ops.test_convolution_group import naive_deconv, run_multi, table
 
 DECONV, DW = OpType.Deconvolution, OpType.DeconvolutionDepthwise
 
@@ -132,6 +139,102 @@ def test_has_output_shape() -> None:
 def test_large_stride_leaves_bias_only_pixels() -> None:
     out = check(data((1, 4, 3, 3)), deconv(4, 4, (2, 2), strideX=4, strideY=4))
     assert out.shape == (1, 4, 10, 10)
+
+
+# -- GEMM + col2im path (group 1) --------------------------------------------------------------
+@pytest.fixture(params=G.available_isas())
+def isa(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every GEMM ISA this CPU runs (the portable C one everywhere), restored after."""
+    G.set_isa(request.param)
+    yield request.param
+    G.set_isa("best")
+
+
+def execution(x: np.ndarray, param: Convolution2DT, memory: str = "NORMAL") -> object:
+    model = make_single_op_net(DECONV, [x], param, OpParameter.Convolution2D)
+    interp = mnnpy.Interpreter.from_buffer(model)
+    config = mnnpy.BackendConfig(memory=memory)
+    session = interp.create_session(mnnpy.ScheduleConfig(backend_config=config))
+    (unit,) = [u for u in session.pipelines[0].units if u.op.name == "op"]
+    return unit.execution
+
+
+GEMM_CASES = {
+    "unet_2x2_s2": ((2, 2), dict(strideX=2, strideY=2)),
+    "3x3_s2_overlap": ((3, 3), dict(strideX=2, strideY=2, pads=[1, 1, 1, 1], relu=True)),
+    "4x4_s2": ((4, 4), dict(strideX=2, strideY=2, pads=[1, 2, 1, 0])),
+    "dilated_s1": ((3, 2), dict(dilateX=2, dilateY=3, pads=[2, 1, 0, 2], relu6=True)),
+    "gaps_s3": ((2, 2), dict(strideX=3, strideY=3, outPads=[2, 1])),
+    "rect_s21": ((1, 3), dict(strideX=1, strideY=2, pads=[0, 1, 0, 1])),
+}
+
+
+@pytest.mark.usefixtures("isa")
+@pytest.mark.parametrize("name", sorted(GEMM_CASES))
+def test_gemm_every_isa(name: str) -> None:
+    k, common = GEMM_CASES[name]
+    x, param = data((2, 17, 7, 9)) * 2, deconv(17, 21, k, **common)
+    assert type(execution(x, param)).__name__ == "CPUDeconvolutionGemm"
+    check(x, param)
+
+
+@pytest.mark.parametrize("c, oc", [(1, 3), (3, 1), (4, 4), (5, 17), (17, 5), (3, 33)])
+def test_gemm_channels(c: int, oc: int) -> None:
+    check(data((2, c, 5, 7)), deconv(c, oc, (2, 2), strideX=2, strideY=2, relu6=True))
+    check(data((2, c, 5, 7)), deconv(c, oc, strideX=2, strideY=1, pads=[1, 0, 1, 2]))
+
+
+@pytest.mark.parametrize("name", sorted(GEMM_CASES))
+def test_gemm_bands(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tiny column budget (many bands of output rows, input rows shared by bands) gives the
+    very same values as one band, in NORMAL and LIMIT mode."""
+    k, common = GEMM_CASES[name]
+    x, param = data((2, 5, 11, 6)), deconv(5, 6, k, **common)
+    whole = check(x, param)
+    assert execution(x, param)._band >= 11  # type: ignore[attr-defined]
+    monkeypatch.setattr(DG, "_BUDGET", 1)
+    assert execution(x, param)._band < 11  # type: ignore[attr-defined]
+    assert np.array_equal(check(x, param), whole)
+    config = mnnpy.ScheduleConfig(num_thread=2, backend_config=mnnpy.BackendConfig(memory="LIMIT"))
+    low = run_op(DECONV, [x], param, OpParameter.Convolution2D, config=config)[0]
+    assert np.array_equal(low, whole)
+
+
+def test_gemm_input_padding_lanes_never_read() -> None:
+    """An infinite value in one channel must not leak into padding lanes or other channels."""
+    x = data((1, 5, 4, 4))
+    x[0, 4, 1, 2] = np.inf
+    out = check(x, deconv(5, 6, (2, 2), strideX=2, strideY=2))
+    assert np.isfinite(out[0, :, :2]).all()
+
+
+@pytest.mark.parametrize("has_bias", [True, False])
+def test_gemm_weights_as_inputs(has_bias: bool) -> None:
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 6, 5, 4)).astype(np.float32)
+    w = rng.standard_normal((6, 9, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(9).astype(np.float32) if has_bias else np.zeros(9, np.float32)
+    p = table(6, 9, (3, 3), 1, strideX=2, strideY=2, pads=[1, 0, 1, 1])
+    expected = naive_deconv(x, w, b, 1, (2, 2), (1, 1), (1, 0, 1, 1))
+    arrays = [x, w, b] if has_bias else [x, w]
+    outs = [run_multi(DECONV, arrays, p, t) for t in (1, 2)]
+    assert np.array_equal(outs[0], outs[1])
+    assert_close(outs[0], expected)
+
+
+def test_gemm_kernel_checks_buffers() -> None:
+    shape, window = (1, 4, 3, 3, 4, 6, 6), (2, 2, 2, 2, 1, 1, 0, 0)
+    band, need = K.gemm_plan(shape, window, 1 << 20)
+    assert (band, need) == (6, 2 * 2 * 4 * 9)
+    src, dst, b = np.zeros(36, np.float32), np.zeros(144, np.float32), np.zeros(4, np.float32)
+    w, scratch = np.zeros(16 * 4, np.float32), np.zeros(need, np.float32)
+    K.deconv2d_gemm(src, dst, w, b, scratch, shape, window, band, 16, 0, 1)
+    for bad in ((src, dst, w, b, scratch[:-1]), (src, dst[:-1], w, b, scratch),
+                (src[:-1], dst, w, b, scratch), (src, dst, w[:-1], b, scratch)):  # fmt: skip
+        with pytest.raises(ValueError, match="too small"):
+            K.deconv2d_gemm(*bad, shape, window, band, 16, 0, 1)
+    with pytest.raises(ValueError, match="positive"):
+        K.deconv2d_gemm(src, dst, w, b, scratch, shape, window, 0, 16, 0, 1)
 
 
 # -- reference vs independent implementations -------------------------------------------------

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
+from mnnpy import layout
 from mnnpy._schema.MNN.CoordinateTransformationMode import CoordinateTransformationMode as CTM
 from mnnpy._schema.MNN.Interp import InterpT
+from mnnpy.backend.cpu.kernels import gemm as G
+from mnnpy.backend.cpu.kernels import resize as K
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import reference_of
+from mnnpy.ops.interp import transform
 from mnnpy.tensor_format import DimensionFormat
 from tests.helpers import assert_close, make_single_op_net, run_mnn, run_op
 
@@ -143,6 +148,61 @@ def test_cubic_coefficient() -> None:
     base = check(interp(CUBIC, CTM.Asymmetric), x, sizes)
     other = check(interp(CUBIC, CTM.Asymmetric, cubicCoeffA=-0.5), x, sizes)
     assert not np.allclose(base, other)
+
+
+@pytest.fixture(params=G.available_isas())
+def isa(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every kernel ISA this CPU runs (the portable C one everywhere), restored after."""
+    G.set_isa(request.param)
+    yield request.param
+    G.set_isa("best")
+
+
+@pytest.mark.usefixtures("isa")
+@pytest.mark.parametrize("mode, ctm", MODES + [(NEAREST, CTM.HalfPixels)])
+@pytest.mark.parametrize("c, hw", [(5, (13, 11)), (3, (4, 17)), (17, (20, 3))])
+def test_kernel_threads_and_padding_lanes(mode: int, ctm: int, c: int, hw: tuple) -> None:
+    """The kernel, in every ISA, on NC4HW4 whose padding lanes hold NaN: output padding lanes
+    are zeros, values equal the reference (bit for bit but cubic), and any thread count (several
+    runs of rows per plane when planes are fewer than two per thread) gives the same bits."""
+    x, param = data((1, c, 9, 7)), interp(mode, ctm)
+    sizes = sizes_of(x, hw)
+    op = OpDef(
+        0, OpType.Interp, "op", (0, 1), (2,), param, OpParameter.Interp, DimensionFormat.NCHW
+    )
+    scale, offset = transform(op, x.shape[2:], hw, None)
+    shape = (*x.shape, *hw, 4)
+    src = layout.pack_nc4hw4(x)
+    src.reshape(1, layout.c4(c), -1, 4)[:, -1, :, c % 4 or 4 :] = np.nan
+    outs = []
+    for threads in (1, 2, 3, 5):
+        ni, nf = K.scratch_size(shape, mode, threads)
+        ints, floats = np.zeros(ni, np.int32), np.zeros(nf, np.float32)
+        dst = np.full(layout.c4(c) * 4 * hw[0] * hw[1], 7, np.float32)
+        sc, of = (float(scale[0]), float(scale[1])), (float(offset[0]), float(offset[1]))
+        K.interp(src, dst, ints, floats, shape, mode, sc, of, -0.75, threads)
+        outs.append(dst)
+    for out in outs[1:]:
+        assert np.array_equal(out, outs[0])
+    assert not outs[0].reshape(layout.c4(c), -1, 4)[-1, :, c % 4 or 4 :].any()
+    got, expected = layout.unpack_nc4hw4(outs[0], (1, c, *hw)), reference(param, x, sizes)
+    if mode == CUBIC:
+        assert_close(got, expected)
+    else:
+        assert np.array_equal(got, expected)
+
+
+def test_kernel_checks_buffers() -> None:
+    shape = (1, 3, 4, 4, 8, 8, 4)
+    ni, nf = K.scratch_size(shape, BILINEAR, 2)
+    assert (ni, nf) == (32, 16 + 2 * 2 * 8 * 4)
+    src, dst = np.zeros(64, np.float32), np.zeros(256, np.float32)
+    ints, floats = np.zeros(ni, np.int32), np.zeros(nf, np.float32)
+    K.interp(src, dst, ints, floats, shape, BILINEAR, (0.5, 0.5), (0.0, 0.0), -0.75, 2)
+    for bad in ((src[:-1], dst, ints, floats), (src, dst[:-1], ints, floats),
+                (src, dst, ints[:-1], floats), (src, dst, ints, floats[:-1])):  # fmt: skip
+        with pytest.raises(ValueError, match="too small"):
+            K.interp(*bad, shape, BILINEAR, (0.5, 0.5), (0.0, 0.0), -0.75, 2)
 
 
 # -- reference vs independent implementations -------------------------------------------------

@@ -1,4 +1,5 @@
-"""CPU Deconvolution / DeconvolutionDepthwise: gathering NC4HW4 kernels, weights packed once."""
+"""CPU Deconvolution / DeconvolutionDepthwise on NC4HW4, weights packed once; the creator picks
+GEMM + col2im for group 1 (``deconvolution_gemm.py``), gathering kernels for other groups."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_multi import (
     CPUConvolutionMultiInput,
+    Pack,
     refused_tables,
 )
 from mnnpy.backend.cpu.kernels import deconv as K
@@ -58,8 +60,9 @@ def pack_grouped(weight: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray
 
 
 class CPUDeconvolution(Execution):
-    """Transposed convolution of any group on NC4HW4, 4 output channels at a time (MNN's
-    CPUDeconvolution, without its col2im scratch).
+    """Transposed convolution of any group on NC4HW4, 4 output channels at a time, gathering
+    each output pixel's taps without scratch (used for groups; MNN splits those into group-1
+    CPUDeconvolutions).
 
     Args:
         backend: the CPU backend.
@@ -155,6 +158,22 @@ def _refused(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
     return refused_tables(p, x, inputs[1 : len(inputs) - n_shape])
 
 
+def _choose(geo: DeconvGeometry) -> tuple[type[CPUDeconvolution], Pack]:
+    """The execution class for ``geo`` and its weight packing (for weights given as inputs)."""
+    # deconvolution_gemm subclasses CPUDeconvolution: imported here, not at the top
+    from mnnpy.backend.cpu.executions.deconvolution_gemm import CPUDeconvolutionGemm
+
+    if geo.group == geo.in_channels == geo.out_channels:
+        return CPUDeconvolutionDepthwise, CPUDeconvolutionDepthwise.pack_weight
+    if geo.group == 1:
+        return CPUDeconvolutionGemm, CPUDeconvolutionGemm.pack_weight
+
+    def grouped(weight: np.ndarray) -> np.ndarray:
+        return pack_grouped(weight, geo.group)[0]
+
+    return CPUDeconvolution, grouped
+
+
 @CPUBackend.register_creator(OpType.Deconvolution, OpType.DeconvolutionDepthwise)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
@@ -168,8 +187,7 @@ def create(
     geo = deconv_geometry(
         op, inputs[0].shape, None if shape_input is None else shape_input.describe.content
     )
-    depthwise = geo.group == geo.in_channels == geo.out_channels
-    cls = CPUDeconvolutionDepthwise if depthwise else CPUDeconvolution
+    cls, pack = _choose(geo)
     n_weights = len(inputs) - 1 - (shape_input is not None)
     if not n_weights:
         weight, bias = deconv_weights(op, geo)  # raises InvalidModelError on bad lengths
@@ -177,8 +195,6 @@ def create(
     dims = (geo.in_channels, geo.out_channels // geo.group, *geo.kernel)
     zero_bias = np.zeros(geo.out_channels, np.float32)
     inner = cls(backend, op, geo, np.zeros(dims, np.float32), zero_bias)
-    g = geo.group
-    pack = CPUDeconvolutionDepthwise.pack_weight if depthwise else (lambda w: pack_grouped(w, g)[0])
     return CPUConvolutionMultiInput(
         backend, inner, (pack, dims), (_pad_bias, geo.out_channels), n_weights > 1,
         keep_last=shape_input is not None,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy._schema.MNN.CoordinateTransformationMode import CoordinateTransformationMode as CTM
-from mnnpy.backend import Backend
+from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import resize as K
 from mnnpy.errors import NotSupportError
@@ -17,6 +17,8 @@ from mnnpy.ops.interp import float_scales, transform
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
+_DTYPES = (np.int32, np.float32)  # the kernel's scratch: tables of offsets; weights and lines
+_EMPTY = tuple(np.zeros(0, t) for t in _DTYPES)
 _MODES = (K.NEAREST, K.BILINEAR, K.CUBIC, K.NEAREST_ROUND)
 _CTMS = (
     CTM.NotSet,
@@ -29,7 +31,9 @@ _CTMS = (
 
 
 class CPUInterp(Execution):
-    """2-D resize, one output row per task, no scratch (MNN's CPUInterp).
+    """2-D resize of NC4HW4 / NCHW planes (MNN's CPUInterp): nearest and bilinear from
+    per-column / per-row source tables, bilinear blending each needed source row once into
+    per-thread line buffers (tables and lines in DYNAMIC scratch); cubic row by row.
 
     Args:
         backend: the CPU backend.
@@ -44,6 +48,7 @@ class CPUInterp(Execution):
         self._shape: tuple[int, ...] = ()
         self._scale: tuple[float, float] = (0.0, 0.0)
         self._offset: tuple[float, float] = (0.0, 0.0)
+        self._scratch: list[Tensor | None] = [None, None]
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         x, y = inputs[0], outputs[0]
@@ -54,11 +59,26 @@ class CPUInterp(Execution):
         self._offset = (float(offset[0]), float(offset[1]))
         pack = 4 if x.is_packed else 1
         self._shape = (*x.shape, *y.shape[2:], pack)
+        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        sizes = K.scratch_size(self._shape, self.mode, backend.num_thread)
+        # both acquired before either is released, so they do not share memory
+        self._scratch = [
+            backend.acquire_scratch(n, t) if n else None
+            for n, t in zip(sizes, _DTYPES, strict=True)
+        ]
+        for scratch in self._scratch:
+            if scratch is not None:  # DYNAMIC: valid only while this op executes
+                backend.on_release_buffer(scratch, StorageType.DYNAMIC)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        ints, floats = (
+            e if t is None else t.host for t, e in zip(self._scratch, _EMPTY, strict=True)
+        )
         K.interp(
             inputs[0].host,
             outputs[0].host,
+            ints,
+            floats,
             self._shape,
             self.mode,
             self._scale,

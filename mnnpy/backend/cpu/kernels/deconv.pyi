@@ -23,3 +23,18 @@ def deconv2d_depthwise(
     hi: float,
     num_thread: int = 1,
 ) -> None: ...
+def gemm_plan(shape: tuple[int, ...], window: tuple[int, ...], budget: int) -> tuple[int, int]: ...
+def deconv2d_gemm(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    scratch: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    band: int,
+    tile: int,
+    lo: float,
+    hi: float,
+    num_thread: int = 1,
+) -> None: ...

@@ -9,9 +9,33 @@ the input) for every tap, so no scratch is needed and each output value is summe
 thread in a fixed order: results do not depend on the thread count. Outputs are clamped to
 ``[lo, hi]`` (fused relu / relu6); output padding lanes are written as zeros, input padding
 lanes are never read.
+
+``deconv2d_gemm`` (group 1) instead multiplies the input by the weights on the GEMM
+micro-kernels (``gemm_kernels.h``, the ISA ``gemm.set_isa`` chose) into per-tap columns, then
+sums each output pixel's taps (``deconv_kernels.h``); see its docstring.
 """
 
 from cython.parallel cimport prange
+from libc.stddef cimport ptrdiff_t
+
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa, split_work
+
+
+cdef extern from "math.h" nogil:
+    float INFINITY
+
+
+cdef extern from "deconv_kernels.h" nogil:
+    ctypedef struct mnnpy_deconv_geo:
+        ptrdiff_t iw, ow, oc, oc4, ky, kx, sy, sx, dy, dx, top, left
+        int disjoint
+    ptrdiff_t mnnpy_ceil_div(ptrdiff_t a, ptrdiff_t b)
+    void mnnpy_gemm_c4(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P, ptrdiff_t K,
+                       const float* w, const float* bias, float* d, ptrdiff_t d_stride,
+                       ptrdiff_t oc, float lo, float hi)
+    void mnnpy_col2im_row(const mnnpy_deconv_geo* g, const float* cols, ptrdiff_t cs,
+                          ptrdiff_t iy0, ptrdiff_t iy1, ptrdiff_t o4, ptrdiff_t oy,
+                          const float* bias, float* out, float lo, float hi)
 
 
 cdef struct Geom:
@@ -211,3 +235,134 @@ def deconv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] we
     with nogil:
         for r in prange(rows, num_threads=num_thread, schedule="static"):
             _depthwise_row(&g, s, d, w, b, lo, hi, r)
+
+
+# -- GEMM + col2im (group 1) --------------------------------------------------------------------
+cdef struct GPlan:
+    Py_ssize_t batch, ic, ih, iw, oh, ic4, cols, band, nband
+    mnnpy_deconv_geo g
+
+
+cdef Py_ssize_t _floor_div(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    return -mnnpy_ceil_div(-a, b)
+
+
+cdef GPlan _gplan(tuple shape, tuple window, Py_ssize_t band) except *:
+    cdef GPlan p
+    cdef Py_ssize_t oc, ow, ky, kx, sy, sx, dy, dx
+    p.batch, p.ic, p.ih, p.iw, oc, p.oh, ow = shape
+    ky, kx, sy, sx, dy, dx = window[:6]
+    if min(p.batch, p.ic, p.ih, p.iw, oc, p.oh, ow) < 1:
+        raise ValueError(f"sizes must be positive, got shape {shape!r}")
+    if min(ky, kx, sy, sx, dy, dx, band) < 1:
+        raise ValueError(f"kernel, stride, dilation and band must be positive, got window "
+                         f"{window!r}, band {band}")
+    p.ic4 = (p.ic + 3) // 4
+    p.g.iw, p.g.ow, p.g.oc, p.g.oc4 = p.iw, ow, oc, (oc + 3) // 4
+    p.g.ky, p.g.kx, p.g.sy, p.g.sx, p.g.dy, p.g.dx, p.g.top, p.g.left = window
+    p.g.disjoint = sy > (ky - 1) * dy and sx > (kx - 1) * dx
+    p.cols = ky * kx * p.g.oc4 * 4
+    p.band = min(band, p.oh)
+    p.nband = (p.oh + p.band - 1) // p.band
+    return p
+
+
+cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) _band(
+        const GPlan* p, Py_ssize_t b) noexcept nogil:
+    """Output rows [oy0, oy1) of band ``b`` and the input rows [iy0, iy1) they read."""
+    cdef Py_ssize_t oy0 = b * p.band, oy1 = min(oy0 + p.band, p.oh)
+    cdef Py_ssize_t iy0 = mnnpy_ceil_div(oy0 + p.g.top - (p.g.ky - 1) * p.g.dy, p.g.sy)
+    cdef Py_ssize_t iy1 = _floor_div(oy1 - 1 + p.g.top, p.g.sy) + 1
+    iy0 = min(max(iy0, 0), p.ih)
+    iy1 = max(min(iy1, p.ih), iy0)
+    return oy0, oy1, iy0, iy1
+
+
+cdef Py_ssize_t _gemm_scratch(const GPlan* p) noexcept nogil:
+    cdef Py_ssize_t b, rows = 0
+    cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) r
+    for b in range(p.nband):
+        r = _band(p, b)
+        rows = max(rows, r[3] - r[2])
+    return rows * p.iw * p.cols
+
+
+def gemm_plan(tuple shape, tuple window, Py_ssize_t budget):
+    """``(band, scratch)``: output rows per band, so that the columns of the input rows a band
+    reads fit ``budget`` floats where possible (at least one kernel's height of rows, so rows
+    read by several bands are not recomputed too often), and the floats of scratch
+    ``deconv2d_gemm`` then needs."""
+    cdef GPlan p = _gplan(shape, window, 1)
+    cdef Py_ssize_t band = p.oh, least = min(p.oh, (p.g.ky - 1) * p.g.dy + 1), span
+    while band > least:
+        span = band - 1 + (p.g.ky - 1) * p.g.dy  # output rows a band's input rows cover
+        if min(span // p.g.sy + 1, p.ih) * p.iw * p.cols <= budget:
+            break
+        band -= 1
+    p = _gplan(shape, window, band)
+    return band, _gemm_scratch(&p)
+
+
+def deconv2d_gemm(const float[::1] src, float[::1] dst, const float[::1] weight,
+                  const float[::1] bias, float[::1] scratch, tuple shape, tuple window,
+                  Py_ssize_t band, Py_ssize_t tile, float lo, float hi, int num_thread=1):
+    """Group-1 transposed convolution as a GEMM into columns, then col2im + bias + clamp.
+
+    ``weight`` is ``[ceil(cols/16)][ic][16]`` panels of ``W(o', c)`` for
+    ``o' = (ky * kx_size + kx) * 4 * ceil(oc/4) + o`` (``cols`` such rows, zero for padding
+    channels), ``bias`` has ``4 * ceil(oc/4)`` values. Per image, output rows go in bands of
+    ``band`` (``gemm_plan``); the GEMM of a band's input rows, ``tile`` pixels per work item, and
+    its col2im are each spread over ``num_thread`` threads.
+    """
+    cdef GPlan p = _gplan(shape, window, band)
+    cdef Py_ssize_t need = _gemm_scratch(&p), n16 = (p.cols + 15) // 16
+    if tile < 1 or num_thread < 1:
+        raise ValueError(f"tile {tile} and num_thread {num_thread} must be positive")
+    if (src.shape[0] < p.batch * p.ic4 * p.ih * p.iw * 4
+            or dst.shape[0] < p.batch * p.g.oc4 * p.oh * p.g.ow * 4
+            or weight.shape[0] < n16 * 16 * p.ic or bias.shape[0] < p.g.oc4 * 4
+            or scratch.shape[0] < need):
+        raise ValueError(
+            f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, weight "
+            f"{weight.shape[0]}, bias {bias.shape[0]}, scratch {scratch.shape[0]} (needs "
+            f"{need}) for shape {shape!r}, window {window!r}, band {band}")
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    cdef const float* w = &weight[0]
+    cdef const float* bi = &bias[0]
+    cdef float* cols = &scratch[0] if need else NULL
+    cdef Py_ssize_t n, b, oy0, oy1, iy0, iy1, pixels, t, ntile, nchunk, cp, it
+    cdef int isa = current_isa()
+    for n in range(p.batch):
+        for b in range(p.nband):
+            oy0, oy1, iy0, iy1 = _band(&p, b)
+            pixels = (iy1 - iy0) * p.iw
+            if pixels:
+                t, ntile, nchunk, cp = split_work(pixels, p.cols, tile, 2 * num_thread)
+                with nogil:
+                    for it in prange(ntile * nchunk, num_threads=num_thread, schedule="static"):
+                        _gemm_item(&p, s + (n * p.ic4 * p.ih + iy0) * p.iw * 4, w, cols, pixels,
+                                   t, nchunk, cp, it, isa)
+            with nogil:
+                for it in prange(p.g.oc4 * (oy1 - oy0), num_threads=num_thread,
+                                 schedule="static"):
+                    _col2im_item(&p, cols, 4 * pixels, iy0, iy1, oy0, oy1, bi,
+                                 d + n * p.g.oc4 * p.oh * p.g.ow * 4, lo, hi, it)
+
+
+cdef void _gemm_item(const GPlan* p, const float* a, const float* w, float* cols,
+                     Py_ssize_t pixels, Py_ssize_t tile, Py_ssize_t nchunk, Py_ssize_t cp,
+                     Py_ssize_t it, int isa) noexcept nogil:
+    # the input plane is the GEMM's A in place: k = input channel, stride one channel block
+    cdef Py_ssize_t p0 = (it // nchunk) * tile, o0 = (it % nchunk) * cp * 16
+    mnnpy_gemm_c4(isa, a + 4 * p0, p.ih * p.iw * 4, min(tile, pixels - p0), p.ic,
+                  w + o0 * p.ic, NULL, cols + (o0 // 4) * 4 * pixels + 4 * p0, 4 * pixels,
+                  min(cp * 16, p.cols - o0), -INFINITY, INFINITY)
+
+
+cdef void _col2im_item(const GPlan* p, const float* cols, Py_ssize_t cs, Py_ssize_t iy0,
+                       Py_ssize_t iy1, Py_ssize_t oy0, Py_ssize_t oy1, const float* bias,
+                       float* dst, float lo, float hi, Py_ssize_t it) noexcept nogil:
+    cdef Py_ssize_t rows = oy1 - oy0, o4 = it // rows, oy = oy0 + it % rows
+    mnnpy_col2im_row(&p.g, cols, cs, iy0, iy1, o4, oy, bias,
+                     dst + (o4 * p.oh + oy) * p.g.ow * 4, lo, hi)

@@ -5,9 +5,12 @@ BILINEAR: int
 CUBIC: int
 NEAREST_ROUND: int
 
+def scratch_size(shape: tuple[int, ...], mode: int, num_thread: int = 1) -> tuple[int, int]: ...
 def interp(
     src: np.ndarray,
     dst: np.ndarray,
+    itab: np.ndarray,
+    ftab: np.ndarray,
     shape: tuple[int, ...],
     mode: int,
     scale: tuple[float, float],
