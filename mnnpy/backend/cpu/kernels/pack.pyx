@@ -9,6 +9,13 @@ out of bounds.
 
 from cython.parallel cimport prange
 
+cdef extern from "pack_kernels.h" nogil:
+    void mnnpy_pack_block4(const void* src, void* dst, Py_ssize_t area, int lanes)
+    void mnnpy_unpack_block4(const void* src, void* dst, Py_ssize_t area, int lanes)
+
+cdef enum:
+    MIN_PARALLEL = 16384  # elements; below this one thread is faster than waking a second
+
 ctypedef fused scalar_t:
     float
     int
@@ -18,6 +25,25 @@ ctypedef fused scalar_t:
 
 cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
     return (c + 3) // 4
+
+
+cdef void _blocks4(const void* src, void* dst, Py_ssize_t batch, Py_ssize_t channel,
+                   Py_ssize_t area, bint packing, int num_thread) noexcept nogil:
+    """4-byte elements: one ``pack_kernels.h`` call per (image, 4-channel block)."""
+    cdef Py_ssize_t blocks = _c4(channel), b, n, c
+    cdef const char* s = <const char*>src
+    cdef char* d = <char*>dst
+    if batch * blocks * area * 4 < MIN_PARALLEL:
+        num_thread = 1
+    for b in prange(batch * blocks, num_threads=num_thread, schedule="static"):
+        n = b // blocks
+        c = b % blocks * 4
+        if packing:
+            mnnpy_pack_block4(s + ((n * channel + c) * area) * 4, d + b * area * 16, area,
+                              min(4, channel - c))
+        else:
+            mnnpy_unpack_block4(s + b * area * 16, d + ((n * channel + c) * area) * 4, area,
+                                min(4, channel - c))
 
 
 cdef void _pack_rows(const scalar_t* src, scalar_t* dst, Py_ssize_t batch, Py_ssize_t channel,
@@ -61,6 +87,12 @@ def pack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t chan
         with nogil:
             _pack_rows(&src[0], &dst[0], batch, channel, num_thread)
         return
+    if batch * channel * area == 0:
+        return
+    if sizeof(scalar_t) == 4:
+        with nogil:
+            _blocks4(&src[0], &dst[0], batch, channel, area, True, num_thread)
+        return
     nb = batch * blocks
     with nogil:
         for b in prange(nb, num_threads=num_thread, schedule="static"):
@@ -84,6 +116,12 @@ def unpack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t ch
     if area == 1 and batch * channel > 0:
         with nogil:
             _unpack_rows(&src[0], &dst[0], batch, channel, num_thread)
+        return
+    if batch * channel * area == 0:
+        return
+    if sizeof(scalar_t) == 4:
+        with nogil:
+            _blocks4(&src[0], &dst[0], batch, channel, area, False, num_thread)
         return
     nb = batch * blocks
     with nogil:
