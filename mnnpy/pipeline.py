@@ -182,8 +182,9 @@ class Pipeline:
 
     @staticmethod
     def _can_reuse_input(unit: Unit) -> bool:
-        """Input 0 dies at this op, is read only once here, and fits output 0 exactly."""
-        if not unit.inputs or not unit.outputs:
+        """Input 0 dies at this op, is read only once here, and fits output 0 (the execution's
+        ``inplace_fits``: by default the same shape, layout and dtype)."""
+        if not unit.inputs or not unit.outputs or unit.execution is None:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
         return (
@@ -191,9 +192,7 @@ class Pipeline:
             and unit.inputs.count(src) == 1
             and storage_type_of(src) == StorageType.DYNAMIC
             and storage_type_of(dst) == StorageType.DYNAMIC
-            and src.dimension_format == dst.dimension_format
-            and src.dtype == dst.dtype
-            and src.shape == dst.shape
+            and unit.execution.inplace_fits(src, dst)
         )
 
     @staticmethod

@@ -12,7 +12,7 @@ from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.tensor_format import DimensionFormat
 
-DTYPES = [np.float32, np.int32, np.int8, np.uint8]
+DTYPES = [np.float32, np.int32, np.int8, np.uint8, np.int16, np.float64]
 
 
 def row(so: int, do: int, n: tuple, ss: tuple, ds: tuple) -> list[int]:
@@ -75,6 +75,24 @@ def test_bad_regions_raise_before_copying(bad: list[int]) -> None:
     assert not dst.any()
     with pytest.raises(ValueError):
         K.copy_regions(src, dst, np.zeros((1, 10), np.int64))  # wrong column count
+
+
+def test_buffers_must_be_contiguous_and_alike() -> None:
+    rows = np.array([row(0, 0, (1, 1, 4), (0, 0, 1), (0, 0, 1))], np.int64)
+    with pytest.raises(ValueError):
+        K.copy_regions(np.zeros(8, np.float32), np.zeros(8, np.int8), rows)
+    with pytest.raises(ValueError):
+        K.copy_regions(np.zeros(16, np.float32)[::2], np.zeros(8, np.float32), rows)
+    with pytest.raises(ValueError):
+        K.copy_regions(np.zeros(8, np.float32), np.zeros(8, np.float32), rows.astype(np.int32))
+
+
+def test_a_copy_onto_itself_is_skipped_and_a_shifted_one_is_not() -> None:
+    buf = np.arange(10, dtype=np.int32)
+    K.copy_regions(buf, buf, np.array([row(0, 0, (1, 1, 10), (0, 0, 1), (0, 0, 1))], np.int64))
+    np.testing.assert_array_equal(buf, np.arange(10))
+    K.copy_regions(buf, buf, np.array([row(5, 0, (1, 1, 5), (0, 0, 1), (0, 0, 1))], np.int64))
+    np.testing.assert_array_equal(buf, [5, 6, 7, 8, 9, 5, 6, 7, 8, 9])
 
 
 # -- the planner ------------------------------------------------------------------------------

@@ -200,3 +200,44 @@ def test_zero_copies_for_a_non_empty_input() -> None:
     op = OpDef(0, OpType.Reshape, "op", (), (0,), param(None), OpParameter.Reshape, NHWC)
     with pytest.raises(MNNError):  # copying gives (3, 4, 4): no literal fallback with data
         resolve(op, (2, 3, 4), NCHW, np.array([3, 4, 0], np.int32))
+
+
+def _relu_reshape_relu(shape: tuple, dims: list[int], fmt: DimensionFormat) -> bytes:
+    """in -> ReLU -> Reshape(dims) -> ReLU -> out: the reshape's input dies there."""
+    from mnnpy._schema.MNN.Net import NetT
+    from mnnpy.net import pack_net
+    from tests.helpers import _op, input_op
+
+    net = NetT()
+    net.tensorName = ["in0", "a", "b", "out0"]
+    net.oplists = [
+        input_op("in0", 0, shape, fmt=fmt),
+        _op(OpType.ReLU, "r0", [0], [1]),
+        _op(OpType.Reshape, "reshape", [1], [2], param(dims), OpParameter.Reshape),
+        _op(OpType.ReLU, "r1", [2], [3]),
+    ]
+    net.outputName = ["out0"]
+    return pack_net(net)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "shape", "dims", "shared"),
+    [
+        (NCHW, (2, 5, 3, 4), [2, 60], True),
+        (NCHW, (2, 5, 3, 4), [10, 2, 6], True),
+        (NC4HW4, (2, 5, 3, 4), [2, 5, 12], True),  # same batch, channels and area
+        (NC4HW4, (2, 5, 3, 4), [2, 15, 4], False),  # the blocks differ: a real copy
+    ],
+)
+def test_reshape_takes_over_a_dying_input(
+    fmt: DimensionFormat, shape: tuple, dims: list[int], shared: bool
+) -> None:
+    interp = mnnpy.Interpreter.from_buffer(_relu_reshape_relu(shape, dims, fmt))
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=2))
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    interp.get_session_input(session).copy_from(x)
+    interp.run_session(session)
+    out = interp.get_session_output(session).numpy()
+    np.testing.assert_array_equal(out, np.maximum(x, 0).reshape(dims))
+    a, b = (session.tensors[i] for i in (1, 2))
+    assert (a.host.__array_interface__["data"] == b.host.__array_interface__["data"]) == shared

@@ -190,7 +190,7 @@ def _cost(walk: list[Dim]) -> float:
     if s == 1 and d == 1:
         return total / n * _ROW_COST + total * _MEMCPY_COST
     m, s1, d1 = walk[-2] if len(walk) > 1 else (1, 0, 0)
-    if 1 < m <= 4 and 1 in (s1, d1):  # the kernel walks these lanes inside the inner dim
+    if 1 < m <= 4 and min(s1, d1) * (m - 1) <= 3:  # kernels/raster.pyx: lanes
         return total / (n * m) * _ROW_COST + total * _LANE_COST
     return total / n * _ROW_COST + total * _STRIDED_COST
 

@@ -68,9 +68,20 @@ class CPUReshape(Execution):
     """Logical-order (or NHWC-order) copy between any two layouts as storage regions (MNN's
     GeometryReshape plus raster); through scratch when the shapes have no common refinement."""
 
+    support_inplace = True  # when the storage is the same bytes (inplace_fits), nothing moves
+
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
         self.op = op
+
+    def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
+        """Plain to plain, or NC4HW4 to NC4HW4 with the same batch, channels and area: the
+        storage holds the same bytes in the same order (the kernel then skips the copy)."""
+        if src.dtype != dst.dtype or src.is_packed != dst.is_packed:
+            return False
+        if src.is_packed:
+            return bca(src.shape) == bca(dst.shape)
+        return src.element_size == dst.element_size
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src, dst = inputs[0], outputs[0]
