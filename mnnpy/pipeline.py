@@ -235,6 +235,9 @@ class Pipeline:
         around every op; ``before`` returning False skips the op, ``after`` returning False stops
         the run. Returns False when stopped."""
         unit = None
+        observed = before is not None or after is not None
+        for backend in self.backends:
+            backend.observed = observed
         try:
             for unit in self._active:
                 assert unit.info is not None and unit.execution is not None

@@ -1,5 +1,5 @@
-"""CPU Permute, Concat, Slice and SliceTf: strided storage regions planned on resize (MNN's
-raster), with NumPy copies between logical views as the fall-back."""
+"""CPU Permute, Concat, Slice and SliceTf: box copies planned as storage regions on resize
+(MNN's raster, see raster.py), with NumPy copies between logical views as the fall-back."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from mnnpy.backend import Backend
 from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
-from mnnpy.backend.cpu.kernels import raster as K
+from mnnpy.backend.cpu.executions.raster import CPURaster, Placed, layout_of
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import concat, permute, slice_tf
@@ -23,31 +23,7 @@ Index = tuple[slice | None, ...]
 Box = tuple[int, int, tuple[int, ...], list[int], list[int], list[int]]
 
 
-def layout_of(t: Tensor, rank: int | None = None) -> R.Layout:
-    """``t``'s storage layout; a lower-rank tensor gets trailing dims of 1 (same storage)."""
-    shape = tuple(t.shape) + (1,) * ((rank or t.ndim) - t.ndim)
-    return R.Layout(shape, t.is_packed)
-
-
-def plan_boxes(
-    boxes: Sequence[Box], inputs: Sequence[Tensor], outputs: Sequence[Tensor]
-) -> list[tuple[int, int, np.ndarray]] | None:
-    """Region rows of each box copy, or None when one needs too many regions."""
-    result = []
-    for i, j, space, s_start, d_start, dims in boxes:
-        dst = R.Side.box(layout_of(outputs[j]), d_start, range(len(space)))
-        src_dims: list[int | None] = [None] * len(s_start)
-        for d, k in enumerate(dims):
-            src_dims[k] = d
-        src = R.Side.box(layout_of(inputs[i], len(s_start)), s_start, src_dims)
-        rows = R.plan(space, src, dst)
-        if rows is None:
-            return None
-        result.append((i, j, rows))
-    return result
-
-
-class CPUMovement(Execution):
+class CPUMovement(CPURaster):
     """Copies logical boxes ``out_j[dst] = in_i[src]`` (or transposed) as storage regions, NC4HW4
     in place (MNN's raster); through NCHW scratch only when the regions would be too many."""
 
@@ -55,15 +31,19 @@ class CPUMovement(Execution):
         super().__init__(backend)
         self.op = op
 
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        boxes = self._boxes(inputs, outputs)
-        self._regions = plan_boxes(boxes, inputs, outputs)
-        self._pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)]
-        self._pads = [(j, rows) for j, rows in self._pads if len(rows)]
-        if self._regions is None:
-            self._logical(inputs, outputs, boxes)
+    def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed]:
+        self._boxes = self._make_boxes(inputs, outputs)
+        result = []
+        for i, j, space, s_start, d_start, dims in self._boxes:
+            dst = R.Side.box(layout_of(outputs[j]), d_start, range(len(space)))
+            src_dims: list[int | None] = [None] * len(s_start)
+            for d, k in enumerate(dims):
+                src_dims[k] = d
+            src = R.Side.box(layout_of(inputs[i], len(s_start)), s_start, src_dims)
+            result.append((j, R.Piece(list(space), inputs[i], src, dst)))
+        return result
 
-    def _boxes(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Box]:
+    def _make_boxes(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Box]:
         op, src = self.op, inputs[0]
         rank = src.ndim
         ident = list(range(rank))
@@ -89,30 +69,21 @@ class CPUMovement(Execution):
         region = slice_tf.region(src.shape, begin, size)  # type: ignore[arg-type]
         return [(0, 0, tuple(outputs[0].shape), [b for b, _ in region], [0] * rank, ident)]
 
-    def _logical(
-        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor], boxes: list[Box]
-    ) -> None:
+    def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """The fall-back: unpack into NCHW scratch, NumPy copies, pack."""
         self._views: list[tuple[int, int, tuple, Index, Index]] = []
-        for i, j, space, s_start, d_start, dims in boxes:
+        for i, j, space, s_start, d_start, dims in self._boxes:
             cut = [slice(a, a + space[dims.index(k)]) for k, a in enumerate(s_start)]
             dst = tuple(slice(a, a + n) for a, n in zip(d_start, space, strict=True))
             # a lower-rank input (MNN's ShapeConcat) gets the output's trailing dims of 1
             src = (*cut[: inputs[i].ndim], *(None,) * (len(s_start) - inputs[i].ndim))
             self._views.append((i, j, tuple(dims), src, dst))
-        read = sorted({i for i, *_ in boxes})
+        read = sorted({i for i, *_ in self._boxes})
         self._read = [inputs[i] for i in read]
         self._io = LogicalIO(self.backend, self._read, outputs)  # type: ignore[arg-type]
         self._io.release()
 
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        t = self.backend.num_thread
-        if self._regions is not None:
-            for i, j, rows in self._regions:
-                K.copy_regions(inputs[i].host, outputs[j].host, rows, t)  # type: ignore[arg-type]
-            for j, rows in self._pads:
-                K.zero_regions(outputs[j].host, rows, t)  # type: ignore[arg-type]
-            return
+    def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src = self._io.read(inputs[: len(self._read)])
         dst = self._io.outputs(outputs)
         for i, j, dims, s, d in self._views:

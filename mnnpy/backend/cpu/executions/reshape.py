@@ -10,8 +10,8 @@ from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import bca
+from mnnpy.backend.cpu.executions.raster import CPURaster, Placed
 from mnnpy.backend.cpu.kernels import pack as P
-from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import reshape
@@ -52,19 +52,18 @@ def _flat_order(t: Tensor, nhwc: bool) -> list[int]:
     return [0, *dims[2:], 1] if nhwc and t.ndim >= 3 else dims
 
 
-def region_plan(src: Tensor, dst: Tensor, nhwc: bool) -> np.ndarray | None:
-    """Storage regions of the reshape, or None when the shapes share no refinement (or the
-    NC4HW4 channels would need too many regions)."""
+def piece(src: Tensor, dst: Tensor, nhwc: bool) -> R.Piece | None:
+    """The reshape as one box copy over the shapes' common refinement, or None without one."""
     s_order, d_order = _flat_order(src, nhwc), _flat_order(dst, nhwc)
     space = R.refine([src.shape[k] for k in s_order], [dst.shape[k] for k in d_order])
     if space is None:
         return None
     s_side = R.merged(R.Layout(tuple(src.shape), src.is_packed), s_order, space)
     d_side = R.merged(R.Layout(tuple(dst.shape), dst.is_packed), d_order, space)
-    return R.plan(space, s_side, d_side)
+    return R.Piece(space, src, s_side, d_side)
 
 
-class CPUReshape(Execution):
+class CPUReshape(CPURaster):
     """Logical-order (or NHWC-order) copy between any two layouts as storage regions (MNN's
     GeometryReshape plus raster); through scratch when the shapes have no common refinement."""
 
@@ -83,31 +82,26 @@ class CPUReshape(Execution):
             return bca(src.shape) == bca(dst.shape)
         return src.element_size == dst.element_size
 
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst = inputs[0], outputs[0]
-        nhwc = self.op.type == OpType.Reshape and reshape.nhwc_order(
-            self.op, src.dimension_format, len(inputs) > 1
+    def _nhwc(self, inputs: Sequence[Tensor]) -> bool:
+        return self.op.type == OpType.Reshape and reshape.nhwc_order(
+            self.op, inputs[0].dimension_format, len(inputs) > 1
         )
+
+    def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
+        p = piece(inputs[0], outputs[0], self._nhwc(inputs))
+        return None if p is None else [(0, p)]
+
+    def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._run, needs_scratch = _plan(inputs[0], outputs[0], self._nhwc(inputs))
         self._scratch: Tensor | None = None
-        self._regions = region_plan(src, dst, nhwc)
-        self._pads = R.padding_regions(R.Layout(tuple(dst.shape), dst.is_packed))
-        if self._regions is not None:
-            return
-        self._run, needs_scratch = _plan(src, dst, nhwc)
         if needs_scratch:
             backend: CPUBackend = self.backend  # type: ignore[assignment]
-            self._scratch = backend.acquire_scratch(src.element_size, src.dtype)
+            self._scratch = backend.acquire_scratch(inputs[0].element_size, inputs[0].dtype)
             backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        t = self.backend.num_thread
-        if self._regions is not None:
-            K.copy_regions(inputs[0].host, outputs[0].host, self._regions, t)  # type: ignore[arg-type]
-            if len(self._pads):
-                K.zero_regions(outputs[0].host, self._pads, t)  # type: ignore[arg-type]
-            return
+    def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         tmp = self._scratch.host if self._scratch is not None else None
-        self._run(inputs[0].host, outputs[0].host, tmp, t)  # type: ignore[arg-type]
+        self._run(inputs[0].host, outputs[0].host, tmp, self.backend.num_thread)  # type: ignore[arg-type]
 
 
 @CPUBackend.register_creator(OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)

@@ -2,7 +2,8 @@
  *
  * A region row is ``[src_off, dst_off, n0, n1, n2, ss0, ss1, ss2, ds0, ds1, ds2]`` in elements
  * (see raster.pyx). Elements are moved as raw bits of their size (may_alias word types), so one
- * loop serves float32, int32, int8, ... alike. ``mnnpy_raster_row`` runs inner elements
+ * loop serves float32, int32, int8, ... alike (the SSE2 transposes only move bits too).
+ * ``mnnpy_raster_row`` runs inner elements
  * ``[lo, hi)`` of row ``i * n1 + j``; ``mnnpy_raster_lanes`` runs inner elements ``[lo, hi)`` of
  * all ``n1`` rows of block ``i`` with the ``n1`` lanes innermost.
  */
@@ -78,6 +79,41 @@ MNNPY_STATIC void mnnpy_raster_row(const char* src, char* dst, const long long* 
         }                                                                                    \
     } while (0)
 
+#if defined(__SSE2__)
+/* 4 lanes of 4-byte elements, one side an NC4HW4 row (lanes adjacent, 4 apart per step) and the
+ * other 4 plain rows: 4 steps at once through a 4x4 transpose (moves only: bits are kept).
+ * Returns the first step not done. */
+static inline ptrdiff_t mnnpy_lanes4_sse(const char* s, char* d, ptrdiff_t s1, ptrdiff_t s2,
+                                         ptrdiff_t d1, ptrdiff_t d2, ptrdiff_t lo,
+                                         ptrdiff_t hi) {
+    const float* sf = (const float*)s;
+    float* df = (float*)d;
+    ptrdiff_t k = lo;
+    if (s1 == 1 && s2 == 4 && d2 == 1) { /* unpack: a block row to 4 plain rows */
+        for (; k + 4 <= hi; k += 4) {
+            __m128 a = _mm_loadu_ps(sf + 4 * k), b = _mm_loadu_ps(sf + 4 * k + 4);
+            __m128 c = _mm_loadu_ps(sf + 4 * k + 8), e = _mm_loadu_ps(sf + 4 * k + 12);
+            _MM_TRANSPOSE4_PS(a, b, c, e);
+            _mm_storeu_ps(df + k, a);
+            _mm_storeu_ps(df + d1 + k, b);
+            _mm_storeu_ps(df + 2 * d1 + k, c);
+            _mm_storeu_ps(df + 3 * d1 + k, e);
+        }
+    } else if (d1 == 1 && d2 == 4 && s2 == 1) { /* pack: 4 plain rows to a block row */
+        for (; k + 4 <= hi; k += 4) {
+            __m128 a = _mm_loadu_ps(sf + k), b = _mm_loadu_ps(sf + s1 + k);
+            __m128 c = _mm_loadu_ps(sf + 2 * s1 + k), e = _mm_loadu_ps(sf + 3 * s1 + k);
+            _MM_TRANSPOSE4_PS(a, b, c, e);
+            _mm_storeu_ps(df + 4 * k, a);
+            _mm_storeu_ps(df + 4 * k + 4, b);
+            _mm_storeu_ps(df + 4 * k + 8, c);
+            _mm_storeu_ps(df + 4 * k + 12, e);
+        }
+    }
+    return k;
+}
+#endif
+
 MNNPY_STATIC void mnnpy_raster_lanes(const char* src, char* dst, const long long* r,
                                      ptrdiff_t i, ptrdiff_t lo, ptrdiff_t hi, int es,
                                      int zero) {
@@ -85,6 +121,9 @@ MNNPY_STATIC void mnnpy_raster_lanes(const char* src, char* dst, const long long
     const char* s = src + (r[0] + i * r[5]) * es;
     char* d = dst + (r[1] + i * r[8]) * es;
     ptrdiff_t s1 = r[6], d1 = r[9], s2 = r[7], d2 = r[10];
+#if defined(__SSE2__)
+    if (es == 4 && n1 == 4 && !zero) lo = mnnpy_lanes4_sse(s, d, s1, s2, d1, d2, lo, hi);
+#endif
     switch (es) {
         case 1: MNNPY_LANES(mnnpy_w1); break;
         case 2: MNNPY_LANES(mnnpy_w2); break;
