@@ -99,15 +99,24 @@ class Side:
         ]
         return Side(self.layout, start, [[(q, c) for q, c in t if q != j] for t in self.terms])
 
-    def channel_terms(self) -> Terms | None:
-        """The terms of the NC4HW4 channel dim, or None when the tensor is not packed."""
-        return self.terms[1] if self.layout.packed else None
+    def strided(self, j: int, p: int, r: int) -> Side:
+        """The side with ``i_j = p * k + r``, ``k`` taking dim ``j``'s place."""
+        pairs = zip(self.start, self.terms, strict=True)
+        start = [s + sum(c * r for q, c in t if q == j) for s, t in pairs]
+        terms = [[(q, c * p if q == j else c) for q, c in t] for t in self.terms]
+        return Side(self.layout, start, terms)
+
+    def lane_terms(self) -> Terms:
+        """The terms of the NC4HW4 channel that move lanes (coefficient not a multiple of 4;
+        the others move whole blocks, an affine storage step)."""
+        return [(q, c) for q, c in self.terms[1] if c % 4] if self.layout.packed else []
 
     def strides(self, j: int) -> int:
-        """Storage stride of iteration dim ``j`` over the non-channel dims."""
+        """Storage stride of iteration dim ``j``, but for its lane moves of an NC4HW4 channel."""
         total = 0
         for k, t in enumerate(self.terms):
             if self.layout.packed and k == 1:
+                total += sum(c // 4 for q, c in t if q == j and c % 4 == 0) * self.layout.area4
                 continue
             total += sum(c for q, c in t if q == j) * self.layout.stride(k)
         return total
@@ -146,41 +155,49 @@ def merged(layout: Layout, order: Sequence[int], space: Sequence[int]) -> Side:
     return Side(layout, [0] * len(layout.shape), terms)
 
 
-def _expand(space: list[int], src: Side, dst: Side, budget: int) -> list[tuple[Side, Side]] | None:
-    """Fix iteration dims until every NC4HW4 channel follows at most one dim (the longest one
-    is kept: :func:`_options` walks it by lanes and blocks)."""
+Problem = tuple[list[int], Side, Side]
+
+
+def _expand(space: list[int], src: Side, dst: Side, budget: int) -> list[Problem] | None:
+    """Split iteration dims until every NC4HW4 channel has at most one lane-moving term.
+
+    The term kept is the one with the smallest coefficient (adjacent lanes), then the longest;
+    another term ``g * i`` becomes ``i = p * k + r`` with ``p = 4 / gcd(g, 4)``: ``k`` moves
+    whole blocks and each residue ``r`` is a problem of its own.
+    """
     for side in (src, dst):
-        terms = side.channel_terms()
-        if terms and len(terms) > 1:
-            keep = max(terms, key=lambda t: (space[t[0]], -t[1]))
-            j = next(q for q, _ in terms if q != keep[0])
-            if space[j] > budget:
-                return None
-            result: list[tuple[Side, Side]] = []
-            for v in range(space[j]):
-                sub = _expand(space, src.fixed(j, v), dst.fixed(j, v), budget // space[j])
+        terms = side.lane_terms()
+        if len(terms) > 1:
+            keep = min(terms, key=lambda t: (t[1], -space[t[0]]))
+            j, g = next(t for t in terms if t != keep)
+            p = 4 // math.gcd(g, 4)
+            result: list[Problem] = []
+            for r in range(min(p, space[j])):
+                sub_space = list(space)
+                sub_space[j] = (space[j] - r + p - 1) // p
+                sub = _expand(sub_space, src.strided(j, p, r), dst.strided(j, p, r), budget // p)
                 if sub is None:
                     return None
                 result += sub
-            return result
-    return [(src, dst)]
+            return result if len(result) <= budget else None
+    return [(space, src, dst)]
 
 
 def _options(j: int, n: int, src: Side, dst: Side) -> list[tuple[int, list[Dim]]]:
     """Ways to walk iteration dim ``j``: (first index, dims), one region each.
 
-    Where ``j`` moves an NC4HW4 channel ``start + g * i``, ``i = p * k + r`` with the period
-    ``p`` after which every such channel is back in its lane: ``k`` walks blocks. The residues
-    ``r`` are one more dim (lanes inside one block) when no lane wraps into the next block,
-    else one region each.
+    Where ``j`` moves NC4HW4 lanes, channel ``start + g * i``, ``i = p * k + r`` with the
+    period ``p`` after which the channel is back in its lane: ``k`` walks blocks. The residues
+    ``r`` are one more dim (lanes of one block) when no lane wraps into the next block, else
+    one region each.
     """
     sides = (src, dst)
-    step = [side.strides(j) for side in sides]  # over the non-channel dims
+    step = [side.strides(j) for side in sides]  # but for the lane moves
     lanes: list[tuple[int, int, int]] = []  # (side, channel start, coefficient)
     for x, side in enumerate(sides):
-        terms = side.channel_terms()
-        if terms and terms[0][0] == j:
-            lanes.append((x, side.start[1], terms[0][1]))
+        for q, g in side.lane_terms():
+            if q == j:
+                lanes.append((x, side.start[1], g))
     if not lanes:
         return [(0, [(n, step[0], step[1])])]
     p = math.lcm(*(4 // math.gcd(g, 4) for _, _, g in lanes))
@@ -188,7 +205,7 @@ def _options(j: int, n: int, src: Side, dst: Side) -> list[tuple[int, list[Dim]]
     for x, _, g in lanes:
         block[x] += g * p // 4 * sides[x].layout.area4
         lane[x] += g
-    if all(s % 4 + g * (p - 1) < 4 for _, s, g in lanes):  # the residues stay in one block
+    if all(s % 4 + g * (min(p, n) - 1) < 4 for _, s, g in lanes):  # residues in one block
         q, t = divmod(n, p)
         full = [(0, [(q, block[0], block[1]), (p, lane[0], lane[1])])] if q else []
         return full + ([(p * q, [(t, lane[0], lane[1])])] if t else [])
@@ -252,15 +269,16 @@ def plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
     space = list(space)
     if 0 in space:
         return np.zeros((0, COLS), np.int64)
-    pairs = _expand(space, src, dst, MAX_REGIONS)
-    if pairs is None:
+    problems = _expand(space, src, dst, MAX_REGIONS)
+    if problems is None:
         return None
     rows: list[list[int]] = []
-    for s_side, d_side in pairs:
-        fixed = [j for j in range(len(space)) if not _moves(j, s_side, d_side)]
+    for sub_space, s_side, d_side in problems:
+        if 0 in sub_space:
+            continue
         opts: list[list[tuple[int, list[Dim]]]] = [
-            [(0, [])] if j in fixed else _options(j, space[j], s_side, d_side)
-            for j in range(len(space))
+            _options(j, sub_space[j], s_side, d_side) if _moves(j, s_side, d_side) else [(0, [])]
+            for j in range(len(sub_space))
         ]
         for combo in itertools.product(*opts):
             point = [first for first, _ in combo]

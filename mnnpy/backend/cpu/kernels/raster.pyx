@@ -13,8 +13,9 @@ memoryviews: these ops are often tiny). Rows whose innermost strides are both 1 
 a region whose middle dim is a few lanes of one block (``lanes``) is walked lanes-innermost; a
 region copying a buffer onto itself is skipped (an in-place Reshape). Every region is checked
 against both buffers before the ``nogil`` loop (non-negative sizes, offsets and strides, the
-last element in bounds). Threads split a region's rows, or its inner run when there are fewer
-rows than threads; each element is written once, so results do not depend on the thread count.
+last element in bounds). Threads split each region's rows, or its inner run when there are fewer
+rows than threads, in one parallel section per call (regions write disjoint elements); each
+element is written once, so results do not depend on the thread count.
 """
 
 from cpython.buffer cimport (
@@ -74,9 +75,11 @@ cdef inline bint _onto_itself(const char* src, const char* dst, const long long*
     return src == dst and r[0] == r[1] and r[5] == r[8] and r[6] == r[9] and r[7] == r[10]
 
 
-cdef void _run(const char* src, char* dst, const long long* rows, Py_ssize_t count, int es,
-               bint zero, int num_thread) noexcept nogil:
-    cdef Py_ssize_t q, n, inner, row, part, parts, lo, hi
+cdef void _share(const char* src, char* dst, const long long* rows, Py_ssize_t count, int es,
+                 bint zero, Py_ssize_t part, Py_ssize_t parts) noexcept nogil:
+    """Part ``part`` of ``parts`` of every region: a slice of its rows, or of each row's inner
+    run when it has fewer rows than parts."""
+    cdef Py_ssize_t q, n, inner, row, lo, hi, first, last
     cdef const long long* r
     cdef bint by_lanes
     for q in range(count):
@@ -86,24 +89,29 @@ cdef void _run(const char* src, char* dst, const long long* rows, Py_ssize_t cou
         by_lanes = lanes(r)
         n = r[2] if by_lanes else r[2] * r[3]  # by lanes a row is a block of n1 rows
         inner = r[4]
-        parts = 0
-        if num_thread > 1 and r[2] * r[3] * inner * es >= MIN_PARALLEL_BYTES:
-            parts = num_thread if n < num_thread else 1  # too few rows: split them too
-        if parts == 0:
-            for row in range(n):
-                if by_lanes:
-                    mnnpy_raster_lanes(src, dst, r, row, 0, inner, es, zero)
-                else:
-                    mnnpy_raster_row(src, dst, r, row, 0, inner, es, zero)
+        first, last, lo, hi = 0, n, 0, inner
+        if n >= parts:
+            first, last = n * part // parts, n * (part + 1) // parts
         else:
-            for part in prange(n * parts, num_threads=num_thread, schedule="static"):
-                row = part // parts
-                lo = inner * (part % parts) // parts
-                hi = inner * (part % parts + 1) // parts
-                if by_lanes:
-                    mnnpy_raster_lanes(src, dst, r, row, lo, hi, es, zero)
-                else:
-                    mnnpy_raster_row(src, dst, r, row, lo, hi, es, zero)
+            lo, hi = inner * part // parts, inner * (part + 1) // parts
+        for row in range(first, last):
+            if by_lanes:
+                mnnpy_raster_lanes(src, dst, r, row, lo, hi, es, zero)
+            else:
+                mnnpy_raster_row(src, dst, r, row, lo, hi, es, zero)
+
+
+cdef void _run(const char* src, char* dst, const long long* rows, Py_ssize_t count, int es,
+               bint zero, int num_thread) noexcept nogil:
+    """All regions, split among up to ``num_thread`` threads in one parallel section."""
+    cdef Py_ssize_t q, work = 0, part
+    for q in range(count):
+        work += rows[q * COLS + 2] * rows[q * COLS + 3] * rows[q * COLS + 4]
+    if num_thread <= 1 or work * es < MIN_PARALLEL_BYTES:
+        _share(src, dst, rows, count, es, zero, 0, 1)
+        return
+    for part in prange(num_thread, num_threads=num_thread, schedule="static"):
+        _share(src, dst, rows, count, es, zero, part, num_thread)
 
 
 cdef void _apply(object src, object dst, object regions, int num_thread, bint zero) except *:

@@ -73,6 +73,13 @@ MNNPY_STATIC void mnnpy_raster_row(const char* src, char* dst, const long long* 
                 d_[k * d2 + 2 * d1] = s_[k * s2 + 2 * s1];                                   \
                 d_[k * d2 + 3 * d1] = s_[k * s2 + 3 * s1];                                   \
             }                                                                                \
+        } else if (n1 == 2) {                                                                \
+            const T* s0_ = s_ + s1;                                                          \
+            T* d0_ = d_ + d1;                                                                \
+            for (k = lo; k < hi; ++k) {                                                      \
+                d_[k * d2] = s_[k * s2];                                                     \
+                d0_[k * d2] = s0_[k * s2];                                                   \
+            }                                                                                \
         } else {                                                                             \
             for (k = lo; k < hi; ++k)                                                        \
                 for (l = 0; l < n1; ++l) d_[k * d2 + l * d1] = s_[k * s2 + l * s1];          \
@@ -112,6 +119,35 @@ static inline ptrdiff_t mnnpy_lanes4_sse(const char* s, char* d, ptrdiff_t s1, p
     }
     return k;
 }
+
+/* The same for 2 adjacent lanes: 2 plain rows to lanes (l, l+1) of a block row, or back. */
+static inline ptrdiff_t mnnpy_lanes2_sse(const char* s, char* d, ptrdiff_t s1, ptrdiff_t s2,
+                                         ptrdiff_t d1, ptrdiff_t d2, ptrdiff_t lo,
+                                         ptrdiff_t hi) {
+    const float* sf = (const float*)s;
+    float* df = (float*)d;
+    ptrdiff_t k = lo;
+    if (d1 == 1 && d2 == 4 && s2 == 1) {
+        for (; k + 4 <= hi; k += 4) {
+            __m128 a = _mm_loadu_ps(sf + k), b = _mm_loadu_ps(sf + s1 + k);
+            __m128 lo2 = _mm_unpacklo_ps(a, b), hi2 = _mm_unpackhi_ps(a, b);
+            _mm_storel_pi((__m64*)(df + 4 * k), lo2);
+            _mm_storeh_pi((__m64*)(df + 4 * k + 4), lo2);
+            _mm_storel_pi((__m64*)(df + 4 * k + 8), hi2);
+            _mm_storeh_pi((__m64*)(df + 4 * k + 12), hi2);
+        }
+    } else if (s1 == 1 && s2 == 4 && d2 == 1) {
+        for (; k + 4 <= hi; k += 4) {
+            __m128 x = _mm_loadh_pi(_mm_loadl_pi(_mm_setzero_ps(), (const __m64*)(sf + 4 * k)),
+                                    (const __m64*)(sf + 4 * k + 4));
+            __m128 y = _mm_loadh_pi(_mm_loadl_pi(_mm_setzero_ps(), (const __m64*)(sf + 4 * k + 8)),
+                                    (const __m64*)(sf + 4 * k + 12));
+            _mm_storeu_ps(df + k, _mm_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0)));
+            _mm_storeu_ps(df + d1 + k, _mm_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+        }
+    }
+    return k;
+}
 #endif
 
 MNNPY_STATIC void mnnpy_raster_lanes(const char* src, char* dst, const long long* r,
@@ -123,6 +159,7 @@ MNNPY_STATIC void mnnpy_raster_lanes(const char* src, char* dst, const long long
     ptrdiff_t s1 = r[6], d1 = r[9], s2 = r[7], d2 = r[10];
 #if defined(__SSE2__)
     if (es == 4 && n1 == 4 && !zero) lo = mnnpy_lanes4_sse(s, d, s1, s2, d1, d2, lo, hi);
+    if (es == 4 && n1 == 2 && !zero) lo = mnnpy_lanes2_sse(s, d, s1, s2, d1, d2, lo, hi);
 #endif
     switch (es) {
         case 1: MNNPY_LANES(mnnpy_w1); break;
