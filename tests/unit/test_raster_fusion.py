@@ -18,6 +18,7 @@ from mnnpy._schema.MNN.Permute import PermuteT
 from mnnpy._schema.MNN.Reshape import ReshapeT
 from mnnpy._schema.MNN.Slice import SliceT
 from mnnpy._schema.MNN.TensorConvertInfo import TensorConvertInfoT
+from mnnpy.backend.cpu import compose as C
 from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.net import OpParameter, OpType, pack_net
@@ -215,7 +216,7 @@ def box(shape: tuple, packed: bool, start: list[int] | None = None) -> R.Side:
     return R.Side.box(R.Layout(shape, packed), start or [0] * len(shape), range(len(shape)))
 
 
-def execute(pieces: list[R.Piece], out_shape: tuple, packed: bool, buffers: dict) -> np.ndarray:
+def execute(pieces: list[C.Piece], out_shape: tuple, packed: bool, buffers: dict) -> np.ndarray:
     n = layout.storage_elements(out_shape, NC4HW4 if packed else NCHW)
     out = np.zeros(n, np.int32)
     for p in pieces:
@@ -235,11 +236,11 @@ def test_slice_of_a_concat_reads_the_concat_inputs(packed: bool) -> None:
     b = -np.arange(2 * 3 * 6, dtype=np.int32).reshape(2, 3, 6)
     cat = (2, 8, 6)
     writer = [
-        R.Piece([2, 5, 6], "a", box(a.shape, packed), box(cat, packed)),
-        R.Piece([2, 3, 6], "b", box(b.shape, packed), box(cat, packed, [0, 5, 0])),
+        C.Piece([2, 5, 6], "a", box(a.shape, packed), box(cat, packed)),
+        C.Piece([2, 3, 6], "b", box(b.shape, packed), box(cat, packed, [0, 5, 0])),
     ]
-    reader = R.Piece([2, 4, 6], "cat", box(cat, packed, [0, 3, 0]), box((2, 4, 6), packed))
-    pieces = R.compose(reader, writer)
+    reader = C.Piece([2, 4, 6], "cat", box(cat, packed, [0, 3, 0]), box((2, 4, 6), packed))
+    pieces = C.compose(reader, writer)
     assert pieces is not None and {p.source for p in pieces} == {"a", "b"}
     bufs = {"a": storage(a, packed), "b": storage(b, packed)}
     got = execute(pieces, (2, 4, 6), packed, bufs)
@@ -250,25 +251,25 @@ def test_slice_of_a_reshape_splits_the_merged_dim() -> None:
     x = np.arange(3 * 4 * 5, dtype=np.int32).reshape(3, 4, 5)
     space = R.refine((3, 4, 5), (3, 20))
     writer = [
-        R.Piece(
+        C.Piece(
             space,
             "x",
             R.merged(R.Layout((3, 4, 5), True), range(3), space),
             R.merged(R.Layout((3, 20), False), range(2), space),
         )
     ]
-    reader = R.Piece([3, 10], "r", box((3, 20), False, [0, 5]), box((3, 10), True))
-    pieces = R.compose(reader, writer)
+    reader = C.Piece([3, 10], "r", box((3, 20), False, [0, 5]), box((3, 10), True))
+    pieces = C.compose(reader, writer)
     assert pieces is not None
     got = execute(pieces, (3, 10), True, {"x": storage(x, True)})
     np.testing.assert_array_equal(got, x.reshape(3, 20)[:, 5:15])
     # [1, 3) of a (2, 2) radix is no box of its digits
     flat = R.merged(R.Layout((4,), False), [0], [2, 2])
-    writer2 = [R.Piece([2, 2], "x", box((2, 2), False), flat)]
-    assert R.compose(R.Piece([2], "r", box((4,), False, [1]), box((2,), False)), writer2) is None
+    writer2 = [C.Piece([2, 2], "x", box((2, 2), False), flat)]
+    assert C.compose(C.Piece([2], "r", box((4,), False, [1]), box((2,), False)), writer2) is None
 
 
 def test_reads_outside_a_writer_piece_are_left_to_the_others() -> None:
-    writer = [R.Piece([4], "a", box((4,), False), box((8,), False))]
-    reader = R.Piece([3], "t", box((8,), False, [5]), box((3,), False))
-    assert R.compose(reader, writer) == []
+    writer = [C.Piece([4], "a", box((4,), False), box((8,), False))]
+    reader = C.Piece([3], "t", box((8,), False, [5]), box((3,), False))
+    assert C.compose(reader, writer) == []

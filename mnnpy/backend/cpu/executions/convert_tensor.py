@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
+from mnnpy.backend.cpu import compose as C
 from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.raster import CPURaster, Placed, layout_of
@@ -77,7 +78,7 @@ class CPUConvertTensor(CPURaster):
         rank = src.ndim
         s_side = R.Side.box(layout_of(src), [0] * rank, range(rank))
         d_side = R.Side.box(layout_of(dst), [0] * rank, range(rank))
-        return [(0, R.Piece(list(src.shape), src, s_side, d_side))]
+        return [(0, C.Piece(list(src.shape), src, s_side, d_side))]
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
+from mnnpy.backend.cpu import compose as C
 from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
@@ -40,7 +41,7 @@ class CPUMovement(CPURaster):
             for d, k in enumerate(dims):
                 src_dims[k] = d
             src = R.Side.box(layout_of(inputs[i], len(s_start)), s_start, src_dims)
-            result.append((j, R.Piece(list(space), inputs[i], src, dst)))
+            result.append((j, C.Piece(list(space), inputs[i], src, dst)))
         return result
 
     def _make_boxes(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Box]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mnnpy.backend.cpu import compose as C
 from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import raster as K
@@ -27,7 +28,7 @@ from mnnpy.tensor import Tensor
 
 __all__ = ["CPURaster", "RasterOutput", "layout_of"]
 
-Placed = tuple[int, R.Piece]  # (output index, piece)
+Placed = tuple[int, C.Piece]  # (output index, piece)
 
 
 def layout_of(t: Tensor, rank: int | None = None) -> R.Layout:
@@ -42,7 +43,7 @@ class RasterOutput:
 
     execution: CPURaster
     index: int
-    pieces: list[R.Piece]
+    pieces: list[C.Piece]
     readers: int  # the tensor's reads still to come when it was written (graph outputs: +1)
 
 
@@ -125,7 +126,7 @@ class CPURaster(Execution):
                 if p.source is not t:
                     composed.append((j, p))
                     continue
-                through = R.compose(p, writer.pieces)
+                through = C.compose(p, writer.pieces)
                 if through is None:
                     break
                 composed += [(j, q) for q in through]

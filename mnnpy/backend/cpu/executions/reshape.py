@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
+from mnnpy.backend.cpu import compose as C
 from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import bca
@@ -52,7 +53,7 @@ def _flat_order(t: Tensor, nhwc: bool) -> list[int]:
     return [0, *dims[2:], 1] if nhwc and t.ndim >= 3 else dims
 
 
-def piece(src: Tensor, dst: Tensor, nhwc: bool) -> R.Piece | None:
+def piece(src: Tensor, dst: Tensor, nhwc: bool) -> C.Piece | None:
     """The reshape as one box copy over the shapes' common refinement, or None without one."""
     s_order, d_order = _flat_order(src, nhwc), _flat_order(dst, nhwc)
     space = R.refine([src.shape[k] for k in s_order], [dst.shape[k] for k in d_order])
@@ -60,7 +61,7 @@ def piece(src: Tensor, dst: Tensor, nhwc: bool) -> R.Piece | None:
         return None
     s_side = R.merged(R.Layout(tuple(src.shape), src.is_packed), s_order, space)
     d_side = R.merged(R.Layout(tuple(dst.shape), dst.is_packed), d_order, space)
-    return R.Piece(space, src, s_side, d_side)
+    return C.Piece(space, src, s_side, d_side)
 
 
 class CPUReshape(CPURaster):
