@@ -230,12 +230,15 @@ class Pipeline:
         """Where each op that runs was placed (folded ops run nowhere and are left out)."""
         return [u.placement for u in self._active if u.placement is not None]
 
-    def execute_with_callback(self, before: Callback | None, after: Callback | None) -> bool:
+    def execute_with_callback(
+        self, before: Callback | None, after: Callback | None, *, observe: bool = True
+    ) -> bool:
         """Like :meth:`execute`, calling ``before(inputs, info)`` and ``after(outputs, info)``
         around every op; ``before`` returning False skips the op, ``after`` returning False stops
-        the run. Returns False when stopped."""
+        the run. Returns False when stopped. With callbacks and ``observe`` the backends compute
+        every op output (``Backend.observed``), even those a later op reads through."""
         unit = None
-        observed = before is not None or after is not None
+        observed = observe and (before is not None or after is not None)
         for backend in self.backends:
             backend.observed = observed
         try:

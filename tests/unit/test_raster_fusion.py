@@ -188,6 +188,42 @@ def test_callbacks_see_the_outputs_of_skipped_ops(fmt: DimensionFormat) -> None:
     assert any(u.execution._skip[0] for u in units if u.op.name == "p0")  # skipped otherwise
 
 
+def test_unobserved_callbacks_run_the_plain_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """observe=False (timing): a read-through output is not written, the outputs are right."""
+    import mnnpy.backend.cpu.executions.raster as raster_execution
+
+    shape = (1, 6, 2, 3)
+    x, y = (np.full(shape, v, np.float32) for v in (1.0, 2.0))
+    interp = mnnpy.Interpreter.from_buffer(shuffle_net(shape, NCHW, np.float32, units=1))
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    interp.get_session_input(session, "x").copy_from(x)
+    interp.get_session_input(session, "y").copy_from(y)
+    p0 = next(u for p in session.pipelines for u in p._active if u.op.name == "p0")
+    written: list[bool] = []
+
+    class Spy:
+        @staticmethod
+        def copy_regions(src: np.ndarray, dst: np.ndarray, rows: np.ndarray, t: int) -> None:
+            written.append(dst is p0.outputs[0].host)
+            K.copy_regions(src, dst, rows, t)
+
+        zero_regions = staticmethod(K.zero_regions)
+
+    monkeypatch.setattr(raster_execution, "K", Spy)
+    names: list[str] = []
+
+    def after(outputs: list, info: object) -> bool:
+        names.append(info.name)  # type: ignore[attr-defined]
+        return True
+
+    interp.run_session_with_callback(session, None, after, observe=False)
+    assert "p0" in names and written and not any(written)
+    want = numpy_shuffle(x, y, units=1)
+    np.testing.assert_array_equal(interp.get_session_output(session, "s00").numpy(), want[0])
+    interp.run_session_with_callback(session, None, after)
+    assert any(written)
+
+
 def test_a_tensor_with_two_readers_is_written() -> None:
     """The Concat output also feeds a second op: it must be materialised."""
     shape = (1, 6, 2, 3)
