@@ -33,6 +33,16 @@ class Execution:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
 
+    def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
+        """Whether output 0 may take over the storage of input 0 (asked only when
+        ``support_inplace`` and input 0 dies at this op). Default: same shape, layout and dtype;
+        a Reshape also accepts other shapes whose storage holds the same bytes in order."""
+        return (src.shape, src.dimension_format, src.dtype) == (
+            dst.shape,
+            dst.dimension_format,
+            dst.dtype,
+        )
+
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Prepare for the current shapes; acquire and release scratch through the backend."""
 

@@ -241,15 +241,19 @@ class Interpreter:
         session: Session,
         before: Callback | None = None,
         after: Callback | None = None,
+        *,
+        observe: bool = True,
     ) -> ErrorCode:
         """Run with ``before(inputs, op_info)`` / ``after(outputs, op_info)`` around every op.
 
         ``before`` returning False skips that op; ``after`` returning False stops the run, which
         then returns ``ErrorCode.CALL_BACK_STOP`` (else ``NO_ERROR``), as MNN's
         ``runSessionWithCallBackInfo``. ``op_info`` has ``name``, ``type``, ``flops`` (millions
-        of MACs) and ``backend``.
+        of MACs) and ``backend``. With ``observe`` (the default) every op's output is computed
+        for the callbacks to read; ``observe=False`` runs the ops as a plain run does (for
+        timing: a copy that a later op reads through is then skipped and its output stale).
         """
-        done = session.run_with_callback(before, after)
+        done = session.run_with_callback(before, after, observe=observe)
         return ErrorCode.NO_ERROR if done else ErrorCode.CALL_BACK_STOP
 
     # -- tensors ------------------------------------------------------------------------------

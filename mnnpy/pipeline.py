@@ -190,8 +190,9 @@ class Pipeline:
 
     @staticmethod
     def _can_reuse_input(unit: Unit) -> bool:
-        """Input 0 dies at this op, is read only once here, and fits output 0 exactly."""
-        if not unit.inputs or not unit.outputs:
+        """Input 0 dies at this op, is read only once here, and fits output 0 (the execution's
+        ``inplace_fits``: by default the same shape, layout and dtype)."""
+        if not unit.inputs or not unit.outputs or unit.execution is None:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
         return (
@@ -199,9 +200,7 @@ class Pipeline:
             and unit.inputs.count(src) == 1
             and storage_type_of(src) == StorageType.DYNAMIC
             and storage_type_of(dst) == StorageType.DYNAMIC
-            and src.dimension_format == dst.dimension_format
-            and src.dtype == dst.dtype
-            and src.shape == dst.shape
+            and unit.execution.inplace_fits(src, dst)
         )
 
     @staticmethod
@@ -239,10 +238,16 @@ class Pipeline:
         """Where each op that runs was placed (folded ops run nowhere and are left out)."""
         return [u.placement for u in self._active if u.placement is not None]
 
-    def execute_with_callback(self, before: Callback | None, after: Callback | None) -> bool:
+    def execute_with_callback(
+        self, before: Callback | None, after: Callback | None, *, observe: bool = True
+    ) -> bool:
         """Like :meth:`execute`, calling ``before(inputs, info)`` and ``after(outputs, info)``
         around every op; ``before`` returning False skips the op, ``after`` returning False stops
-        the run. Returns False when stopped."""
+        the run. Returns False when stopped. With callbacks and ``observe`` the backends compute
+        every op output (``Backend.observed``), even those a later op reads through."""
+        observed = observe and (before is not None or after is not None)
+        for backend in self.backends:
+            backend.observed = observed
         if before is None and after is None:
             return self._execute()
         unit = None

@@ -320,7 +320,9 @@ class Session:
         """
         self.run_with_callback(None, None)
 
-    def run_with_callback(self, before: Callback | None, after: Callback | None) -> bool:
+    def run_with_callback(
+        self, before: Callback | None, after: Callback | None, *, observe: bool = True
+    ) -> bool:
         """Run once with per-op callbacks (see ``Pipeline.execute_with_callback``).
 
         Returns False when a callback stopped the run.
@@ -335,7 +337,9 @@ class Session:
         for backend in self.backends:
             backend.on_execute_begin()
         try:
-            return all(p.execute_with_callback(before, after) for p in self.pipelines)
+            return all(
+                p.execute_with_callback(before, after, observe=observe) for p in self.pipelines
+            )
         finally:
             for backend in self.backends:
                 backend.on_execute_end()

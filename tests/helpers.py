@@ -30,6 +30,7 @@ __all__ = [
     "const_op",
     "input_op",
     "make_single_op_net",
+    "padding_lanes",
     "run_mnn",
     "run_net",
     "run_op",
@@ -60,3 +61,36 @@ def run_mnn(model: bytes, x: np.ndarray, tmp_path: Any) -> np.ndarray:
     host = MNN.Tensor(shape, MNN.Halide_Type_Float, np.zeros(shape, np.float32), caffe)
     out.copyToHostTensor(host)
     return np.array(host.getNumpyData(), dtype=np.float32).reshape(shape)
+
+
+def padding_lanes(
+    op_type: int,
+    inputs: list[np.ndarray],
+    param: Any = None,
+    param_type: int = 0,
+    *,
+    num_outputs: int = 1,
+    consts: dict[int, np.ndarray] | None = None,
+) -> list[np.ndarray]:
+    """The NC4HW4 padding lanes of each output of a one-op model, after a run that started with
+    garbage in the outputs' storage (an op must zero them: later ops may read whole blocks)."""
+    from mnnpy.tensor_format import DimensionFormat
+
+    data = make_single_op_net(
+        op_type, inputs, param, param_type, consts=consts, num_outputs=num_outputs
+    )
+    feed = {f"in{i}": x for i, x in enumerate(inputs) if not (consts and i in consts)}
+    session, _ = run_net(data, feed)
+    outs = [session.get_output(f"out{i}") for i in range(num_outputs)]
+    assert all(t.dimension_format == DimensionFormat.NC4HW4 and t.ndim >= 2 for t in outs)
+    for t in outs:
+        assert t.host is not None
+        t.host[:] = 77
+    session.run()
+    lanes = []
+    for t in outs:
+        n, c, area = t.shape[0], t.shape[1], int(np.prod(t.shape[2:]))
+        assert t.host is not None
+        blocks = t.host[: n * ((c + 3) // 4) * area * 4].reshape(n, -1, area, 4)
+        lanes.append(blocks[:, -1, :, c % 4 :] if c % 4 else blocks[:, :0])
+    return lanes

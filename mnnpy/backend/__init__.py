@@ -153,6 +153,9 @@ class Backend:
         # The op being prepared, set by the pipeline during a resize, so memory requests can be
         # attributed to ops (plans, reports, the op at the peak in an OUT_OF_MEMORY message).
         self.current_op: OpDef | None = None
+        # Set by the pipeline while a run has per-op callbacks: every op output must then be
+        # computed, including those a later op reads through (CPU raster executions).
+        self.observed = False
 
     @property
     def name(self) -> str:

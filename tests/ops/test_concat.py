@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from mnnpy._schema.MNN.Axis import AxisT
+from mnnpy.backend.cpu import regions as R
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.concat import reference
 from mnnpy.tensor_format import DimensionFormat
-from tests.helpers import run_op
+from tests.helpers import padding_lanes, run_op
 
 NC4HW4, NCHW, NHWC = DimensionFormat.NC4HW4, DimensionFormat.NCHW, DimensionFormat.NHWC
 
@@ -40,9 +41,28 @@ def test_channels(channels: tuple[int, ...], fmt: DimensionFormat) -> None:
     check(xs, 1, fmt=fmt)
 
 
+@pytest.fixture(params=["regions", "logical"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run with the region plan, and with the logical fall-back (no region budget)."""
+    if request.param == "logical":
+        monkeypatch.setattr(R, "MAX_REGIONS", 0)
+    return str(request.param)
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("channels", [(58, 58), (3, 1, 4), (17, 5)])
+def test_unaligned_channels_both_paths(
+    channels: tuple[int, ...], dtype: type, fmt: DimensionFormat, path: str
+) -> None:
+    rng = np.random.default_rng(sum(channels))
+    xs = [(rng.standard_normal((2, c, 5, 3)) * 1000).astype(dtype) for c in channels]
+    check(xs, 1, fmt=fmt)
+
+
 @pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
 @pytest.mark.parametrize("a", [0, -1, 2])
-def test_other_axes(a: int, fmt: DimensionFormat) -> None:
+def test_other_axes(a: int, fmt: DimensionFormat, path: str) -> None:
     rng = np.random.default_rng(a + 1)
     shapes = [[2, 5, 3, 3], [2, 5, 3, 3]]
     shapes[1][a] = 4
@@ -64,7 +84,7 @@ def test_mismatch() -> None:
 
 @pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
 @pytest.mark.parametrize("c", [1, 3, 5, 17])
-def test_lower_rank_inputs_get_trailing_ones(c: int, fmt: DimensionFormat) -> None:
+def test_lower_rank_inputs_get_trailing_ones(c: int, fmt: DimensionFormat, path: str) -> None:
     # MNN's ShapeConcat: input 0 sets the rank; ONNX's loss functions concat [[C]] with [1, 1]
     rng = np.random.default_rng(c)
     a = rng.standard_normal((2, c, 1, 1)).astype(np.float32)
@@ -96,3 +116,10 @@ def test_rank_mismatches_refused(shapes: list[tuple[int, ...]]) -> None:
     with pytest.raises(MNNError) as e:
         run_op(OpType.Concat, xs, axis(1), OpParameter.Axis, fmt=NCHW)
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+@pytest.mark.parametrize("channels", [(58, 59), (1, 1), (3, 6), (4, 1)])
+def test_padding_lanes_are_zeroed(channels: tuple[int, ...], path: str) -> None:
+    xs = [np.ones((2, c, 3, 3), np.float32) for c in channels]
+    (lanes,) = padding_lanes(OpType.Concat, xs, axis(1), OpParameter.Axis)
+    np.testing.assert_array_equal(lanes, 0)

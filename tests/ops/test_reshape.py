@@ -7,11 +7,12 @@ import pytest
 
 import mnnpy
 from mnnpy._schema.MNN.Reshape import ReshapeT
+from mnnpy.backend.cpu import regions as R
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.reshape import reference, resolve
 from mnnpy.tensor_format import DimensionFormat
-from tests.helpers import assert_close, make_single_op_net, run_mnn, run_op
+from tests.helpers import assert_close, make_single_op_net, padding_lanes, run_mnn, run_op
 
 NC4HW4, NCHW, NHWC = DimensionFormat.NC4HW4, DimensionFormat.NCHW, DimensionFormat.NHWC
 
@@ -50,9 +51,17 @@ def data(shape: tuple[int, ...]) -> np.ndarray:
     return np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
 
 
+@pytest.fixture(params=["regions", "logical"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run with the region plan, and with the pack / unpack fall-back (no region budget)."""
+    if request.param == "logical":
+        monkeypatch.setattr(R, "MAX_REGIONS", 0)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("fmt", [NC4HW4, NCHW, NHWC])
 @pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
-def test_to_2d_and_back(c: int, fmt: DimensionFormat) -> None:
+def test_to_2d_and_back(c: int, fmt: DimensionFormat, path: str) -> None:
     x = data((2, c, 3, 5))
     flat = check(x, [0, -1], fmt)
     np.testing.assert_array_equal(flat, x.reshape(2, -1))
@@ -60,6 +69,35 @@ def test_to_2d_and_back(c: int, fmt: DimensionFormat) -> None:
         check(flat, [-1, c, 5, 3], fmt, runtime=False), x.reshape(2, c, 5, 3)
     )
     np.testing.assert_array_equal(check(x, [-1], fmt), x.ravel())
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize(
+    ("src", "dims"),
+    [
+        ((2, 116, 3, 5), [2, 2, 58, 3, 5]),  # ShuffleNet's channel shuffle, there and back
+        ((2, 58, 2, 3, 5), [2, 116, 3, 5]),
+        ((2, 17, 3, 5), [2, 17, 15]),
+        ((2, 6, 4, 3), [2, 4, 6, 3]),  # no common refinement: the logical path
+    ],
+)
+def test_splits_and_merges_of_channels(
+    src: tuple, dims: list[int], fmt: DimensionFormat, path: str
+) -> None:
+    x = data(src)
+    np.testing.assert_array_equal(check(x, dims, fmt), x.reshape(dims))
+    xi = x.astype(np.int32)
+    np.testing.assert_array_equal(check(xi, dims, fmt), xi.reshape(dims))
+
+
+def test_padding_lanes_are_zeroed(path: str) -> None:
+    x = data((2, 2, 7, 3))  # to 14 channels: 2 padding lanes
+    s = np.array([2, 14, 3], np.int32)
+    (lanes,) = padding_lanes(
+        OpType.Reshape, [x, s], param(None, NCHW), OpParameter.Reshape, consts={1: s}
+    )
+    assert lanes.size
+    np.testing.assert_array_equal(lanes, 0)
 
 
 def test_gemm_pattern_nc4hw4_to_1x1() -> None:
@@ -76,7 +114,7 @@ def test_gemm_pattern_nc4hw4_to_1x1() -> None:
         ((2, 60), [2, 5, 3, 4]),
     ],
 )
-def test_nhwc_dim_type_on_nc4hw4(src: tuple, dims: list[int]) -> None:
+def test_nhwc_dim_type_on_nc4hw4(src: tuple, dims: list[int], path: str) -> None:
     """MNN reshapes in NHWC order ``(N, *spatial, C)`` and reads a runtime 4-D shape as NHWC
     (these cases were checked against MNN 3.6.1's runtime)."""
     x = data(src)
@@ -162,3 +200,44 @@ def test_zero_copies_for_a_non_empty_input() -> None:
     op = OpDef(0, OpType.Reshape, "op", (), (0,), param(None), OpParameter.Reshape, NHWC)
     with pytest.raises(MNNError):  # copying gives (3, 4, 4): no literal fallback with data
         resolve(op, (2, 3, 4), NCHW, np.array([3, 4, 0], np.int32))
+
+
+def _relu_reshape_relu(shape: tuple, dims: list[int], fmt: DimensionFormat) -> bytes:
+    """in -> ReLU -> Reshape(dims) -> ReLU -> out: the reshape's input dies there."""
+    from mnnpy._schema.MNN.Net import NetT
+    from mnnpy.net import pack_net
+    from tests.helpers import _op, input_op
+
+    net = NetT()
+    net.tensorName = ["in0", "a", "b", "out0"]
+    net.oplists = [
+        input_op("in0", 0, shape, fmt=fmt),
+        _op(OpType.ReLU, "r0", [0], [1]),
+        _op(OpType.Reshape, "reshape", [1], [2], param(dims), OpParameter.Reshape),
+        _op(OpType.ReLU, "r1", [2], [3]),
+    ]
+    net.outputName = ["out0"]
+    return pack_net(net)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "shape", "dims", "shared"),
+    [
+        (NCHW, (2, 5, 3, 4), [2, 60], True),
+        (NCHW, (2, 5, 3, 4), [10, 2, 6], True),
+        (NC4HW4, (2, 5, 3, 4), [2, 5, 12], True),  # same batch, channels and area
+        (NC4HW4, (2, 5, 3, 4), [2, 15, 4], False),  # the blocks differ: a real copy
+    ],
+)
+def test_reshape_takes_over_a_dying_input(
+    fmt: DimensionFormat, shape: tuple, dims: list[int], shared: bool
+) -> None:
+    interp = mnnpy.Interpreter.from_buffer(_relu_reshape_relu(shape, dims, fmt))
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=2))
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    interp.get_session_input(session).copy_from(x)
+    interp.run_session(session)
+    out = interp.get_session_output(session).numpy()
+    np.testing.assert_array_equal(out, np.maximum(x, 0).reshape(dims))
+    a, b = (session.tensors[i] for i in (1, 2))
+    assert (a.host.__array_interface__["data"] == b.host.__array_interface__["data"]) == shared

@@ -14,6 +14,8 @@ from mnnpy.tensor_format import DimensionFormat, DimensionType
 SHAPES = [(1, 1, 3, 3), (2, 3, 5, 7), (1, 4, 2, 2), (2, 5, 1, 9), (1, 17, 3, 4), (3, 6), (2, 5, 7)]
 # area 1 (a row copy in the kernels), channels 1, 3, 4, 5, 17
 SHAPES += [(3, 1, 1, 1), (2, 3, 1), (5, 4, 1, 1), (3, 5, 1, 1), (4, 17, 1, 1)]
+# big enough for 2 threads and the 4x4 SSE transposes, with 1..3-lane last blocks and area tails
+SHAPES += [(2, 58, 28, 29), (1, 17, 33, 35), (1, 3, 64, 67)]
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -48,6 +50,22 @@ def test_pack_kernels_match_numpy(shape, dtype, threads):
     back2 = np.empty(x.size, dtype)
     K.unpack_nhwc(dst, back2, n, c, area, threads)
     np.testing.assert_array_equal(back2, nhwc.ravel())
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pack_kernels_keep_int32_bits(threads):
+    """int32 data goes through float SSE registers: every bit pattern (NaN payloads) is kept."""
+    rng = np.random.default_rng(3)
+    shape = (2, 7, 41, 43)
+    x = rng.integers(-(2**31), 2**31, size=shape, dtype=np.int64).astype(np.int32)
+    x.reshape(-1)[:8] = np.array([0x7F800001, 0x7FC00000, -1, 0x7F800000, 1, 0, -(2**31), 5])
+    n, c, area = shape[0], shape[1], int(np.prod(shape[2:]))
+    dst = np.full(layout.storage_elements(shape, DimensionFormat.NC4HW4), 7, np.int32)
+    K.pack(x.ravel(), dst, n, c, area, threads)
+    np.testing.assert_array_equal(dst, layout.pack_nc4hw4(x))
+    back = np.empty(x.size, np.int32)
+    K.unpack(dst, back, n, c, area, threads)
+    np.testing.assert_array_equal(back, x.ravel())
 
 
 def test_pack_kernel_refuses_small_buffers():

@@ -63,6 +63,8 @@ class CPUBackend(Backend):
         self.plan: MemoryPlan | None = None
         self.static_bytes = 0
         self.scratch_bytes = 0
+        # id(tensor) -> the raster execution writing it, this resize (see executions/raster.py)
+        self.rasters: dict[int, Any] = {}
 
     # -- accounting ---------------------------------------------------------------------------
     def _op_index(self) -> int:
@@ -114,6 +116,17 @@ class CPUBackend(Backend):
         self._dynamic[id(tensor)] = tensor
         return True
 
+    def retain_buffer(self, tensor: Tensor) -> bool:
+        """Keep ``tensor``'s memory alive until the op being prepared, even if it was released
+        (an execution reads it in place of a tensor it skips). False when its bytes were taken
+        over in place; then the caller must not read it later."""
+        owner = tensor.describe.backend
+        if owner is None or owner.forward_type != ForwardType.CPU:
+            return False
+        if tensor.describe.storage_type != StorageType.DYNAMIC:
+            return True  # STATIC and DYNAMIC_SEPERATE memory is never reused
+        return owner is self and self._planner.extend(id(tensor), self._op_index())
+
     def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """STATIC: free now. DYNAMIC: the bytes may serve later requests. SEPERATE: nothing."""
         if storage_type == StorageType.STATIC:
@@ -160,6 +173,7 @@ class CPUBackend(Backend):
         self._arena = self._separate_arena = None
         self.plan = None
         self.scratch_bytes = 0
+        self.rasters = {}
 
     def on_copy_buffer(self, src: Tensor, dst: Tensor) -> None:
         """Copy between host tensors, converting layouts (NCHW / NHWC / NC4HW4)."""

@@ -8,7 +8,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
+from mnnpy.backend.cpu import compose as C
+from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.raster import CPURaster, Placed, layout_of
 from mnnpy.backend.cpu.kernels import pack as K
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
@@ -62,14 +65,36 @@ def layout_kernel(src: Tensor, dst: Tensor) -> Callable[[np.ndarray, np.ndarray,
     return table[(s_fmt, d_fmt)]
 
 
-class CPUConvertTensor(Execution):
-    """Layout conversion between NCHW, NHWC and NC4HW4 (MNN's CPUTensorConvert)."""
+class CPUConvertTensor(CPURaster):
+    """Layout conversion between NCHW, NHWC and NC4HW4 (MNN's CPUTensorConvert). Between the
+    NCHW-ordered layouts it is also a box copy, so it can read through the tensor it converts
+    (and be read through) like the other raster executions; on its own it runs the pack
+    kernels."""
+
+    def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
+        src, dst = inputs[0], outputs[0]
+        if NHWC in (src.dimension_format, dst.dimension_format) and src.ndim >= 3:
+            return None
+        rank = src.ndim
+        s_side = R.Side.box(layout_of(src), [0] * rank, range(rank))
+        d_side = R.Side.box(layout_of(dst), [0] * rank, range(rank))
+        return [(0, C.Piece(list(src.shape), src, s_side, d_side))]
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        super().on_resize(inputs, outputs)
         self._kernel = layout_kernel(inputs[0], outputs[0])
 
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+    def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        pass  # on_resize prepares the kernel either way
+
+    def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         self._kernel(inputs[0].host, outputs[0].host, self.backend.num_thread)
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        if self.read_through or (self._skip[0] and not self.backend.observed):
+            super().on_execute(inputs, outputs)
+        else:
+            self._kernel(inputs[0].host, outputs[0].host, self.backend.num_thread)
 
 
 @CPUBackend.register_creator(OpType.ConvertTensor)

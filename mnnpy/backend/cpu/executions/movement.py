@@ -1,4 +1,5 @@
-"""CPU Permute, Concat, Slice and SliceTf: NumPy copies between logical views (no allocation)."""
+"""CPU Permute, Concat, Slice and SliceTf: box copies planned as storage regions on resize
+(MNN's raster, see raster.py), with NumPy copies between logical views as the fall-back."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
+from mnnpy.backend.cpu import compose as C
+from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
+from mnnpy.backend.cpu.executions.raster import CPURaster, Placed, layout_of
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import concat, permute, slice_tf
@@ -16,56 +20,75 @@ from mnnpy.ops import slice as slice_op
 from mnnpy.tensor import Tensor
 
 Index = tuple[slice | None, ...]
+# (input, output, iteration space, source start, destination start, source dim of each dim)
+Box = tuple[int, int, tuple[int, ...], list[int], list[int], list[int]]
 
 
-class CPUMovement(Execution):
-    """Copies logical views: ``out_i[dst_i] = in_j[src_i]`` (or transposed), NC4HW4 through NCHW
-    scratch (MNN expresses these ops as raster regions)."""
+class CPUMovement(CPURaster):
+    """Copies logical boxes ``out_j[dst] = in_i[src]`` (or transposed) as storage regions, NC4HW4
+    in place (MNN's raster); through NCHW scratch only when the regions would be too many."""
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
         self.op = op
 
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+    def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed]:
+        self._boxes = self._make_boxes(inputs, outputs)
+        result = []
+        for i, j, space, s_start, d_start, dims in self._boxes:
+            dst = R.Side.box(layout_of(outputs[j]), d_start, range(len(space)))
+            src_dims: list[int | None] = [None] * len(s_start)
+            for d, k in enumerate(dims):
+                src_dims[k] = d
+            src = R.Side.box(layout_of(inputs[i], len(s_start)), s_start, src_dims)
+            result.append((j, C.Piece(list(space), inputs[i], src, dst)))
+        return result
+
+    def _make_boxes(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Box]:
         op, src = self.op, inputs[0]
-        self._perm: tuple[int, ...] | None = None
-        self._copies: list[tuple[int, int, Index, Index]] = []  # (input, output, src, dst)
-        full: Index = tuple(slice(None) for _ in outputs[0].shape)
+        rank = src.ndim
+        ident = list(range(rank))
         if op.type == OpType.Permute:
-            self._perm = permute.permutation(op, src.ndim)
-            self._read = [src]
-        elif op.type == OpType.Concat:
-            axis, start = concat.resolve_axis(op, src.ndim), 0
+            perm = list(permute.permutation(op, rank))
+            return [(0, 0, tuple(outputs[0].shape), [0] * rank, [0] * rank, perm)]
+        if op.type == OpType.Concat:
+            axis, start, boxes = concat.resolve_axis(op, rank), 0, []
             for i, t in enumerate(inputs):
-                dst = tuple(
-                    slice(start, start + t.shape[axis]) if d == axis else s
-                    for d, s in enumerate(full)
-                )
-                # a lower-rank input (MNN's ShapeConcat) gets the output's trailing dims of 1
-                view = tuple(slice(None) for _ in t.shape) + (None,) * (src.ndim - t.ndim)
-                self._copies.append((i, 0, view, dst))
-                start += t.shape[axis]
-            self._read = list(inputs)
-        elif op.type == OpType.Slice:
+                space = tuple(t.shape) + (1,) * (rank - t.ndim)
+                d_start = [start if d == axis else 0 for d in ident]
+                boxes.append((i, 0, space, [0] * rank, d_start, ident))
+                start += space[axis]
+            return boxes
+        if op.type == OpType.Slice:
             values = inputs[1].describe.content if len(inputs) > 1 else None
-            for j, (axis, a, b) in enumerate(slice_op.bounds(op, src.shape, len(outputs), values)):
-                idx = tuple(slice(a, b) if d == axis else slice(None) for d in range(src.ndim))
-                self._copies.append((0, j, idx, full))
-            self._read = [src]
-        else:  # SliceTf
-            begin, size = inputs[1].describe.content, inputs[2].describe.content
-            self._copies.append((0, 0, slice_tf.index(src.shape, begin, size), full))  # type: ignore[arg-type]
-            self._read = [src]
+            boxes = []
+            for j, (axis, a, _) in enumerate(slice_op.bounds(op, src.shape, len(outputs), values)):
+                s_start = [a if d == axis else 0 for d in ident]
+                boxes.append((0, j, tuple(outputs[j].shape), s_start, [0] * rank, ident))
+            return boxes
+        begin, size = inputs[1].describe.content, inputs[2].describe.content
+        region = slice_tf.region(src.shape, begin, size)  # type: ignore[arg-type]
+        return [(0, 0, tuple(outputs[0].shape), [b for b, _ in region], [0] * rank, ident)]
+
+    def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """The fall-back: unpack into NCHW scratch, NumPy copies, pack."""
+        self._views: list[tuple[int, int, tuple, Index, Index]] = []
+        for i, j, space, s_start, d_start, dims in self._boxes:
+            cut = [slice(a, a + space[dims.index(k)]) for k, a in enumerate(s_start)]
+            dst = tuple(slice(a, a + n) for a, n in zip(d_start, space, strict=True))
+            # a lower-rank input (MNN's ShapeConcat) gets the output's trailing dims of 1
+            src = (*cut[: inputs[i].ndim], *(None,) * (len(s_start) - inputs[i].ndim))
+            self._views.append((i, j, tuple(dims), src, dst))
+        read = sorted({i for i, *_ in self._boxes})
+        self._read = [inputs[i] for i in read]
         self._io = LogicalIO(self.backend, self._read, outputs)  # type: ignore[arg-type]
         self._io.release()
 
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+    def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src = self._io.read(inputs[: len(self._read)])
         dst = self._io.outputs(outputs)
-        if self._perm is not None:
-            np.copyto(dst[0], src[0].transpose(self._perm))
-        for i, j, s, d in self._copies:
-            np.copyto(dst[j][d], src[i][s])
+        for i, j, dims, s, d in self._views:
+            np.copyto(dst[j][d], src[i][s].transpose(dims))
         self._io.write(outputs)
 
 

@@ -7,8 +7,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
+from mnnpy.backend.cpu import compose as C
+from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.logical_io import bca
+from mnnpy.backend.cpu.executions.raster import CPURaster, Placed
 from mnnpy.backend.cpu.kernels import pack as P
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
@@ -44,27 +47,60 @@ def _plan(src: Tensor, dst: Tensor, nhwc: bool) -> tuple[_Run, bool]:
     return lambda a, b, tmp, t: pack(a, b, *d, t), False
 
 
-class CPUReshape(Execution):
-    """Logical-order (or NHWC-order) copy between any two layouts, through scratch when both are
-    NC4HW4 with different shapes (MNN's GeometryReshape plus raster)."""
+def _flat_order(t: Tensor, nhwc: bool) -> list[int]:
+    """``t``'s logical dims in the flat order of the reshape (NHWC moves C last, rank >= 3)."""
+    dims = list(range(t.ndim))
+    return [0, *dims[2:], 1] if nhwc and t.ndim >= 3 else dims
+
+
+def piece(src: Tensor, dst: Tensor, nhwc: bool) -> C.Piece | None:
+    """The reshape as one box copy over the shapes' common refinement, or None without one."""
+    s_order, d_order = _flat_order(src, nhwc), _flat_order(dst, nhwc)
+    space = R.refine([src.shape[k] for k in s_order], [dst.shape[k] for k in d_order])
+    if space is None:
+        return None
+    s_side = R.merged(R.Layout(tuple(src.shape), src.is_packed), s_order, space)
+    d_side = R.merged(R.Layout(tuple(dst.shape), dst.is_packed), d_order, space)
+    return C.Piece(space, src, s_side, d_side)
+
+
+class CPUReshape(CPURaster):
+    """Logical-order (or NHWC-order) copy between any two layouts as storage regions (MNN's
+    GeometryReshape plus raster); through scratch when the shapes have no common refinement."""
+
+    support_inplace = True  # when the storage is the same bytes (inplace_fits), nothing moves
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
         self.op = op
 
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst = inputs[0], outputs[0]
-        nhwc = self.op.type == OpType.Reshape and reshape.nhwc_order(
-            self.op, src.dimension_format, len(inputs) > 1
+    def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
+        """Plain to plain, or NC4HW4 to NC4HW4 with the same batch, channels and area: the
+        storage holds the same bytes in the same order (the kernel then skips the copy)."""
+        if src.dtype != dst.dtype or src.is_packed != dst.is_packed:
+            return False
+        if src.is_packed:
+            return bca(src.shape) == bca(dst.shape)
+        return src.element_size == dst.element_size
+
+    def _nhwc(self, inputs: Sequence[Tensor]) -> bool:
+        return self.op.type == OpType.Reshape and reshape.nhwc_order(
+            self.op, inputs[0].dimension_format, len(inputs) > 1
         )
-        self._run, needs_scratch = _plan(src, dst, nhwc)
+
+    def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
+        p = piece(inputs[0], outputs[0], self._nhwc(inputs))
+        return None if p is None else [(0, p)]
+
+    def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._run, needs_scratch = _plan(inputs[0], outputs[0], self._nhwc(inputs))
         self._scratch: Tensor | None = None
         if needs_scratch:
             backend: CPUBackend = self.backend  # type: ignore[assignment]
-            self._scratch = backend.acquire_scratch(src.element_size, src.dtype)
+            self._scratch = backend.acquire_scratch(inputs[0].element_size, inputs[0].dtype)
             backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+    def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         tmp = self._scratch.host if self._scratch is not None else None
         self._run(inputs[0].host, outputs[0].host, tmp, self.backend.num_thread)  # type: ignore[arg-type]
 

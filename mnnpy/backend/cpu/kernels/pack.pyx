@@ -9,6 +9,13 @@ out of bounds.
 
 from cython.parallel cimport prange
 
+cdef extern from "pack_kernels.h" nogil:
+    void mnnpy_pack_block4(const void* src, void* dst, Py_ssize_t area, int lanes)
+    void mnnpy_unpack_block4(const void* src, void* dst, Py_ssize_t area, int lanes)
+
+cdef enum:
+    MIN_PARALLEL = 16384  # elements; below this one thread is faster than waking a second
+
 ctypedef fused scalar_t:
     float
     int
@@ -20,12 +27,31 @@ cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
     return (c + 3) // 4
 
 
+cdef void _blocks4(const void* src, void* dst, Py_ssize_t batch, Py_ssize_t channel,
+                   Py_ssize_t area, bint packing, int num_thread) noexcept nogil:
+    """4-byte elements: one ``pack_kernels.h`` call per (image, 4-channel block)."""
+    cdef Py_ssize_t blocks = _c4(channel), b, n, c
+    cdef const char* s = <const char*>src
+    cdef char* d = <char*>dst
+    if batch * blocks * area * 4 < MIN_PARALLEL:
+        num_thread = 1
+    for b in prange(batch * blocks, num_threads=num_thread, schedule="dynamic"):
+        n = b // blocks
+        c = b % blocks * 4
+        if packing:
+            mnnpy_pack_block4(s + ((n * channel + c) * area) * 4, d + b * area * 16, area,
+                              min(4, channel - c))
+        else:
+            mnnpy_unpack_block4(s + b * area * 16, d + ((n * channel + c) * area) * 4, area,
+                                min(4, channel - c))
+
+
 cdef void _pack_rows(const scalar_t* src, scalar_t* dst, Py_ssize_t batch, Py_ssize_t channel,
                      int num_thread) noexcept nogil:
     """area == 1 (NCHW and NHWC coincide): NC4HW4 is each image's channels, zero-padded to a
     multiple of 4, so a row copy replaces ``batch * ceil(channel / 4)`` 4-lane gathers."""
     cdef Py_ssize_t row = _c4(channel) * 4, n, c
-    for n in prange(batch, num_threads=num_thread, schedule="static"):
+    for n in prange(batch, num_threads=num_thread, schedule="dynamic"):
         for c in range(channel):
             dst[n * row + c] = src[n * channel + c]
         for c in range(channel, row):
@@ -36,7 +62,7 @@ cdef void _unpack_rows(const scalar_t* src, scalar_t* dst, Py_ssize_t batch,
                        Py_ssize_t channel, int num_thread) noexcept nogil:
     """area == 1: the inverse of ``_pack_rows``."""
     cdef Py_ssize_t row = _c4(channel) * 4, n, c
-    for n in prange(batch, num_threads=num_thread, schedule="static"):
+    for n in prange(batch, num_threads=num_thread, schedule="dynamic"):
         for c in range(channel):
             dst[n * channel + c] = src[n * row + c]
 
@@ -61,9 +87,15 @@ def pack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t chan
         with nogil:
             _pack_rows(&src[0], &dst[0], batch, channel, num_thread)
         return
+    if batch * channel * area == 0:
+        return
+    if sizeof(scalar_t) == 4:
+        with nogil:
+            _blocks4(&src[0], &dst[0], batch, channel, area, True, num_thread)
+        return
     nb = batch * blocks
     with nogil:
-        for b in prange(nb, num_threads=num_thread, schedule="static"):
+        for b in prange(nb, num_threads=num_thread, schedule="dynamic"):
             n = b // blocks
             c4i = b % blocks
             for lane in range(4):
@@ -85,9 +117,15 @@ def unpack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t ch
         with nogil:
             _unpack_rows(&src[0], &dst[0], batch, channel, num_thread)
         return
+    if batch * channel * area == 0:
+        return
+    if sizeof(scalar_t) == 4:
+        with nogil:
+            _blocks4(&src[0], &dst[0], batch, channel, area, False, num_thread)
+        return
     nb = batch * blocks
     with nogil:
-        for b in prange(nb, num_threads=num_thread, schedule="static"):
+        for b in prange(nb, num_threads=num_thread, schedule="dynamic"):
             n = b // blocks
             c4i = b % blocks
             for lane in range(4):
@@ -108,7 +146,7 @@ def pack_nhwc(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t
         return
     nb = batch * blocks
     with nogil:
-        for b in prange(nb, num_threads=num_thread, schedule="static"):
+        for b in prange(nb, num_threads=num_thread, schedule="dynamic"):
             n = b // blocks
             c4i = b % blocks
             for i in range(area):
@@ -131,7 +169,7 @@ def unpack_nhwc(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize
         return
     nb = batch * blocks
     with nogil:
-        for b in prange(nb, num_threads=num_thread, schedule="static"):
+        for b in prange(nb, num_threads=num_thread, schedule="dynamic"):
             n = b // blocks
             c4i = b % blocks
             for i in range(area):

@@ -1,0 +1,157 @@
+"""Composition of box copies (MNN's fuseRegion): a copy reading a tensor that other copies
+write, rewritten to read their sources.
+
+A :class:`Piece` is one box copy in logical coordinates (see :mod:`regions`). :func:`compose`
+inverts the writer's destination side over the reader's box: a writer dim read by a reader dim
+with coefficient 1 is a shift; a merged writer dim (a reshape) is split by its digits where the
+reader's range is a box of them. Anything else is refused (None) and the tensor is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mnnpy.backend.cpu.regions import Layout, Side, Terms
+
+__all__ = ["Piece", "compose"]
+
+
+@dataclass
+class Piece:
+    """One box copy: over ``space``, ``source[src.index(p)]`` goes to ``out[dst.index(p)]``.
+
+    ``source`` is opaque here (the executions put the tensor read)."""
+
+    space: list[int]
+    source: object
+    src: Side
+    dst: Side
+
+
+def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
+    """``piece`` reads a tensor written, all of it, by the ``producer`` pieces: the same copy
+    reading the producer's sources instead (MNN's fuseRegion), or None when that is not affine
+    (``piece`` must read a box; a merged dim is split only where the box follows its digits)."""
+    access = []
+    for start, terms in zip(piece.src.start, piece.src.terms, strict=True):
+        if len(terms) > 1 or (terms and terms[0][1] != 1):
+            return None
+        access.append((terms[0][0] if terms else None, start))
+    dims = [d for d, _ in access if d is not None]
+    if len(set(dims)) != len(dims):
+        return None
+    result = []
+    for u in producer:
+        sub = _through(piece, access, u)
+        if sub is None:
+            return None
+        result += sub
+    return result
+
+
+class _Walk:
+    """The iteration space of a piece being composed: restricted and split dims, and the
+    producer's iteration indexes ``q_j = const + sum(coef * p_d)`` over it."""
+
+    def __init__(self, space: Sequence[int], q_dims: int) -> None:
+        self.space = list(space)
+        self.offset = [0] * len(space)  # p_d = offset + sum(factor * i_new)
+        self.split: list[Terms] = [[(d, 1)] for d in range(len(space))]
+        self.q_const = [0] * q_dims
+        self.q_terms: list[Terms] = [[] for _ in range(q_dims)]
+        self.seen = [False] * q_dims
+
+    def add(self, size: int) -> int:
+        self.space.append(size)
+        return len(self.space) - 1
+
+    def side(self, layout: Layout, start: Sequence[int], terms: Sequence[Terms]) -> Side:
+        """A side over the producer's iteration space, rewritten over this walk."""
+        new_start, new_terms = [], []
+        for s, t in zip(start, terms, strict=True):
+            coefs: dict[int, int] = {}
+            for j, c in t:
+                s += c * self.q_const[j]
+                for d, f in self.q_terms[j]:
+                    coefs[d] = coefs.get(d, 0) + c * f
+            new_start.append(s)
+            new_terms.append([(d, c) for d, c in coefs.items() if c])
+        return Side(layout, new_start, new_terms)
+
+    def moved(self, side: Side) -> Side:
+        """A side over the original space, rewritten over the restricted and split dims."""
+        new_start, new_terms = [], []
+        for s, t in zip(side.start, side.terms, strict=True):
+            s += sum(c * self.offset[d] for d, c in t)
+            new_start.append(s)
+            new_terms.append([(n, c * f) for d, c in t for n, f in self.split[d]])
+        return Side(side.layout, new_start, new_terms)
+
+
+def _digits(u: Piece, terms: Terms) -> tuple[list[int], list[int]] | None:
+    """The dims and place values of a merged dim, outer to inner (a mixed radix), or None."""
+    order = sorted(terms, key=lambda t: -t[1])
+    js, cs = [j for j, _ in order], [c for _, c in order]
+    for i in range(len(js)):
+        inner = cs[i + 1] * u.space[js[i + 1]] if i + 1 < len(js) else 1
+        if cs[i] != inner:
+            return None
+    return js, cs
+
+
+def _through(v: Piece, access: list[tuple[int | None, int]], u: Piece) -> list[Piece] | None:
+    walk = _Walk(v.space, len(u.space))
+    for k, (d, a) in enumerate(access):
+        terms, start = u.dst.terms[k], u.dst.start[k]
+        radix = _digits(u, terms) if terms else ([], [])
+        if radix is None:
+            return None
+        js, cs = radix
+        extent = cs[0] * u.space[js[0]] if js else 1
+        n = 1 if d is None else v.space[d]
+        lo, hi = max(a, start), min(a + n, start + extent)
+        if hi <= lo:
+            return []  # this producer piece writes nothing this piece reads
+        if d is not None:
+            walk.offset[d], walk.space[d] = lo - a, hi - lo
+        if not _invert(walk, u, d, lo - start, hi - lo, js, cs):
+            return None
+    if any(not seen and n > 1 for seen, n in zip(walk.seen, u.space, strict=True)):
+        return None
+    src = walk.side(u.src.layout, u.src.start, u.src.terms)
+    return [Piece(walk.space, u.source, src, walk.moved(v.dst))]
+
+
+def _invert(
+    walk: _Walk, u: Piece, d: int | None, r0: int, n: int, js: list[int], cs: list[int]
+) -> bool:
+    """Express the producer's dims ``js`` (place values ``cs``) over walk dim ``d``, which
+    covers ``[r0, r0 + n)`` of their merged range (a fixed value without ``d``)."""
+    if not js:
+        return True
+    g = [u.space[j] for j in js]
+    if d is None or n == 1:
+        for j, c, size in zip(js, cs, g, strict=True):
+            walk.q_const[j] += r0 // c % size
+            walk.seen[j] = True
+        return True
+    i = len(js) - 1  # the digits inside the partial one must be whole
+    while i > 0 and r0 % (cs[i] * g[i]) == 0 and n % (cs[i] * g[i]) == 0:
+        i -= 1
+    first, count = r0 // cs[i] % g[i], n // cs[i]
+    if r0 % cs[i] or n % cs[i] or first + count > g[i]:
+        return False
+    walk.space[d] = count
+    walk.split[d] = [(d, cs[i])]
+    for o in range(i):
+        walk.q_const[js[o]] += r0 // cs[o] % g[o]
+    walk.q_const[js[i]] += first
+    walk.q_terms[js[i]].append((d, 1))
+    for o in range(i + 1, len(js)):
+        nd = walk.add(g[o])
+        walk.split[d].append((nd, cs[o]))
+        walk.q_terms[js[o]].append((nd, 1))
+    for j in js:
+        walk.seen[j] = True
+    return True

@@ -1,0 +1,159 @@
+"""The base of CPU executions that copy boxes between tensors (MNN's raster).
+
+Concat, Slice, SliceTf, Permute, Reshape and layout conversions describe their work as
+:class:`~mnnpy.backend.cpu.regions.Piece` s (logical boxes); ``on_resize`` plans them into storage
+regions run by ``kernels.raster``. Like MNN's virtual tensors, an output read by one raster
+execution only is not written: the reader composes its pieces with the writer's
+(``regions.compose``) and reads the writer's sources directly, which stay alive until it
+(``CPUBackend.retain_buffer``); the writer is told to skip that output. A reader composes only
+when the copy stays affine, within the region budget, and reads no more tensors than either
+op did before (so a chain of channel shuffles keeps one materialised tensor per unit instead of
+reaching back through all of them). Skipped outputs are computed anyway in runs with per-op
+callbacks (``Backend.observed``), so callbacks see every op's output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mnnpy.backend.cpu import compose as C
+from mnnpy.backend.cpu import regions as R
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.kernels import raster as K
+from mnnpy.execution import Execution
+from mnnpy.tensor import Tensor
+
+__all__ = ["CPURaster", "RasterOutput", "layout_of"]
+
+Placed = tuple[int, C.Piece]  # (output index, piece)
+
+
+def layout_of(t: Tensor, rank: int | None = None) -> R.Layout:
+    """``t``'s storage layout; a lower-rank tensor gets trailing dims of 1 (same storage)."""
+    shape = tuple(t.shape) + (1,) * ((rank or t.ndim) - t.ndim)
+    return R.Layout(shape, t.is_packed)
+
+
+@dataclass
+class RasterOutput:
+    """What a raster execution registers for one output during a resize."""
+
+    execution: CPURaster
+    index: int
+    pieces: list[C.Piece]
+    readers: int  # the tensor's reads still to come when it was written (graph outputs: +1)
+
+
+def _sources(pieces: Sequence[Placed]) -> set[int]:
+    return {id(p.source) for _, p in pieces}
+
+
+class CPURaster(Execution):
+    """Runs planned box copies; subclasses say what to copy (:meth:`pieces`) and may fall back
+    to a plain implementation (:meth:`resize_plain` / :meth:`execute_plain`)."""
+
+    def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
+        """Every box copy as ``(output index, piece)`` reading ``inputs``; None: not boxes."""
+        raise NotImplementedError
+
+    def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Prepare the fall-back when the boxes need too many regions."""
+        raise NotImplementedError
+
+    def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Run the fall-back."""
+        raise NotImplementedError
+
+    def skip(self, index: int) -> None:
+        """Output ``index`` is read through by its only reader: do not write it."""
+        self._skip[index] = True
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        self._skip = [False] * len(outputs)
+        self._write_all = [False] * len(outputs)
+        self._copies: list[tuple[Tensor, int, np.ndarray]] | None = None
+        self.read_through = False  # whether any input is read through its writer
+        pieces = self.pieces(inputs, outputs)
+        copies = self._plan(pieces, outputs) if pieces is not None else None
+        if pieces is None or copies is None:
+            self.resize_plain(inputs, outputs)
+            return
+        pieces, copies = self._read_through(pieces, copies, inputs, outputs)
+        self._copies = copies
+        pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)]
+        self._pads = [(j, rows) for j, rows in pads if len(rows)]
+        for j, t in enumerate(outputs):
+            mine = [p for i, p in pieces if i == j]
+            backend.rasters[id(t)] = RasterOutput(self, j, mine, t.describe.use_count)
+
+    @staticmethod
+    def _plan(
+        pieces: Sequence[Placed], outputs: Sequence[Tensor]
+    ) -> list[tuple[Tensor, int, np.ndarray]] | None:
+        """Region rows per (source, output), or None past the region budget."""
+        grouped: dict[tuple[int, int], tuple[Tensor, int, list[np.ndarray]]] = {}
+        total = 0
+        for j, p in pieces:
+            rows = R.plan(p.space, p.src, p.dst)
+            if rows is None:
+                return None
+            total += len(rows)
+            if total > R.MAX_REGIONS:
+                return None
+            src: Tensor = p.source  # type: ignore[assignment]
+            grouped.setdefault((id(src), j), (src, j, []))[2].append(rows)
+        return [(s, j, np.concatenate(rows)) for s, j, rows in grouped.values()]
+
+    def _read_through(
+        self,
+        pieces: list[Placed],
+        copies: list[tuple[Tensor, int, np.ndarray]],
+        inputs: Sequence[Tensor],
+        outputs: Sequence[Tensor],
+    ) -> tuple[list[Placed], list[tuple[Tensor, int, np.ndarray]]]:
+        """Compose with the raster executions writing ``inputs`` where that is allowed."""
+        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        for t in dict.fromkeys(inputs):
+            writer = backend.rasters.get(id(t))
+            if writer is None or writer.readers != 1 or list(inputs).count(t) != 1:
+                continue
+            composed: list[Placed] = []
+            for j, p in pieces:
+                if p.source is not t:
+                    composed.append((j, p))
+                    continue
+                through = C.compose(p, writer.pieces)
+                if through is None:
+                    break
+                composed += [(j, q) for q in through]
+            else:
+                fan_in = max(len(_sources(pieces)), len({id(p.source) for p in writer.pieces}))
+                if len(_sources(composed)) > fan_in:
+                    continue
+                planned = self._plan(composed, outputs)
+                if planned is None:
+                    continue
+                new = [p.source for _, p in composed if id(p.source) not in _sources(pieces)]
+                if not all(backend.retain_buffer(s) for s in dict.fromkeys(new)):  # type: ignore[arg-type]
+                    continue
+                writer.execution.skip(writer.index)
+                pieces, copies = composed, planned
+                self.read_through = True
+        return pieces, copies
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        if self._copies is None:
+            self.execute_plain(inputs, outputs)
+            return
+        t = self.backend.num_thread
+        skip = self._skip if not self.backend.observed else self._write_all
+        for src, j, rows in self._copies:
+            if not skip[j]:
+                K.copy_regions(src.host, outputs[j].host, rows, t)
+        for j, rows in self._pads:
+            if not skip[j]:
+                K.zero_regions(outputs[j].host, rows, t)

@@ -1,0 +1,6 @@
+import numpy as np
+
+def copy_regions(
+    src: np.ndarray, dst: np.ndarray, regions: np.ndarray, num_thread: int = 1
+) -> None: ...
+def zero_regions(dst: np.ndarray, regions: np.ndarray, num_thread: int = 1) -> None: ...

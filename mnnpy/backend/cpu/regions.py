@@ -1,0 +1,315 @@
+"""Region plans: copies between logical views of CPU tensors as strided storage regions.
+
+MNN expresses Concat, Slice, Permute and Reshape as raster regions (``Tensor::InsideDescribe::
+Region``: a 3-D box with a stride per dim on each side). Here a copy is described in logical
+coordinates over an *iteration space*: each tensor dim's index is ``start + sum(coef * i_j)`` of
+iteration indexes ``i_j`` (a :class:`Side` per tensor). :func:`plan` turns that into rows for
+``kernels.raster.copy_regions`` in storage elements, so NC4HW4 tensors are read and written in
+place: a channel index is affine in storage only within one lane, so an NC4HW4 channel dim is
+split into 4-channel blocks times 4 lanes when its start is a multiple of 4 (the lanes then merge
+with the spatial dims into whole-block ``memcpy``), else into one region per lane (4-strided
+copies). Dims that are contiguous on both sides are merged and the innermost dim is chosen by a
+small cost model. Planning happens in ``on_resize``; ``on_execute`` only runs the rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "COLS",
+    "Layout",
+    "Side",
+    "apply_reference",
+    "merged",
+    "padding_regions",
+    "plan",
+    "refine",
+]
+
+COLS = 11  # src_off, dst_off, n0, n1, n2, ss0, ss1, ss2, ds0, ds1, ds2
+MAX_REGIONS = 4096  # beyond this the caller falls back to a logical (unpacked) copy
+# rough ns per row, and per element: strided, lanes of a block, memcpy (see kernels/raster.pyx)
+_ROW_COST, _STRIDED_COST, _LANE_COST, _MEMCPY_COST = 12.0, 1.0, 0.35, 0.15
+
+Terms = list[tuple[int, int]]  # (iteration dim, coefficient)
+Dim = tuple[int, int, int]  # (size, src stride, dst stride)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a tensor's logical index maps to storage: row-major, or NC4HW4 when ``packed``."""
+
+    shape: tuple[int, ...]
+    packed: bool
+
+    @property
+    def area4(self) -> int:
+        """Elements of one 4-channel block (NC4HW4)."""
+        return math.prod(self.shape[2:]) * 4
+
+    def stride(self, dim: int) -> int:
+        """Storage stride of logical ``dim`` (for NC4HW4 not the channel dim)."""
+        if not self.packed:
+            return math.prod(self.shape[dim + 1 :])
+        assert dim != 1, "NC4HW4 channels have no single stride"
+        if dim == 0:
+            return (self.shape[1] + 3) // 4 * self.area4
+        return math.prod(self.shape[dim + 1 :]) * 4
+
+    def offset(self, index: Sequence[int]) -> int:
+        """Storage offset of a logical index."""
+        if not self.packed:
+            return sum(i * self.stride(d) for d, i in enumerate(index))
+        c = index[1]
+        rest = sum(i * self.stride(d) for d, i in enumerate(index) if d != 1)
+        return rest + c // 4 * self.area4 + c % 4
+
+
+@dataclass
+class Side:
+    """One tensor of a copy: per logical dim a start and the iteration dims that move it."""
+
+    layout: Layout
+    start: list[int]
+    terms: list[Terms] = field(default_factory=list)
+
+    @classmethod
+    def box(cls, layout: Layout, start: Sequence[int], dims: Sequence[int | None]) -> Side:
+        """Logical dim ``k`` follows iteration dim ``dims[k]`` (``None``: fixed at its start)."""
+        terms = [[] if j is None else [(j, 1)] for j in dims]
+        return cls(layout, list(start), terms)
+
+    def index(self, point: Sequence[int]) -> list[int]:
+        return [
+            s + sum(c * point[j] for j, c in t) for s, t in zip(self.start, self.terms, strict=True)
+        ]
+
+    def fixed(self, j: int, value: int) -> Side:
+        start = [
+            s + sum(c * value for q, c in t if q == j)
+            for s, t in zip(self.start, self.terms, strict=True)
+        ]
+        return Side(self.layout, start, [[(q, c) for q, c in t if q != j] for t in self.terms])
+
+    def strided(self, j: int, p: int, r: int) -> Side:
+        """The side with ``i_j = p * k + r``, ``k`` taking dim ``j``'s place."""
+        pairs = zip(self.start, self.terms, strict=True)
+        start = [s + sum(c * r for q, c in t if q == j) for s, t in pairs]
+        terms = [[(q, c * p if q == j else c) for q, c in t] for t in self.terms]
+        return Side(self.layout, start, terms)
+
+    def lane_terms(self) -> Terms:
+        """The terms of the NC4HW4 channel that move lanes (coefficient not a multiple of 4;
+        the others move whole blocks, an affine storage step)."""
+        return [(q, c) for q, c in self.terms[1] if c % 4] if self.layout.packed else []
+
+    def strides(self, j: int) -> int:
+        """Storage stride of iteration dim ``j``, but for its lane moves of an NC4HW4 channel."""
+        total = 0
+        for k, t in enumerate(self.terms):
+            if self.layout.packed and k == 1:
+                total += sum(c // 4 for q, c in t if q == j and c % 4 == 0) * self.layout.area4
+                continue
+            total += sum(c for q, c in t if q == j) * self.layout.stride(k)
+        return total
+
+
+def refine(a: Sequence[int], b: Sequence[int]) -> list[int] | None:
+    """The coarsest shape both ``a`` and ``b`` are merges of consecutive dims of, or None."""
+    if math.prod(a) != math.prod(b):
+        return None
+    cuts = sorted(
+        {math.prod(a[:k]) for k in range(len(a) + 1)}
+        | {math.prod(b[:k]) for k in range(len(b) + 1)}
+    )
+    if 0 in cuts:
+        return None
+    if any(hi % lo for lo, hi in itertools.pairwise(cuts)):
+        return None
+    return [hi // lo for lo, hi in itertools.pairwise(cuts)]
+
+
+def merged(layout: Layout, order: Sequence[int], space: Sequence[int]) -> Side:
+    """The side of a tensor whose dims, taken in ``order``, merge consecutive dims of ``space``
+    (a reshape; ``order`` lists logical dims in the flat order, e.g. NHWC for NC4HW4 data)."""
+    terms: list[Terms] = [[] for _ in layout.shape]
+    j = 0
+    for k in order:
+        group, size = [], 1
+        while size < layout.shape[k]:
+            group.append(j)
+            size *= space[j]
+            j += 1
+        coef = 1
+        for q in reversed(group):
+            terms[k].insert(0, (q, coef))
+            coef *= space[q]
+    return Side(layout, [0] * len(layout.shape), terms)
+
+
+Problem = tuple[list[int], Side, Side]
+
+
+def _expand(space: list[int], src: Side, dst: Side, budget: int) -> list[Problem] | None:
+    """Split iteration dims until every NC4HW4 channel has at most one lane-moving term.
+
+    The term kept is the one with the smallest coefficient (adjacent lanes), then the longest;
+    another term ``g * i`` becomes ``i = p * k + r`` with ``p = 4 / gcd(g, 4)``: ``k`` moves
+    whole blocks and each residue ``r`` is a problem of its own.
+    """
+    for side in (src, dst):
+        terms = side.lane_terms()
+        if len(terms) > 1:
+            keep = min(terms, key=lambda t: (t[1], -space[t[0]]))
+            j, g = next(t for t in terms if t != keep)
+            p = 4 // math.gcd(g, 4)
+            result: list[Problem] = []
+            for r in range(min(p, space[j])):
+                sub_space = list(space)
+                sub_space[j] = (space[j] - r + p - 1) // p
+                sub = _expand(sub_space, src.strided(j, p, r), dst.strided(j, p, r), budget // p)
+                if sub is None:
+                    return None
+                result += sub
+            return result if len(result) <= budget else None
+    return [(space, src, dst)]
+
+
+def _options(j: int, n: int, src: Side, dst: Side) -> list[tuple[int, list[Dim]]]:
+    """Ways to walk iteration dim ``j``: (first index, dims), one region each.
+
+    Where ``j`` moves NC4HW4 lanes, channel ``start + g * i``, ``i = p * k + r`` with the
+    period ``p`` after which the channel is back in its lane: ``k`` walks blocks. The residues
+    ``r`` are one more dim (lanes of one block) when no lane wraps into the next block, else
+    one region each.
+    """
+    sides = (src, dst)
+    step = [side.strides(j) for side in sides]  # but for the lane moves
+    lanes: list[tuple[int, int, int]] = []  # (side, channel start, coefficient)
+    for x, side in enumerate(sides):
+        for q, g in side.lane_terms():
+            if q == j:
+                lanes.append((x, side.start[1], g))
+    if not lanes:
+        return [(0, [(n, step[0], step[1])])]
+    p = math.lcm(*(4 // math.gcd(g, 4) for _, _, g in lanes))
+    block, lane = [p * step[0], p * step[1]], list(step)
+    for x, _, g in lanes:
+        block[x] += g * p // 4 * sides[x].layout.area4
+        lane[x] += g
+    if all(s % 4 + g * (min(p, n) - 1) < 4 for _, s, g in lanes):  # residues in one block
+        q, t = divmod(n, p)
+        full = [(0, [(q, block[0], block[1]), (p, lane[0], lane[1])])] if q else []
+        return full + ([(p * q, [(t, lane[0], lane[1])])] if t else [])
+    return [(r, [((n - r + p - 1) // p, block[0], block[1])]) for r in range(min(p, n))]
+
+
+def _collapse(dims: list[Dim]) -> list[Dim]:
+    out: list[Dim] = []
+    for n, s, d in dims:  # outer to inner
+        if out and out[-1][1] == s * n and out[-1][2] == d * n:
+            m = out.pop()[0]
+            out.append((m * n, s, d))
+        else:
+            out.append((n, s, d))
+    return out
+
+
+def _cost(walk: list[Dim]) -> float:
+    """Estimated time of a walk in ``kernels.raster`` (its inner loops are the last two dims)."""
+    total = math.prod(n for n, _, _ in walk)
+    n, s, d = walk[-1]
+    if s == 1 and d == 1:
+        return total / n * _ROW_COST + total * _MEMCPY_COST
+    m, s1, d1 = walk[-2] if len(walk) > 1 else (1, 0, 0)
+    if 1 < m <= 4 and min(s1, d1) * (m - 1) <= 3:  # kernels/raster.pyx: lanes
+        return total / (n * m) * _ROW_COST + total * _LANE_COST
+    return total / n * _ROW_COST + total * _STRIDED_COST
+
+
+def _order(dims: list[Dim]) -> list[Dim]:
+    """Outer-to-inner walk: by destination stride, the two innermost dims by the cost model."""
+    dims = _collapse(sorted((x for x in dims if x[0] != 1), key=lambda x: (-x[2], -x[1])))
+    if not dims:
+        return [(1, 0, 0)]
+    best, best_cost = dims, math.inf
+    for c, m in itertools.product(range(len(dims)), range(-1, len(dims))):
+        if m == c:
+            continue
+        rest = [x for k, x in enumerate(dims) if k not in (c, m)]
+        walk = _collapse(rest + ([dims[m]] if m >= 0 else []) + [dims[c]])
+        cost = _cost(walk)
+        if cost < best_cost:
+            best, best_cost = walk, cost
+    return best
+
+
+def _rows(src_off: int, dst_off: int, walk: list[Dim]) -> list[list[int]]:
+    while len(walk) < 3:
+        walk = [(1, 0, 0), *walk]
+    lead, body = walk[:-3], walk[-3:]
+    rows = []
+    for idx in itertools.product(*(range(n) for n, _, _ in lead)):
+        so = src_off + sum(i * s for i, (_, s, _) in zip(idx, lead, strict=True))
+        do = dst_off + sum(i * d for i, (_, _, d) in zip(idx, lead, strict=True))
+        rows.append([so, do, *(x[0] for x in body), *(x[1] for x in body), *(x[2] for x in body)])
+    return rows
+
+
+def plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
+    """Region rows copying ``src`` to ``dst`` over iteration ``space``; None when too many."""
+    space = list(space)
+    if 0 in space:
+        return np.zeros((0, COLS), np.int64)
+    problems = _expand(space, src, dst, MAX_REGIONS)
+    if problems is None:
+        return None
+    rows: list[list[int]] = []
+    for sub_space, s_side, d_side in problems:
+        if 0 in sub_space:
+            continue
+        opts: list[list[tuple[int, list[Dim]]]] = [
+            _options(j, sub_space[j], s_side, d_side) if _moves(j, s_side, d_side) else [(0, [])]
+            for j in range(len(sub_space))
+        ]
+        for combo in itertools.product(*opts):
+            point = [first for first, _ in combo]
+            dims = [x for _, ds in combo for x in ds]
+            if any(n == 0 for n, _, _ in dims):
+                continue
+            s_off = s_side.layout.offset(s_side.index(point))
+            d_off = d_side.layout.offset(d_side.index(point))
+            rows += _rows(s_off, d_off, _order(dims))
+            if len(rows) > MAX_REGIONS:
+                return None
+    return np.array(rows, np.int64).reshape(-1, COLS)
+
+
+def _moves(j: int, src: Side, dst: Side) -> bool:
+    return any(q == j for side in (src, dst) for t in side.terms for q, _ in t)
+
+
+def padding_regions(layout: Layout) -> np.ndarray:
+    """Rows (destination side only) covering the padding lanes of an NC4HW4 tensor."""
+    if not layout.packed or layout.shape[1] % 4 == 0:
+        return np.zeros((0, COLS), np.int64)
+    n, c = layout.shape[0], layout.shape[1]
+    a4, blocks = layout.area4, (c + 3) // 4
+    off = (blocks - 1) * a4 + c % 4
+    return np.array([[0, off, n, 4 - c % 4, a4 // 4, 0, 0, 0, blocks * a4, 1, 4]], np.int64)
+
+
+def apply_reference(src: np.ndarray, dst: np.ndarray, rows: np.ndarray) -> None:
+    """NumPy twin of ``kernels.raster.copy_regions`` (for tests)."""
+    for r in rows.tolist():
+        so, do, sizes, ss, ds = r[0], r[1], r[2:5], r[5:8], r[8:11]
+        for i, j, k in itertools.product(*(range(n) for n in sizes)):
+            dst[do + i * ds[0] + j * ds[1] + k * ds[2]] = src[
+                so + i * ss[0] + j * ss[1] + k * ss[2]
+            ]
