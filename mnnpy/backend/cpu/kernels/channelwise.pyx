@@ -90,7 +90,7 @@ cdef void _run(int kind, const float[::1] src, float[::1] dst, const float[::1] 
     cdef const float* pa = &a[0]
     cdef const float* pb = &b[0]
     with nogil:
-        for t in prange(tasks, num_threads=num_thread, schedule="dynamic"):
+        for t in prange(tasks, num_threads=num_thread, schedule="static"):
             _task(&g, s, d, pa, pb, t)
 
 

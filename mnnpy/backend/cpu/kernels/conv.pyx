@@ -180,7 +180,7 @@ def conv2d_grouped(const float[::1] src, float[::1] dst, const float[::1] weight
     cdef float* dp
     with nogil:
         if not g.in_aligned:  # [group][batch][ceil(icg/4)][ih][iw][4]
-            for it in prange(g.batch * g.ic, num_threads=num_thread, schedule="dynamic"):
+            for it in prange(g.batch * g.ic, num_threads=num_thread, schedule="static"):
                 n = it // g.ic
                 c = it % g.ic
                 gi = c // g.icg
@@ -190,7 +190,7 @@ def conv2d_grouped(const float[::1] src, float[::1] dst, const float[::1] weight
         for it in prange(group * g.batch * g.ntile, num_threads=num_thread, schedule="dynamic"):
             _gitem(&g, s, d, gin, gout, cols, &weight[0], &bias[0], win, lo, hi, it, threadid())
         if not g.out_aligned:
-            for it in prange(g.batch * g.oc, num_threads=num_thread, schedule="dynamic"):
+            for it in prange(g.batch * g.oc, num_threads=num_thread, schedule="static"):
                 n = it // g.oc
                 c = it % g.oc
                 gi = c // g.ocg

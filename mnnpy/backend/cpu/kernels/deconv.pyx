@@ -176,7 +176,7 @@ def deconv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
     cdef const long long* bl = &blocks[0]
     cdef const float* b = &bias[0]
     with nogil:
-        for r in prange(rows, num_threads=num_thread, schedule="dynamic"):
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
             _deconv_row(&g, s, d, w, bl, b, lo, hi, r)
 
 
@@ -233,7 +233,7 @@ def deconv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] we
     cdef const float* w = &weight[0]
     cdef const float* b = &bias[0]
     with nogil:
-        for r in prange(rows, num_threads=num_thread, schedule="dynamic"):
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
             _depthwise_row(&g, s, d, w, b, lo, hi, r)
 
 
@@ -345,7 +345,7 @@ def deconv2d_gemm(const float[::1] src, float[::1] dst, const float[::1] weight,
                                    t, nchunk, cp, it, isa)
             with nogil:
                 for it in prange(p.g.oc4 * (oy1 - oy0), num_threads=num_thread,
-                                 schedule="dynamic"):
+                                 schedule="static"):
                     _col2im_item(&p, cols, 4 * pixels, iy0, iy1, oy0, oy1, bi,
                                  d + n * p.g.oc4 * p.oh * p.g.ow * 4, lo, hi, it)
 

@@ -40,7 +40,7 @@ def arg_max(const scalar_t[::1] src, int[::1] dst, Py_ssize_t outer, Py_ssize_t 
     if src.shape[0] < outer * n * inner or dst.shape[0] < outer * inner:
         raise ValueError("buffers too small")
     with nogil:
-        for t in prange(outer * inner, num_threads=num_thread, schedule="dynamic"):
+        for t in prange(outer * inner, num_threads=num_thread, schedule="static"):
             o = t // inner
             i = t % inner
             pos = 0
@@ -110,7 +110,7 @@ def gather_elements(const scalar_t[::1] src, const int[::1] idx, scalar_t[::1] d
     if bad >= 0:
         return bad
     with nogil:
-        for t in prange(n, num_threads=num_thread, schedule="dynamic"):
+        for t in prange(n, num_threads=num_thread, schedule="static"):
             k = idx[t] + limit if idx[t] < 0 else idx[t]
             dst[t] = src[_offset(t, shape, strides, axis, k)]
     return -1
@@ -191,7 +191,7 @@ def cum_sum(const scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t outer, Py_ssi
     if src.shape[0] < outer * n * inner or dst.shape[0] < outer * n * inner:
         raise ValueError("buffers too small")
     with nogil:
-        for t in prange(outer * inner, num_threads=num_thread, schedule="dynamic"):
+        for t in prange(outer * inner, num_threads=num_thread, schedule="static"):
             o = t // inner
             i = t % inner
             acc = 0
@@ -231,7 +231,7 @@ def reverse_sequence(const int[::1] src, int[::1] dst, const int[::1] lens,
         if lens[i] < 0 or lens[i] > seq:
             return i
     with nogil:
-        for t in prange(n, num_threads=num_thread, schedule="dynamic"):
+        for t in prange(n, num_threads=num_thread, schedule="static"):
             r = t
             for d in range(rank - 1, -1, -1):
                 c = r % shape[d]

@@ -327,7 +327,7 @@ def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
                 _task(op, &a[0], &b[0], &out[0], &shape[0], &a_strides[0], &b_strides[0], ndim,
                       t, 0, inner, relu)
         else:
-            for t in prange(tasks, num_threads=num_thread, schedule="dynamic"):
+            for t in prange(tasks, num_threads=num_thread, schedule="static"):
                 c0 = (t % cpr) * clen
                 c1 = min(c0 + clen, inner)
                 if c0 < c1:
@@ -342,7 +342,7 @@ def relu(const float[::1] src, float[::1] dst, Py_ssize_t n, float slope=0, int 
     cdef Py_ssize_t chunks = (n + _MIN_CHUNK - 1) // _MIN_CHUNK, c, i, end
     cdef float v, w
     with nogil:
-        for c in prange(chunks, num_threads=num_thread, schedule="dynamic"):
+        for c in prange(chunks, num_threads=num_thread, schedule="static"):
             end = min((c + 1) * _MIN_CHUNK, n)
             for i in range(c * _MIN_CHUNK, end):
                 # multiply unconditionally: a conditional FP op cannot be if-converted (the
@@ -360,7 +360,7 @@ def clamp(const float[::1] src, float[::1] dst, Py_ssize_t n, float lo, float hi
     cdef Py_ssize_t chunks = (n + _MIN_CHUNK - 1) // _MIN_CHUNK, c, i, end
     cdef float v
     with nogil:
-        for c in prange(chunks, num_threads=num_thread, schedule="dynamic"):
+        for c in prange(chunks, num_threads=num_thread, schedule="static"):
             end = min((c + 1) * _MIN_CHUNK, n)
             for i in range(c * _MIN_CHUNK, end):
                 v = src[i] if src[i] > lo else lo

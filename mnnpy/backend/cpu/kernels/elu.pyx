@@ -22,6 +22,6 @@ def elu(const float[::1] src, float[::1] dst, Py_ssize_t n, float alpha, float s
     cdef const float* s = &src[0]
     cdef float* d = &dst[0]
     with nogil:
-        for i in prange(n, num_threads=num_thread, schedule="dynamic"):
+        for i in prange(n, num_threads=num_thread, schedule="static"):
             v = s[i]
             d[i] = scale * v if v > 0 else alpha * expm1f(v)

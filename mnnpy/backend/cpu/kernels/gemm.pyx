@@ -272,7 +272,7 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
     cdef Py_ssize_t x0 = min(g.left, g.iwp), x1 = min(g.left + g.iw, g.iwp), plane
     cdef const float* s
     cdef float* t
-    for it in prange(rows, num_threads=num_thread, schedule="dynamic"):
+    for it in prange(rows, num_threads=num_thread, schedule="static"):
         y = it % g.ihp
         t = padded + it * g.iwp * 4
         iy = y - g.top
@@ -310,7 +310,7 @@ cdef void _gathered(const Plan* g, const Plan* gp, const float* src, float* dst,
     cdef float* d = scratch + g.ic4 * p4
     cdef const float* s
     cdef float* t
-    for it in prange(g.batch * g.ic4, num_threads=num_thread, schedule="dynamic"):
+    for it in prange(g.batch * g.ic4, num_threads=num_thread, schedule="static"):
         n = it // g.ic4
         c = it % g.ic4
         s = src + it * run  # NC4HW4: item (n, c) is the run at it * run
@@ -319,7 +319,7 @@ cdef void _gathered(const Plan* g, const Plan* gp, const float* src, float* dst,
             t[j] = s[j]
     for it in prange(gp.items, num_threads=num_thread, schedule="dynamic"):
         _item(gp, a, d, w, bias, NULL, win, lo, hi, it, threadid(), last)
-    for it in prange(g.batch * g.oc4, num_threads=num_thread, schedule="dynamic"):
+    for it in prange(g.batch * g.oc4, num_threads=num_thread, schedule="static"):
         n = it // g.oc4
         c = it % g.oc4
         s = d + c * p4 + n * run

@@ -129,5 +129,5 @@ def grid_sample(const float[::1] src, const float[::1] grid, float[::1] dst, tup
     cdef const float* gr = &grid[0]
     cdef float* d = &dst[0]
     with nogil:
-        for r in prange(rows, num_threads=num_thread, schedule="dynamic"):
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
             _row(&g, s, gr, d, r)

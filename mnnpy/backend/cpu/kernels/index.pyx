@@ -40,7 +40,7 @@ def gather(const int[::1] src, const int[::1] idx, int[::1] dst, Py_ssize_t oute
     if bad >= 0 or outer * n * inner == 0:
         return bad
     with nogil:
-        for t in prange(outer * n, num_threads=num_thread, schedule="dynamic"):
+        for t in prange(outer * n, num_threads=num_thread, schedule="static"):
             o = t // n
             j = t % n
             k = idx[j] + axis if idx[j] < 0 else idx[j]
@@ -90,7 +90,7 @@ def gather_nd(const int[::1] src, const int[::1] idx, int[::1] dst, const Py_ssi
     if i >= 0:
         return i
     with nogil:
-        for i in prange(n, num_threads=num_thread, schedule="dynamic"):
+        for i in prange(n, num_threads=num_thread, schedule="static"):
             off = 0
             for j in range(d):
                 v = idx[i * d + j]
@@ -166,7 +166,7 @@ def top_k(const scalar_t[::1] src, scalar_t[::1] values, int[::1] indices, Py_ss
     if rows * k == 0:
         return
     with nogil:
-        for r in prange(rows, num_threads=num_thread, schedule="dynamic"):
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
             row = &src[r * n]
             heap = &indices[r * k]  # the output row holds the heap, then the sorted result
             for i in range(k):

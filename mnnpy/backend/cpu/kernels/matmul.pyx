@@ -122,7 +122,7 @@ cdef void _pack_a(const MM* g, const float* a, const Py_ssize_t* a_idx, bint ta,
     cdef Py_ssize_t r, k, q, m, st = 4 * g.P
     cdef const float* s
     cdef float* d
-    for r in prange(g.nb * g.M, num_threads=num_thread, schedule="dynamic"):
+    for r in prange(g.nb * g.M, num_threads=num_thread, schedule="static"):
         m = r % g.M
         d = t + _at(g, r, g.K4)
         if ta:  # column m of a [K][M] matrix
@@ -141,7 +141,7 @@ cdef void _pack_b(const MM* g, const float* b, bint tb, float* w, int num_thread
     cdef Py_ssize_t it, k, j, n, cols
     cdef const float* s
     cdef float* d
-    for it in prange(g.nbb * g.N16, num_threads=num_thread, schedule="dynamic"):
+    for it in prange(g.nbb * g.N16, num_threads=num_thread, schedule="static"):
         s = b + (it // g.N16) * g.K * g.N
         n = (it % g.N16) * 16
         cols = min(16, g.N - n)
@@ -182,7 +182,7 @@ cdef void _unpack(const MM* g, const float* d, float* out, int num_thread) noexc
     cdef Py_ssize_t r, n, q, st = 4 * g.P
     cdef const float* s
     cdef float* o
-    for r in prange(g.nb * g.M, num_threads=num_thread, schedule="dynamic"):
+    for r in prange(g.nb * g.M, num_threads=num_thread, schedule="static"):
         s = d + _at(g, r, g.N4)
         o = out + r * g.N
         for q in range(g.N >> 2):

@@ -50,6 +50,6 @@ def layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_
     cdef const float* b = &beta[0] if beta.shape[0] else NULL
     cdef Py_ssize_t columns = outer * inner, col, base
     with nogil:
-        for col in prange(columns, num_threads=num_thread, schedule="dynamic"):
+        for col in prange(columns, num_threads=num_thread, schedule="static"):
             base = (col // inner) * n * inner + col % inner
             _column(&src[base], &dst[base], n, inner, g, b, eps, rms)

@@ -35,7 +35,7 @@ cdef void _blocks4(const void* src, void* dst, Py_ssize_t batch, Py_ssize_t chan
     cdef char* d = <char*>dst
     if batch * blocks * area * 4 < MIN_PARALLEL:
         num_thread = 1
-    for b in prange(batch * blocks, num_threads=num_thread, schedule="dynamic"):
+    for b in prange(batch * blocks, num_threads=num_thread, schedule="static"):
         n = b // blocks
         c = b % blocks * 4
         if packing:
@@ -51,7 +51,7 @@ cdef void _pack_rows(const scalar_t* src, scalar_t* dst, Py_ssize_t batch, Py_ss
     """area == 1 (NCHW and NHWC coincide): NC4HW4 is each image's channels, zero-padded to a
     multiple of 4, so a row copy replaces ``batch * ceil(channel / 4)`` 4-lane gathers."""
     cdef Py_ssize_t row = _c4(channel) * 4, n, c
-    for n in prange(batch, num_threads=num_thread, schedule="dynamic"):
+    for n in prange(batch, num_threads=num_thread, schedule="static"):
         for c in range(channel):
             dst[n * row + c] = src[n * channel + c]
         for c in range(channel, row):
@@ -62,7 +62,7 @@ cdef void _unpack_rows(const scalar_t* src, scalar_t* dst, Py_ssize_t batch,
                        Py_ssize_t channel, int num_thread) noexcept nogil:
     """area == 1: the inverse of ``_pack_rows``."""
     cdef Py_ssize_t row = _c4(channel) * 4, n, c
-    for n in prange(batch, num_threads=num_thread, schedule="dynamic"):
+    for n in prange(batch, num_threads=num_thread, schedule="static"):
         for c in range(channel):
             dst[n * channel + c] = src[n * row + c]
 
@@ -95,7 +95,7 @@ def pack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t chan
         return
     nb = batch * blocks
     with nogil:
-        for b in prange(nb, num_threads=num_thread, schedule="dynamic"):
+        for b in prange(nb, num_threads=num_thread, schedule="static"):
             n = b // blocks
             c4i = b % blocks
             for lane in range(4):
@@ -125,7 +125,7 @@ def unpack(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t ch
         return
     nb = batch * blocks
     with nogil:
-        for b in prange(nb, num_threads=num_thread, schedule="dynamic"):
+        for b in prange(nb, num_threads=num_thread, schedule="static"):
             n = b // blocks
             c4i = b % blocks
             for lane in range(4):
@@ -146,7 +146,7 @@ def pack_nhwc(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize_t
         return
     nb = batch * blocks
     with nogil:
-        for b in prange(nb, num_threads=num_thread, schedule="dynamic"):
+        for b in prange(nb, num_threads=num_thread, schedule="static"):
             n = b // blocks
             c4i = b % blocks
             for i in range(area):
@@ -169,7 +169,7 @@ def unpack_nhwc(scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t batch, Py_ssize
         return
     nb = batch * blocks
     with nogil:
-        for b in prange(nb, num_threads=num_thread, schedule="dynamic"):
+        for b in prange(nb, num_threads=num_thread, schedule="static"):
             n = b // blocks
             c4i = b % blocks
             for i in range(area):

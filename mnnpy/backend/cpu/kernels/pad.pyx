@@ -80,5 +80,5 @@ def pad(const scalar_t[::1] src, scalar_t[::1] dst, const long long[::1] out_sha
     cdef const long long* of = offsets
     cdef Py_ssize_t r
     with nogil:
-        for r in prange(rows, num_threads=num_thread, schedule="dynamic"):
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
             _row(s, d, rank, sh, st, tb, of, inner, value, r)

@@ -108,7 +108,7 @@ def max_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
     cdef float* d = &dst[0]
     cdef int isa = current_isa()
     with nogil:
-        for r in prange(rows, num_threads=num_thread, schedule="dynamic"):
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
             _max_row(&g, s, d, isa, r)
 
 
@@ -157,7 +157,7 @@ def max_pool_indices(const float[::1] src, float[::1] dst, int[::1] indices, tup
     cdef float* d = &dst[0]
     cdef int* ip = &indices[0]
     with nogil:
-        for r in prange(rows, num_threads=num_thread, schedule="dynamic"):
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
             _max_index_row(&g, s, d, ip, r)
 
 
@@ -210,5 +210,5 @@ def avg_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
     cdef float* d = &dst[0]
     cdef int isa = current_isa()
     with nogil:
-        for r in prange(rows, num_threads=num_thread, schedule="dynamic"):
+        for r in prange(rows, num_threads=num_thread, schedule="static"):
             _avg_row(&g, s, d, include_pad, isa, r)

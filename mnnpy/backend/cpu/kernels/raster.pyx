@@ -110,7 +110,7 @@ cdef void _run(const char* src, char* dst, const long long* rows, Py_ssize_t cou
     if num_thread <= 1 or work * es < MIN_PARALLEL_BYTES:
         _share(src, dst, rows, count, es, zero, 0, 1)
         return
-    for part in prange(num_thread, num_threads=num_thread, schedule="dynamic"):
+    for part in prange(num_thread, num_threads=num_thread, schedule="static"):
         _share(src, dst, rows, count, es, zero, part, num_thread)
 
 

@@ -196,11 +196,11 @@ def reduce(const scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t outer, Py_ssiz
     if scalar_t is float:
         if inner == 1:
             with nogil:
-                for t in prange(outer, num_threads=num_thread, schedule="dynamic"):
+                for t in prange(outer, num_threads=num_thread, schedule="static"):
                     dst[t] = _float_row(&src[t * axis], axis, op)
             return
     with nogil:
-        for t in prange(tasks, num_threads=num_thread, schedule="dynamic"):
+        for t in prange(tasks, num_threads=num_thread, schedule="static"):
             o = t // blocks
             i0 = (t % blocks) * _BLOCK
             count = min(_BLOCK, inner - i0)

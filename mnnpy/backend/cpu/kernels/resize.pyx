@@ -186,7 +186,7 @@ def interp(const float[::1] src, float[::1] dst, int[::1] itab, float[::1] ftab,
     cdef mnnpy_resize_plan p
     if g.mode == M_CUBIC:
         with nogil:
-            for r in prange(planes * g.oh, num_threads=num_thread, schedule="dynamic"):
+            for r in prange(planes * g.oh, num_threads=num_thread, schedule="static"):
                 _cubic_row(&g, s, d, r)
         return
     p.c, p.ih, p.iw, p.oh, p.ow, p.pack, p.blocks = g.c, g.ih, g.iw, g.oh, g.ow, g.pack, g.blocks
@@ -209,8 +209,8 @@ def interp(const float[::1] src, float[::1] dst, int[::1] itab, float[::1] ftab,
         _tables(&g, <int*>p.x0, <int*>p.x1, <int*>p.y0, <int*>p.y1, <float*>p.fx,
                 <float*>p.fy)
         if g.mode == M_BILINEAR:
-            for it in prange(planes * p.nchunk, num_threads=num_thread, schedule="dynamic"):
+            for it in prange(planes * p.nchunk, num_threads=num_thread, schedule="static"):
                 mnnpy_resize_bilinear(&p, s, d, lines + threadid() * n_line, it)
         else:
-            for it in prange(planes * p.nchunk, num_threads=num_thread, schedule="dynamic"):
+            for it in prange(planes * p.nchunk, num_threads=num_thread, schedule="static"):
                 mnnpy_resize_nearest(&p, s, d, it)

@@ -178,6 +178,6 @@ def roi_align(const float[::1] src, const float[::1] rois, const int[::1] batch_
     cdef float* d = &dst[0]
     tasks = g.nroi * g.ph
     with nogil:
-        for r in prange(tasks, num_threads=num_thread, schedule="dynamic"):
+        for r in prange(tasks, num_threads=num_thread, schedule="static"):
             _row(&g, s, ro, bi, d, r)
     return -1

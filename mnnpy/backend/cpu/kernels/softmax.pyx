@@ -40,10 +40,10 @@ def softmax(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_t c
     cdef Py_ssize_t blocks = (inner + 15) // 16, it, o, j
     with nogil:
         if inner == 1:
-            for it in prange(outer, num_threads=num_thread, schedule="dynamic"):
+            for it in prange(outer, num_threads=num_thread, schedule="static"):
                 mnnpy_softmax_row(isa, s + it * channel, d + it * channel, channel)
         else:
-            for it in prange(outer * blocks, num_threads=num_thread, schedule="dynamic"):
+            for it in prange(outer * blocks, num_threads=num_thread, schedule="static"):
                 o = it // blocks
                 j = (it % blocks) * 16
                 mnnpy_softmax_cols(isa, s + o * channel * inner + j, d + o * channel * inner + j,

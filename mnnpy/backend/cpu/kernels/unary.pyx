@@ -412,7 +412,7 @@ def unary(const scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t n, int op, int 
                     dst[i] = fi(src[i])
         return
     with nogil:
-        for c in prange(chunks, num_threads=num_thread, schedule="dynamic"):
+        for c in prange(chunks, num_threads=num_thread, schedule="static"):
             start = c * _CHUNK
             end = min(start + _CHUNK, n)
             if scalar_t is float:
