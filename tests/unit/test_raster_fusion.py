@@ -247,6 +247,27 @@ def test_a_tensor_with_two_readers_is_written() -> None:
     np.testing.assert_array_equal(b, want.transpose(0, 1, 3, 2))
 
 
+def test_a_graph_output_read_by_one_raster_is_written() -> None:
+    """The Concat output is a graph output and feeds one Permute: the Permute may not read
+    through it (a graph output counts as one more reader), so both are computed."""
+    shape = (1, 6, 2, 3)
+    net = NetT()
+    net.tensorName = ["x", "y", "cat", "a"]
+    net.oplists = [
+        input_op("x", 0, shape),
+        input_op("y", 1, shape),
+        _op(OpType.Concat, "cat", [0, 1], [2], _param(AxisT, axis=1), OpParameter.Axis),
+        _op(OpType.Permute, "pa", [2], [3], _param(PermuteT, dims=[0, 2, 3, 1]), 0),
+    ]
+    net.oplists[3].mainType = OpParameter.Permute
+    net.outputName = ["cat", "a"]
+    x, y = np.arange(36, dtype=np.float32).reshape(shape), -np.ones(shape, np.float32)
+    (a, cat), _ = run(pack_net(net), x, y, 1)  # sorted by name
+    want = np.concatenate([x, y], axis=1)
+    np.testing.assert_array_equal(cat, want)
+    np.testing.assert_array_equal(a, want.transpose(0, 2, 3, 1))
+
+
 # -- regions.compose ------------------------------------------------------------------------
 def box(shape: tuple, packed: bool, start: list[int] | None = None) -> R.Side:
     return R.Side.box(R.Layout(shape, packed), start or [0] * len(shape), range(len(shape)))
