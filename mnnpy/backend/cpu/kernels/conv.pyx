@@ -21,7 +21,6 @@ from libc.stddef cimport ptrdiff_t
 from mnnpy.backend.cpu.kernels.gemm cimport current_isa, mnnpy_gemm_c4, mnnpy_im2col
 
 
-
 cdef extern from "depthwise_kernels.h" nogil:
     ctypedef struct mnnpy_dw_geom:
         ptrdiff_t ih, iw, ow, KY, KX, sy, sx, dy, dx, top, left

@@ -34,7 +34,6 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 
-
 ISA_NAMES = ("generic", "avx2", "avx512")
 cdef int _best = mnnpy_isa_best()
 cdef int _isa = _best
@@ -136,7 +135,7 @@ cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
 
 
 cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread,
-               bint shift=False) except *:
+                bint shift=False) except *:
     """Sizes, then the split: pixel tiles of at most ``tile``, and channel chunks when one
     image has fewer tiles than two per thread and more output channels than pixels. With
     ``shift``, a stride-1 convolution on a multiple of 4 input channels is "shifted" (below)
@@ -268,7 +267,7 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
     """Stride-1 convolution without im2col: the images are copied once into ``padded``
     (``[batch][ic4][ihp][iwp][4]``, zeros around), then each output row is one GEMM whose
     k-panels (one per kernel tap and channel block) are read in place at ``koff``."""
-    cdef Py_ssize_t rows = g.batch * g.ic4 * g.ihp, it, y, x, iy, n, o0, c, piece, r, r1
+    cdef Py_ssize_t rows = g.batch * g.ic4 * g.ihp, it, y, iy, n, o0, c, piece, r, r1
     cdef Py_ssize_t x0 = min(g.left, g.iwp), x1 = min(g.left + g.iw, g.iwp), plane
     cdef const float* s
     cdef float* t

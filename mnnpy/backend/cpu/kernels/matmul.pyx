@@ -16,11 +16,9 @@ depend on the thread count. Sizes and indices are checked before ``nogil``.
 """
 
 from cython.parallel cimport prange
-from libc.stddef cimport ptrdiff_t
 from libc.string cimport memcpy
 
 from mnnpy.backend.cpu.kernels.gemm cimport current_isa, mnnpy_gemm_c4, split_work
-
 
 
 cdef extern from "math.h" nogil:

@@ -67,6 +67,13 @@ cdef void _float_task(const float* src, float* dst, Py_ssize_t axis, Py_ssize_t 
         dst[i] = <float>(acc[i] / axis if op == MEAN else acc[i])
 
 
+cdef inline double _sum_term(double v, int op) noexcept nogil:
+    # what one element adds to a SUM / MEAN, ASUM or SUMSQ
+    if op == ASUM:
+        return fabs(v)
+    return v * v if op == SUMSQ else v
+
+
 cdef float _float_row(const float* src, Py_ssize_t axis, int op) noexcept nogil:
     # one contiguous run (inner == 1, axis >= 1). SUM / ASUM / SUMSQ / MEAN: four float64
     # partial sums (a, a + 1, a + 2, a + 3 strided) added in a fixed order, so no serial add
@@ -93,20 +100,10 @@ cdef float _float_row(const float* src, Py_ssize_t axis, int op) noexcept nogil:
     a = 0
     while a + 4 <= axis:
         for j in range(4):
-            v = src[a + j]
-            if op == ASUM:
-                v = fabs(v)
-            elif op == SUMSQ:
-                v = v * v
-            acc[j] += v
+            acc[j] += _sum_term(src[a + j], op)
         a += 4
     while a < axis:
-        v = src[a]
-        if op == ASUM:
-            v = fabs(v)
-        elif op == SUMSQ:
-            v = v * v
-        acc[0] += v
+        acc[0] += _sum_term(src[a], op)
         a += 1
     v = (acc[0] + acc[1]) + (acc[2] + acc[3])
     return <float>(v / axis if op == MEAN else v)

@@ -22,7 +22,6 @@ from libc.stdlib cimport free, malloc
 from mnnpy.backend.cpu.kernels.gemm cimport current_isa, mnnpy_gemm_c4, split_work
 
 
-
 cdef extern from "winograd_kernels.h" nogil:
     void mnnpy_wino_input(int a, const float* plane, ptrdiff_t ih, ptrdiff_t iw, ptrdiff_t y0,
                           ptrdiff_t x0, float* v, ptrdiff_t xs)
