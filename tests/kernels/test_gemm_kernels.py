@@ -239,6 +239,36 @@ def test_winograd(
     assert np.all(outs[0].reshape(shape[0], layout.c4(oc), -1, 4)[:, -1, :, oc % 4 or 4 :] == 0)
 
 
+@pytest.mark.parametrize("unit", [2, 4])
+@pytest.mark.parametrize("block", [1, 6, 7, 96])
+def test_winograd_same_bits_with_avx2_and_avx512(unit: int, block: int) -> None:
+    """The transforms take 1, 2 or 4 tiles per register by ISA, with the same arithmetic: AVX2
+    and AVX-512 (whose GEMMs are the same FMA chains) agree to the bit, for blocks of tiles
+    that end in a partial register and windows in the padding."""
+    isas = [i for i in G.available_isas() if i != "generic"]
+    if len(isas) < 2:
+        pytest.skip("needs both AVX2 and AVX-512")
+    rng = np.random.default_rng(block)
+    shape, oc, pad = (2, 6, 11, 9), 7, (1, 2)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((oc, shape[1], 3, 3)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    oh, ow = shape[2] + 2 * pad[0] - 2, shape[3] + 2 * pad[1] - 2
+    full = (*shape, oc, oh, ow)
+    weight = CPUConvolutionWinograd.pack_weight(w, unit)
+    outs = []
+    try:
+        for name in isas:
+            G.set_isa(name)
+            scratch = np.zeros(WG.scratch_size(full, pad, unit, block, 1), np.float32)
+            dst = np.full(shape[0] * layout.c4(oc) * 4 * oh * ow, 7, np.float32)
+            WG.conv2d(packed(x), dst, weight, pad_to(b, 16), scratch, full, pad, unit, -1, 2, block)
+            outs.append(dst)
+    finally:
+        G.set_isa("best")
+    assert np.array_equal(outs[0], outs[1])
+
+
 def test_winograd_checks_sizes() -> None:
     shape = (1, 4, 5, 5, 4, 5, 5)
     with pytest.raises(ValueError, match="unit"):

@@ -42,12 +42,14 @@ from mnnpy.tensor import Tensor
 # SqueezeNet and a small U-Net (AVX-512, one thread): GEMM multiply-adds per second, less an
 # epilogue worth 4 k steps per output; bytes per second of weights streaming from L3 (once per
 # block of tiles); seconds per (tile, 4-channel block) for an input or output transform, by
-# Winograd unit. The transform times were doubled when stride-1 convolutions stopped copying
-# im2col tiles (``gemm.pyx``, "shifted"): with 16-32 input channels the GEMM path now wins.
+# Winograd unit (measured with the transforms on 4 tiles per AVX-512 register: F(4,3) about
+# 38 ns in and 30 ns out, F(2,3) 12 and 10); seconds per value im2col copies one at a time (input
+# channels not a multiple of 4, where the GEMM path cannot read shifted panels in place).
 _GEMM_MACS = 57e9
 _GEMM_EPILOGUE = 4
 _WEIGHT_BYTES = 40e9
-_TRANSFORM = {2: 100e-9, 4: 200e-9}
+_TRANSFORM = {2: 11e-9, 4: 34e-9}
+_IM2COL_VALUE = 0.5e-9
 
 
 def _gemm_seconds(pixels: int, k: int, oc: int) -> float:
@@ -70,7 +72,10 @@ def choose(geo: ConvGeometry, low_memory: bool) -> int:
     if not winograd_eligible(geo, low_memory):
         return 0
     ic, oc, (oh, ow) = geo.in_channels, geo.out_channels, geo.out_hw
-    best, best_cost = 0, _gemm_seconds(geo.batch * oh * ow, 9 * ic, oc)
+    pixels = geo.batch * oh * ow
+    best, best_cost = 0, _gemm_seconds(pixels, 9 * ic, oc)
+    if ic % 4:
+        best_cost += pixels * 9 * ic * _IM2COL_VALUE
     for unit, per_block in _TRANSFORM.items():
         a2 = (unit + 2) ** 2
         tiles = -(-oh // unit) * -(-ow // unit)

@@ -23,16 +23,17 @@ from mnnpy.backend.cpu.kernels.gemm cimport current_isa, mnnpy_gemm_c4, split_wo
 
 
 cdef extern from "winograd_kernels.h" nogil:
-    void mnnpy_wino_input(int a, const float* plane, ptrdiff_t ih, ptrdiff_t iw, ptrdiff_t y0,
-                          ptrdiff_t x0, float* v, ptrdiff_t xs)
-    void mnnpy_wino_output(int a, const float* m, ptrdiff_t xs, const float* bias,
-                           float* plane, ptrdiff_t oh, ptrdiff_t ow, ptrdiff_t y0,
-                           ptrdiff_t x0, ptrdiff_t lanes, float lo, float hi)
+    void mnnpy_wino_input(int isa, int a, const float* plane, ptrdiff_t ih, ptrdiff_t iw,
+                          ptrdiff_t tw, ptrdiff_t top, ptrdiff_t left, ptrdiff_t t0,
+                          ptrdiff_t nt, float* v, ptrdiff_t xs)
+    void mnnpy_wino_output(int isa, int a, const float* m, ptrdiff_t xs, const float* bias,
+                           float* plane, ptrdiff_t oh, ptrdiff_t ow, ptrdiff_t tw,
+                           ptrdiff_t t0, ptrdiff_t nt, ptrdiff_t lanes, float lo, float hi)
 
 
 cdef struct Plan:
     Py_ssize_t batch, ic, ih, iw, oc, oh, ow, top, left, ic4, oc4, n16
-    Py_ssize_t unit, a, tw, tiles, block, nblock, cp, nchunk, items, slot
+    Py_ssize_t unit, a, tw, tiles, block, nblock, cp, nchunk, items, xs_in, xs_out, slot
     int isa
 
 
@@ -61,7 +62,11 @@ cdef Plan _plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
     want = _cdiv(2 * num_thread, g.batch)
     g.block, g.nblock, g.nchunk, g.cp = split_work(g.tiles, g.oc, block, want)
     g.items = g.batch * g.nblock * g.nchunk
-    g.slot = g.a * g.a * g.block * 4 * (g.ic4 + 4 * g.cp)
+    # a position's panels, one cache line apart from a multiple of 4 KB: the 36 lines a
+    # transform touches otherwise share one L1 set when ic4 * block is a multiple of 64
+    g.xs_in = g.ic4 * g.block * 4 + 16
+    g.xs_out = 4 * g.cp * g.block * 4 + 16
+    g.slot = g.a * g.a * (g.xs_in + g.xs_out)
     g.isa = current_isa()
     return g
 
@@ -115,29 +120,22 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
     cdef Py_ssize_t n = piece // g.nblock, t0 = (piece % g.nblock) * g.block
     cdef Py_ssize_t nt = min(g.block, g.tiles - t0), o0 = c * g.cp * 16
     cdef Py_ssize_t ocn = min(g.cp * 16, g.oc - o0), a2 = g.a * g.a
-    cdef Py_ssize_t ts = g.block * 4, xs_in = g.ic4 * ts, xs_out = 4 * g.cp * ts
+    cdef Py_ssize_t ts = g.block * 4, xs_in = g.xs_in, xs_out = g.xs_out
     cdef float* tin = scratch + tid * g.slot
     cdef float* tout = tin + a2 * xs_in
     cdef const float* image = src + n * g.ic4 * g.ih * g.iw * 4
     cdef float* out = dst + n * g.oc4 * g.oh * g.ow * 4
-    cdef Py_ssize_t t, tile, cb, xi
-    # channel blocks outside, tiles inside: consecutive tiles share cache lines of the panels
+    cdef Py_ssize_t cb, xi
     if last[tid] != piece:  # one transform per block unless its chunks go to several threads
         for cb in range(g.ic4):
-            for t in range(nt):
-                tile = t0 + t
-                mnnpy_wino_input(g.a, image + cb * g.ih * g.iw * 4, g.ih, g.iw,
-                                 (tile // g.tw) * g.unit - g.top,
-                                 (tile % g.tw) * g.unit - g.left, tin + cb * ts + t * 4, xs_in)
+            mnnpy_wino_input(g.isa, g.a, image + cb * g.ih * g.iw * 4, g.ih, g.iw, g.tw, g.top,
+                             g.left, t0, nt, tin + cb * ts, xs_in)
         last[tid] = piece
     for xi in range(a2):
         mnnpy_gemm_c4(g.isa, tin + xi * xs_in, ts, nt, g.ic,
                       w + (xi * g.n16 * 16 + o0) * g.ic, NULL, tout + xi * xs_out, ts, ocn,
                       -INFINITY, INFINITY)
     for cb in range(_cdiv(ocn, 4)):
-        for t in range(nt):
-            tile = t0 + t
-            mnnpy_wino_output(g.a, tout + cb * ts + t * 4, xs_out, bias + o0 + 4 * cb,
-                              out + (o0 // 4 + cb) * g.oh * g.ow * 4, g.oh, g.ow,
-                              (tile // g.tw) * g.unit, (tile % g.tw) * g.unit,
-                              min(4, g.oc - o0 - 4 * cb), lo, hi)
+        mnnpy_wino_output(g.isa, g.a, tout + cb * ts, xs_out, bias + o0 + 4 * cb,
+                          out + (o0 // 4 + cb) * g.oh * g.ow * 4, g.oh, g.ow, g.tw, t0, nt,
+                          min(4, g.oc - o0 - 4 * cb), lo, hi)
