@@ -46,6 +46,13 @@ class Execution:
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Prepare for the current shapes; acquire and release scratch through the backend."""
 
+    def idle(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
+        """Whether, with the buffers as planned now (after the session's resize and memory
+        plan), ``on_execute`` would change nothing unless a run is observed by callbacks (like
+        MNN's virtual tensors, which never run): a run without callbacks then skips the op.
+        Default: False."""
+        return False
+
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Compute the outputs from the inputs."""
         raise NotImplementedError(f"{type(self).__name__}.on_execute")

@@ -154,10 +154,16 @@ class Pipeline:
             macs = count_macs(u.op, u.inputs, u.outputs)
             name = u.backend.name if u.backend else ""
             u.info = OpInfo(u.op.name, u.op.type_name, macs / 1e6, name)
+        self.plan_steps()
+
+    def plan_steps(self) -> None:
+        """The flat run loop's steps; the session calls this again once memory is planned, so
+        executions with nothing to do in that plan (``Execution.idle``) are left out."""
         self._steps = [
             (tuple(u.copies), u.execution, u.exec_inputs, u.outputs, u)
             for u in self._active
             if u.execution is not None
+            and (u.copies or not u.execution.idle(u.exec_inputs, u.outputs))
         ]
 
     def _prepare_unit(self, unit: Unit) -> None:

@@ -244,6 +244,8 @@ class Session:
         for backend in self.backends:
             backend.on_resize_end()
             backend.on_allocate_buffer()
+        for pipeline in self.pipelines:
+            pipeline.plan_steps()
         for t in self.tensors:
             if t.describe.content is not None and t.host is not None:
                 t.copy_from(t.describe.content)
