@@ -15,11 +15,14 @@ typedef struct {
     ptrdiff_t ih, iw, ow, KY, KX, sy, sx, dy, dx, top, left;
 } mnnpy_dw_geom;
 
+/* (stride and dilation are mostly 1: no division then, it costs more than a row's taps) */
 MNNPY_INLINE ptrdiff_t mnnpy_dw_cdiv(ptrdiff_t a, ptrdiff_t b) { /* ceil(a / b), b > 0 */
+    if (b == 1) return a;
     return a >= 0 ? (a + b - 1) / b : -((-a) / b);
 }
 
 MNNPY_INLINE ptrdiff_t mnnpy_dw_fdiv(ptrdiff_t a, ptrdiff_t b) { /* floor(a / b), b > 0 */
+    if (b == 1) return a;
     return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
@@ -104,14 +107,14 @@ MNNPY_INLINE MNNPY_T256 __m256 mnnpy_dw_load2(const float* p, ptrdiff_t sx) {
                                           _mm_loadu_ps(p + 4 * sx), 1);
 }
 
+/* Output row oy; pixels [xa, xb) have every kx tap inside the row (mnnpy_dw_interior). */
 MNNPY_STATIC MNNPY_T256 void mnnpy_dw_row_avx2(const mnnpy_dw_geom* g, const float* src,
                                                float* dst, const float* w, const float* bias,
-                                               ptrdiff_t oy, ptrdiff_t lanes, float lo,
-                                               float hi) {
+                                               ptrdiff_t oy, ptrdiff_t xa, ptrdiff_t xb,
+                                               ptrdiff_t lanes, float lo, float hi) {
     const ptrdiff_t sx = g->sx;
-    ptrdiff_t iy0 = oy * g->sy - g->top, ky0, ky1, xa, xb, ox = 0;
+    ptrdiff_t iy0 = oy * g->sy - g->top, ky0, ky1, ox = 0;
     mnnpy_dw_taps(iy0, g->dy, g->KY, g->ih, &ky0, &ky1);
-    mnnpy_dw_interior(g, &xa, &xb);
     __m128 b = _mm_loadu_ps(bias), l4 = _mm_set1_ps(lo), h4 = _mm_set1_ps(hi);
     __m128 m4 = mnnpy_dw_mask(lanes);
     if (sx > 2) xa = xb = g->ow;
@@ -150,8 +153,10 @@ MNNPY_STATIC void mnnpy_dw_rows(int isa, const mnnpy_dw_geom* g, const float* sr
                                 ptrdiff_t lanes, float lo, float hi) {
 #if MNNPY_X86
     if (isa >= MNNPY_ISA_AVX2) {
+        ptrdiff_t xa, xb;
+        mnnpy_dw_interior(g, &xa, &xb);
         for (ptrdiff_t oy = oy0; oy < oy1; ++oy)
-            mnnpy_dw_row_avx2(g, src, dst + oy * g->ow * 4, w, bias, oy, lanes, lo, hi);
+            mnnpy_dw_row_avx2(g, src, dst + oy * g->ow * 4, w, bias, oy, xa, xb, lanes, lo, hi);
         return;
     }
 #endif
