@@ -136,7 +136,8 @@ MNNPY_STATIC void mnnpy_wino_output(int isa, int a, const float* m, ptrdiff_t xs
                                     ptrdiff_t tw, ptrdiff_t t0, ptrdiff_t nt, ptrdiff_t lanes,
                                     float lo, float hi);
 
-/* Output pixels of tile (y0, x0) whose values are in res[(i * m + j) * rstride + 4 * k]. */
+/* The m x m output pixels of the tile at (y0, x0) that lie inside the plane; pixel (i, j)'s 4
+ * lanes are at res + (i * m + j) * rstride. */
 MNNPY_INLINE void mnnpy_wino_put(int m, const float* res, ptrdiff_t rstride, float* plane,
                                  ptrdiff_t oh, ptrdiff_t ow, ptrdiff_t y0, ptrdiff_t x0) {
     if (y0 + m <= oh && x0 + m <= ow) {
