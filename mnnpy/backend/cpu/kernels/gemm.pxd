@@ -16,5 +16,11 @@ cdef extern from "gemm_kernels.h" nogil:
                       float* t, ptrdiff_t T)
 
 cdef int current_isa() noexcept nogil
+
+
+cdef inline Py_ssize_t cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+    # ceil(a / b) for a >= 0, b > 0 (the kernels' block and tile counts)
+    return (a + b - 1) // b
+
 cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
         Py_ssize_t pixels, Py_ssize_t channels, Py_ssize_t tile, Py_ssize_t want) noexcept

@@ -103,10 +103,6 @@ cdef struct Plan:
     Py_ssize_t oh, ihp, iwp, top, left
 
 
-cdef Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    return (a + b - 1) // b
-
-
 cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
         Py_ssize_t pixels, Py_ssize_t channels, Py_ssize_t tile, Py_ssize_t want) noexcept:
     """How one GEMM (``pixels`` columns, ``channels`` outputs, all positive) is cut into items.
@@ -119,18 +115,18 @@ cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
     Returns:
         (tile, ntile, nchunk, cp): tile width, tile count, chunk count, 16-panels per chunk.
     """
-    cdef Py_ssize_t n16 = _cdiv(channels, 16), ntile, nchunk = 1, cp
+    cdef Py_ssize_t n16 = cdiv(channels, 16), ntile, nchunk = 1, cp
     tile = min(tile, pixels)
-    ntile = _cdiv(pixels, tile)
+    ntile = cdiv(pixels, tile)
     if ntile < want:
         if channels >= pixels:
-            nchunk = min(n16, _cdiv(want, ntile))
+            nchunk = min(n16, cdiv(want, ntile))
         else:
             ntile = min(pixels, want)
-    tile = _cdiv(pixels, ntile)  # equal tiles
-    ntile = _cdiv(pixels, tile)
-    cp = _cdiv(n16, nchunk)
-    nchunk = _cdiv(n16, cp)
+    tile = cdiv(pixels, ntile)  # equal tiles
+    ntile = cdiv(pixels, tile)
+    cp = cdiv(n16, nchunk)
+    nchunk = cdiv(n16, cp)
     return tile, ntile, nchunk, cp
 
 
@@ -152,14 +148,14 @@ cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread,
             f"{window!r}, tile {tile}, num_thread {num_thread}")
     g.ohw = oh * g.ow
     g.k = g.ic * ky * kx
-    g.ic4 = _cdiv(g.ic, 4)
-    g.oc4 = _cdiv(g.oc, 4)
+    g.ic4 = cdiv(g.ic, 4)
+    g.oc4 = cdiv(g.oc, 4)
     g.direct = (ky == 1 and kx == 1 and sy == 1 and sx == 1 and top == 0 and left == 0
                 and oh == g.ih and g.ow == g.iw)
     g.shifted = shift and not g.direct and sy == 1 and sx == 1 and g.ic % 4 == 0
     g.oh, g.top, g.left = oh, top, left
     g.ihp, g.iwp = oh + (ky - 1) * dy, g.ow + (kx - 1) * dx
-    want = _cdiv(2 * num_thread, g.batch)  # pieces per image for two items per thread
+    want = cdiv(2 * num_thread, g.batch)  # pieces per image for two items per thread
     if g.shifted:  # tiles of whole output rows
         g.tile, g.ntile, g.nchunk, g.cp = split_work(oh, g.oc, max(1, tile // g.ow), want)
     else:
@@ -187,7 +183,7 @@ def scratch_size(tuple shape, tuple window, Py_ssize_t tile, int num_thread=1,
         return (g.ic4 + g.oc4) * 4 * g.batch * g.ohw
     if g.shifted:
         return g.batch * g.ic4 * g.ihp * g.iwp * 4
-    return 0 if g.direct else num_thread * g.tile * 4 * _cdiv(g.k, 4)
+    return 0 if g.direct else num_thread * g.tile * 4 * cdiv(g.k, 4)
 
 
 def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
@@ -204,7 +200,7 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
     if gather:
         gp = _gather_plan(&g, window, tile, num_thread)
     cdef Py_ssize_t need = scratch_size(shape, window, tile, num_thread, gather, shift)
-    cdef Py_ssize_t n16 = _cdiv(g.oc, 16)
+    cdef Py_ssize_t n16 = cdiv(g.oc, 16)
     if (src.shape[0] < g.batch * g.ic4 * g.ih * g.iw * 4
             or dst.shape[0] < g.batch * g.oc4 * g.ohw * 4
             or weight.shape[0] < n16 * 16 * g.k or bias.shape[0] < n16 * 16
@@ -340,7 +336,7 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
         a_stride = g.ohw * 4
     else:
         a_stride = g.tile * 4
-        a = scratch + tid * a_stride * _cdiv(g.k, 4)
+        a = scratch + tid * a_stride * cdiv(g.k, 4)
         if last[tid] != piece:  # one copy per tile unless its chunks go to several threads
             mnnpy_im2col(src + n * g.ic4 * g.ih * g.iw * 4, g.ic, g.ih, g.iw, g.ow, win, p0,
                          pixels, <float*>a, g.tile)

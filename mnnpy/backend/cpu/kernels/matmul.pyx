@@ -18,7 +18,7 @@ depend on the thread count. Sizes and indices are checked before ``nogil``.
 from cython.parallel cimport prange
 from libc.string cimport memcpy
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa, mnnpy_gemm_c4, split_work
+from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa, mnnpy_gemm_c4, split_work
 
 
 cdef extern from "math.h" nogil:
@@ -31,10 +31,6 @@ cdef struct MM:
     Py_ssize_t a_size, w_size, d_size, bias_size
 
 
-cdef Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    return (a + b - 1) // b
-
-
 cdef MM _plan(tuple dims, bint packed_b, Py_ssize_t tile, int num_thread) except *:
     cdef MM g
     cdef Py_ssize_t want
@@ -44,10 +40,10 @@ cdef MM _plan(tuple dims, bint packed_b, Py_ssize_t tile, int num_thread) except
                          f"tile {tile}, num_thread {num_thread}")
     if packed_b and g.nbb != 1:
         raise ValueError(f"a packed B is one matrix, got nbb {g.nbb}")
-    g.K4, g.N4, g.N16 = _cdiv(g.K, 4), _cdiv(g.N, 4), _cdiv(g.N, 16)
+    g.K4, g.N4, g.N16 = cdiv(g.K, 4), cdiv(g.N, 4), cdiv(g.N, 16)
     g.G = 1 if g.nbb == 1 else g.nb  # groups: one GEMM per distinct B use
     g.P = g.nb * g.M // g.G
-    want = _cdiv(2 * num_thread, g.G)
+    want = cdiv(2 * num_thread, g.G)
     g.tile, g.ntile, g.nchunk, g.cp = split_work(g.P, g.N, tile, want)
     g.items = g.G * g.ntile * g.nchunk
     g.a_size = g.nb * g.K4 * 4 * g.M

@@ -16,7 +16,7 @@ rows; results do not depend on the thread count.
 from cython.parallel cimport prange
 from libc.stddef cimport ptrdiff_t
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa
 
 
 cdef extern from "pool_kernels.h" nogil:
@@ -42,15 +42,10 @@ cdef inline Py_ssize_t _clip(Py_ssize_t v, Py_ssize_t lo, Py_ssize_t hi) noexcep
     return hi if v > hi else v
 
 
-cdef inline Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    # ceil(a / b) for a >= 0, b > 0
-    return (a + b - 1) // b
-
-
 cdef inline void _inner(const Geom* g, Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
     # outputs [lo, hi) of a row have their whole window inside the input row (no clipping):
     # the kernels do those several at a time
-    cdef Py_ssize_t a = _cdiv(g.left, g.sx) if g.left > 0 else 0, b = 0
+    cdef Py_ssize_t a = cdiv(g.left, g.sx) if g.left > 0 else 0, b = 0
     if g.iw - g.kx + g.left >= 0:
         b = (g.iw - g.kx + g.left) // g.sx + 1
     lo[0] = _clip(a, 0, g.ow)

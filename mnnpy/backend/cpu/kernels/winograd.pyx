@@ -19,7 +19,7 @@ from libc.math cimport INFINITY
 from libc.stddef cimport ptrdiff_t
 from libc.stdlib cimport free, malloc
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa, mnnpy_gemm_c4, split_work
+from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa, mnnpy_gemm_c4, split_work
 
 
 cdef extern from "winograd_kernels.h" nogil:
@@ -37,10 +37,6 @@ cdef struct Plan:
     int isa
 
 
-cdef Py_ssize_t _cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    return (a + b - 1) // b
-
-
 cdef Plan _plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
                 int num_thread) except *:
     """Sizes, then the split: blocks of at most ``block`` tiles, and channel chunks when an
@@ -56,10 +52,10 @@ cdef Plan _plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
             f"unit must be 2 or 4, block and threads positive; got unit {unit}, block "
             f"{block}, num_thread {num_thread}")
     g.unit, g.a = unit, unit + 2
-    g.ic4, g.oc4, g.n16 = _cdiv(g.ic, 4), _cdiv(g.oc, 4), _cdiv(g.oc, 16)
-    g.tw = _cdiv(g.ow, unit)
-    g.tiles = _cdiv(g.oh, unit) * g.tw
-    want = _cdiv(2 * num_thread, g.batch)
+    g.ic4, g.oc4, g.n16 = cdiv(g.ic, 4), cdiv(g.oc, 4), cdiv(g.oc, 16)
+    g.tw = cdiv(g.ow, unit)
+    g.tiles = cdiv(g.oh, unit) * g.tw
+    want = cdiv(2 * num_thread, g.batch)
     g.block, g.nblock, g.nchunk, g.cp = split_work(g.tiles, g.oc, block, want)
     g.items = g.batch * g.nblock * g.nchunk
     # a position's panels, one cache line apart from a multiple of 4 KB: the 36 lines a
@@ -135,7 +131,7 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
         mnnpy_gemm_c4(g.isa, tin + xi * xs_in, ts, nt, g.ic,
                       w + (xi * g.n16 * 16 + o0) * g.ic, NULL, tout + xi * xs_out, ts, ocn,
                       -INFINITY, INFINITY)
-    for cb in range(_cdiv(ocn, 4)):
+    for cb in range(cdiv(ocn, 4)):
         mnnpy_wino_output(g.isa, g.a, tout + cb * ts, xs_out, bias + o0 + 4 * cb,
                           out + (o0 // 4 + cb) * g.oh * g.ow * 4, g.oh, g.ow, g.tw, t0, nt,
                           min(4, g.oc - o0 - 4 * cb), lo, hi)
