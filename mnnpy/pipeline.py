@@ -118,7 +118,7 @@ class Pipeline:
         self.backends = list(dict.fromkeys([*self.preference, *self.overrides.values(), host]))
         self._active: list[Unit] = []
         # what a run without callbacks does, per active unit: (copies, execution, inputs,
-        # outputs, unit), built at the end of ``prepare``
+        # outputs, unit), built by ``plan_steps`` once memory is planned
         self._steps: list[tuple[Any, Any, list[Tensor], list[Tensor], Unit]] = []
 
     def prepare(self, use_counts: Sequence[int]) -> None:
@@ -154,11 +154,11 @@ class Pipeline:
             macs = count_macs(u.op, u.inputs, u.outputs)
             name = u.backend.name if u.backend else ""
             u.info = OpInfo(u.op.name, u.op.type_name, macs / 1e6, name)
-        self.plan_steps()
 
     def plan_steps(self) -> None:
-        """The flat run loop's steps; the session calls this again once memory is planned, so
-        executions with nothing to do in that plan (``Execution.idle``) are left out."""
+        """The flat run loop's steps, built by the session once memory is planned (after
+        ``prepare`` and ``on_allocate_buffer``), so executions with nothing to do in that plan
+        (``Execution.idle``) are left out."""
         self._steps = [
             (tuple(u.copies), u.execution, u.exec_inputs, u.outputs, u)
             for u in self._active
