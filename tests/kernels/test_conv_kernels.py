@@ -74,6 +74,27 @@ def test_depthwise_matches_reference(isa: str, name: str, c: int) -> None:
     assert np.all(dst.reshape(2, layout.c4(c), -1, 4)[:, -1, :, c % 4 or 4 :] == 0)
 
 
+@pytest.mark.parametrize(
+    ("h", "w", "stride", "pad"),
+    [(9, 150, 1, 1), (9, 150, 2, 1), (5, 339, 1, 1), (4, 400, 1, 1), (7, 7, 1, 0), (6, 7, 2, 0),
+     (1, 1, 1, 1)],
+)  # fmt: skip
+def test_depthwise_3x3_widths(isa: str, h: int, w: int, stride: int, pad: int) -> None:
+    """3x3 windows on maps of every width: the zero-bordered copy with its rows in groups (150
+    wide: 4 or 2 output rows per group; 339: one), rows too wide for it (400), no padding, a
+    single pixel. Close to the reference, 1, 2 and 3 threads bit-identical."""
+    rng = np.random.default_rng(w)
+    x = rng.standard_normal((1, 5, h, w)).astype(np.float32)
+    weight = rng.standard_normal((5, 1, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
+    window = (stride, stride, 1, 1, pad, pad)
+    runs = [depthwise(x, weight, bias, window, t) for t in (1, 2, 3)]
+    dst, ref = runs[0]
+    assert all(np.array_equal(dst, other) for other, _ in runs[1:])
+    np.testing.assert_allclose(layout.unpack_nc4hw4(dst, ref.shape), ref, rtol=1e-5, atol=1e-5)
+    assert np.all(dst.reshape(1, 2, -1, 4)[:, -1, :, 1:] == 0)
+
+
 def test_buffer_and_window_checks() -> None:
     src, dst = np.zeros(4 * 25, np.float32), np.zeros(4 * 9, np.float32)
     weight, bias = np.zeros(4 * 9, np.float32), np.zeros(4, np.float32)

@@ -9,6 +9,8 @@
 #ifndef MNNPY_DEPTHWISE_KERNELS_H
 #define MNNPY_DEPTHWISE_KERNELS_H
 
+#include <string.h>
+
 #include "simd.h"
 
 typedef struct {
@@ -145,6 +147,92 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_dw_row_avx2(const mnnpy_dw_geom* g, const flo
 #undef MNNPY_DW_PAIRS
     for (; ox < g->ow; ++ox) mnnpy_dw_px128(g, src, dst, w, b, iy0, ky0, ky1, ox, l4, h4, m4);
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * 3x3, dilation 1, stride 1 or 2, on a zero-bordered copy: rows of the block's input, borders
+ * included, are copied into a stack buffer so every output pixel takes the same full-window
+ * path (no per-row border pixels, which on 7x7 and 14x14 maps cost as much as the interior).
+ * The padding taps add 0 * w, as the ONNX definition does. Output rows go in groups whose input
+ * rows fit the buffer; a pixel's arithmetic does not depend on the grouping.
+ */
+#define MNNPY_DW_PAD_FLOATS 4096 /* 16 KB of stack */
+
+/* Whether mnnpy_dw_rows_padded3 runs this geometry (a one-row group must fit the buffer). */
+MNNPY_INLINE int mnnpy_dw_padded3(const mnnpy_dw_geom* g) {
+    return g->KY == 3 && g->KX == 3 && g->dy == 1 && g->dx == 1 && g->sy == g->sx &&
+           (g->sx == 1 || g->sx == 2) && ((g->ow - 1) * g->sx + 3) * 3 * 4 <= MNNPY_DW_PAD_FLOATS;
+}
+
+MNNPY_STATIC MNNPY_T256 void mnnpy_dw_rows_padded3(const mnnpy_dw_geom* g, const float* src,
+                                                   float* dst, const float* w,
+                                                   const float* bias, ptrdiff_t oy0,
+                                                   ptrdiff_t oy1, ptrdiff_t lanes, float lo,
+                                                   float hi) {
+    float buf[MNNPY_DW_PAD_FLOATS];
+    const ptrdiff_t s = g->sx, ow = g->ow, pw = (ow - 1) * s + 3; /* padded row, pixels */
+    const ptrdiff_t group = ((MNNPY_DW_PAD_FLOATS / (pw * 4)) - 3) / s + 1; /* >= 1 */
+    const ptrdiff_t xa = g->left < pw ? g->left : pw; /* padded columns [xa, xe) are input */
+    ptrdiff_t xe = g->left + g->iw;
+    if (xe > pw) xe = pw;
+    __m128 b = _mm_loadu_ps(bias), m4 = mnnpy_dw_mask(lanes);
+    __m128 l4 = _mm_set1_ps(lo), h4 = _mm_set1_ps(hi);
+    __m256 b8 = _mm256_set_m128(b, b), l8 = _mm256_set1_ps(lo), h8 = _mm256_set1_ps(hi),
+           m8 = _mm256_set_m128(m4, m4);
+    __m256 wv[9];
+    __m128 w4[9];
+    for (int k = 0; k < 9; ++k) {
+        w4[k] = _mm_loadu_ps(w + 4 * k);
+        wv[k] = _mm256_set_m128(w4[k], w4[k]);
+    }
+    for (ptrdiff_t g0 = oy0; g0 < oy1; g0 += group) {
+        ptrdiff_t g1 = g0 + group < oy1 ? g0 + group : oy1;
+        ptrdiff_t y0 = g0 * s - g->top, rows = (g1 - 1 - g0) * s + 3;
+        for (ptrdiff_t r = 0; r < rows; ++r) {
+            float* row = buf + r * pw * 4;
+            ptrdiff_t iy = y0 + r;
+            if (iy < 0 || iy >= g->ih || xe <= xa) {
+                memset(row, 0, (size_t)pw * 4 * sizeof(float));
+                continue;
+            }
+            memset(row, 0, (size_t)xa * 4 * sizeof(float));
+            memcpy(row + xa * 4, src + (iy * g->iw + xa - g->left) * 4,
+                   (size_t)(xe - xa) * 4 * sizeof(float));
+            memset(row + xe * 4, 0, (size_t)(pw - xe) * 4 * sizeof(float));
+        }
+        for (ptrdiff_t oy = g0; oy < g1; ++oy) {
+            const float* r0 = buf + (oy - g0) * s * pw * 4;
+            float* out = dst + oy * ow * 4;
+            ptrdiff_t ox = 0;
+#define MNNPY_DW_PAD_PX(NB)                                                                    \
+    for (; ox + 2 * NB <= ow; ox += 2 * NB) {                                                  \
+        __m256 acc[NB];                                                                        \
+        for (int q = 0; q < NB; ++q) acc[q] = b8;                                              \
+        for (int ky = 0; ky < 3; ++ky)                                                         \
+            for (int kx = 0; kx < 3; ++kx) {                                                   \
+                const float* p = r0 + (ky * pw + ox * s + kx) * 4;                             \
+                for (int q = 0; q < NB; ++q)                                                   \
+                    acc[q] = _mm256_fmadd_ps(mnnpy_dw_load2(p + 8 * q * s, s), wv[ky * 3 + kx], \
+                                             acc[q]);                                          \
+            }                                                                                  \
+        for (int q = 0; q < NB; ++q)                                                           \
+            _mm256_storeu_ps(out + (ox + 2 * q) * 4,                                           \
+                             _mm256_and_ps(m8, _mm256_min_ps(h8, _mm256_max_ps(l8, acc[q])))); \
+    }
+            MNNPY_DW_PAD_PX(4)
+            MNNPY_DW_PAD_PX(3)
+            MNNPY_DW_PAD_PX(1)
+#undef MNNPY_DW_PAD_PX
+            for (; ox < ow; ++ox) { /* the odd pixel: same chain, 128 bits */
+                __m128 acc = b;
+                for (int ky = 0; ky < 3; ++ky)
+                    for (int kx = 0; kx < 3; ++kx)
+                        acc = _mm_fmadd_ps(_mm_loadu_ps(r0 + (ky * pw + ox * s + kx) * 4),
+                                           w4[ky * 3 + kx], acc);
+                _mm_storeu_ps(out + ox * 4, _mm_and_ps(m4, _mm_min_ps(h4, _mm_max_ps(l4, acc))));
+            }
+        }
+    }
+}
 #endif /* MNNPY_X86 */
 
 /* Output rows [oy0, oy1) of one 4-channel block: src is its input plane, dst its output plane. */
@@ -152,6 +240,10 @@ MNNPY_STATIC void mnnpy_dw_rows(int isa, const mnnpy_dw_geom* g, const float* sr
                                 const float* w, const float* bias, ptrdiff_t oy0, ptrdiff_t oy1,
                                 ptrdiff_t lanes, float lo, float hi) {
 #if MNNPY_X86
+    if (isa >= MNNPY_ISA_AVX2 && mnnpy_dw_padded3(g)) {
+        mnnpy_dw_rows_padded3(g, src, dst, w, bias, oy0, oy1, lanes, lo, hi);
+        return;
+    }
     if (isa >= MNNPY_ISA_AVX2) {
         ptrdiff_t xa, xb;
         mnnpy_dw_interior(g, &xa, &xb);
