@@ -2,9 +2,10 @@
  *
  * src is the block's input plane [ih][iw][4], dst its output plane [oh][ow][4], w the block's
  * weights [KY][KX][4] and bias its 4 biases. Each output is bias + the taps inside the input
- * in (ky, kx) order, one FMA chain (AVX2) or multiply-add chain (portable C) per value, then
- * clamped to [lo, hi]; lanes >= ``lanes`` are written as 0 (input padding lanes may hold
- * anything). Each pixel always takes the same path, so any split of rows gives the same bits.
+ * in (ky, kx) order (the 3x3 path below also adds its padding taps, 0 * w), one FMA chain
+ * (AVX2) or multiply-add chain (portable C) per value, then clamped to [lo, hi]; lanes >=
+ * ``lanes`` are written as 0 (input padding lanes may hold anything). A geometry's pixels always
+ * take the same path, so any split of rows gives the same bits.
  */
 #ifndef MNNPY_DEPTHWISE_KERNELS_H
 #define MNNPY_DEPTHWISE_KERNELS_H
