@@ -119,6 +119,9 @@ MNNPY_INLINE void mnnpy_max_windows(int isa, const float* plane, ptrdiff_t iw, p
     ptrdiff_t i = 0;
 #if MNNPY_X86
     if (isa != MNNPY_ISA_GENERIC) {
+        if (w == 3 && ye - ys == 3 && step == 2) /* 3x3/2 (ResNet, ShuffleNet): constant trips */
+            for (; i + 4 <= n; i += 4)
+                mnnpy_max_window4_sse(plane, iw, ys, ys + 3, xs + i * 2, 3, 2, out + 4 * i, lanes);
         for (; i + 4 <= n; i += 4)
             mnnpy_max_window4_sse(plane, iw, ys, ye, xs + i * step, w, step, out + 4 * i, lanes);
         for (; i < n; ++i)
