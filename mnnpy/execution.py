@@ -53,6 +53,16 @@ class Execution:
         Default: False."""
         return False
 
+    def bind(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Callable[[], None] | None:
+        """A callable that does what ``on_execute(inputs, outputs)`` does, asked once memory
+        is planned (after ``idle``). The tensors' buffers then stay where they are until the
+        next resize, so their checks and pointers can be resolved here instead of on every
+        run; the run loop calls it with no arguments. Runs with callbacks still call
+        ``on_execute``. Default: None (the run loop calls ``on_execute``)."""
+        return None
+
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Compute the outputs from the inputs."""
         raise NotImplementedError(f"{type(self).__name__}.on_execute")

@@ -117,9 +117,9 @@ class Pipeline:
         self.strict = strict
         self.backends = list(dict.fromkeys([*self.preference, *self.overrides.values(), host]))
         self._active: list[Unit] = []
-        # what a run without callbacks does, per active unit: (copies, execution, inputs,
-        # outputs, unit), built by ``plan_steps`` once memory is planned
-        self._steps: list[tuple[Any, Any, list[Tensor], list[Tensor], Unit]] = []
+        # what a run without callbacks does, per active unit: (copies, bound call or None,
+        # execution, inputs, outputs, unit), built by ``plan_steps`` once memory is planned
+        self._steps: list[tuple[Any, Any, Any, list[Tensor], list[Tensor], Unit]] = []
 
     def prepare(self, use_counts: Sequence[int]) -> None:
         """Shape, create, acquire, resize and release every unit, in order.
@@ -158,13 +158,21 @@ class Pipeline:
     def plan_steps(self) -> None:
         """The flat run loop's steps, built by the session once memory is planned (after
         ``prepare`` and ``on_allocate_buffer``), so executions with nothing to do in that plan
-        (``Execution.idle``) are left out."""
-        self._steps = [
-            (tuple(u.copies), u.execution, u.exec_inputs, u.outputs, u)
-            for u in self._active
-            if u.execution is not None
-            and (u.copies or not u.execution.idle(u.exec_inputs, u.outputs))
-        ]
+        (``Execution.idle``) are left out, and the others may bind their buffers
+        (``Execution.bind``)."""
+        steps = []
+        for u in self._active:
+            ex = u.execution
+            if ex is None or (not u.copies and ex.idle(u.exec_inputs, u.outputs)):
+                continue
+            try:
+                call = ex.bind(u.exec_inputs, u.outputs)
+            except Exception as e:
+                raise self._execute_error(e, u, "resize") from (
+                    None if isinstance(e, MNNError) else e
+                )
+            steps.append((tuple(u.copies), call, ex, u.exec_inputs, u.outputs, u))
+        self._steps = steps
 
     def _prepare_unit(self, unit: Unit) -> None:
         op = unit.op
@@ -279,18 +287,22 @@ class Pipeline:
             for step in self._steps:
                 for copier, src, mirror in step[0]:
                     copier.on_copy_buffer(src, mirror)
-                step[1].on_execute(step[2], step[3])
+                if step[1] is None:  # looked up now: an execution may be patched between runs
+                    step[2].on_execute(step[3], step[4])
+                else:
+                    step[1]()
         except Exception as e:
             assert step is not None
-            raise self._execute_error(e, step[4]) from (None if isinstance(e, MNNError) else e)
+            raise self._execute_error(e, step[5]) from (None if isinstance(e, MNNError) else e)
         return True
 
-    def _execute_error(self, error: Exception, unit: Unit) -> MNNError:
-        """An error raised while ``unit`` executed, as an MNNError naming its op and backend."""
+    def _execute_error(self, error: Exception, unit: Unit, phase: str = "execute") -> MNNError:
+        """An error raised while ``unit`` executed (or bound its buffers, ``phase`` "resize"),
+        as an MNNError naming its op and backend."""
         if isinstance(error, MNNError):
             name = unit.backend.name if unit.backend else None
-            return error.with_op(unit.op.type_name, unit.op.name, backend=name, phase="execute")
-        return self._wrap(error, unit, "execute")
+            return error.with_op(unit.op.type_name, unit.op.name, backend=name, phase=phase)
+        return self._wrap(error, unit, phase)
 
     @staticmethod
     def _wrap(error: Exception, unit: Unit, phase: str) -> MNNError:

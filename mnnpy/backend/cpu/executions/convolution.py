@@ -111,6 +111,12 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
         w[:c] = weight[:, 0]
         return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
 
+    def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
+        return K.bind_depthwise(
+            inputs[0].host, outputs[0].host, self.weight, self.bias, self._shape,
+            self._window, self.lo, self.hi, self.backend.num_thread,
+        )  # fmt: skip
+
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         K.conv2d_depthwise(
             inputs[0].host, outputs[0].host, self.weight, self.bias, self._shape,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -136,6 +136,14 @@ class CPUConvolutionGemm(CPUConvolutionBase):
             self._shape, self._window, self._tile, backend.num_thread, self._gather, self._shift
         )
         self._scratch_tensor = self._scratch(n)
+
+    def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
+        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
+        return G.bind_conv2d(
+            inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
+            self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
+            self._shift,
+        )  # fmt: skip
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host

@@ -1,5 +1,19 @@
 import numpy as np
 
+class DepthwiseCall:
+    def __call__(self) -> None: ...
+
+def bind_depthwise(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    lo: float,
+    hi: float,
+    num_thread: int = 1,
+) -> DepthwiseCall: ...
 def conv2d_depthwise(
     src: np.ndarray,
     dst: np.ndarray,

@@ -18,7 +18,7 @@ depend on the thread count.
 from cython.parallel cimport prange, threadid
 from libc.stddef cimport ptrdiff_t
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa, mnnpy_gemm_c4, mnnpy_im2col
+from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa, mnnpy_gemm_c4, mnnpy_im2col
 
 
 cdef extern from "depthwise_kernels.h" nogil:
@@ -29,6 +29,9 @@ cdef extern from "depthwise_kernels.h" nogil:
                        ptrdiff_t lanes, float lo, float hi)
 
 
+cdef class DepthwiseCall
+
+
 def conv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] weight,
                      const float[::1] bias, tuple shape, tuple window, float lo,
                      float hi, int num_thread=1):
@@ -37,7 +40,22 @@ def conv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] weig
     ``weight`` is ``[c/4][ky][kx][4]`` (zero-padded), ``bias`` has ``4 * ceil(c/4)``
     values.
     """
-    cdef mnnpy_dw_geom g
+    _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread).run()
+
+
+def bind_depthwise(const float[::1] src, float[::1] dst, const float[::1] weight,
+                   const float[::1] bias, tuple shape, tuple window, float lo, float hi,
+                   int num_thread=1):
+    """``conv2d_depthwise`` on these buffers, checked now: a ``DepthwiseCall`` that runs it
+    when called with no arguments (a session's prepared step, ``Execution.bind``)."""
+    return _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread)
+
+
+cdef DepthwiseCall _bind_depthwise(const float[::1] src, float[::1] dst,
+                                   const float[::1] weight, const float[::1] bias, tuple shape,
+                                   tuple window, float lo, float hi, int num_thread):
+    cdef DepthwiseCall call = DepthwiseCall.__new__(DepthwiseCall)
+    cdef mnnpy_dw_geom* g = &call.g
     cdef Py_ssize_t batch, c, oc, oh, c4
     batch, c, g.ih, g.iw, oc, oh, g.ow = shape
     g.KY, g.KX, g.sy, g.sx, g.dy, g.dx, g.top, g.left = window
@@ -61,21 +79,61 @@ def conv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] weig
     cdef Py_ssize_t planes = batch * c4, step = oh
     if planes < 2 * num_thread:
         step = (oh * planes + 2 * num_thread - 1) // (2 * num_thread)
-    cdef Py_ssize_t chunks = (oh + step - 1) // step, items = planes * chunks, it
-    cdef const float* s = &src[0]
-    cdef float* d = &dst[0]
-    cdef const float* w = &weight[0]
-    cdef const float* b = &bias[0]
-    cdef int isa = current_isa()
-    cdef Py_ssize_t plane, blk, y0
-    with nogil:
-        for it in prange(items, num_threads=num_thread, schedule="dynamic"):
-            plane = it // chunks
-            blk = plane % c4
-            y0 = (it % chunks) * step
-            mnnpy_dw_rows(isa, &g, s + plane * g.ih * g.iw * 4, d + plane * oh * g.ow * 4,
-                          w + blk * g.KY * g.KX * 4, b + blk * 4, y0, min(oh, y0 + step),
-                          min(4, c - blk * 4), lo, hi)
+    call.c, call.oh, call.step = c, oh, step
+    call.chunks = (oh + step - 1) // step
+    call.items = planes * call.chunks
+    call.buffers = (src, dst, weight, bias)  # alive as long as the pointers below
+    call.s, call.d, call.w, call.b = &src[0], &dst[0], &weight[0], &bias[0]
+    call.lo, call.hi, call.num_thread = lo, hi, num_thread
+    return call
+
+
+cdef class DepthwiseCall:
+    """A depthwise convolution with its buffers, sizes and threads fixed
+    (``bind_depthwise``); calling it runs the convolution. It keeps its buffers alive; their
+    contents may change between calls, their size and place may not."""
+    cdef mnnpy_dw_geom g
+    cdef Py_ssize_t c, oh, step, chunks, items
+    cdef const float* s
+    cdef float* d
+    cdef const float* w
+    cdef const float* b
+    cdef float lo, hi
+    cdef int num_thread
+    cdef object buffers
+
+    def __call__(self):
+        self.run()
+
+    cdef void run(self) noexcept:
+        cdef mnnpy_dw_geom* g = &self.g
+        cdef Py_ssize_t c = self.c, oh = self.oh, step = self.step
+        cdef Py_ssize_t chunks = self.chunks, it
+        cdef const float* s = self.s
+        cdef float* d = self.d
+        cdef const float* w = self.w
+        cdef const float* b = self.b
+        cdef float lo = self.lo, hi = self.hi
+        cdef int isa = current_isa(), num_thread = self.num_thread
+        with nogil:
+            if num_thread == 1:  # no parallel region to enter
+                for it in range(self.items):
+                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, it)
+            else:
+                for it in prange(self.items, num_threads=num_thread, schedule="dynamic"):
+                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, it)
+
+
+cdef inline void _dw_item(int isa, const mnnpy_dw_geom* g, const float* s, float* d,
+                          const float* w, const float* b, Py_ssize_t c, Py_ssize_t oh,
+                          Py_ssize_t step, Py_ssize_t chunks, float lo, float hi,
+                          Py_ssize_t it) noexcept nogil:
+    # item it: rows [y0, y0 + step) of plane it // chunks (image n, block plane % c4)
+    cdef Py_ssize_t plane = it // chunks, y0 = (it % chunks) * step
+    cdef Py_ssize_t blk = plane % cdiv(c, 4)
+    mnnpy_dw_rows(isa, g, s + plane * g.ih * g.iw * 4, d + plane * oh * g.ow * 4,
+                  w + blk * g.KY * g.KX * 4, b + blk * 4, y0, min(oh, y0 + step),
+                  min(4, c - blk * 4), lo, hi)
 
 
 cdef inline void _copy_plane(const float* sp, float* dp, Py_ssize_t area) noexcept nogil:

@@ -26,6 +26,25 @@ def scratch_size(
     gather: bool = False,
     shift: bool = False,
 ) -> int: ...
+
+class Conv2dCall:
+    def __call__(self) -> None: ...
+
+def bind_conv2d(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    scratch: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    lo: float,
+    hi: float,
+    tile: int,
+    num_thread: int = 1,
+    gather: bool = False,
+    shift: bool = False,
+) -> Conv2dCall: ...
 def conv2d(
     src: np.ndarray,
     dst: np.ndarray,

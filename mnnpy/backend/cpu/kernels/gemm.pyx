@@ -186,6 +186,9 @@ def scratch_size(tuple shape, tuple window, Py_ssize_t tile, int num_thread=1,
     return 0 if g.direct else num_thread * g.tile * 4 * cdiv(g.k, 4)
 
 
+cdef class Conv2dCall
+
+
 def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
            const float[::1] bias, float[::1] scratch, tuple shape, tuple window, float lo,
            float hi, Py_ssize_t tile, int num_thread=1, bint gather=False, bint shift=False):
@@ -195,12 +198,32 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
 
     ``scratch`` needs ``scratch_size(shape, window, tile, num_thread, gather, shift)`` floats.
     """
-    cdef Plan g = _plan(shape, window, tile, num_thread, shift)
-    cdef Plan gp
+    _bind(src, dst, weight, bias, scratch, shape, window, lo, hi, tile, num_thread, gather,
+          shift).run()
+
+
+def bind_conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
+                const float[::1] bias, float[::1] scratch, tuple shape, tuple window,
+                float lo, float hi, Py_ssize_t tile, int num_thread=1, bint gather=False,
+                bint shift=False):
+    """``conv2d`` on these buffers, checked and planned now: a ``Conv2dCall`` that runs it
+    when called with no arguments (a session's prepared step, ``Execution.bind``)."""
+    return _bind(src, dst, weight, bias, scratch, shape, window, lo, hi, tile, num_thread,
+                 gather, shift)
+
+
+cdef Conv2dCall _bind(const float[::1] src, float[::1] dst, const float[::1] weight,
+                      const float[::1] bias, float[::1] scratch, tuple shape, tuple window,
+                      float lo, float hi, Py_ssize_t tile, int num_thread, bint gather,
+                      bint shift):
+    cdef Conv2dCall call = Conv2dCall.__new__(Conv2dCall)
+    cdef Plan* g = &call.g
+    g[0] = _plan(shape, window, tile, num_thread, shift)
+    call.gather = gather
     if gather:
-        gp = _gather_plan(&g, window, tile, num_thread)
+        call.gp = _gather_plan(g, window, tile, num_thread)
     cdef Py_ssize_t need = scratch_size(shape, window, tile, num_thread, gather, shift)
-    cdef Py_ssize_t n16 = cdiv(g.oc, 16)
+    cdef Py_ssize_t n16 = cdiv(g.oc, 16), i
     if (src.shape[0] < g.batch * g.ic4 * g.ih * g.iw * 4
             or dst.shape[0] < g.batch * g.oc4 * g.ohw * 4
             or weight.shape[0] < n16 * 16 * g.k or bias.shape[0] < n16 * 16
@@ -209,35 +232,76 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
             f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, weight "
             f"{weight.shape[0]}, bias {bias.shape[0]}, scratch {scratch.shape[0]} (needs "
             f"{need}) for shape {shape!r}, window {window!r}")
-    cdef ptrdiff_t win[8]
     for i in range(8):
-        win[i] = window[i]
-    cdef Py_ssize_t* last = <Py_ssize_t*>malloc(num_thread * sizeof(Py_ssize_t))
-    if last == NULL:
+        call.win[i] = window[i]
+    call.last = <Py_ssize_t*>malloc(num_thread * sizeof(Py_ssize_t))
+    if call.last == NULL:
         raise MemoryError()
-    for i in range(num_thread):
-        last[i] = -1
-    cdef const float* s = &src[0]
-    cdef float* d = &dst[0]
-    cdef const float* w = &weight[0]
-    cdef const float* b = &bias[0]
-    cdef float* t = &scratch[0] if need else NULL
-    cdef Py_ssize_t it
-    cdef ptrdiff_t* koff = NULL
-    if g.shifted:
-        koff = _tap_offsets(&g, win)
-    try:
+    if g.shifted and not gather:
+        call.koff = _tap_offsets(g, call.win)
+    call.buffers = (src, dst, weight, bias, scratch)  # alive as long as the pointers below
+    call.s, call.d, call.w, call.b = &src[0], &dst[0], &weight[0], &bias[0]
+    call.t = &scratch[0] if need else NULL
+    call.lo, call.hi, call.num_thread = lo, hi, num_thread
+    return call
+
+
+cdef class Conv2dCall:
+    """A group-1 convolution with its buffers, sizes and threads fixed (``bind_conv2d``);
+    calling it runs the convolution. It keeps its buffers alive; their contents may change
+    between calls, their size and place may not."""
+    cdef Plan g
+    cdef Plan gp
+    cdef bint gather
+    cdef ptrdiff_t win[8]
+    cdef Py_ssize_t* last  # per thread: the tile whose im2col copy its scratch holds
+    cdef ptrdiff_t* koff  # shifted: the k-panels' offsets
+    cdef const float* s
+    cdef float* d
+    cdef const float* w
+    cdef const float* b
+    cdef float* t
+    cdef float lo, hi
+    cdef int num_thread
+    cdef object buffers
+
+    def __cinit__(self):
+        self.last = NULL
+        self.koff = NULL
+
+    def __dealloc__(self):
+        free(self.last)
+        free(self.koff)
+
+    def __call__(self):
+        self.run()
+
+    cdef void run(self) noexcept:
+        cdef Plan* g = &self.g
+        cdef Plan* gp = &self.gp
+        cdef const float* s = self.s
+        cdef float* d = self.d
+        cdef const float* w = self.w
+        cdef const float* b = self.b
+        cdef float* t = self.t
+        cdef const ptrdiff_t* win = self.win
+        cdef Py_ssize_t* last = self.last
+        cdef float lo = self.lo, hi = self.hi
+        cdef int num_thread = self.num_thread
+        cdef Py_ssize_t it
+        for it in range(num_thread):
+            last[it] = -1
         with nogil:
-            if gather:
-                _gathered(&g, &gp, s, d, w, b, t, win, lo, hi, num_thread, last)
+            if self.gather:
+                _gathered(g, gp, s, d, w, b, t, win, lo, hi, num_thread, last)
             elif g.shifted:
-                _shifted(&g, s, d, w, b, t, koff, lo, hi, num_thread)
+                _shifted(g, s, d, w, b, t, self.koff, lo, hi, num_thread)
+            elif num_thread == 1 or g.items == 1:  # no parallel region to enter
+                for it in range(g.items):
+                    _item(g, s, d, w, b, t, win, lo, hi, it, 0, last)
             else:
                 for it in prange(g.items, num_threads=num_thread, schedule="dynamic"):
-                    _item(&g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
-    finally:
-        free(last)
-        free(koff)
+                    _item(g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
 
 
 cdef ptrdiff_t* _tap_offsets(const Plan* g, const ptrdiff_t* win) except NULL:
