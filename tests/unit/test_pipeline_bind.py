@@ -13,6 +13,7 @@ import mnnpy
 from mnnpy.backend.cpu.executions.convolution import CPUConvolutionDepthwise
 from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.backend.cpu.kernels import gemm as G
+from mnnpy.backend.cpu.kernels import winograd as WG
 from mnnpy.errors import MNNError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -92,3 +93,21 @@ def test_bound_calls_keep_their_buffers() -> None:
     call2()
     G.conv2d(src2, want2, w16, b16, scratch, shape, window, -1e30, 1e30, 64, 2)
     np.testing.assert_array_equal(dst2, want2)
+
+
+def test_bound_winograd_redoes_its_transforms() -> None:
+    rng = np.random.default_rng(4)
+    shape, pad, unit, block = (1, 8, 6, 6, 8, 6, 6), (1, 1), 2, 5  # 9 tiles: two blocks
+    src = rng.standard_normal(2 * 36 * 4).astype(np.float32)
+    weight = rng.standard_normal((unit + 2) ** 2 * 16 * 8).astype(np.float32)
+    bias = rng.standard_normal(16).astype(np.float32)
+    scratch = np.zeros(WG.scratch_size(shape, pad, unit, block, 2), np.float32)
+    dst, want = np.zeros(2 * 36 * 4, np.float32), np.zeros(2 * 36 * 4, np.float32)
+    call = WG.bind_conv2d(src, dst, weight.copy(), bias.copy(), scratch.copy(), shape, pad,
+                          unit, -1e30, 1e30, block, 2)  # fmt: skip
+    gc.collect()
+    for _ in range(5):  # a thread that gets the block it had last time must transform it again
+        src += 1
+        call()
+        WG.conv2d(src, want, weight, bias, scratch, shape, pad, unit, -1e30, 1e30, block, 2)
+        np.testing.assert_array_equal(dst, want)

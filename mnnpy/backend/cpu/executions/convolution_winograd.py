@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -90,6 +90,14 @@ class CPUConvolutionWinograd(CPUConvolutionBase):
         self._block = winograd_block(self.unit, self.in_channels, oc, tiles)
         n = WG.scratch_size(self._shape, pad, self.unit, self._block, threads)
         self._scratch_tensor = self._scratch(n)
+
+    def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
+        assert self._scratch_tensor is not None
+        return WG.bind_conv2d(
+            inputs[0].host, outputs[0].host, self.weight, self.bias, self._scratch_tensor.host,
+            self._shape, self._window[6:8], self.unit, self.lo, self.hi, self._block,
+            self.backend.num_thread,
+        )  # fmt: skip
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         assert self._scratch_tensor is not None

@@ -74,6 +74,9 @@ def scratch_size(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
     return num_thread * g.slot
 
 
+cdef class WinogradCall
+
+
 def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
            const float[::1] bias, float[::1] scratch, tuple shape, tuple pad,
            Py_ssize_t unit, float lo, float hi, Py_ssize_t block, int num_thread=1):
@@ -81,7 +84,23 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
 
     ``scratch`` needs ``scratch_size(shape, pad, unit, block, num_thread)`` floats.
     """
-    cdef Plan g = _plan(shape, pad, unit, block, num_thread)
+    _bind(src, dst, weight, bias, scratch, shape, pad, unit, lo, hi, block, num_thread).run()
+
+
+def bind_conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
+                const float[::1] bias, float[::1] scratch, tuple shape, tuple pad,
+                Py_ssize_t unit, float lo, float hi, Py_ssize_t block, int num_thread=1):
+    """``conv2d`` on these buffers, checked and planned now: a ``WinogradCall`` that runs it
+    when called with no arguments (a session's prepared step, ``Execution.bind``)."""
+    return _bind(src, dst, weight, bias, scratch, shape, pad, unit, lo, hi, block, num_thread)
+
+
+cdef WinogradCall _bind(const float[::1] src, float[::1] dst, const float[::1] weight,
+                        const float[::1] bias, float[::1] scratch, tuple shape, tuple pad,
+                        Py_ssize_t unit, float lo, float hi, Py_ssize_t block, int num_thread):
+    cdef WinogradCall call = WinogradCall.__new__(WinogradCall)
+    cdef Plan* g = &call.g
+    g[0] = _plan(shape, pad, unit, block, num_thread)
     if (src.shape[0] < g.batch * g.ic4 * g.ih * g.iw * 4
             or dst.shape[0] < g.batch * g.oc4 * g.oh * g.ow * 4
             or weight.shape[0] < g.a * g.a * g.n16 * 16 * g.ic
@@ -90,23 +109,60 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
             f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, weight "
             f"{weight.shape[0]}, bias {bias.shape[0]}, scratch {scratch.shape[0]} (needs "
             f"{num_thread * g.slot}) for shape {shape!r}, unit {unit}")
-    cdef Py_ssize_t* last = <Py_ssize_t*>malloc(num_thread * sizeof(Py_ssize_t))
-    if last == NULL:
+    call.last = <Py_ssize_t*>malloc(num_thread * sizeof(Py_ssize_t))
+    if call.last == NULL:
         raise MemoryError()
-    for i in range(num_thread):
-        last[i] = -1
-    cdef const float* s = &src[0]
-    cdef float* d = &dst[0]
-    cdef const float* w = &weight[0]
-    cdef const float* b = &bias[0]
-    cdef float* t = &scratch[0]
-    cdef Py_ssize_t it
-    try:
+    call.buffers = (src, dst, weight, bias, scratch)  # alive as long as the pointers below
+    call.s, call.d, call.w, call.b, call.t = &src[0], &dst[0], &weight[0], &bias[0], &scratch[0]
+    call.lo, call.hi, call.num_thread = lo, hi, num_thread
+    return call
+
+
+cdef class WinogradCall:
+    """A Winograd convolution with its buffers, sizes and threads fixed (``bind_conv2d``);
+    calling it runs the convolution (in the ISA set at that time). It keeps its buffers alive; their
+    contents may change between calls, their size and place may not."""
+    cdef Plan g
+    cdef Py_ssize_t* last  # per thread: the block whose input transform its scratch holds
+    cdef const float* s
+    cdef float* d
+    cdef const float* w
+    cdef const float* b
+    cdef float* t
+    cdef float lo, hi
+    cdef int num_thread
+    cdef object buffers
+
+    def __cinit__(self):
+        self.last = NULL
+
+    def __dealloc__(self):
+        free(self.last)
+
+    def __call__(self):
+        self.run()
+
+    cdef void run(self) noexcept:
+        cdef Plan* g = &self.g
+        cdef const float* s = self.s
+        cdef float* d = self.d
+        cdef const float* w = self.w
+        cdef const float* b = self.b
+        cdef float* t = self.t
+        cdef Py_ssize_t* last = self.last
+        cdef float lo = self.lo, hi = self.hi
+        cdef int num_thread = self.num_thread
+        cdef Py_ssize_t it
+        g.isa = current_isa()
+        for it in range(num_thread):
+            last[it] = -1
         with nogil:
-            for it in prange(g.items, num_threads=num_thread, schedule="dynamic"):
-                _item(&g, s, d, w, b, t, lo, hi, it, threadid(), last)
-    finally:
-        free(last)
+            if num_thread == 1 or g.items == 1:  # no parallel region to enter
+                for it in range(g.items):
+                    _item(g, s, d, w, b, t, lo, hi, it, 0, last)
+            else:
+                for it in prange(g.items, num_threads=num_thread, schedule="dynamic"):
+                    _item(g, s, d, w, b, t, lo, hi, it, threadid(), last)
 
 
 cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
