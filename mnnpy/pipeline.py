@@ -174,6 +174,10 @@ class Pipeline:
             steps.append((tuple(u.copies), call, ex, u.exec_inputs, u.outputs, u))
         self._steps = steps
 
+    def clear_steps(self) -> None:
+        """Drop the run loop's steps (before buffers are freed: bound calls hold them)."""
+        self._steps = []
+
     def _prepare_unit(self, unit: Unit) -> None:
         op = unit.op
         compute_shape(op, unit.inputs, unit.outputs)

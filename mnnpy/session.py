@@ -223,8 +223,7 @@ class Session:
         return bool(self._needed)
 
     def _resize_with(self, known: dict[int, np.ndarray]) -> None:
-        for backend in self.backends:
-            backend.on_clear_buffer()
+        self._clear_buffers()
         self._reset_shapes()
         for index, value in known.items():
             self.tensors[index].describe.content = value
@@ -238,8 +237,7 @@ class Session:
                 pipeline.prepare(self._use_counts)
         except BaseException:
             self.need_resize = True
-            for backend in self.backends:
-                backend.on_clear_buffer()
+            self._clear_buffers()
             raise
         for backend in self.backends:
             backend.on_resize_end()
@@ -251,10 +249,17 @@ class Session:
                 t.copy_from(t.describe.content)
         self._warn_fallbacks()
 
-    def _allocate_inputs_only(self) -> None:
-        """Memory for the inputs alone (shapes computed so far are kept for evaluation)."""
+    def _clear_buffers(self) -> None:
+        """Free every backend's buffers, and the run loop's steps, whose bound calls
+        (``Execution.bind``) hold the buffers as well."""
+        for pipeline in self.pipelines:
+            pipeline.clear_steps()
         for backend in self.backends:
             backend.on_clear_buffer()
+
+    def _allocate_inputs_only(self) -> None:
+        """Memory for the inputs alone (shapes computed so far are kept for evaluation)."""
+        self._clear_buffers()
         for t in self.tensors:
             t.host, t.describe.backend = None, None
             if t.describe.usage == TensorUsage.INPUT:
@@ -380,8 +385,7 @@ class Session:
         """Free all memory; the session cannot be used afterwards."""
         if self.released:
             return
-        for backend in self.backends:
-            backend.on_clear_buffer()
+        self._clear_buffers()
         for unit in (u for p in self.pipelines for u in p.units):
             unit.execution = None
         self.released = True

@@ -4,6 +4,7 @@ naming the op, and keep their buffers alive."""
 from __future__ import annotations
 
 import gc
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -111,3 +112,28 @@ def test_bound_winograd_redoes_its_transforms() -> None:
         call()
         WG.conv2d(src, want, weight, bias, scratch, shape, pad, unit, -1e30, 1e30, block, 2)
         np.testing.assert_array_equal(dst, want)
+
+
+def test_bound_calls_do_not_outlive_the_buffers() -> None:
+    """Resizing or releasing a session frees its arena: the steps' bound calls, which hold
+    views of it, are dropped first (else a resize would hold the old and the new arena)."""
+    x, _ = _batch2()
+    interp = mnnpy.Interpreter(DATA / "batch2.mnn")
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    old = weakref.ref(_memory(session.backend._arena))
+    interp.resize_tensor(interp.get_session_input(session), (1, *x.shape[1:]))
+    interp.resize_session(session)
+    gc.collect()
+    assert old() is None
+    assert any(s[1] is not None for s in session.pipelines[0]._steps)
+    current = weakref.ref(_memory(session.backend._arena))
+    interp.release_session(session)
+    gc.collect()
+    assert current() is None
+
+
+def _memory(array: np.ndarray) -> object:
+    """The object that owns an array's memory (views of views point to it)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array if array.base is None else array.base
