@@ -75,13 +75,23 @@ cdef DepthwiseCall _bind_depthwise(const float[::1] src, float[::1] dst,
         raise ValueError(
             f"weight ({weight.shape[0]}) or bias ({bias.shape[0]}) too small for "
             f"shape {shape!r}, window {window!r}")
-    # items: (plane, rows chunk); chunks only when there are fewer planes than 2 per thread
+    # items: (plane, rows chunk); rows in chunks when there are fewer planes than 2 per thread,
+    # or, with threads, one chunk per thread on maps of 512 pixels or more. Threads take
+    # contiguous ranges of items (static) in row-chunk order then, so each thread keeps to
+    # the same part of every plane as the GEMM convolutions' pixel tiles around it (and, on
+    # small maps, to the same channel blocks as their channel chunks): data stays in the cache
+    # of the core that wrote it, which matters most when the two vCPUs sit on different
+    # L3 caches (measured: MobileNetV2 at 2 threads 12.0 -> 9.4 ms then, same elsewhere).
     cdef Py_ssize_t planes = batch * c4, step = oh
     if planes < 2 * num_thread:
         step = (oh * planes + 2 * num_thread - 1) // (2 * num_thread)
+    elif num_thread > 1 and oh * g.ow >= 512:
+        step = (oh + num_thread - 1) // num_thread
+    call.rowmajor = step < oh
     call.c, call.oh, call.step = c, oh, step
     call.chunks = (oh + step - 1) // step
     call.items = planes * call.chunks
+    call.planes = planes
     call.buffers = (src, dst, weight, bias)  # alive as long as the pointers below
     call.s, call.d, call.w, call.b = &src[0], &dst[0], &weight[0], &bias[0]
     call.lo, call.hi, call.num_thread = lo, hi, num_thread
@@ -93,7 +103,8 @@ cdef class DepthwiseCall:
     (``bind_depthwise``); calling it runs the convolution. It keeps its buffers alive; their
     contents may change between calls, their size and place may not."""
     cdef mnnpy_dw_geom g
-    cdef Py_ssize_t c, oh, step, chunks, items
+    cdef Py_ssize_t c, oh, step, chunks, items, planes
+    cdef bint rowmajor
     cdef const float* s
     cdef float* d
     cdef const float* w
@@ -108,7 +119,8 @@ cdef class DepthwiseCall:
     cdef void run(self) noexcept:
         cdef mnnpy_dw_geom* g = &self.g
         cdef Py_ssize_t c = self.c, oh = self.oh, step = self.step
-        cdef Py_ssize_t chunks = self.chunks, it
+        cdef Py_ssize_t chunks = self.chunks, it, planes = self.planes
+        cdef bint rowmajor = self.rowmajor
         cdef const float* s = self.s
         cdef float* d = self.d
         cdef const float* w = self.w
@@ -120,8 +132,9 @@ cdef class DepthwiseCall:
                 for it in range(self.items):
                     _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, it)
             else:
-                for it in prange(self.items, num_threads=num_thread, schedule="dynamic"):
-                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, it)
+                for it in prange(self.items, num_threads=num_thread, schedule="static"):
+                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi,
+                             (it % planes) * chunks + it // planes if rowmajor else it)
 
 
 cdef inline void _dw_item(int isa, const mnnpy_dw_geom* g, const float* s, float* d,

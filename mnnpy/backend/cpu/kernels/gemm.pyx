@@ -299,8 +299,8 @@ cdef class Conv2dCall:
             elif num_thread == 1 or g.items == 1:  # no parallel region to enter
                 for it in range(g.items):
                     _item(g, s, d, w, b, t, win, lo, hi, it, 0, last)
-            else:
-                for it in prange(g.items, num_threads=num_thread, schedule="dynamic"):
+            else:  # contiguous items per thread: the same pixels (or channels) every layer
+                for it in prange(g.items, num_threads=num_thread, schedule="static"):
                     _item(g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
 
 

@@ -161,7 +161,8 @@ cdef class WinogradCall:
                 for it in range(g.items):
                     _item(g, s, d, w, b, t, lo, hi, it, 0, last)
             else:
-                for it in prange(g.items, num_threads=num_thread, schedule="dynamic"):
+                # contiguous items per thread: the same tiles (or channels) every layer
+                for it in prange(g.items, num_threads=num_thread, schedule="static"):
                     _item(g, s, d, w, b, t, lo, hi, it, threadid(), last)
 
 
