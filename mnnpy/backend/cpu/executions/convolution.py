@@ -41,13 +41,18 @@ from mnnpy.tensor import Tensor
 # The cost model of ``choose``, fit to per-layer times of this package's kernels inside ResNet-18,
 # SqueezeNet and a small U-Net (AVX-512, one thread): GEMM multiply-adds per second, less an
 # epilogue worth 4 k steps per output; bytes per second of weights streaming from L3 (once per
-# block of tiles); seconds per (tile, 4-channel block) for an input or output transform, by
-# Winograd unit (measured with the transforms on 4 tiles per AVX-512 register: F(4,3) about
-# 38 ns in and 30 ns out, F(2,3) 12 and 10); seconds per value im2col copies one at a time (input
-# channels not a multiple of 4, where the GEMM path cannot read shifted panels in place).
+# block of tiles), or from memory when they are larger than about half the L3 (16 MB: F(4,3)'s
+# 37.7 MB for 512 x 512 channels, where F(2,3) measured as fast at one thread and 25% faster
+# at two, 0.92 vs 1.22 ms); seconds per (tile, 4-channel block) for an input or output
+# transform, by Winograd unit (measured with the transforms on 4 tiles per AVX-512 register:
+# F(4,3) about 38 ns in and 30 ns out, F(2,3) 12 and 10); seconds per value im2col copies one at
+# a time (input channels not a multiple of 4, where the GEMM path cannot read shifted panels in
+# place).
 _GEMM_MACS = 57e9
 _GEMM_EPILOGUE = 4
 _WEIGHT_BYTES = 40e9
+_CACHED_WEIGHTS = 16 * 2**20
+_DRAM_WEIGHT_BYTES = 20e9
 _TRANSFORM = {2: 11e-9, 4: 34e-9}
 _IM2COL_VALUE = 0.5e-9
 
@@ -66,7 +71,8 @@ def choose(geo: ConvGeometry, low_memory: bool) -> int:
     """0 for im2col + GEMM, else the Winograd unit (2 or 4) with the lowest modeled time.
 
     The model adds GEMM time, transform time and the time to stream the weights once per
-    block of tiles (what makes F(4,3) lose on 7x7 maps with 512 channels). It is evaluated for
+    block of tiles, slower when they do not fit the cache (what makes F(4,3) lose on 7x7 maps
+    with 512 channels). It is evaluated for
     the shape seen at creation; a resized session keeps the execution.
     """
     if not winograd_eligible(geo, low_memory):
@@ -81,10 +87,12 @@ def choose(geo: ConvGeometry, low_memory: bool) -> int:
         tiles = -(-oh // unit) * -(-ow // unit)
         blocks = geo.batch * -(-tiles // winograd_block(unit, ic, oc, tiles))
         tiles *= geo.batch
+        weights = a2 * ic * oc * 4
+        rate = _WEIGHT_BYTES if weights <= _CACHED_WEIGHTS else _DRAM_WEIGHT_BYTES
         cost = (
             _gemm_seconds(tiles * a2, ic, oc)
             + tiles * (c4(ic) + c4(oc)) * per_block
-            + blocks * a2 * ic * oc * 4 / _WEIGHT_BYTES
+            + blocks * weights / rate
         )
         if cost < best_cost:
             best, best_cost = unit, cost
