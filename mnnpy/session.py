@@ -239,11 +239,16 @@ class Session:
             self.need_resize = True
             self._clear_buffers()
             raise
-        for backend in self.backends:
-            backend.on_resize_end()
-            backend.on_allocate_buffer()
-        for pipeline in self.pipelines:
-            pipeline.plan_steps()
+        try:  # a failure leaves no steps: the session must not run until resized again
+            for backend in self.backends:
+                backend.on_resize_end()
+                backend.on_allocate_buffer()
+            for pipeline in self.pipelines:
+                pipeline.plan_steps()
+        except BaseException:
+            self.need_resize = True
+            self._clear_buffers()
+            raise
         for t in self.tensors:
             if t.describe.content is not None and t.host is not None:
                 t.copy_from(t.describe.content)

@@ -15,7 +15,7 @@ from mnnpy.backend.cpu.executions.convolution import CPUConvolutionDepthwise
 from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.backend.cpu.kernels import winograd as WG
-from mnnpy.errors import MNNError
+from mnnpy.errors import MNNError, NoExecutionError
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -59,12 +59,25 @@ def test_a_failing_bind_names_the_op(monkeypatch: pytest.MonkeyPatch) -> None:
         return K.bind_depthwise(inputs[0].host, dst, self.weight, self.bias, self._shape,
                                 self._window, self.lo, self.hi, 1)  # fmt: skip
 
-    monkeypatch.setattr(CPUConvolutionDepthwise, "bind", short)
     interp = mnnpy.Interpreter(DATA / "batch2.mnn")
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    monkeypatch.setattr(CPUConvolutionDepthwise, "bind", short)
     with pytest.raises(MNNError) as e:
         interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
     assert (e.value.op_name, e.value.phase) == ("conv_9", "resize")
     assert "buffers too small" in str(e.value)
+    with pytest.raises(MNNError, match="buffers too small"):  # resizing a session that ran
+        interp.resize_session(session)
+    with pytest.raises(NoExecutionError):  # not a run of no steps
+        interp.run_session(session)
+    monkeypatch.undo()
+    interp.resize_session(session)
+    x, want = _batch2()
+    interp.get_session_input(session).copy_from(x)
+    interp.run_session(session)
+    np.testing.assert_allclose(
+        interp.get_session_output(session).numpy(), want, rtol=1e-3, atol=1e-4
+    )
 
 
 def test_bound_calls_keep_their_buffers() -> None:
