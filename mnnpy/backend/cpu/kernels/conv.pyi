@@ -1,7 +1,8 @@
 import numpy as np
 
-class DepthwiseCall:
-    def __call__(self) -> None: ...
+from mnnpy.backend.cpu.kernels.gemm import KernelCall
+
+class DepthwiseCall(KernelCall): ...
 
 def bind_depthwise(
     src: np.ndarray,

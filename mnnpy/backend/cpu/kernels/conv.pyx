@@ -18,7 +18,8 @@ depend on the thread count.
 from cython.parallel cimport prange, threadid
 from libc.stddef cimport ptrdiff_t
 
-from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa, mnnpy_gemm_c4, mnnpy_im2col
+from mnnpy.backend.cpu.kernels.gemm cimport (
+    KernelCall, cdiv, current_isa, mnnpy_gemm_c4, mnnpy_im2col)
 
 
 cdef extern from "depthwise_kernels.h" nogil:
@@ -29,7 +30,31 @@ cdef extern from "depthwise_kernels.h" nogil:
                        ptrdiff_t lanes, float lo, float hi)
 
 
-cdef class DepthwiseCall
+cdef class DepthwiseCall(KernelCall):
+    """A depthwise convolution (``bind_depthwise``)."""
+    cdef mnnpy_dw_geom g
+    cdef Py_ssize_t c, oh, step, chunks, items, planes
+    cdef bint rowmajor
+
+    cdef void run(self) noexcept:
+        cdef mnnpy_dw_geom* g = &self.g
+        cdef Py_ssize_t c = self.c, oh = self.oh, step = self.step
+        cdef Py_ssize_t chunks = self.chunks, it, planes = self.planes
+        cdef bint rowmajor = self.rowmajor
+        cdef const float* s = self.s
+        cdef float* d = self.d
+        cdef const float* w = self.w
+        cdef const float* b = self.b
+        cdef float lo = self.lo, hi = self.hi
+        cdef int isa = current_isa(), num_thread = self.num_thread
+        with nogil:
+            if num_thread == 1:  # no parallel region to enter
+                for it in range(self.items):
+                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, it)
+            else:
+                for it in prange(self.items, num_threads=num_thread, schedule="static"):
+                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi,
+                             (it % planes) * chunks + it // planes if rowmajor else it)
 
 
 def conv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] weight,
@@ -96,45 +121,6 @@ cdef DepthwiseCall _bind_depthwise(const float[::1] src, float[::1] dst,
     call.s, call.d, call.w, call.b = &src[0], &dst[0], &weight[0], &bias[0]
     call.lo, call.hi, call.num_thread = lo, hi, num_thread
     return call
-
-
-cdef class DepthwiseCall:
-    """A depthwise convolution with its buffers, sizes and threads fixed
-    (``bind_depthwise``); calling it runs the convolution. It keeps its buffers alive; their
-    contents may change between calls, their size and place may not."""
-    cdef mnnpy_dw_geom g
-    cdef Py_ssize_t c, oh, step, chunks, items, planes
-    cdef bint rowmajor
-    cdef const float* s
-    cdef float* d
-    cdef const float* w
-    cdef const float* b
-    cdef float lo, hi
-    cdef int num_thread
-    cdef object buffers
-
-    def __call__(self):
-        self.run()
-
-    cdef void run(self) noexcept:
-        cdef mnnpy_dw_geom* g = &self.g
-        cdef Py_ssize_t c = self.c, oh = self.oh, step = self.step
-        cdef Py_ssize_t chunks = self.chunks, it, planes = self.planes
-        cdef bint rowmajor = self.rowmajor
-        cdef const float* s = self.s
-        cdef float* d = self.d
-        cdef const float* w = self.w
-        cdef const float* b = self.b
-        cdef float lo = self.lo, hi = self.hi
-        cdef int isa = current_isa(), num_thread = self.num_thread
-        with nogil:
-            if num_thread == 1:  # no parallel region to enter
-                for it in range(self.items):
-                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, it)
-            else:
-                for it in prange(self.items, num_threads=num_thread, schedule="static"):
-                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi,
-                             (it % planes) * chunks + it // planes if rowmajor else it)
 
 
 cdef inline void _dw_item(int isa, const mnnpy_dw_geom* g, const float* s, float* d,

@@ -24,3 +24,18 @@ cdef inline Py_ssize_t cdiv(Py_ssize_t a, Py_ssize_t b) noexcept nogil:
 
 cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
         Py_ssize_t pixels, Py_ssize_t channels, Py_ssize_t tile, Py_ssize_t want) noexcept
+
+
+cdef class KernelCall:
+    # a kernel with its buffers, sizes and threads fixed, run by run() (or by calling it):
+    # the prepared steps of Execution.bind; subclasses add their plan and override run()
+    cdef const float* s
+    cdef float* d
+    cdef const float* w
+    cdef const float* b
+    cdef float* t
+    cdef float lo, hi
+    cdef int num_thread
+    cdef Py_ssize_t* last  # per thread, for subclasses that reuse scratch between items
+    cdef object buffers  # what s, d, w, b and t point into, kept alive
+    cdef void run(self) noexcept

@@ -27,8 +27,10 @@ def scratch_size(
     shift: bool = False,
 ) -> int: ...
 
-class Conv2dCall:
+class KernelCall:
     def __call__(self) -> None: ...
+
+class Conv2dCall(KernelCall): ...
 
 def bind_conv2d(
     src: np.ndarray,

@@ -186,7 +186,65 @@ def scratch_size(tuple shape, tuple window, Py_ssize_t tile, int num_thread=1,
     return 0 if g.direct else num_thread * g.tile * 4 * cdiv(g.k, 4)
 
 
-cdef class Conv2dCall
+cdef class KernelCall:
+    """A kernel with its buffers, sizes and threads fixed; calling it runs the kernel. It
+    keeps its buffers alive; their contents may change between calls, their size and place
+    may not. Subclasses (``Conv2dCall`` here, the depthwise and Winograd calls) plan in their
+    ``bind_*`` function and override ``run``."""
+
+    def __cinit__(self):
+        self.last = NULL
+
+    def __dealloc__(self):
+        free(self.last)
+
+    def __call__(self):
+        self.run()
+
+    cdef void run(self) noexcept:
+        pass
+
+
+cdef class Conv2dCall(KernelCall):
+    """A group-1 convolution (``bind_conv2d``)."""
+    cdef Plan g
+    cdef Plan gp
+    cdef bint gather
+    cdef ptrdiff_t win[8]  # last: per thread, the tile whose im2col copy its scratch holds
+    cdef ptrdiff_t* koff  # shifted: the k-panels' offsets
+
+    def __cinit__(self):
+        self.koff = NULL
+
+    def __dealloc__(self):
+        free(self.koff)
+
+    cdef void run(self) noexcept:
+        cdef Plan* g = &self.g
+        cdef Plan* gp = &self.gp
+        cdef const float* s = self.s
+        cdef float* d = self.d
+        cdef const float* w = self.w
+        cdef const float* b = self.b
+        cdef float* t = self.t
+        cdef const ptrdiff_t* win = self.win
+        cdef Py_ssize_t* last = self.last
+        cdef float lo = self.lo, hi = self.hi
+        cdef int num_thread = self.num_thread
+        cdef Py_ssize_t it
+        for it in range(num_thread):
+            last[it] = -1
+        with nogil:
+            if self.gather:
+                _gathered(g, gp, s, d, w, b, t, win, lo, hi, num_thread, last)
+            elif g.shifted:
+                _shifted(g, s, d, w, b, t, self.koff, lo, hi, num_thread)
+            elif num_thread == 1 or g.items == 1:  # no parallel region to enter
+                for it in range(g.items):
+                    _item(g, s, d, w, b, t, win, lo, hi, it, 0, last)
+            else:  # contiguous items per thread: the same pixels (or channels) every layer
+                for it in prange(g.items, num_threads=num_thread, schedule="static"):
+                    _item(g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
 
 
 def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
@@ -244,64 +302,6 @@ cdef Conv2dCall _bind(const float[::1] src, float[::1] dst, const float[::1] wei
     call.t = &scratch[0] if need else NULL
     call.lo, call.hi, call.num_thread = lo, hi, num_thread
     return call
-
-
-cdef class Conv2dCall:
-    """A group-1 convolution with its buffers, sizes and threads fixed (``bind_conv2d``);
-    calling it runs the convolution. It keeps its buffers alive; their contents may change
-    between calls, their size and place may not."""
-    cdef Plan g
-    cdef Plan gp
-    cdef bint gather
-    cdef ptrdiff_t win[8]
-    cdef Py_ssize_t* last  # per thread: the tile whose im2col copy its scratch holds
-    cdef ptrdiff_t* koff  # shifted: the k-panels' offsets
-    cdef const float* s
-    cdef float* d
-    cdef const float* w
-    cdef const float* b
-    cdef float* t
-    cdef float lo, hi
-    cdef int num_thread
-    cdef object buffers
-
-    def __cinit__(self):
-        self.last = NULL
-        self.koff = NULL
-
-    def __dealloc__(self):
-        free(self.last)
-        free(self.koff)
-
-    def __call__(self):
-        self.run()
-
-    cdef void run(self) noexcept:
-        cdef Plan* g = &self.g
-        cdef Plan* gp = &self.gp
-        cdef const float* s = self.s
-        cdef float* d = self.d
-        cdef const float* w = self.w
-        cdef const float* b = self.b
-        cdef float* t = self.t
-        cdef const ptrdiff_t* win = self.win
-        cdef Py_ssize_t* last = self.last
-        cdef float lo = self.lo, hi = self.hi
-        cdef int num_thread = self.num_thread
-        cdef Py_ssize_t it
-        for it in range(num_thread):
-            last[it] = -1
-        with nogil:
-            if self.gather:
-                _gathered(g, gp, s, d, w, b, t, win, lo, hi, num_thread, last)
-            elif g.shifted:
-                _shifted(g, s, d, w, b, t, self.koff, lo, hi, num_thread)
-            elif num_thread == 1 or g.items == 1:  # no parallel region to enter
-                for it in range(g.items):
-                    _item(g, s, d, w, b, t, win, lo, hi, it, 0, last)
-            else:  # contiguous items per thread: the same pixels (or channels) every layer
-                for it in prange(g.items, num_threads=num_thread, schedule="static"):
-                    _item(g, s, d, w, b, t, win, lo, hi, it, threadid(), last)
 
 
 cdef ptrdiff_t* _tap_offsets(const Plan* g, const ptrdiff_t* win) except NULL:

@@ -1,11 +1,12 @@
 import numpy as np
 
+from mnnpy.backend.cpu.kernels.gemm import KernelCall
+
 def scratch_size(
     shape: tuple[int, ...], pad: tuple[int, int], unit: int, block: int, num_thread: int = 1
 ) -> int: ...
 
-class WinogradCall:
-    def __call__(self) -> None: ...
+class WinogradCall(KernelCall): ...
 
 def bind_conv2d(
     src: np.ndarray,

@@ -17,9 +17,10 @@ thread count.
 from cython.parallel cimport prange, threadid
 from libc.math cimport INFINITY
 from libc.stddef cimport ptrdiff_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport malloc
 
-from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa, mnnpy_gemm_c4, split_work
+from mnnpy.backend.cpu.kernels.gemm cimport (
+    KernelCall, cdiv, current_isa, mnnpy_gemm_c4, split_work)
 
 
 cdef extern from "winograd_kernels.h" nogil:
@@ -74,7 +75,33 @@ def scratch_size(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
     return num_thread * g.slot
 
 
-cdef class WinogradCall
+cdef class WinogradCall(KernelCall):
+    """A Winograd convolution (``bind_conv2d``), in the ISA set when it runs; ``last``: per
+    thread, the block whose input transform its scratch holds."""
+    cdef Plan g
+
+    cdef void run(self) noexcept:
+        cdef Plan* g = &self.g
+        cdef const float* s = self.s
+        cdef float* d = self.d
+        cdef const float* w = self.w
+        cdef const float* b = self.b
+        cdef float* t = self.t
+        cdef Py_ssize_t* last = self.last
+        cdef float lo = self.lo, hi = self.hi
+        cdef int num_thread = self.num_thread
+        cdef Py_ssize_t it
+        g.isa = current_isa()
+        for it in range(num_thread):
+            last[it] = -1
+        with nogil:
+            if num_thread == 1 or g.items == 1:  # no parallel region to enter
+                for it in range(g.items):
+                    _item(g, s, d, w, b, t, lo, hi, it, 0, last)
+            else:
+                # contiguous items per thread: the same tiles (or channels) every layer
+                for it in prange(g.items, num_threads=num_thread, schedule="static"):
+                    _item(g, s, d, w, b, t, lo, hi, it, threadid(), last)
 
 
 def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
@@ -116,54 +143,6 @@ cdef WinogradCall _bind(const float[::1] src, float[::1] dst, const float[::1] w
     call.s, call.d, call.w, call.b, call.t = &src[0], &dst[0], &weight[0], &bias[0], &scratch[0]
     call.lo, call.hi, call.num_thread = lo, hi, num_thread
     return call
-
-
-cdef class WinogradCall:
-    """A Winograd convolution with its buffers, sizes and threads fixed (``bind_conv2d``);
-    calling it runs the convolution (in the ISA set at that time). It keeps its buffers alive; their
-    contents may change between calls, their size and place may not."""
-    cdef Plan g
-    cdef Py_ssize_t* last  # per thread: the block whose input transform its scratch holds
-    cdef const float* s
-    cdef float* d
-    cdef const float* w
-    cdef const float* b
-    cdef float* t
-    cdef float lo, hi
-    cdef int num_thread
-    cdef object buffers
-
-    def __cinit__(self):
-        self.last = NULL
-
-    def __dealloc__(self):
-        free(self.last)
-
-    def __call__(self):
-        self.run()
-
-    cdef void run(self) noexcept:
-        cdef Plan* g = &self.g
-        cdef const float* s = self.s
-        cdef float* d = self.d
-        cdef const float* w = self.w
-        cdef const float* b = self.b
-        cdef float* t = self.t
-        cdef Py_ssize_t* last = self.last
-        cdef float lo = self.lo, hi = self.hi
-        cdef int num_thread = self.num_thread
-        cdef Py_ssize_t it
-        g.isa = current_isa()
-        for it in range(num_thread):
-            last[it] = -1
-        with nogil:
-            if num_thread == 1 or g.items == 1:  # no parallel region to enter
-                for it in range(g.items):
-                    _item(g, s, d, w, b, t, lo, hi, it, 0, last)
-            else:
-                # contiguous items per thread: the same tiles (or channels) every layer
-                for it in prange(g.items, num_threads=num_thread, schedule="static"):
-                    _item(g, s, d, w, b, t, lo, hi, it, threadid(), last)
 
 
 cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
