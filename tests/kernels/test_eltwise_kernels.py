@@ -26,6 +26,22 @@ def test_long_rows_are_split_between_threads(threads: int) -> None:
     np.testing.assert_array_equal(out, np.where(a > 0, a, a * np.float32(0.5)))
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_planes_split_the_same_way_for_every_row(threads: int, rows: int) -> None:
+    """Long rows (planes of channel blocks) go to the threads chunk by chunk, rows few or many;
+    every element is computed once, with a repeated (stride-0) operand too."""
+    rng = np.random.default_rng(rows)
+    inner = 2 * 4096 + 12
+    a = rng.standard_normal(rows * inner).astype(np.float32)
+    b = rng.standard_normal(rows * inner).astype(np.float32)
+    out = np.full(rows * inner, np.nan, np.float32)
+    K.binary(a, b, out, 2, _i(rows, inner), _i(inner, 1), _i(inner, 1), False, threads)  # MUL
+    np.testing.assert_array_equal(out, a * b)
+    K.binary(a, b[:1], out, 0, _i(rows, inner), _i(inner, 1), _i(0, 0), False, threads)
+    np.testing.assert_array_equal(out, a + b[0])
+
+
 @pytest.mark.parametrize(
     ("a", "b"), [((2, 3, 4, 5), (3, 1, 5)), ((4, 1), (1, 6)), ((2, 1, 3, 1, 2), (2, 7, 1, 4, 1))]
 )

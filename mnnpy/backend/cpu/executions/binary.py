@@ -13,12 +13,14 @@ from mnnpy.backend.cpu.kernels import eltwise as K
 from mnnpy.backend.cpu.kernels import specialize
 from mnnpy.errors import NotSupportError
 from mnnpy.execution import Execution, Unsupported
+from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import binary_op, eltwise
 from mnnpy.tensor import Tensor
 
+_REPEAT = np.array([0, 0], np.intp)  # a size-1 input in the (rows, inner) index space
+
 _DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8))
-_ONE = np.array([1], np.intp)
 
 
 def lane_compatible(t: Tensor, out: Tensor) -> bool:
@@ -80,9 +82,14 @@ class CPUBinary(Execution):
         self._pad = bca(out.shape) if out.is_packed and out.shape[1] % 4 else None
         self._binary = specialize(K.binary, inputs[0].dtype, out.dtype)
         if all(lane_compatible(t, out) or t.element_size == 1 for t in inputs):
-            # one flat index space over the output's storage; size-1 inputs repeat (stride 0)
-            self._shape = np.array([out.storage_elements], np.intp)
-            self._strides = [np.array([int(t.element_size > 1)], np.intp) for t in inputs]
+            # one flat index space over the output's storage, as rows of channel-block planes
+            # when packed (the kernel then splits planes, not blocks, between threads); size-1
+            # inputs repeat (stride 0)
+            rows = out.shape[0] * c4(out.shape[1]) if out.is_packed and out.ndim >= 3 else 1
+            inner = out.storage_elements // max(rows, 1)
+            self._shape = np.array([rows, inner], np.intp)
+            self._dense = np.array([inner, 1], np.intp)
+            self._strides = [self._dense if t.element_size > 1 else _REPEAT for t in inputs]
             return
         assert len(inputs) == 2  # Eltwise inputs are lane compatible (see its creator)
         self._io = LogicalIO(self.backend, inputs, outputs)  # type: ignore[arg-type]
@@ -114,7 +121,9 @@ class CPUBinary(Execution):
             threads,
         )
         for t, stride in zip(inputs[2:], strides[2:], strict=True):  # Eltwise: out = op(out, x_i)
-            self._binary(out.host, t.host, out.host, self.code, shape, _ONE, stride, False, threads)
+            self._binary(
+                out.host, t.host, out.host, self.code, shape, self._dense, stride, False, threads
+            )
         if self._pad is not None:  # e.g. 0 / 0 in REALDIV; keep NC4HW4 padding lanes zero
             K.zero_padding(out.host, *self._pad)
 

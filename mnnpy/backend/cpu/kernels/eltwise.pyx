@@ -315,10 +315,14 @@ def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
     rows = total // inner
     if total < _MIN_CHUNK:  # too little work to wake another thread
         num_thread = 1
-    # Split rows into chunks only when there are too few rows to share between threads.
+    # Rows are split into chunks when there are too few rows to share between threads, or
+    # into one chunk per thread when they are long (the planes of NC4HW4 images, see
+    # CPUBinary): tasks go chunk by chunk, so each thread takes the same part of every row, the
+    # part the convolutions' pixel tiles gave it (data stays in the cache that holds it).
     cpr = 1
-    if rows < num_thread and inner >= 2 * _MIN_CHUNK:
-        cpr = min((inner + _MIN_CHUNK - 1) // _MIN_CHUNK, 4 * num_thread)
+    if num_thread > 1 and inner >= 2 * _MIN_CHUNK:
+        cpr = min((inner + _MIN_CHUNK - 1) // _MIN_CHUNK, 4 * num_thread) if rows < num_thread \
+            else num_thread
     clen = (inner + cpr - 1) // cpr
     tasks = rows * cpr
     with nogil:
@@ -328,11 +332,11 @@ def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
                       t, 0, inner, relu)
         else:
             for t in prange(tasks, num_threads=num_thread, schedule="static"):
-                c0 = (t % cpr) * clen
+                c0 = (t // rows) * clen
                 c1 = min(c0 + clen, inner)
                 if c0 < c1:
                     _task(op, &a[0], &b[0], &out[0], &shape[0], &a_strides[0], &b_strides[0],
-                          ndim, t // cpr, c0, c1, relu)
+                          ndim, t % rows, c0, c1, relu)
 
 
 def relu(const float[::1] src, float[::1] dst, Py_ssize_t n, float slope=0, int num_thread=1):
