@@ -52,6 +52,17 @@ cdef inline void _inner(const Geom* g, Py_ssize_t* lo, Py_ssize_t* hi) noexcept 
     hi[0] = _clip(b, lo[0], g.ow)
 
 
+cdef inline Py_ssize_t _row_of(const Geom* g, Py_ssize_t i, Py_ssize_t rows,
+                               int num_thread) noexcept nogil:
+    # with threads, output rows are handed out row index first: each thread (a contiguous
+    # range of i) takes the same rows of every plane, as the convolutions around it take the
+    # same pixels; alone, plane by plane
+    if num_thread == 1:
+        return i
+    cdef Py_ssize_t planes = rows // g.oh
+    return (i % planes) * g.oh + i // planes
+
+
 cdef Geom _geom(tuple shape, tuple window, Py_ssize_t src_len, Py_ssize_t dst_len,
                 Py_ssize_t* rows) except *:
     cdef Geom g
@@ -104,7 +115,7 @@ def max_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
     cdef int isa = current_isa()
     with nogil:
         for r in prange(rows, num_threads=num_thread, schedule="static"):
-            _max_row(&g, s, d, isa, r)
+            _max_row(&g, s, d, isa, _row_of(&g, r, rows, num_thread))
 
 
 cdef void _max_index_row(const Geom* g, const float* src, float* dst, int* idx,
@@ -153,7 +164,7 @@ def max_pool_indices(const float[::1] src, float[::1] dst, int[::1] indices, tup
     cdef int* ip = &indices[0]
     with nogil:
         for r in prange(rows, num_threads=num_thread, schedule="static"):
-            _max_index_row(&g, s, d, ip, r)
+            _max_index_row(&g, s, d, ip, _row_of(&g, r, rows, num_thread))
 
 
 cdef void _avg_row(const Geom* g, const float* src, float* dst, bint include_pad, int isa,
@@ -206,4 +217,4 @@ def avg_pool(const float[::1] src, float[::1] dst, tuple shape, tuple window,
     cdef int isa = current_isa()
     with nogil:
         for r in prange(rows, num_threads=num_thread, schedule="static"):
-            _avg_row(&g, s, d, include_pad, isa, r)
+            _avg_row(&g, s, d, include_pad, isa, _row_of(&g, r, rows, num_thread))
