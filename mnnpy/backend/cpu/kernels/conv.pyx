@@ -34,13 +34,12 @@ cdef class DepthwiseCall(KernelCall):
     """A depthwise convolution (``bind_depthwise``)."""
     cdef mnnpy_dw_geom g
     cdef Py_ssize_t c, oh, step, chunks, items, planes
-    cdef bint rowmajor
 
     cdef void run(self) noexcept:
         cdef mnnpy_dw_geom* g = &self.g
         cdef Py_ssize_t c = self.c, oh = self.oh, step = self.step
         cdef Py_ssize_t chunks = self.chunks, it, planes = self.planes
-        cdef bint rowmajor = self.rowmajor
+        cdef bint rowmajor = step < oh  # rows in chunks: hand them out chunk index first
         cdef const float* s = self.s
         cdef float* d = self.d
         cdef const float* w = self.w
@@ -112,7 +111,6 @@ cdef DepthwiseCall _bind_depthwise(const float[::1] src, float[::1] dst,
         step = (oh * planes + 2 * num_thread - 1) // (2 * num_thread)
     elif num_thread > 1 and oh * g.ow >= 512:
         step = (oh + num_thread - 1) // num_thread
-    call.rowmajor = step < oh
     call.c, call.oh, call.step = c, oh, step
     call.chunks = (oh + step - 1) // step
     call.items = planes * call.chunks
