@@ -186,8 +186,15 @@ class Interpreter:
         except OSError as e:
             raise FileNotExistError(f"cannot read model file {os.fspath(path)!r}: {e}") from e
         net = load_net(data)
-        attach_external(net, external, os.fspath(path) + ".weight")
         self._init(net, os.fspath(path))
+        try:
+            attach_external(net, external, os.fspath(path) + ".weight")
+        except FileNotExistError as e:
+            if external is not None:
+                raise
+            # As MNN, a missing <model>.weight fails when a session is created, so that
+            # set_external_file can name another file first.
+            self._external_error = e
 
     @classmethod
     def from_buffer(
@@ -209,6 +216,19 @@ class Interpreter:
         self.net = net
         self.source = source
         self.sessions: list[Session] = []
+        self._external_error: FileNotExistError | None = None
+
+    def set_external_file(self, external: ExternalSource) -> None:
+        """Read the weights the model keeps outside (``--saveExternalData``) from ``external``
+        (a path or the file's bytes), for sessions created after this call (MNN's
+        ``setExternalFile``).
+
+        Raises:
+            FileNotExistError: when the path cannot be opened.
+            InvalidModelError: when an op's tables do not fit in it.
+        """
+        attach_external(self.net, external)
+        self._external_error = None
 
     # -- sessions -----------------------------------------------------------------------------
     def create_session(self, config: ScheduleConfig | None = None) -> Session:
@@ -216,7 +236,13 @@ class Interpreter:
         return self.create_multi_path_session([config or ScheduleConfig()])
 
     def create_multi_path_session(self, configs: Sequence[ScheduleConfig]) -> Session:
-        """Like :meth:`create_session`, with one config per pipeline."""
+        """Like :meth:`create_session`, with one config per pipeline.
+
+        Raises:
+            FileNotExistError: when the model keeps weights in a file that was not found.
+        """
+        if self._external_error is not None:
+            raise self._external_error
         session = Session(self.net, schedule(self.net, configs))
         session.resize()
         self.sessions.append(session)

@@ -372,3 +372,19 @@ def test_external_spans_are_checked(tmp_path) -> None:
     missing = conv_op(2, 4, 1, external=[0, 32, 8])
     assert error(conv_table, missing).code == ErrorCode.FILE_NOT_EXIST
     assert error(ExternalData, tmp_path / "nope.weight").code == ErrorCode.FILE_NOT_EXIST
+
+
+def test_inner_product_execution_with_fp16_weights() -> None:
+    """The CPU InnerProduct runs a quanParameter weight (decoded once) like its float copy."""
+    from tests.helpers import run_op
+
+    n, k = 6, 10
+    w = RNG.standard_normal((n, k)).astype(np.float32)
+    p = InnerProductT()
+    p.outputCount, p.biasTerm = n, 1
+    p.bias = RNG.standard_normal(n).astype(np.float32)
+    p.quanParameter = quan(w.astype("<f2").tobytes(), None, kind=3)
+    x = RNG.standard_normal((3, k)).astype(np.float32)
+    got = run_op(OpType.InnerProduct, [x], p, OpParameter.InnerProduct, fmt=DimensionFormat.NCHW)
+    want = x @ w.astype(np.float16).astype(np.float32).T + p.bias
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
