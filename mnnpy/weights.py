@@ -59,6 +59,7 @@ __all__ = [
     "blob_values",
     "conv_bias",
     "conv_table",
+    "describe",
     "external_spans",
     "inner_product_table",
     "norm_affine",
@@ -431,21 +432,23 @@ def conv_table(op: OpDef, dims: tuple[int, ...] | None = None) -> WeightTable:
 
 def _idst_count(op: OpDef, q: Any) -> int:
     """The weight count without the input shape: from the table's own header or length."""
-    buf = q.buffer
-    if int(q.type) == 3 and buf is not None:
-        return len(buf) // 2
-    if int(q.type) == 4 and buf is not None:
-        return len(buf)
+    kind, spans = int(q.type), external_spans(op)
     if q.index is not None:
         return int(q.weightSize)
-    c = op.param.common
-    if int(q.type) in (1, 2) and buf is not None and len(buf) >= 1:
-        raw = np.asarray(buf).view(np.uint8)
+    buf = np.asarray(q.buffer).view(np.uint8) if q.buffer is not None else None
+    if buf is None and spans and kind in (1, 2, 3, 4):
+        buf = _segment(op, spans, 1, np.uint8, "quantized weight")
+    if buf is not None and kind in (3, 4):
+        return buf.size // (2 if kind == 3 else 1)
+    if buf is not None and kind in (1, 2) and buf.size >= 1:
         width = 4 if q.shapeInt32 else 2
-        rank = int(raw[0])
-        if 1 <= rank <= 4 and raw.size >= 1 + rank * width:
-            return int(np.prod(raw[1 : 1 + rank * width].view("<u4" if width == 4 else "<u2")))
-    return int(c.outputCount) * int(c.inputCount) * int(c.kernelY) * int(c.kernelX)
+        rank = int(buf[0])
+        if 1 <= rank <= 4 and buf.size >= 1 + rank * width:
+            return int(np.prod(buf[1 : 1 + rank * width].view("<u4" if width == 4 else "<u2")))
+    c = op.param.common
+    depthwise = op.type in (OpType.ConvolutionDepthwise, OpType.DeconvolutionDepthwise)
+    per_group = 1 if depthwise else int(c.inputCount) // max(1, int(c.group))
+    return int(c.outputCount) * per_group * int(c.kernelY) * int(c.kernelX)
 
 
 def conv_bias(op: OpDef) -> np.ndarray:
@@ -547,3 +550,61 @@ def scale_data(op: OpDef) -> tuple[np.ndarray, np.ndarray]:
             _segment(op, spans, 2, "<f4", "biasData").copy(),
         )
     return _floats(p.scaleData), _floats(p.biasData)
+
+
+_BLOB_NAMES = {DataType.DT_FLOAT: "float32", DataType.DT_HALF: "fp16"}
+_FLOAT_BLOBS = (DataType.DT_FLOAT, DataType.DT_HALF, DataType.DT_BFLOAT16, DataType.DT_DOUBLE)
+
+
+def _kind(bits: int) -> str:
+    return {32: "float32", 16: "fp16"}.get(bits, f"int{bits}")
+
+
+def _describe_blob(op: OpDef) -> str:
+    values = blob_values(op)
+    dtype = int(op.param.dataType)
+    name = _BLOB_NAMES.get(dtype) or (
+        DataType(dtype).name[3:].lower() if dtype in {int(d) for d in DataType} else str(dtype)
+    )
+    item = np.dtype(_BLOB_FIELD.get(dtype, ("", "<i4"))[1]).itemsize
+    return f"data: {name} {list(values.shape)}, {values.size * item} bytes"
+
+
+def _describe_table(table: WeightTable) -> str:
+    text = f"weight: {_kind(table.bits)} {list(table.shape)}"
+    if table.quantized:
+        text += " asymmetric" if table.offset is not None else " symmetric"
+        text += f", block {table.block} ({table.blocks} per row)" if table.blocks > 1 else ""
+        text += ", per channel" if table.blocks == 1 else ""
+    return f"{text}, {table.stored_bytes} bytes"
+
+
+def describe(op: OpDef) -> str | None:
+    """How the file stores the op's weights, for ``python -m mnnpy dump``; None for ops
+    without weights. E.g. ``weight: int4 [64, 32, 1, 1] asymmetric, block 32 (2 per row),
+    1558 bytes, external``.
+
+    Raises:
+        MNNError: when the table cannot be decoded (corrupted, or its weight file missing).
+    """
+    p, text = op.param, None
+    if p is None:
+        return None
+    if op.type in _CONV_TYPES and getattr(p, "common", None) is not None:
+        text = _describe_table(conv_table(op))
+    elif op.type == OpType.InnerProduct:
+        size = len(p.weight) if p.weight is not None else _idst_count(op, p.quanParameter)
+        rows = max(1, int(p.outputCount))
+        text = _describe_table(inner_product_table(op, size // rows))
+    elif op.type in (OpType.Const, OpType.TrainableParam):
+        if p.dataType not in _FLOAT_BLOBS and not external_spans(op):
+            return None  # shapes, axes and indexes: not weights
+        text = _describe_blob(op)
+    elif op.type == OpType.LayerNorm and (pair := norm_affine(op)) is not None:
+        text = f"gamma/beta: float32, {pair[0].nbytes + pair[1].nbytes} bytes"
+    elif op.type == OpType.Scale:
+        scale, bias = scale_data(op)
+        text = f"scale/bias: float32, {scale.nbytes + bias.nbytes} bytes"
+    if text is None:
+        return None
+    return text + (", external" if external_spans(op) else "")

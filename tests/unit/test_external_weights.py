@@ -95,3 +95,19 @@ def test_short_weight_file(tmp_path: Path, keep: int) -> None:
         mnnpy.Interpreter.from_buffer(model, external=weights[:keep])
     assert err.value.code == ErrorCode.INVALID_VALUE
     assert "external bytes" in str(err.value) and "Convolution" in str(err.value)
+
+
+def test_dump_shows_storage(tmp_path: Path, capsys) -> None:
+    from mnnpy.cli import main
+
+    model, weights = externalize(MODEL)
+    (tmp_path / "m.mnn").write_bytes(model)
+    assert main(["dump", str(tmp_path / "m.mnn")]) == 0  # no weight file: still dumps
+    out = capsys.readouterr().out
+    assert "weight: unreadable ([FILE_NOT_EXIST]" in out and "shapes unavailable" in out
+    (tmp_path / "m.mnn.weight").write_bytes(weights)
+    assert main(["dump", str(tmp_path / "m.mnn")]) == 0
+    out = capsys.readouterr().out
+    assert "weight: float32 [8, 3, 3, 3], 864 bytes, external" in out
+    assert "weight: float32 [10, 16, 1, 1], 640 bytes, external" in out
+    assert "unavailable" not in out and "unreadable" not in out

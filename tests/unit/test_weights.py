@@ -27,6 +27,7 @@ from mnnpy.weights import (
     blob_values,
     conv_bias,
     conv_table,
+    describe,
     inner_product_table,
     norm_affine,
 )
@@ -388,3 +389,18 @@ def test_inner_product_execution_with_fp16_weights() -> None:
     got = run_op(OpType.InnerProduct, [x], p, OpParameter.InnerProduct, fmt=DimensionFormat.NCHW)
     want = x @ w.astype(np.float16).astype(np.float32).T + p.bias
     np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5)
+
+
+def test_describe() -> None:
+    w = RNG.standard_normal((6, 64, 1, 1)).astype(np.float32)
+    codes, alpha = quantize(w, 4, 2, True)
+    buf = index_table(codes, 4, (12, 32))
+    op = conv_op(6, 64, 1, quan(buf, alpha, readType=12, aMin=-8))
+    text = describe(op)
+    want = f"weight: int4 [6, 64, 1, 1] asymmetric, block 32 (2 per row), {len(buf) + 96} bytes"
+    assert text == want
+    half = conv_op(2, 3, 1, quan(np.zeros(6, "<f2").tobytes(), None, kind=3))
+    assert describe(half) == "weight: fp16 [2, 3, 1, 1], 12 bytes"
+    const = blob_op(DataType.DT_HALF, (2, 2), uint8s=np.zeros(8, np.uint8))
+    assert describe(const) == "data: fp16 [2, 2], 8 bytes"
+    assert describe(blob_op(DataType.DT_INT32, (1,), int32s=np.zeros(1, np.int32))) is None
