@@ -87,6 +87,8 @@ class WeightTable:
         scale: float32 ``[rows, blocks]`` for integer codes, else None.
         offset: float32 ``[rows, blocks]`` for asymmetric integer codes, else None.
         stored_bytes: bytes the file spends on the table.
+        storage: how the file codes it beyond ``bits``: ``"sparse"`` (run-length codes,
+            IDST type 2), ``"sparse index"`` (nonzero floats and their positions), else ``""``.
     """
 
     shape: tuple[int, ...]
@@ -95,6 +97,7 @@ class WeightTable:
     scale: np.ndarray | None = None
     offset: np.ndarray | None = None
     stored_bytes: int = 0
+    storage: str = ""
 
     @property
     def rows(self) -> int:
@@ -277,6 +280,7 @@ class _Quant:
     scale: np.ndarray | None
     offset: np.ndarray | None
     stored: int
+    storage: str = ""
 
 
 def _alpha(op: OpDef, q: Any, spans: list[int]) -> np.ndarray:
@@ -328,7 +332,9 @@ def _decode(op: OpDef, q: Any, count: int, spans: list[int]) -> _Quant:
     except MNNError as e:
         raise e.with_op(op.type_name, op.name) from None
     scale, offset = _scales(op, q, alpha, kind)
-    return _Quant(codes, bits, scale, offset, buf.size + alpha.nbytes)
+    return _Quant(
+        codes, bits, scale, offset, buf.size + alpha.nbytes, "sparse" if kind == 2 else ""
+    )
 
 
 def _scales(op: OpDef, q: Any, alpha: np.ndarray, kind: int) -> tuple[np.ndarray, Any]:
@@ -363,19 +369,23 @@ def _sparse_float(op: OpDef, q: Any, index: np.ndarray, alpha: np.ndarray, count
         raise _bad(op, f"sparse weight index {int(index.max())} is past weightSize {size}")
     dense = np.zeros(size, np.float32)
     dense[index.astype(np.int64)] = alpha
-    return _Quant(dense, 32, None, None, index.nbytes + alpha.nbytes)
+    return _Quant(dense, 32, None, None, index.nbytes + alpha.nbytes, "sparse index")
 
 
 def _table(op: OpDef, quant: _Quant, dims: tuple[int, ...], rows: int) -> WeightTable:
     """Shape flat codes and per-run scales into the contract's ``[rows, blocks]`` form."""
     count = quant.codes.size
     if quant.scale is None:
-        return WeightTable(dims, quant.codes.reshape(dims), quant.bits, stored_bytes=quant.stored)
+        return WeightTable(
+            dims, quant.codes.reshape(dims), quant.bits, None, None, quant.stored, quant.storage
+        )
     runs = quant.scale.size
     if runs == 1:  # one scale for the whole weight (MNN's outputCount is then 1)
         scale = np.full((dims[0], 1), quant.scale[0], np.float32)
         offset = None if quant.offset is None else np.full_like(scale, quant.offset[0])
-        return WeightTable(dims, quant.codes.reshape(dims), quant.bits, scale, offset, quant.stored)
+        return WeightTable(
+            dims, quant.codes.reshape(dims), quant.bits, scale, offset, quant.stored, quant.storage
+        )
     lead = dims[0] if runs % dims[0] == 0 else rows
     if lead < 1 or runs % lead or count % runs:
         raise _bad(
@@ -384,7 +394,9 @@ def _table(op: OpDef, quant: _Quant, dims: tuple[int, ...], rows: int) -> Weight
     shape = dims if lead == dims[0] else (lead, count // lead)
     scale = quant.scale.reshape(lead, runs // lead)
     offset = None if quant.offset is None else quant.offset.reshape(lead, runs // lead)
-    return WeightTable(shape, quant.codes.reshape(shape), quant.bits, scale, offset, quant.stored)
+    return WeightTable(
+        shape, quant.codes.reshape(shape), quant.bits, scale, offset, quant.stored, quant.storage
+    )
 
 
 def _conv_dims(op: OpDef, count: int) -> tuple[int, ...]:
@@ -576,6 +588,7 @@ def _describe_table(table: WeightTable) -> str:
         text += " asymmetric" if table.offset is not None else " symmetric"
         text += f", block {table.block} ({table.blocks} per row)" if table.blocks > 1 else ""
         text += ", per channel" if table.blocks == 1 else ""
+    text += f", {table.storage}" if table.storage else ""
     return f"{text}, {table.stored_bytes} bytes"
 
 
