@@ -213,6 +213,11 @@ def _decode(op: OpDef, q: Any, count: int, spans: list[int]) -> _Quant:
 
 def _scales(op: OpDef, q: Any, alpha: np.ndarray, kind: int) -> tuple[np.ndarray, Any]:
     """One scale (and offset, asymmetric) per run, as MNN folds ``aMin`` and ``quantScale``."""
+    with np.errstate(all="ignore"):  # a corrupted table's inf / nan scales stay as they are
+        return _fold_scales(op, q, alpha, kind)
+
+
+def _fold_scales(op: OpDef, q: Any, alpha: np.ndarray, kind: int) -> tuple[np.ndarray, Any]:
     old4 = kind == 4 and q.aMin == 0 and abs(q.quantScale) < 1e-6
     if q.readType != 0 or old4:
         if alpha.size % 2 or alpha.size == 0:
