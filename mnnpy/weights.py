@@ -292,7 +292,7 @@ def _conv_dims(op: OpDef, count: int) -> tuple[int, ...]:
     return (oc, count // (oc * kh * kw), kh, kw)
 
 
-def conv_table(op: OpDef, dims: tuple[int, ...] | None = None) -> WeightTable:
+def conv_table(op: OpDef, dims: tuple[int, ...] | None = None, spelled: str = "") -> WeightTable:
     """The weight table of a Convolution / ConvolutionDepthwise / Deconvolution /
     DeconvolutionDepthwise op (inline, fp16, IDST-quantized, sparse or external).
 
@@ -300,6 +300,7 @@ def conv_table(op: OpDef, dims: tuple[int, ...] | None = None) -> WeightTable:
         op: the op; its weight must be in the op (not an input tensor).
         dims: the logical shape the op needs (``conv_weights`` / ``deconv_weights`` know it);
             without it, one is derived from ``Convolution2DCommon``.
+        spelled: how messages spell ``dims`` out (e.g. ``outputCount x inputCount/group ...``).
 
     Raises:
         InvalidModelError: when a table is truncated or corrupted or its size is not ``dims``.
@@ -319,7 +320,7 @@ def conv_table(op: OpDef, dims: tuple[int, ...] | None = None) -> WeightTable:
     n = quant.codes.size
     want = tuple(dims) if dims is not None else _conv_dims(op, n)
     if math.prod(want) != n or n == 0:
-        raise op_error(op, f"weight has {n} values, expected {math.prod(want)} = {want}")
+        raise op_error(op, f"weight has {n} values, expected {math.prod(want)} = {spelled or want}")
     return _table(op, quant, want, int(p.common.outputCount))
 
 
