@@ -377,7 +377,7 @@ _BLOB_FIELD: dict[int, tuple[str, str]] = {
     DataType.DT_FLOAT: ("float32s", "<f4"),
     DataType.DT_DOUBLE: ("float32s", "<f4"),
     DataType.DT_INT32: ("int32s", "<i4"),
-    DataType.DT_INT64: ("int64s", "<i8"),
+    DataType.DT_INT64: ("int32s", "<i4"),  # the converter keeps int64 constants as int32s
     DataType.DT_UINT8: ("uint8s", "u1"),
     DataType.DT_QUINT8: ("uint8s", "u1"),
     DataType.DT_INT8: ("int8s", "i1"),
@@ -404,8 +404,8 @@ def blob_values(op: OpDef) -> np.ndarray:
         raw = external_segment(op, spans, 1, np.uint8, "constant data")
     else:
         values = getattr(blob, field)
-        if values is None and blob.dataType in (DataType.DT_BOOL, DataType.DT_INT64):
-            values = blob.int64s if values is None else values
+        if values is None and blob.dataType == DataType.DT_INT64:
+            values, raw_type = blob.int64s, "<i8"
         raw = np.asarray(values if values is not None else [])
         if field != "uint8s" and raw.dtype != np.dtype(raw_type):
             raw = raw.astype(raw_type)
