@@ -16,6 +16,8 @@ comparison):
   (min, scale) pairs by default and one scale per run with ``--weightQuantAsymmetric``);
   float weights stored as ``index`` + values (no quantization); both also with
   ``--saveExternalData`` (the index then lives in the weight file).
+* ``scale.external``: a standalone BatchNormalization (a Scale op) with ``--saveExternalData``
+  (``external = [offset, scale bytes, bias bytes]``).
 * ``dense.*``: ``--hqq`` (asymmetric HQQ codes, per channel and ``--weightQuantBlock 32``) and
   ``--weightQuantScaleBit 16`` (scales stored as fp16 in ``alphaFp16``).
 
@@ -42,6 +44,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools"))
 from _mnn_convert import fix_uuid, mnnconvert, run_mnn, save_npz  # noqa: E402
 
 SHAPE = (1, 16, 5, 5)
+SEEDS = {"sparse": 100, "dense": 101, "scale": 102}
 VARIANTS = {
     "sparse": {
         "float": ["--detectSparseSpeedUp"],
@@ -50,6 +53,7 @@ VARIANTS = {
         "wq4_asym": ["--weightQuantBits", "4", "--weightQuantAsymmetric", "--detectSparseSpeedUp"],
         "wq8_external": ["--weightQuantBits", "8", "--detectSparseSpeedUp", "--saveExternalData"],
     },
+    "scale": {"external": ["--saveExternalData"]},
     "dense": {
         "hqq4": ["--weightQuantBits", "4", "--hqq"],
         "hqq4_b32": ["--weightQuantBits", "4", "--hqq", "--weightQuantBlock", "32"],
@@ -58,11 +62,26 @@ VARIANTS = {
 }
 
 
-def build_onnx(path: str, sparse: bool, seed: int) -> None:
+def build_onnx(path: str, net: str, seed: int) -> None:
     from onnx import TensorProto, helper, numpy_helper, save
 
     rng = np.random.RandomState(seed)
     inits, nodes = [], []
+    sparse = net == "sparse"
+    if net == "scale":
+        c = SHAPE[1]
+        for name, v in (("s", 1 + 0.1 * rng.randn(c)), ("b", 0.1 * rng.randn(c)),
+                        ("m", 0.1 * rng.randn(c)), ("v", 1 + 0.1 * rng.rand(c))):  # fmt: skip
+            inits.append(numpy_helper.from_array(v.astype(np.float32), name))
+        nodes.append(helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"]))
+        graph = helper.make_graph(
+            nodes, "w", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(SHAPE))],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(SHAPE))], inits,
+        )  # fmt: skip
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        save(model, path)
+        return
 
     def conv(x: str, cin: int, cout: int, k: int, group: int, out: str) -> str:
         w = rng.randn(cout, cin // group, k, k).astype(np.float32) * np.sqrt(2 / (cin // group))
@@ -97,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     x = np.random.RandomState(7).randn(*SHAPE).astype(np.float32)
     with tempfile.TemporaryDirectory() as tmp:
-        for seed, (net, variants) in enumerate(VARIANTS.items()):
+        for net, variants in VARIANTS.items():
             src = os.path.join(tmp, net + ".onnx")
-            build_onnx(src, net == "sparse", 100 + seed)
+            build_onnx(src, net, SEEDS[net])
             for variant, flags in variants.items():
                 dst = os.path.join(args.out, f"{net}.{variant}.mnn")
                 args_ = ["-f", "ONNX", "--modelFile", src, "--MNNModel", dst, "--bizCode", "mnnpy"]

@@ -2,7 +2,8 @@
 
 tests/data/weights (``tools/make_weight_models.py``): IDST sparse codes (type 2) and sparse
 float weights (``--detectSparseSpeedUp``, also in an external weight file), HQQ codes and fp16
-scales. The variant models in tests/data/variants cover the common flags. Every file must
+scales, and a Scale op (standalone BatchNormalization) with its data in the weight file. The
+variant models in tests/data/variants cover the common flags. Every file must
 hold the format it is named for (checked on the decoded tables) and run within rtol 1e-3 /
 atol 1e-4 of the output scale of MNN's Session output.
 """
@@ -45,6 +46,10 @@ def test_weight_format(name: str) -> None:
     if name.endswith("scale16"):
         assert all(op.param.quanParameter.alphaFp16 is not None for op in interp.net.ops
                    if op.type_name.startswith("Convolution"))  # fmt: skip
+    _check_outputs(interp, golden)
+
+
+def _check_outputs(interp: mnnpy.Interpreter, golden) -> None:
     session = interp.create_session()
     interp.get_session_input(session, "x").copy_from(golden["input:x"])
     interp.run_session(session)
@@ -52,3 +57,10 @@ def test_weight_format(name: str) -> None:
     want = golden["output:y"]
     scale = float(np.abs(want).max())
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4 * scale)
+
+
+def test_scale_in_the_weight_file() -> None:
+    interp = mnnpy.Interpreter(DATA / "scale.external.mnn")
+    (op,) = [op for op in interp.net.ops if op.type_name == "Scale"]
+    assert op.param.scaleData is None and len(op.param.external) == 3
+    _check_outputs(interp, np.load(DATA / "scale.external.npz"))
