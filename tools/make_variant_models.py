@@ -460,6 +460,9 @@ def make_model(name: str, out: str, tmp: str, only: list[str] | None) -> list[di
                 mc.convert_onnx(onnx_path, src)
                 config = quant_config(name, inputs, tmp)
                 row["log"] = mnnquant(src, dst, config, tmp)
+                # mnnquant also writes <dst>.json (its per-tensor scales, also in the file)
+                if os.path.exists(dst + ".json"):
+                    os.remove(dst + ".json")
                 mc.fix_uuid(dst)
                 what = "PNGs" if name == "cnn" else "sequence samples"
                 row["flags"] = f"mnnquant (KL / MAX_ABS, 10 random {what})"
