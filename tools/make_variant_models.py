@@ -298,12 +298,15 @@ def write_png(path: str, rgb: np.ndarray) -> None:
         f.write(chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
-def calibration_set(folder: str, count: int = 10, size: int = 32, seed: int = 7) -> str:
-    """``count`` random ``size``x``size`` RGB PNGs in ``folder`` (smooth blobs + noise)."""
+def calibration_set(
+    folder: str, count: int = 10, size: int | tuple[int, int] = 32, seed: int = 7
+) -> str:
+    """``count`` random RGB PNGs of ``size`` (side, or (height, width)) in ``folder``."""
+    h, w = (size, size) if isinstance(size, int) else size
     os.makedirs(folder, exist_ok=True)
     rng = np.random.RandomState(seed)
     for i in range(count):
-        img = rng.uniform(0, 255, (size, size, 3)).astype(np.uint8)
+        img = rng.uniform(0, 255, (h, w, 3)).astype(np.uint8)
         write_png(os.path.join(folder, f"calib_{i:02d}.png"), img)
     return folder
 
