@@ -511,6 +511,17 @@ def make_model(name: str, out: str, tmp: str, only: list[str] | None) -> list[di
     return rows
 
 
+def _cpu_flags() -> str:
+    wanted = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "asimddp", "i8mm", "fphp")
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [line for line in f if line.startswith(("flags", "Features"))]
+        flags = {w for line in lines for w in line.split()}
+    except OSError:
+        return "unknown"
+    return ", ".join(w for w in wanted if w in flags) or "none of " + ", ".join(wanted)
+
+
 def write_readme(out: str, rows: list[dict[str, Any]]) -> None:
     import MNN
 
@@ -523,6 +534,9 @@ def write_readme(out: str, rows: list[dict[str, Any]]) -> None:
         "`_tools.mnnconvert`, int8 through `_tools.mnnquant`, goldens from MNN's Session API on",
         "the same file, CPU, 1 thread). Do not edit by hand: the script rewrites this file.",
         "`<model>.<variant>.npz` holds `input:<name>` / `output:<name>`.",
+        "",
+        f"CPU features of the machine that made the goldens (MNN picks its int8 kernels by "
+        f"them): {_cpu_flags()}.",
         "",
         "| file | flags | bytes | .weight bytes | max abs MNN - ORT(float) | output scale "
         "| storage (converter dump) |",
