@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import flatbuffers
@@ -22,7 +22,19 @@ from mnnpy._schema.MNN.OpType import OpType
 from mnnpy.errors import InvalidModelError
 from mnnpy.tensor_format import DimensionFormat
 
-__all__ = ["Net", "OpDef", "OpType", "OpParameter", "load_net", "pack_net", "op_type_name"]
+__all__ = [
+    "Net",
+    "OpDef",
+    "OpType",
+    "OpParameter",
+    "QuantInfo",
+    "RegionDef",
+    "TensorDescribeDef",
+    "ViewDef",
+    "load_net",
+    "pack_net",
+    "op_type_name",
+]
 
 _OP_TYPE_NAMES = {v: k for k, v in vars(OpType).items() if not k.startswith("_")}
 _PARAM_NAMES = {v: k for k, v in vars(OpParameter).items() if not k.startswith("_")}
@@ -68,6 +80,8 @@ class OpDef:
     param: Any
     param_type: int
     default_format: DimensionFormat
+    # Static models (``Net.static``): the file's describe of each output, None where absent.
+    output_describes: tuple[TensorDescribeDef | None, ...] = ()
 
     @property
     def type_name(self) -> str:
@@ -92,6 +106,10 @@ class Net:
     size: int
     # The converter version from ``extraInfo.version``; "" when absent (MNN: "<2.0.0").
     version: str = ""
+    # ``usage == INFERENCE_STATIC`` (``--saveStaticModel``): shapes and geometry precomputed.
+    static: bool = False
+    # ``extraTensorDescribe`` by tensor index (static models, quantized tensors).
+    describes: dict[int, TensorDescribeDef] = field(default_factory=dict)
 
     @property
     def tensor_count(self) -> int:
@@ -123,6 +141,11 @@ def _build(raw: NetT, size: int) -> Net:
         raise InvalidModelError("model has no ops")
     ops = [_build_op(i, op, n_tensors) for i, op in enumerate(raw.oplists)]
     outputs = [_text(n, "output name") for n in (raw.outputName or [])]
+    describes = _describes(raw.extraTensorDescribe, n_tensors)
+    static = int(raw.usage) == _USAGE_INFERENCE_STATIC
+    if static:
+        for op in ops:
+            op.output_describes = tuple(describes.get(i) for i in op.outputs)
     return Net(
         tensor_names=names,
         ops=ops,
@@ -131,6 +154,8 @@ def _build(raw: NetT, size: int) -> Net:
         uuid=_text(raw.mnnUuid, "uuid"),
         size=size,
         version=_text(raw.extraInfo.version if raw.extraInfo else None, "version"),
+        static=static,
+        describes=describes,
     )
 
 
@@ -175,6 +200,100 @@ def _text(value: bytes | str | None, what: str) -> str:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidModelError(f"{what} is not valid UTF-8: {value[:40]!r}") from None
+
+
+# -- tensor describes (``extraTensorDescribe``) --------------------------------------------------
+_USAGE_INFERENCE_STATIC = 2
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    """One side of a region (MNN's ``View``): a flat element offset and three strides."""
+
+    offset: int
+    strides: tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class RegionDef:
+    """A strided 3-D box copy (MNN's ``Region``), in elements of the tensors' logical (NCHW for
+    NC4HW4) flat layout: ``dst[dst.offset + i*d0 + j*d1 + k*d2] = src[src.offset + ...]``."""
+
+    src: ViewDef
+    dst: ViewDef
+    size: tuple[int, int, int]
+    origin: int
+
+
+@dataclass(frozen=True)
+class QuantInfo:
+    """A tensor's quantization attributes (MNN's ``TensorQuantInfo``)."""
+
+    scale: float
+    zero: float
+    min: float
+    max: float
+    type: int
+
+
+@dataclass(frozen=True)
+class TensorDescribeDef:
+    """A tensor's ``extraTensorDescribe`` entry: its blob (shape, ``DataType``, format) where the
+    file gives one, the regions a Raster op writes it with, its quantization."""
+
+    index: int
+    name: str
+    shape: tuple[int, ...] | None
+    data_type: int
+    dimension_format: DimensionFormat
+    regions: tuple[RegionDef, ...]
+    quant: QuantInfo | None
+
+
+def _view(v: Any, where: str) -> ViewDef:
+    strides = tuple(int(x) for x in (v.stride if v is not None and v.stride is not None else ()))
+    if len(strides) != 3:
+        raise InvalidModelError(f"{where}: a region view needs 3 strides, has {len(strides)}")
+    return ViewDef(int(v.offset), strides)  # type: ignore[arg-type]
+
+
+def _region(r: Any, where: str) -> RegionDef:
+    size = tuple(int(x) for x in (r.size if r is not None and r.size is not None else ()))
+    if len(size) != 3:
+        raise InvalidModelError(f"{where}: a region needs 3 sizes, has {len(size)}")
+    return RegionDef(_view(r.src, where), _view(r.dst, where), size, int(r.origin))  # type: ignore[arg-type]
+
+
+def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDescribeDef]:
+    result: dict[int, TensorDescribeDef] = {}
+    for d in raw or ():
+        if d is None:
+            continue
+        index = int(d.index)
+        where = f"describe of tensor #{index}"
+        if not 0 <= index < n_tensors:
+            raise InvalidModelError(f"{where}: index is outside 0..{n_tensors - 1}")
+        blob = d.blob
+        shape = None
+        fmt = DimensionFormat.NCHW
+        if blob is not None:
+            shape = tuple(int(x) for x in (blob.dims if blob.dims is not None else ()))
+            try:
+                fmt = DimensionFormat(blob.dataFormat)
+            except ValueError:
+                raise InvalidModelError(f"{where}: format {blob.dataFormat!r}") from None
+        q = d.quantInfo
+        quant = None if q is None else QuantInfo(q.scale, q.zero, q.min, q.max, int(q.type))
+        result[index] = TensorDescribeDef(
+            index,
+            _text(d.name, f"{where} name"),
+            shape,
+            int(blob.dataType) if blob is not None else 1,
+            fmt,
+            tuple(_region(r, where) for r in (d.regions or ())),
+            quant,
+        )
+    return result
 
 
 def pack_net(net: NetT, initial_size: int = 1024) -> bytes:
