@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import flatbuffers
@@ -82,6 +82,10 @@ class OpDef:
     default_format: DimensionFormat
     # Static models (``Net.static``): the file's describe of each output, None where absent.
     output_describes: tuple[TensorDescribeDef | None, ...] = ()
+    # Static models: (input position, output position) pairs where the file has the op write
+    # the tensor it reads (a While accumulating in place); the output is a new tensor that
+    # continues the input (see ``_split_inplace``).
+    inplace: tuple[tuple[int, int], ...] = ()
 
     @property
     def type_name(self) -> str:
@@ -144,6 +148,7 @@ def _build(raw: NetT, size: int) -> Net:
     describes = _describes(raw.extraTensorDescribe, n_tensors)
     static = int(raw.usage) == _USAGE_INFERENCE_STATIC
     if static:
+        _split_inplace(ops, names, describes)
         for op in ops:
             op.output_describes = tuple(describes.get(i) for i in op.outputs)
     return Net(
@@ -294,6 +299,32 @@ def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDes
             quant,
         )
     return result
+
+
+def _split_inplace(
+    ops: list[OpDef], names: list[str], describes: dict[int, TensorDescribeDef]
+) -> None:
+    """Give each tensor a static model writes again a new index, with the same name and
+    describe, read by the ops after (as MNN's converter ``_RemoveDupOutput``); an op that writes
+    a tensor it reads records the pair in ``OpDef.inplace``."""
+    written: set[int] = set()
+    renamed: dict[int, int] = {}
+    for op in ops:
+        op.inputs = tuple(renamed.get(i, i) for i in op.inputs)
+        outputs = list(op.outputs)
+        for k, i in enumerate(outputs):
+            if i not in written:
+                written.add(i)
+                continue
+            new = len(names)
+            names.append(names[i])
+            if i in describes:
+                describes[new] = replace(describes[i], index=new)
+            if renamed.get(i, i) in op.inputs:
+                op.inplace += ((op.inputs.index(renamed.get(i, i)), k),)
+            outputs[k] = renamed[i] = new
+            written.add(new)
+        op.outputs = tuple(outputs)
 
 
 def pack_net(net: NetT, initial_size: int = 1024) -> bytes:

@@ -16,6 +16,10 @@ the result for other codes). A single copy command without fuse is MNN's gather 
 iteration whose output base is outside the output writes nothing, one whose input base is
 outside the input writes zeros.
 
+A static model may have a loop write the tensor it reads (CumSum accumulates in place): net.py
+gives the output a new tensor (``OpDef.inplace``); the runner copies the input into it first and
+the commands address the output for both.
+
 This module is the backend-independent plan (parsed and checked once) and a NumPy runner over
 flat arrays, used by the reference and the CPU execution; every index is checked before use.
 """
@@ -115,7 +119,7 @@ def _ints(values: Sequence[int] | None, n: int | None, what: str) -> tuple[int, 
     return result
 
 
-def _command(raw: object, tensor_number: int, where: str) -> Command:
+def _command(raw: object, tensor_number: int, where: str, init: bool = False) -> Command:
     cop = getattr(raw, "op", None)
     indexes = _ints(getattr(raw, "indexes", None), None, f"{where} indexes")
     n = len(indexes)
@@ -147,8 +151,8 @@ def _command(raw: object, tensor_number: int, where: str) -> Command:
         transpose,
         _ints(getattr(raw, "size", None), 3, f"{where} size"),  # type: ignore[arg-type]
         indexes,
-        _ints(getattr(raw, "iterIndexes", None), n, f"{where} iterIndexes"),
-        _ints(getattr(raw, "steps", None), n, f"{where} steps"),
+        (-1,) * n if init else _ints(getattr(raw, "iterIndexes", None), n, f"{where} iterIndexes"),
+        (0,) * n if init else _ints(getattr(raw, "steps", None), n, f"{where} steps"),
         tuple(int(v.offset) for v in views),
         strides,  # type: ignore[arg-type]
         int(getattr(raw, "fuse", -1)),
@@ -191,8 +195,13 @@ def plan_loop(op: OpDef, n_inputs: int, n_outputs: int) -> LoopPlan:
                 raise InvalidValueError(f"initCommand {k} zeroes no tensor of the stack")
             init.append(slot[0])
         else:
-            init.append(_command(raw, tn, f"initCommand {k}"))
+            init.append(_command(raw, tn, f"initCommand {k}", init=True))
     commands = [_command(raw, tn, f"command {k}") for k, raw in enumerate(p.commands or ())]
+    alias = {ins[i]: outs[o] for i, o in op.inplace}  # the runner copies input i to output o
+    if alias:
+        for cmd in [*commands, *(c for c in init if isinstance(c, Command))]:
+            cmd.indexes = tuple(alias.get(i, i) for i in cmd.indexes)
+            cmd.iters = tuple(alias.get(i, i) for i in cmd.iters)
     return LoopPlan(tn, ins, outs, int(p.loopNumber), bool(p.parallel), init, commands)
 
 
@@ -356,5 +365,7 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         assert d is not None and d.shape is not None
         shapes.append(d.shape)
         stack[slot] = np.zeros(int(np.prod(d.shape, dtype=np.int64)), runtime_dtype(d.data_type))
+    for i, o in op.inplace:  # the file has the loop update its input in place
+        stack[plan.output_slots[o]][:] = stack[plan.input_slots[i]]
     run_loop(plan, stack)
     return [stack[s].reshape(shape) for s, shape in zip(plan.output_slots, shapes, strict=True)]

@@ -9,12 +9,16 @@ over the stored dims; NCHW for NC4HW4 tensors)::
 
 Regions are applied in order. When their sizes do not add up to the output's element count, the
 output is zeroed first (MNN's ``regionIsFull``). A region whose destination stride is 0 over a dim
-of size > 1 sums the elements it reads there (MNN's ``_reduceblit``). The While op with a
+of size > 1 sums the elements it reads there (MNN's ``_reduceblit``). A region that lies wholly
+outside the output is skipped: MNN's StridedSlice geometry leaves such regions in files (with a
+negative step it repeats the regions of the first batch past the output) and MNN writes them past
+the output's buffer; any other region reaching outside a tensor is an INVALID_VALUE error. The While op with a
 ``LoopParam`` takes its output shapes from the same describes (``mnnpy.ops.loop``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -59,6 +63,12 @@ def regions_of(op: OpDef, n_inputs: int) -> tuple[RegionDef, ...]:
     if len(regions) != n_inputs:
         raise InvalidValueError(f"Raster has {len(regions)} regions for {n_inputs} inputs")
     return regions
+
+
+def _outside(offset: int, strides: Sequence[int], size: Sequence[int], limit: int) -> bool:
+    lo = offset + sum(min(0, (n - 1) * s) for n, s in zip(size, strides, strict=True))
+    hi = offset + sum(max(0, (n - 1) * s) for n, s in zip(size, strides, strict=True))
+    return lo >= limit or hi < 0
 
 
 def reduces(region: RegionDef) -> bool:
@@ -125,6 +135,8 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
             src = src.view(dtype) if src.dtype.itemsize == dtype.itemsize else src.astype(dtype)
         s, t = region.src, region.dst
         what = f"region {i}"
+        if not math.prod(region.size) or _outside(t.offset, t.strides, region.size, out.size):
+            continue  # writes nothing of the output (MNN writes past it: see the module)
         values = src[region_indexes(s.offset, s.strides, region.size, src.size, what)]
         dst = region_indexes(t.offset, t.strides, region.size, out.size, what)
         if reduces(region):

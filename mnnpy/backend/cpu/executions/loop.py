@@ -22,9 +22,10 @@ class CPULoop(Execution):
     offsets are computed once per resize, each command runs over every iteration at once where
     the loop allows it (NumPy gathers, ``np.matmul`` for MatMul commands)."""
 
-    def __init__(self, backend: Backend, plan: LoopPlan) -> None:
+    def __init__(self, backend: Backend, plan: LoopPlan, inplace: tuple = ()) -> None:
         super().__init__(backend)
         self.plan = plan
+        self.inplace = inplace  # (input, output) positions: the output continues the input
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         self._grids = [[c.grid(v) for v in range(len(c.indexes))] for c in self.plan.commands]
@@ -36,6 +37,8 @@ class CPULoop(Execution):
             stack[slot] = t.host if t.host is not None else empty
         for slot, t in zip(self.plan.output_slots, outputs, strict=True):
             stack[slot] = t.host if t.host is not None else empty
+        for i, o in self.inplace:  # the file has the loop update its input in place
+            np.copyto(outputs[o].host, inputs[i].host)  # commands address the output
         run_loop(self.plan, stack, self._grids)
 
 
@@ -45,4 +48,4 @@ def create(
 ) -> Execution | Unsupported:
     if op.param_type != OpParameter.LoopParam:
         return Unsupported("While with subgraphs (ONNX Loop) is not supported")
-    return CPULoop(backend, plan_loop(op, len(inputs), len(outputs)))
+    return CPULoop(backend, plan_loop(op, len(inputs), len(outputs)), op.inplace)

@@ -3,6 +3,7 @@ file stores (semantics in ``mnnpy/ops/raster.py``), run by ``kernels.raster``.""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 
@@ -23,6 +24,8 @@ from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
 __all__ = ["CPUStaticRaster"]
+
+logger = logging.getLogger(__name__)
 
 
 def _reach(offset: int, strides: Sequence[int], size: Sequence[int]) -> tuple[int, int]:
@@ -75,9 +78,17 @@ class CPUStaticRaster(Execution):
                 return
         self._pads = np.zeros((0, R.COLS), np.int64)
         scratch: dict[int, Tensor] = {}
+        kept: list[RegionDef] = []
         for i, (region, x) in enumerate(zip(regions, inputs, strict=True)):
             if math.prod(region.size) == 0:
                 continue
+            lo, hi = _reach(region.dst.offset, region.dst.strides, region.size)
+            if lo >= out.element_size or hi < 0:
+                # MNN's geometry leaves such regions in some files (a StridedSlice with a negative
+                # step repeats its regions past the output); MNN writes them past the buffer.
+                logger.debug("%s: region %d lies outside the output, skipped", self.op.name, i)
+                continue
+            kept.append(region)
             for side, t, what in ((region.src, x, "source"), (region.dst, out, "destination")):
                 lo, hi = _reach(side.offset, side.strides, region.size)
                 if lo < 0 or hi >= t.element_size:
@@ -108,7 +119,7 @@ class CPUStaticRaster(Execution):
             backend.on_release_buffer(tmp, StorageType.DYNAMIC)
         for t in scratch.values():
             backend.on_release_buffer(t, StorageType.DYNAMIC)
-        self._threads = backend.num_thread if self._disjoint(regions, out) else 1
+        self._threads = backend.num_thread if self._disjoint(kept, out) else 1
 
     @staticmethod
     def _disjoint(regions: Sequence[RegionDef], out: Tensor) -> bool:
