@@ -12,8 +12,9 @@ output is zeroed first (MNN's ``regionIsFull``). A region whose destination stri
 of size > 1 sums the elements it reads there (MNN's ``_reduceblit``). A region that lies wholly
 outside the output is skipped: MNN's StridedSlice geometry leaves such regions in files (with a
 negative step it repeats the regions of the first batch past the output) and MNN writes them past
-the output's buffer; any other region reaching outside a tensor is an INVALID_VALUE error. The While op with a
-``LoopParam`` takes its output shapes from the same describes (``mnnpy.ops.loop``).
+the output's buffer; any other region reaching outside a tensor is an INVALID_VALUE error. The
+While op with a ``LoopParam`` takes its output shapes from the same describes
+(``mnnpy.ops.loop``).
 """
 
 from __future__ import annotations
