@@ -204,6 +204,52 @@ def build_broadcast() -> Built:
     return g.model([("x", [2, 3, 5, 4])], [("y", [2, 3, 5, 4])]), {"x": x}
 
 
+def build_spatial() -> Built:
+    """Around a convolution (NC4HW4): DepthToSpace, SpaceToDepth, reflect Pad, nearest Resize
+    (its output shape only in the file), ReduceMean over channels."""
+    g = GraphBuilder("spatial", seed=22)
+    c = g.node("Relu", [g.conv("x", 3, 8, 3, pad=1)])  # 1x8x6x6
+    g.node("DepthToSpace", [c], out="y0", blocksize=2, mode="CRD")  # 1x2x12x12
+    g.node("SpaceToDepth", [c], out="y1", blocksize=2)  # 1x32x3x3
+    g.node("Pad", [c, g.const("pads", _i64([0, 0, 1, 2, 0, 0, 2, 1]))], out="y2", mode="reflect")
+    scales = g.const("sc", np.array([1, 1, 2, 2], np.float32))
+    g.node("Resize", [c, "", scales], out="y3", mode="nearest")
+    g.node("ReduceMean", [c], out="y4", axes=[1], keepdims=1)
+    x = g.rng.randn(1, 3, 6, 6).astype(np.float32)
+    outs = [
+        ("y0", [1, 2, 12, 12]),
+        ("y1", [1, 32, 3, 3]),
+        ("y2", [1, 8, 9, 9]),
+        ("y3", [1, 8, 12, 12]),
+        ("y4", [1, 1, 6, 6]),
+    ]
+    return g.model([("x", [1, 3, 6, 6])], outs), {"x": x}
+
+
+def build_misc() -> Built:
+    """TopK, ArgMax (int output cast back), Where, Softmax of a transpose, InstanceNorm."""
+    from onnx import helper
+
+    g = GraphBuilder("misc", seed=23)
+    g.nodes.append(helper.make_node("TopK", ["x", g.const("k", _i64([2]))], ["y0", "ti"], axis=-1))
+    g.node("Cast", [g.node("ArgMax", ["x"], axis=1, keepdims=0)], out="y1", to=1)
+    pos = g.node("Greater", ["x", g.const("z", np.array(0.0, np.float32))])
+    g.node("Where", [pos, "x", g.node("Neg", ["x"])], out="y2")
+    g.node("Softmax", [g.node("Transpose", ["x"], perm=[0, 2, 1])], out="y3", axis=1)
+    x4 = g.node("Unsqueeze", ["x", g.const("a", _i64([3]))])
+    gamma, beta = g.const("s", np.ones(3, np.float32)), g.const("b", np.zeros(3, np.float32))
+    g.node("InstanceNormalization", [x4, gamma, beta], out="y4")
+    x = g.rng.randn(3, 3, 4).astype(np.float32)
+    outs = [
+        ("y0", [3, 3, 2]),
+        ("y1", [3, 4]),
+        ("y2", [3, 3, 4]),
+        ("y3", [3, 4, 3]),
+        ("y4", [3, 3, 4, 1]),
+    ]
+    return g.model([("x", [3, 3, 4])], outs), {"x": x}
+
+
 MODELS: dict[str, Callable[[], Built]] = {
     "movement": build_movement,
     "cnn": build_cnn,
@@ -212,6 +258,8 @@ MODELS: dict[str, Callable[[], Built]] = {
     "batch_matmul": build_batch_matmul,
     "scatter": build_scatter,
     "broadcast": build_broadcast,
+    "spatial": build_spatial,
+    "misc": build_misc,
 }
 
 

@@ -26,11 +26,17 @@ import numpy as np
 
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NotSupportError
 from mnnpy.net import OpDef, OpParameter, OpType, RegionDef
-from mnnpy.ops import register_reference, register_shape
+from mnnpy.ops import ShapeFunction, register_reference, register_shape
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import runtime_dtype
 
-__all__ = ["region_indexes", "reduces", "regions_of", "static_shape"]
+__all__ = [
+    "region_indexes",
+    "reduces",
+    "regions_of",
+    "static_shape",
+    "static_shape_function",
+]
 
 
 def static_shape(op: OpDef, outputs: Sequence[Tensor]) -> None:
@@ -51,6 +57,14 @@ def static_shape(op: OpDef, outputs: Sequence[Tensor]) -> None:
         out.shape = d.shape
         out.dtype = runtime_dtype(d.data_type)
         out.dimension_format = d.dimension_format
+
+
+def static_shape_function(fn: ShapeFunction | None) -> ShapeFunction:
+    """The shape function of an op of a static model: the file's describes (Raster's and
+    While's own shape functions read them too, and check more)."""
+    if fn in (shape, loop_shape):
+        return fn  # type: ignore[return-value]
+    return lambda op, inputs, outputs: static_shape(op, outputs)
 
 
 def regions_of(op: OpDef, n_inputs: int) -> tuple[RegionDef, ...]:

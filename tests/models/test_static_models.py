@@ -13,6 +13,13 @@ import mnnpy
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", "static")
 NAMES = sorted(f[:-4] for f in os.listdir(DATA) if f.endswith(".mnn"))
+# tools/make_test_models.py's variant step writes <model>.static.mnn beside the other variants
+VARIANTS = os.path.join(os.path.dirname(DATA), "variants")
+STATIC_VARIANTS = sorted(
+    f[:-4]
+    for f in (os.listdir(VARIANTS) if os.path.isdir(VARIANTS) else ())
+    if f.endswith(".static.mnn")
+)
 
 
 def run_file(path: str, inputs: dict[str, np.ndarray], threads: int = 1) -> dict[str, np.ndarray]:
@@ -24,13 +31,11 @@ def run_file(path: str, inputs: dict[str, np.ndarray], threads: int = 1) -> dict
     return {k: t.numpy() for k, t in net.get_session_output_all(session).items()}
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("name", NAMES)
-def test_matches_mnn(name: str, threads: int) -> None:
-    data = np.load(os.path.join(DATA, name + ".npz"))
+def compare(directory: str, name: str, threads: int) -> None:
+    data = np.load(os.path.join(directory, name + ".npz"))
     inputs = {k[6:]: data[k] for k in data.files if k.startswith("input:")}
     golden = {k[7:]: data[k] for k in data.files if k.startswith("output:")}
-    outs = run_file(os.path.join(DATA, name + ".mnn"), inputs, threads)
+    outs = run_file(os.path.join(directory, name + ".mnn"), inputs, threads)
     assert set(golden) <= set(outs)
     for k, want in golden.items():
         got = outs[k]
@@ -39,6 +44,18 @@ def test_matches_mnn(name: str, threads: int) -> None:
             np.testing.assert_array_equal(got, want, err_msg=k)
         else:
             np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4, err_msg=k)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_mnn(name: str, threads: int) -> None:
+    compare(DATA, name, threads)
+
+
+@pytest.mark.parametrize("name", STATIC_VARIANTS)
+def test_variant_static_files_match_mnn(name: str) -> None:
+    """The small CNN, transformer and 3-D convolution of the variant step, static."""
+    compare(VARIANTS, name, 1)
 
 
 def test_files_hold_raster_and_loops() -> None:
