@@ -80,7 +80,8 @@ class OpDef:
     param: Any
     param_type: int
     default_format: DimensionFormat
-    # Static models (``Net.static``): the file's describe of each output, None where absent.
+    # Static models (``Net.static``): the file's describe of each input / output, or None.
+    input_describes: tuple[TensorDescribeDef | None, ...] = ()
     output_describes: tuple[TensorDescribeDef | None, ...] = ()
     # Static models: (input position, output position) pairs where the file has the op write
     # the tensor it reads (a While accumulating in place); the output is a new tensor that
@@ -150,6 +151,7 @@ def _build(raw: NetT, size: int) -> Net:
     if static:
         _split_inplace(ops, names, describes)
         for op in ops:
+            op.input_describes = tuple(describes.get(i) for i in op.inputs)
             op.output_describes = tuple(describes.get(i) for i in op.outputs)
     return Net(
         tensor_names=names,

@@ -61,10 +61,22 @@ def static_shape(op: OpDef, outputs: Sequence[Tensor]) -> None:
 
 def static_shape_function(fn: ShapeFunction | None) -> ShapeFunction:
     """The shape function of an op of a static model: the file's describes (Raster's and
-    While's own shape functions read them too, and check more)."""
-    if fn in (shape, loop_shape):
-        return fn  # type: ignore[return-value]
-    return lambda op, inputs, outputs: static_shape(op, outputs)
+    While's own shape functions read them too, and check more), once the inputs are checked to
+    have the shapes the file was converted for."""
+
+    def run(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        for t, d in zip(inputs, op.input_describes, strict=False):
+            if d is not None and d.shape is not None and tuple(t.shape) != d.shape:
+                raise NotSupportError(
+                    f"a static model runs at the shapes it was converted for: input "
+                    f"{t.name!r} is {tuple(t.shape)!r}, the file has {d.shape!r}"
+                )
+        if fn in (shape, loop_shape):
+            fn(op, inputs, outputs)  # type: ignore[misc]
+        else:
+            static_shape(op, outputs)
+
+    return run
 
 
 def regions_of(op: OpDef, n_inputs: int) -> tuple[RegionDef, ...]:

@@ -66,3 +66,14 @@ def test_files_hold_raster_and_loops() -> None:
         assert net.static
         types |= {op.type_name for op in net.ops}
     assert {"Raster", "While"} <= types
+
+
+def test_other_input_shapes_are_refused() -> None:
+    """The geometry was computed for the converted shapes: another shape is NOT_SUPPORT."""
+    net = mnnpy.Interpreter(os.path.join(DATA, "cnn.mnn"))
+    session = net.create_session()
+    net.resize_tensor(net.get_session_input(session), (1, 3, 11, 11))
+    with pytest.raises(mnnpy.MNNError) as e:
+        net.resize_session(session)
+    assert e.value.code == mnnpy.ErrorCode.NOT_SUPPORT
+    assert "(1, 3, 9, 9)" in str(e.value)
