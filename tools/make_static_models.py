@@ -250,6 +250,27 @@ def build_misc() -> Built:
     return g.model([("x", [3, 3, 4])], outs), {"x": x}
 
 
+def build_shuffle() -> Built:
+    """Channel shuffles between convolutions (NC4HW4 rasters read and written in place), with
+    groups of 4 and of 3 channels (blocks not aligned to the groups), and a channel Split."""
+    g = GraphBuilder("shuffle", seed=24)
+    h = g.node("Relu", [g.conv("x", 3, 8, 3, pad=1)])  # 1x8x5x5
+    for groups, c in ((2, 8), (3, 6)):
+        if c != 8:
+            h = g.node("Relu", [g.conv(h, 8, c, 1)])
+        r = g.node("Reshape", [h, g.const("s", _i64([1, groups, c // groups, 5, 5]))])
+        t = g.node("Transpose", [r], perm=[0, 2, 1, 3, 4])
+        h = g.node("Reshape", [t, g.const("s", _i64([1, c, 5, 5]))])
+        h = g.node("Relu", [g.conv(h, c, 8, 3, pad=1, group=2)])
+    from onnx import helper
+
+    split = g.const("sp", _i64([3, 5]))
+    g.nodes.append(helper.make_node("Split", [h, split], ["sa", "sb"], axis=1))
+    g.node("Add", [g.conv("sa", 3, 5, 1), "sb"], out="y")
+    x = g.rng.randn(1, 3, 5, 5).astype(np.float32)
+    return g.model([("x", [1, 3, 5, 5])], [("y", [1, 5, 5, 5])]), {"x": x}
+
+
 MODELS: dict[str, Callable[[], Built]] = {
     "movement": build_movement,
     "cnn": build_cnn,
@@ -260,6 +281,7 @@ MODELS: dict[str, Callable[[], Built]] = {
     "broadcast": build_broadcast,
     "spatial": build_spatial,
     "misc": build_misc,
+    "shuffle": build_shuffle,
 }
 
 

@@ -49,6 +49,81 @@ def _flat_shift(region: RegionDef, n_src: int, n_dst: int) -> bool:
     return True
 
 
+Dims = list[list[int]]  # iteration dims: [size, source stride, destination stride]
+
+
+def _axis(stride: int, steps: Sequence[int]) -> tuple[int, int]:
+    """The outermost logical dim whose step divides a flat stride, and the coefficient."""
+    d = next(d for d, t in enumerate(steps) if stride % t == 0)
+    return d, stride // steps[d]
+
+
+def _split(dims: Dims, col: int, shape: Sequence[int], offset: int) -> bool | None:
+    """Split one iteration dim so that no flat stride of side ``col`` carries from a logical dim
+    of ``shape`` into the next (a dim of size ``c * S_d`` walking dim ``d`` by ``c`` becomes an
+    outer walk of dim ``d - 1`` and an inner one of ``d``). True: split one; False: nothing to
+    split; None: the side is not a box of the logical dims."""
+    steps = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    start = np.unravel_index(offset, shape)
+    reach = [0] * len(shape)
+    owners: list[list[int]] = [[] for _ in shape]
+    for j, dim in enumerate(dims):
+        if dim[0] > 1 and dim[col]:
+            d, c = _axis(dim[col], steps)
+            reach[d] += c * (dim[0] - 1)
+            owners[d].append(j)
+    for d, size in enumerate(shape):
+        if start[d] + reach[d] < size:
+            continue
+        if len(owners[d]) != 1 or start[d] != 0:
+            return None
+        j = owners[d][0]
+        c = dims[j][col] // steps[d]
+        q = size // c if size % c == 0 else 0
+        if q <= 1 or dims[j][0] % q:
+            return None
+        n, a, b = dims[j]
+        dims[j : j + 1] = [[n // q, a * q, b * q], [q, a, b]]
+        return True
+    return False
+
+
+def _side(dims: Dims, col: int, t: Tensor, offset: int) -> R.Side:
+    if not t.is_packed:  # storage is the logical flat order
+        terms = [[(j, dim[col]) for j, dim in enumerate(dims) if dim[col]]]
+        return R.Side(R.Layout((t.storage_elements,), False), [offset], terms)
+    steps = [math.prod(t.shape[d + 1 :]) for d in range(t.ndim)]
+    terms_by_dim: list[R.Terms] = [[] for _ in t.shape]
+    for j, dim in enumerate(dims):
+        if dim[col]:
+            d, c = _axis(dim[col], steps)
+            terms_by_dim[d].append((j, c))
+    start = [int(i) for i in np.unravel_index(offset, t.shape)]
+    return R.Side(layout_of(t), start, terms_by_dim)
+
+
+def _direct_rows(region: RegionDef, x: Tensor, out: Tensor) -> np.ndarray | None:
+    """A region with non-negative strides as rows on the storage of NC4HW4 tensors (their
+    logical flat addresses unflattened into boxes of the logical dims), or None."""
+    dims = [
+        [n, s, d]
+        for n, s, d in zip(region.size, region.src.strides, region.dst.strides, strict=True)
+        if n > 1
+    ] or [[1, 0, 0]]
+    sides = ((1, x, region.src.offset), (2, out, region.dst.offset))
+    for _ in range(16):
+        changed = [
+            _split(dims, col, t.shape, off) if t.is_packed else False for col, t, off in sides
+        ]
+        if None in changed:
+            return None
+        if not any(changed):
+            space = [dim[0] for dim in dims]
+            src, dst = (_side(dims, col, t, off) for col, t, off in sides)
+            return R.plan(space, src, dst)
+    return None
+
+
 class CPUStaticRaster(Execution):
     """A static model's Raster op (MNN's CPURaster): its regions as ``kernels.raster`` rows on
     the storage; NC4HW4 tensors are read and written through NCHW scratch (as MNN's temp
@@ -76,9 +151,10 @@ class CPUStaticRaster(Execution):
                 self._pads = R.padding_regions(layout_of(out))
                 self._zero, self._threads = False, backend.num_thread
                 return
-        self._pads = np.zeros((0, R.COLS), np.int64)
+        self._pads = R.padding_regions(layout_of(out))
         scratch: dict[int, Tensor] = {}
         kept: list[RegionDef] = []
+        direct = self._direct(regions, inputs, out)
         for i, (region, x) in enumerate(zip(regions, inputs, strict=True)):
             if math.prod(region.size) == 0:
                 continue
@@ -96,6 +172,9 @@ class CPUStaticRaster(Execution):
                         f"region {i} reads {what} elements {lo}..{hi} of tensor {t.name!r} "
                         f"with {t.element_size} ({region!r})"
                     )
+            if direct is not None and i in direct:
+                self._steps.append(("rows", x, None, direct[i]))
+                continue
             src = x
             if x.is_packed:
                 if id(x) not in scratch:
@@ -113,13 +192,33 @@ class CPUStaticRaster(Execution):
             row = [region.src.offset, region.dst.offset, *region.size]
             row += [*region.src.strides, *region.dst.strides]
             self._steps.append(("rows", src, None, np.array([row], np.int64)))
-        if out.is_packed:
+        if out.is_packed and direct is None:
             tmp = backend.acquire_scratch(out.element_size, out.dtype)
             self._pack = (tmp, layout_kernel(Tensor(out.shape, out.dtype), out))
             backend.on_release_buffer(tmp, StorageType.DYNAMIC)
         for t in scratch.values():
             backend.on_release_buffer(t, StorageType.DYNAMIC)
         self._threads = backend.num_thread if self._disjoint(kept, out) else 1
+
+    @staticmethod
+    def _direct(
+        regions: Sequence[RegionDef], inputs: Sequence[Tensor], out: Tensor
+    ) -> dict[int, np.ndarray] | None:
+        """Rows straight on the storage for the regions touching an NC4HW4 tensor; None when
+        the output is NC4HW4 and one of its regions cannot be planned so (then all go through
+        scratch, as MNN's CPURaster)."""
+        rows: dict[int, np.ndarray] = {}
+        for i, (r, x) in enumerate(zip(regions, inputs, strict=True)):
+            if not (x.is_packed or out.is_packed) or not math.prod(r.size):
+                continue
+            plain = not reduces(r) and min(*r.src.strides, *r.dst.strides) >= 0
+            planned = _direct_rows(r, x, out) if plain else None
+            if planned is None:
+                if out.is_packed:
+                    return None
+                continue
+            rows[i] = planned
+        return rows
 
     @staticmethod
     def _disjoint(regions: Sequence[RegionDef], out: Tensor) -> bool:
@@ -141,7 +240,7 @@ class CPUStaticRaster(Execution):
         dst = self._pack[0].host if self._pack is not None else out.host
         assert dst is not None
         if self._zero:
-            dst[: out.element_size].fill(0)
+            dst.fill(0)  # padding lanes too
         for step in self._steps:
             src = step[1].host
             if src.dtype != dst.dtype:
@@ -154,7 +253,7 @@ class CPUStaticRaster(Execution):
                 dst[step[3]] = src[step[2]]
         if self._pack is not None:
             self._pack[1](dst, out.host, t)
-        elif len(self._pads):
+        elif len(self._pads) and not self._zero:
             K.zero_regions(out.host, self._pads, t)
 
 
