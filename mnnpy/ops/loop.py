@@ -37,7 +37,7 @@ from mnnpy.net import OpDef, OpType
 from mnnpy.ops import binary_op, register_reference, unary_op
 from mnnpy.tensor_format import runtime_dtype
 
-__all__ = ["Command", "LoopPlan", "plan_loop", "run_loop"]
+__all__ = ["Command", "LoopPlan", "gather_bases", "plan_loop", "run_init", "run_loop"]
 
 COPY, UNARY, BINARY, MATMUL = "copy", "unary", "binary", "matmul"
 _FUSE = {B.ADD: np.add, B.MUL: np.multiply, B.SUB: np.subtract}
@@ -280,17 +280,27 @@ def _run_command(
         _FUSE[cmd.fuse].at(out, idx_out, result)
 
 
+def gather_bases(
+    plan: LoopPlan, stack: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """MNN's single-copy path: the output and input base of every iteration, which iterations
+    copy (both bases inside their tensors) and which zero their box (input base outside)."""
+    cmd = plan.commands[0]
+    it = np.arange(plan.loop_number, dtype=np.int64)
+    out, src = stack[cmd.indexes[0]], stack[cmd.indexes[1]]
+    b0 = _bases(plan, cmd, 0, stack, it, "command 0")
+    b1 = _bases(plan, cmd, 1, stack, it, "command 0")
+    keep = (b0 >= 0) & (b0 < out.size)
+    valid = keep & (b1 >= 0) & (b1 < src.size)
+    return b0, b1, valid, keep & ~valid
+
+
 def _gather(
     plan: LoopPlan, cmd: Command, stack: list[np.ndarray], grids: Sequence[np.ndarray], where: str
 ) -> None:
     """MNN's single-copy path: bases outside a tensor skip (output) or zero (input)."""
-    it = np.arange(plan.loop_number, dtype=np.int64)
     out, src = stack[cmd.indexes[0]], stack[cmd.indexes[1]]
-    b0 = _bases(plan, cmd, 0, stack, it, where)
-    b1 = _bases(plan, cmd, 1, stack, it, where)
-    keep = (b0 >= 0) & (b0 < out.size)
-    valid = keep & (b1 >= 0) & (b1 < src.size)
-    zero = keep & ~valid
+    b0, b1, valid, zero = gather_bases(plan, stack)
     dst_z = _checked(b0[zero, None, None, None] + grids[0], out.size, f"{where}, output")
     out[dst_z] = 0
     dst = _checked(b0[valid, None, None, None] + grids[0], out.size, f"{where}, output")
@@ -322,6 +332,12 @@ def _init(cmd: Command | int, stack: list[np.ndarray], k: int) -> None:
     out[dst] = values if values.dtype == out.dtype else values.view(out.dtype)
 
 
+def run_init(plan: LoopPlan, stack: list[np.ndarray]) -> None:
+    """The ``initCommand`` s."""
+    for k, init in enumerate(plan.init):
+        _init(init, stack, k)
+
+
 def run_loop(
     plan: LoopPlan, stack: list[np.ndarray], grids: Sequence[Sequence[np.ndarray]] | None = None
 ) -> None:
@@ -333,8 +349,7 @@ def run_loop(
     Raises:
         InvalidValueError: when an address falls outside its tensor.
     """
-    for k, init in enumerate(plan.init):
-        _init(init, stack, k)
+    run_init(plan, stack)
     if grids is None:
         grids = [[c.grid(v) for v in range(len(c.indexes))] for c in plan.commands]
     if plan.loop_number == 0:

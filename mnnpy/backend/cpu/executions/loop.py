@@ -9,9 +9,11 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.kernels import raster as K
+from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpParameter, OpType
-from mnnpy.ops.loop import LoopPlan, plan_loop, run_loop
+from mnnpy.ops.loop import LoopPlan, gather_bases, plan_loop, run_init, run_loop
 from mnnpy.tensor import Tensor
 
 __all__ = ["CPULoop"]
@@ -20,7 +22,8 @@ __all__ = ["CPULoop"]
 class CPULoop(Execution):
     """Runs a checked loop plan over the storage of the op's tensors (MNN's CPULoop): element
     offsets are computed once per resize, each command runs over every iteration at once where
-    the loop allows it (NumPy gathers, ``np.matmul`` for MatMul commands)."""
+    the loop allows it (NumPy gathers, ``np.matmul`` for MatMul commands); MNN's gather path (one
+    copy command: Gather, GatherND, embeddings) is one ``kernels.raster`` row per iteration."""
 
     def __init__(self, backend: Backend, plan: LoopPlan, inplace: tuple = ()) -> None:
         super().__init__(backend)
@@ -29,6 +32,35 @@ class CPULoop(Execution):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         self._grids = [[c.grid(v) for v in range(len(c.indexes))] for c in self.plan.commands]
+        self._rows: np.ndarray | None = None
+        if self.plan.gather and self.plan.loop_number:
+            cmd = self.plan.commands[0]
+            sizes = [self._slot(inputs, outputs, i).dtype.itemsize for i in cmd.indexes]
+            if min(*cmd.strides[0], *cmd.strides[1]) >= 0 and sizes[0] == sizes[1]:
+                # MNN's gather path as kernels.raster rows: one box per iteration
+                self._rows = np.zeros((self.plan.loop_number, 11), np.int64)
+                self._rows[:, 2:5] = cmd.size
+                self._rows[:, 5:8], self._rows[:, 8:11] = cmd.strides[1], cmd.strides[0]
+
+    def _slot(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor], slot: int) -> Tensor:
+        if slot in self.plan.output_slots:
+            return outputs[self.plan.output_slots.index(slot)]
+        return inputs[self.plan.input_slots.index(slot)]
+
+    def _gather(self, stack: list[np.ndarray]) -> None:
+        assert self._rows is not None
+        cmd = self.plan.commands[0]
+        out, src = stack[cmd.indexes[0]], stack[cmd.indexes[1]]
+        b0, b1, valid, zero = gather_bases(self.plan, stack)
+        rows = self._rows
+        rows[:, 0], rows[:, 1] = np.where(valid, b1, 0), b0
+        threads = self.backend.num_thread if self.plan.parallel else 1  # else in order
+        try:
+            if zero.any():
+                K.zero_regions(out, rows[zero], threads)
+            K.copy_regions(src.view(out.dtype), out, rows[valid], threads)
+        except ValueError as e:
+            raise InvalidValueError(f"command 0: {e}") from None
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         empty = np.zeros(0, np.float32)
@@ -39,6 +71,10 @@ class CPULoop(Execution):
             stack[slot] = t.host if t.host is not None else empty
         for i, o in self.inplace:  # the file has the loop update its input in place
             np.copyto(outputs[o].host, inputs[i].host)  # commands address the output
+        if self._rows is not None:
+            run_init(self.plan, stack)
+            self._gather(stack)
+            return
         run_loop(self.plan, stack, self._grids)
 
 
