@@ -37,7 +37,16 @@ from mnnpy.net import OpDef, OpType
 from mnnpy.ops import binary_op, register_reference, unary_op
 from mnnpy.tensor_format import runtime_dtype
 
-__all__ = ["Command", "LoopPlan", "gather_bases", "plan_loop", "run_init", "run_loop"]
+__all__ = [
+    "MATMUL",
+    "MATMUL_AXES",
+    "Command",
+    "LoopPlan",
+    "gather_bases",
+    "plan_loop",
+    "run_init",
+    "run_loop",
+]
 
 COPY, UNARY, BINARY, MATMUL = "copy", "unary", "binary", "matmul"
 _FUSE = {B.ADD: np.add, B.MUL: np.multiply, B.SUB: np.subtract}
@@ -62,7 +71,7 @@ class Command:
         """Element offsets of view ``v`` relative to its base, over the axes it moves along:
         ``(z, y, x)`` for copies and element-wise ops, ``(e, l)`` for A, ``(l, h)`` for B,
         ``(e, h)`` for C and ``(h,)`` for a bias."""
-        axes = _AXES[len(self.indexes) > 3][v] if self.kind == MATMUL else (0, 1, 2)
+        axes = MATMUL_AXES[len(self.indexes) > 3][v] if self.kind == MATMUL else (0, 1, 2)
         grid = np.zeros([self.size[a] for a in axes], np.int64)
         for k, a in enumerate(axes):
             shape = [1] * len(axes)
@@ -72,7 +81,7 @@ class Command:
 
 
 # MatMul views over (e, l, h): C (e, h), A (e, l), B (l, h), bias (h)
-_AXES = {False: ((0, 2), (0, 1), (1, 2)), True: ((0, 2), (0, 1), (1, 2), (2,))}
+MATMUL_AXES = {False: ((0, 2), (0, 1), (1, 2)), True: ((0, 2), (0, 1), (1, 2), (2,))}
 
 
 @dataclass
@@ -163,7 +172,7 @@ def _command(raw: object, tensor_number: int, where: str, init: bool = False) ->
         if i >= tensor_number:
             raise InvalidValueError(f"{where}: iteration index tensor {i} is outside the stack")
     if kind == MATMUL:
-        for v, axes in enumerate(_AXES[n > 3]):
+        for v, axes in enumerate(MATMUL_AXES[n > 3]):
             if any(strides[v][a] for a in range(3) if a not in axes):
                 raise NotSupportError(f"{where}: MatMul view {v} moves along an unused axis")
     return cmd
