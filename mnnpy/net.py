@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import flatbuffers
@@ -22,7 +22,19 @@ from mnnpy._schema.MNN.OpType import OpType
 from mnnpy.errors import InvalidModelError
 from mnnpy.tensor_format import DimensionFormat
 
-__all__ = ["Net", "OpDef", "OpType", "OpParameter", "load_net", "pack_net", "op_type_name"]
+__all__ = [
+    "Net",
+    "OpDef",
+    "OpType",
+    "OpParameter",
+    "QuantInfo",
+    "RegionDef",
+    "TensorDescribeDef",
+    "ViewDef",
+    "load_net",
+    "pack_net",
+    "op_type_name",
+]
 
 _OP_TYPE_NAMES = {v: k for k, v in vars(OpType).items() if not k.startswith("_")}
 _PARAM_NAMES = {v: k for k, v in vars(OpParameter).items() if not k.startswith("_")}
@@ -71,6 +83,13 @@ class OpDef:
     param_type: int
     default_format: DimensionFormat
     external_data: Any = None
+    # Static models (``Net.static``): the file's describe of each input / output, or None.
+    input_describes: tuple[TensorDescribeDef | None, ...] = ()
+    output_describes: tuple[TensorDescribeDef | None, ...] = ()
+    # Static models: (input position, output position) pairs where the file has the op write
+    # the tensor it reads (a While accumulating in place); the output is a new tensor that
+    # continues the input (see ``_split_inplace``).
+    inplace: tuple[tuple[int, int], ...] = ()
 
     @property
     def type_name(self) -> str:
@@ -108,6 +127,10 @@ class Net:
         self.external_data = external
         for op in self.external_ops:
             op.external_data = external
+    # ``usage == INFERENCE_STATIC`` (``--saveStaticModel``): shapes and geometry precomputed.
+    static: bool = False
+    # ``extraTensorDescribe`` by tensor index (static models, quantized tensors).
+    describes: dict[int, TensorDescribeDef] = field(default_factory=dict)
 
     @property
     def tensor_count(self) -> int:
@@ -152,6 +175,13 @@ def _build(raw: NetT, size: int) -> Net:
         raise InvalidModelError("model has no ops")
     ops = [_build_op(i, op, n_tensors) for i, op in enumerate(raw.oplists)]
     outputs = [_text(n, "output name") for n in (raw.outputName or [])]
+    describes = _describes(raw.extraTensorDescribe, n_tensors)
+    static = int(raw.usage) == _USAGE_INFERENCE_STATIC
+    if static:
+        _split_inplace(ops, names, describes)
+        for op in ops:
+            op.input_describes = tuple(describes.get(i) for i in op.inputs)
+            op.output_describes = tuple(describes.get(i) for i in op.outputs)
     return Net(
         tensor_names=names,
         ops=ops,
@@ -160,6 +190,8 @@ def _build(raw: NetT, size: int) -> Net:
         uuid=_text(raw.mnnUuid, "uuid"),
         size=size,
         version=_text(raw.extraInfo.version if raw.extraInfo else None, "version"),
+        static=static,
+        describes=describes,
     )
 
 
@@ -204,6 +236,126 @@ def _text(value: bytes | str | None, what: str) -> str:
         return value.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidModelError(f"{what} is not valid UTF-8: {value[:40]!r}") from None
+
+
+# -- tensor describes (``extraTensorDescribe``) --------------------------------------------------
+_USAGE_INFERENCE_STATIC = 2
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    """One side of a region (MNN's ``View``): a flat element offset and three strides."""
+
+    offset: int
+    strides: tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class RegionDef:
+    """A strided 3-D box copy (MNN's ``Region``), in elements of the tensors' logical (NCHW for
+    NC4HW4) flat layout: ``dst[dst.offset + i*d0 + j*d1 + k*d2] = src[src.offset + ...]``."""
+
+    src: ViewDef
+    dst: ViewDef
+    size: tuple[int, int, int]
+    origin: int
+
+
+@dataclass(frozen=True)
+class QuantInfo:
+    """A tensor's quantization attributes (MNN's ``TensorQuantInfo``)."""
+
+    scale: float
+    zero: float
+    min: float
+    max: float
+    type: int
+
+
+@dataclass(frozen=True)
+class TensorDescribeDef:
+    """A tensor's ``extraTensorDescribe`` entry: its blob (shape, ``DataType``, format) where the
+    file gives one, the regions a Raster op writes it with, its quantization."""
+
+    index: int
+    name: str
+    shape: tuple[int, ...] | None
+    data_type: int
+    dimension_format: DimensionFormat
+    regions: tuple[RegionDef, ...]
+    quant: QuantInfo | None
+
+
+def _view(v: Any, where: str) -> ViewDef:
+    strides = tuple(int(x) for x in (v.stride if v is not None and v.stride is not None else ()))
+    if len(strides) != 3:
+        raise InvalidModelError(f"{where}: a region view needs 3 strides, has {len(strides)}")
+    return ViewDef(int(v.offset), strides)  # type: ignore[arg-type]
+
+
+def _region(r: Any, where: str) -> RegionDef:
+    size = tuple(int(x) for x in (r.size if r is not None and r.size is not None else ()))
+    if len(size) != 3:
+        raise InvalidModelError(f"{where}: a region needs 3 sizes, has {len(size)}")
+    return RegionDef(_view(r.src, where), _view(r.dst, where), size, int(r.origin))  # type: ignore[arg-type]
+
+
+def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDescribeDef]:
+    result: dict[int, TensorDescribeDef] = {}
+    for d in raw or ():
+        if d is None:
+            continue
+        index = int(d.index)
+        where = f"describe of tensor #{index}"
+        if not 0 <= index < n_tensors:
+            raise InvalidModelError(f"{where}: index is outside 0..{n_tensors - 1}")
+        blob = d.blob
+        shape = None
+        fmt = DimensionFormat.NCHW
+        if blob is not None:
+            shape = tuple(int(x) for x in (blob.dims if blob.dims is not None else ()))
+            try:
+                fmt = DimensionFormat(blob.dataFormat)
+            except ValueError:
+                raise InvalidModelError(f"{where}: format {blob.dataFormat!r}") from None
+        q = d.quantInfo
+        quant = None if q is None else QuantInfo(q.scale, q.zero, q.min, q.max, int(q.type))
+        result[index] = TensorDescribeDef(
+            index,
+            _text(d.name, f"{where} name"),
+            shape,
+            int(blob.dataType) if blob is not None else 1,
+            fmt,
+            tuple(_region(r, where) for r in (d.regions or ())),
+            quant,
+        )
+    return result
+
+
+def _split_inplace(
+    ops: list[OpDef], names: list[str], describes: dict[int, TensorDescribeDef]
+) -> None:
+    """Give each tensor a static model writes again a new index, with the same name and
+    describe, read by the ops after (as MNN's converter ``_RemoveDupOutput``); an op that writes
+    a tensor it reads records the pair in ``OpDef.inplace``."""
+    written: set[int] = set()
+    renamed: dict[int, int] = {}
+    for op in ops:
+        op.inputs = tuple(renamed.get(i, i) for i in op.inputs)
+        outputs = list(op.outputs)
+        for k, i in enumerate(outputs):
+            if i not in written:
+                written.add(i)
+                continue
+            new = len(names)
+            names.append(names[i])
+            if i in describes:
+                describes[new] = replace(describes[i], index=new)
+            if renamed.get(i, i) in op.inputs:
+                op.inplace += ((op.inputs.index(renamed.get(i, i)), k),)
+            outputs[k] = renamed[i] = new
+            written.add(new)
+        op.outputs = tuple(outputs)
 
 
 def pack_net(net: NetT, initial_size: int = 1024) -> bytes:

@@ -193,6 +193,13 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     """
     load_all()
     fn = _SHAPES.get(op.type)
+    if op.output_describes and all(
+        d is not None and d.shape is not None for d in op.output_describes
+    ):
+        # A static model gives every output's shape, dtype and format; MNN computes none.
+        from mnnpy.ops.raster import static_shape_function
+
+        fn = static_shape_function(fn)
     if fn is not None:
         fn(op, inputs, outputs)
         for out in outputs:  # shape functions may compute with NumPy: keep plain ints

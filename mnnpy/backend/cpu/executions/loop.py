@@ -1,0 +1,137 @@
+"""CPU While with a ``LoopParam`` (static models): MNN's CPULoop, semantics in
+``mnnpy/ops/loop.py``. Like MNN, commands address the tensors' storage directly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from mnnpy.backend import Backend
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.kernels import raster as K
+from mnnpy.errors import InvalidValueError
+from mnnpy.execution import Execution, Unsupported
+from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops.loop import (
+    MATMUL,
+    MATMUL_AXES,
+    LoopPlan,
+    gather_bases,
+    plan_loop,
+    run_init,
+    run_loop,
+)
+from mnnpy.tensor import Tensor
+
+__all__ = ["CPULoop"]
+
+
+class CPULoop(Execution):
+    """Runs a checked loop plan over the storage of the op's tensors (MNN's CPULoop): element
+    offsets are computed once per resize, each command runs over every iteration at once where
+    the loop allows it (NumPy gathers, ``np.matmul`` for MatMul commands); MNN's gather path (one
+    copy command: Gather, GatherND, embeddings) is one ``kernels.raster`` row per iteration."""
+
+    def __init__(self, backend: Backend, plan: LoopPlan, inplace: tuple = ()) -> None:
+        super().__init__(backend)
+        self.plan = plan
+        self.inplace = inplace  # (input, output) positions: the output continues the input
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        self._grids = [[c.grid(v) for v in range(len(c.indexes))] for c in self.plan.commands]
+        self._rows: np.ndarray | None = None
+        self._views = self._matmul_views(inputs, outputs)
+        if self.plan.gather and self.plan.loop_number:
+            cmd = self.plan.commands[0]
+            sizes = [self._slot(inputs, outputs, i).dtype.itemsize for i in cmd.indexes]
+            if min(*cmd.strides[0], *cmd.strides[1]) >= 0 and sizes[0] == sizes[1]:
+                # MNN's gather path as kernels.raster rows: one box per iteration
+                self._rows = np.zeros((self.plan.loop_number, 11), np.int64)
+                self._rows[:, 2:5] = cmd.size
+                self._rows[:, 5:8], self._rows[:, 8:11] = cmd.strides[1], cmd.strides[0]
+
+    def _matmul_views(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list | None:
+        """For a loop of one MatMul command over iterations 0..n-1 (a batched MatMul): per
+        view ``(slot, offset, shape, strides)`` of a strided array over every iteration, each
+        checked against its tensor; None for other loops."""
+        plan = self.plan
+        if len(plan.commands) != 1 or plan.commands[0].kind != MATMUL or not plan.vectorized:
+            return None
+        cmd = plan.commands[0]
+        if cmd.fuse >= 0 or any(i >= 0 for i in cmd.iters) or min(cmd.steps) < 0:
+            return None
+        views = []
+        for v, (slot, grid) in enumerate(zip(cmd.indexes, self._grids[0], strict=True)):
+            axes = [plan.loop_number, *grid.shape]
+            strides = [
+                cmd.steps[v],
+                *(cmd.strides[v][a] for a in MATMUL_AXES[len(cmd.indexes) > 3][v]),
+            ]
+            if min(strides) < 0:
+                return None
+            size = self._slot(inputs, outputs, slot).storage_elements
+            last = cmd.offsets[v] + sum((n - 1) * st for n, st in zip(axes, strides, strict=True))
+            if cmd.offsets[v] < 0 or (0 not in axes and last >= size):
+                raise InvalidValueError(
+                    f"command 0: view {v} reaches element {last} of a tensor of {size}"
+                )
+            views.append((slot, cmd.offsets[v], axes, strides))
+        return views
+
+    def _matmul(self, stack: list[np.ndarray]) -> None:
+        assert self._views is not None
+        arrays = []
+        for slot, offset, shape, strides in self._views:
+            base = stack[slot][offset:]
+            item = base.dtype.itemsize
+            arrays.append(as_strided(base, shape, [s * item for s in strides], writeable=True))
+        c, a, b = arrays[:3]
+        np.matmul(a, b, out=c)
+        if len(arrays) > 3:
+            np.add(c, arrays[3][:, None, :], out=c)
+
+    def _slot(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor], slot: int) -> Tensor:
+        if slot in self.plan.output_slots:
+            return outputs[self.plan.output_slots.index(slot)]
+        return inputs[self.plan.input_slots.index(slot)]
+
+    def _gather(self, stack: list[np.ndarray]) -> None:
+        assert self._rows is not None
+        cmd = self.plan.commands[0]
+        out, src = stack[cmd.indexes[0]], stack[cmd.indexes[1]]
+        b0, b1, valid, zero = gather_bases(self.plan, stack)
+        rows = self._rows
+        rows[:, 0], rows[:, 1] = np.where(valid, b1, 0), b0
+        threads = self.backend.num_thread if self.plan.parallel else 1  # else in order
+        try:
+            if zero.any():
+                K.zero_regions(out, rows[zero], threads)
+            K.copy_regions(src.view(out.dtype), out, rows[valid], threads)
+        except ValueError as e:
+            raise InvalidValueError(f"command 0: {e}") from None
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        empty = np.zeros(0, np.float32)
+        stack: list[np.ndarray] = [empty] * self.plan.tensor_number
+        for slot, t in zip(self.plan.input_slots, inputs, strict=True):
+            stack[slot] = t.host if t.host is not None else empty
+        for slot, t in zip(self.plan.output_slots, outputs, strict=True):
+            stack[slot] = t.host if t.host is not None else empty
+        for i, o in self.inplace:  # the file has the loop update its input in place
+            np.copyto(outputs[o].host, inputs[i].host)  # commands address the output
+        if self._rows is not None or self._views is not None:
+            run_init(self.plan, stack)
+            self._gather(stack) if self._rows is not None else self._matmul(stack)
+            return
+        run_loop(self.plan, stack, self._grids)
+
+
+@CPUBackend.register_creator(OpType.While)
+def create(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | Unsupported:
+    if op.param_type != OpParameter.LoopParam:
+        return Unsupported("While with subgraphs (ONNX Loop) is not supported")
+    return CPULoop(backend, plan_loop(op, len(inputs), len(outputs)), op.inplace)

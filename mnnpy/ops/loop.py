@@ -1,0 +1,395 @@
+"""While with a ``LoopParam``: MNN's loop of region commands (``CPULoop`` in CPURaster.cpp).
+
+The loop works on a *stack* of ``tensorNumber`` flat tensors: op input ``i`` is stack slot
+``inputIndexes[i]``, output ``i`` slot ``outputIndexes[i]``. ``initCommand`` runs first: a command
+without an op zeroes slot ``indexes[0]``; one with an op copies ``indexes[1]`` into ``indexes[0]``
+with the views' strides (MNN ignores their offsets there). Then for ``t`` in ``0..loopNumber-1``,
+each command addresses tensor ``v`` (``indexes[v]``, 0 the output) from::
+
+    base_v = (t if iterIndexes[v] < 0 else stack[iterIndexes[v]][t]) * steps[v] + view_v.offset
+
+and element ``(z, y, x)`` of its ``size`` box at ``base_v + z*s0 + y*s1 + x*s2``. Commands are a
+copy (UnaryOp without parameter), a UnaryOp, a BinaryOp (computed in input 1's dtype) or a MatMul
+(``size = (e, l, h)``; ``C[e, h] = A[e, l] @ B[l, h] (+ bias[h])`` with the views' strides). With
+``fuse >= 0`` the result is combined with the output's old values: ADD, MUL and SUB (MNN drops
+the result for other codes). A single copy command without fuse is MNN's gather path: an
+iteration whose output base is outside the output writes nothing, one whose input base is
+outside the input writes zeros.
+
+A static model may have a loop write the tensor it reads (CumSum accumulates in place): net.py
+gives the output a new tensor (``OpDef.inplace``); the runner copies the input into it first and
+the commands address the output for both.
+
+This module is the backend-independent plan (parsed and checked once) and a NumPy runner over
+flat arrays, used by the reference and the CPU execution; every index is checked before use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as B
+from mnnpy.errors import InvalidValueError, NotSupportError
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import binary_op, register_reference, unary_op
+from mnnpy.tensor_format import runtime_dtype
+
+__all__ = [
+    "MATMUL",
+    "MATMUL_AXES",
+    "Command",
+    "LoopPlan",
+    "gather_bases",
+    "plan_loop",
+    "run_init",
+    "run_loop",
+]
+
+COPY, UNARY, BINARY, MATMUL = "copy", "unary", "binary", "matmul"
+_FUSE = {B.ADD: np.add, B.MUL: np.multiply, B.SUB: np.subtract}
+
+
+@dataclass
+class Command:
+    """One checked ``RegionCommand``."""
+
+    kind: str
+    code: int  # UnaryOp / BinaryOp operation
+    transpose: tuple[bool, bool]  # MatMul's transposeA / transposeB (informational)
+    size: tuple[int, int, int]
+    indexes: tuple[int, ...]
+    iters: tuple[int, ...]
+    steps: tuple[int, ...]
+    offsets: tuple[int, ...]
+    strides: tuple[tuple[int, int, int], ...]
+    fuse: int
+
+    def grid(self, v: int) -> np.ndarray:
+        """Element offsets of view ``v`` relative to its base, over the axes it moves along:
+        ``(z, y, x)`` for copies and element-wise ops, ``(e, l)`` for A, ``(l, h)`` for B,
+        ``(e, h)`` for C and ``(h,)`` for a bias."""
+        axes = MATMUL_AXES[len(self.indexes) > 3][v] if self.kind == MATMUL else (0, 1, 2)
+        grid = np.zeros([self.size[a] for a in axes], np.int64)
+        for k, a in enumerate(axes):
+            shape = [1] * len(axes)
+            shape[k] = self.size[a]
+            grid += np.arange(self.size[a], dtype=np.int64).reshape(shape) * self.strides[v][a]
+        return grid
+
+
+# MatMul views over (e, l, h): C (e, h), A (e, l), B (l, h), bias (h)
+MATMUL_AXES = {False: ((0, 2), (0, 1), (1, 2)), True: ((0, 2), (0, 1), (1, 2), (2,))}
+
+
+@dataclass
+class LoopPlan:
+    """A checked ``LoopParam``."""
+
+    tensor_number: int
+    input_slots: tuple[int, ...]
+    output_slots: tuple[int, ...]
+    loop_number: int
+    parallel: bool
+    init: list[Command | int]  # a slot to zero, or a copy command
+    commands: list[Command]
+
+    @property
+    def vectorized(self) -> bool:
+        """Whether every iteration may run at once, command by command: the loop is parallel,
+        or one command that reads no tensor it writes."""
+        if self.parallel:
+            return True
+        if len(self.commands) != 1:
+            return False
+        cmd = self.commands[0]
+        return cmd.indexes[0] not in cmd.indexes[1:] and cmd.indexes[0] not in _iter_slots(cmd)
+
+    @property
+    def gather(self) -> bool:
+        """MNN's single-copy path (bases outside a tensor are skipped or zeroed)."""
+        return (
+            len(self.commands) == 1
+            and self.commands[0].kind == COPY
+            and (self.commands[0].fuse < 0)
+        )
+
+
+def _iter_slots(cmd: Command) -> set[int]:
+    return {i for i in cmd.iters if i >= 0}
+
+
+def _ints(values: Sequence[int] | None, n: int | None, what: str) -> tuple[int, ...]:
+    result = tuple(int(v) for v in (values if values is not None else ()))
+    if n is not None and len(result) != n:
+        raise InvalidValueError(f"{what} has {len(result)} values, {n} expected")
+    return result
+
+
+def _command(raw: object, tensor_number: int, where: str, init: bool = False) -> Command:
+    cop = getattr(raw, "op", None)
+    indexes = _ints(getattr(raw, "indexes", None), None, f"{where} indexes")
+    n = len(indexes)
+    for i in indexes:
+        if not 0 <= i < tensor_number:
+            raise InvalidValueError(f"{where}: tensor index {i} is outside 0..{tensor_number - 1}")
+    views = list(getattr(raw, "view", None) or ())
+    if len(views) != n:
+        raise InvalidValueError(f"{where} has {len(views)} views for {n} tensors")
+    strides = tuple(_ints(getattr(v, "stride", None), 3, f"{where} view stride") for v in views)
+    code, transpose, kind = 0, (False, False), COPY
+    op_type = getattr(cop, "type", None)
+    param = getattr(cop, "main", None)
+    if op_type == OpType.UnaryOp and param is not None:
+        kind, code = UNARY, int(param.opType)
+    elif op_type == OpType.BinaryOp:
+        kind, code = BINARY, int(getattr(param, "opType", 0))
+    elif op_type == OpType.MatMul:
+        kind = MATMUL
+        transpose = (bool(getattr(param, "transposeA", 0)), bool(getattr(param, "transposeB", 0)))
+    elif op_type != OpType.UnaryOp:
+        raise NotSupportError(f"{where}: loop command op type {op_type!r} is not supported")
+    need = {COPY: (2,), UNARY: (2,), BINARY: (3,), MATMUL: (3, 4)}[kind]
+    if n not in need:
+        raise InvalidValueError(f"{where}: a {kind} command addresses {n} tensors, not {need}")
+    cmd = Command(
+        kind,
+        code,
+        transpose,
+        _ints(getattr(raw, "size", None), 3, f"{where} size"),  # type: ignore[arg-type]
+        indexes,
+        (-1,) * n if init else _ints(getattr(raw, "iterIndexes", None), n, f"{where} iterIndexes"),
+        (0,) * n if init else _ints(getattr(raw, "steps", None), n, f"{where} steps"),
+        tuple(int(v.offset) for v in views),
+        strides,  # type: ignore[arg-type]
+        int(getattr(raw, "fuse", -1)),
+    )
+    if any(s < 0 for s in cmd.size):
+        raise InvalidValueError(f"{where}: negative size {cmd.size!r}")
+    for i in cmd.iters:
+        if i >= tensor_number:
+            raise InvalidValueError(f"{where}: iteration index tensor {i} is outside the stack")
+    if kind == MATMUL:
+        for v, axes in enumerate(MATMUL_AXES[n > 3]):
+            if any(strides[v][a] for a in range(3) if a not in axes):
+                raise NotSupportError(f"{where}: MatMul view {v} moves along an unused axis")
+    return cmd
+
+
+def plan_loop(op: OpDef, n_inputs: int, n_outputs: int) -> LoopPlan:
+    """Check ``op``'s LoopParam against its tensor counts.
+
+    Raises:
+        InvalidValueError: for indexes outside the stack or inconsistent lengths.
+        NotSupportError: for command kinds MNN's CPU does not run either.
+    """
+    p = op.param
+    tn = int(p.tensorNumber)
+    ins = _ints(p.inputIndexes, n_inputs, "LoopParam inputIndexes")
+    outs = _ints(p.outputIndexes, n_outputs, "LoopParam outputIndexes")
+    for i in ins + outs:
+        if not 0 <= i < tn:
+            raise InvalidValueError(f"LoopParam slot {i} is outside 0..{tn - 1}")
+    if set(range(tn)) - set(ins) - set(outs):
+        raise NotSupportError(f"LoopParam has {tn} tensors, not all of them inputs or outputs")
+    if int(p.loopNumber) < 0:
+        raise InvalidValueError(f"LoopParam loopNumber {p.loopNumber} is negative")
+    init: list[Command | int] = []
+    for k, raw in enumerate(p.initCommand or ()):
+        if getattr(raw, "op", None) is None:
+            slot = _ints(raw.indexes, None, "initCommand indexes")
+            if not slot or not 0 <= slot[0] < tn:
+                raise InvalidValueError(f"initCommand {k} zeroes no tensor of the stack")
+            init.append(slot[0])
+        else:
+            init.append(_command(raw, tn, f"initCommand {k}", init=True))
+    commands = [_command(raw, tn, f"command {k}") for k, raw in enumerate(p.commands or ())]
+    alias = {ins[i]: outs[o] for i, o in op.inplace}  # the runner copies input i to output o
+    if alias:
+        for cmd in [*commands, *(c for c in init if isinstance(c, Command))]:
+            cmd.indexes = tuple(alias.get(i, i) for i in cmd.indexes)
+            cmd.iters = tuple(alias.get(i, i) for i in cmd.iters)
+    return LoopPlan(tn, ins, outs, int(p.loopNumber), bool(p.parallel), init, commands)
+
+
+def _checked(index: np.ndarray, limit: int, what: str) -> np.ndarray:
+    if index.size and (index.min() < 0 or index.max() >= limit):
+        raise InvalidValueError(
+            f"{what} reaches elements {int(index.min())}..{int(index.max())} of a tensor of {limit}"
+        )
+    return index
+
+
+def _bases(
+    plan: LoopPlan, cmd: Command, v: int, stack: Sequence[np.ndarray], it: np.ndarray, what: str
+) -> np.ndarray:
+    """Base offsets of view ``v`` for the iterations ``it``."""
+    if cmd.iters[v] >= 0:
+        idx = stack[cmd.iters[v]]
+        if idx.size < plan.loop_number:
+            raise InvalidValueError(
+                f"{what}: iteration index tensor has {idx.size} values for {plan.loop_number} "
+                "iterations"
+            )
+        it = idx[it].astype(np.int64)
+    return it * cmd.steps[v] + cmd.offsets[v]
+
+
+Fn = Callable[..., np.ndarray]
+
+
+def _compute(cmd: Command, values: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
+    if cmd.kind == COPY:
+        return values[1]
+    with np.errstate(all="ignore"):
+        if cmd.kind == UNARY:
+            return np.asarray(unary_op.function(cmd.code, values[1].dtype)(values[1]))
+        if cmd.kind == BINARY:
+            fn = binary_op.function(cmd.code, values[1].dtype)
+            return np.asarray(fn(values[1], values[2].astype(values[1].dtype, copy=False)))
+        out = np.matmul(values[1], values[2])
+        if len(values) > 3:
+            out = out + values[3][..., None, :]
+        return out
+
+
+def _run_command(
+    plan: LoopPlan,
+    cmd: Command,
+    stack: list[np.ndarray],
+    it: np.ndarray,
+    grids: Sequence[np.ndarray],
+    where: str,
+) -> None:
+    values: list[np.ndarray] = []
+    idx_out = None
+    for v, slot in enumerate(cmd.indexes):
+        base = _bases(plan, cmd, v, stack, it, where)
+        index = base.reshape((-1,) + (1,) * grids[v].ndim) + grids[v]
+        _checked(index, stack[slot].size, f"{where}, tensor {slot}")
+        if v == 0:
+            idx_out = index
+            values.append(stack[slot][index] if cmd.fuse >= 0 else stack[slot][:0])
+        else:
+            values.append(stack[slot][index])
+    assert idx_out is not None
+    out = stack[cmd.indexes[0]]
+    result = _compute(cmd, values, out.dtype)
+    if result.dtype != out.dtype:
+        result = (
+            result.view(out.dtype)
+            if result.dtype.itemsize == out.dtype.itemsize
+            else (result.astype(out.dtype))
+        )
+    if cmd.fuse < 0:
+        out[idx_out] = result
+    elif cmd.fuse in _FUSE:
+        _FUSE[cmd.fuse].at(out, idx_out, result)
+
+
+def gather_bases(
+    plan: LoopPlan, stack: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """MNN's single-copy path: the output and input base of every iteration, which iterations
+    copy (both bases inside their tensors) and which zero their box (input base outside)."""
+    cmd = plan.commands[0]
+    it = np.arange(plan.loop_number, dtype=np.int64)
+    out, src = stack[cmd.indexes[0]], stack[cmd.indexes[1]]
+    b0 = _bases(plan, cmd, 0, stack, it, "command 0")
+    b1 = _bases(plan, cmd, 1, stack, it, "command 0")
+    keep = (b0 >= 0) & (b0 < out.size)
+    valid = keep & (b1 >= 0) & (b1 < src.size)
+    return b0, b1, valid, keep & ~valid
+
+
+def _gather(
+    plan: LoopPlan, cmd: Command, stack: list[np.ndarray], grids: Sequence[np.ndarray], where: str
+) -> None:
+    """MNN's single-copy path: bases outside a tensor skip (output) or zero (input)."""
+    out, src = stack[cmd.indexes[0]], stack[cmd.indexes[1]]
+    b0, b1, valid, zero = gather_bases(plan, stack)
+    dst_z = _checked(b0[zero, None, None, None] + grids[0], out.size, f"{where}, output")
+    out[dst_z] = 0
+    dst = _checked(b0[valid, None, None, None] + grids[0], out.size, f"{where}, output")
+    s = _checked(b1[valid, None, None, None] + grids[1], src.size, f"{where}, input")
+    values = src[s]
+    out[dst] = values if values.dtype == out.dtype else values.view(out.dtype)
+
+
+def _init(cmd: Command | int, stack: list[np.ndarray], k: int) -> None:
+    if isinstance(cmd, int):
+        stack[cmd][:] = 0
+        return
+    zero = Command(
+        COPY,
+        0,
+        (False, False),
+        cmd.size,
+        cmd.indexes,
+        cmd.iters,
+        cmd.steps,
+        (0, 0),
+        cmd.strides,
+        -1,
+    )
+    dst = _checked(zero.grid(0), stack[cmd.indexes[0]].size, f"initCommand {k} output")
+    src = _checked(zero.grid(1), stack[cmd.indexes[1]].size, f"initCommand {k} input")
+    values = stack[cmd.indexes[1]][src]
+    out = stack[cmd.indexes[0]]
+    out[dst] = values if values.dtype == out.dtype else values.view(out.dtype)
+
+
+def run_init(plan: LoopPlan, stack: list[np.ndarray]) -> None:
+    """The ``initCommand`` s."""
+    for k, init in enumerate(plan.init):
+        _init(init, stack, k)
+
+
+def run_loop(
+    plan: LoopPlan, stack: list[np.ndarray], grids: Sequence[Sequence[np.ndarray]] | None = None
+) -> None:
+    """Run the loop on flat arrays (``stack[slot]``; outputs are written in place).
+
+    Args:
+        grids: per command, ``Command.grid(v)`` of each view (computed when not given).
+
+    Raises:
+        InvalidValueError: when an address falls outside its tensor.
+    """
+    run_init(plan, stack)
+    if grids is None:
+        grids = [[c.grid(v) for v in range(len(c.indexes))] for c in plan.commands]
+    if plan.loop_number == 0:
+        return
+    if plan.gather:
+        _gather(plan, plan.commands[0], stack, grids[0], "command 0")
+        return
+    if plan.vectorized:
+        it = np.arange(plan.loop_number, dtype=np.int64)
+        for k, cmd in enumerate(plan.commands):
+            _run_command(plan, cmd, stack, it, grids[k], f"command {k}")
+        return
+    for t in range(plan.loop_number):
+        one = np.array([t], np.int64)
+        for k, cmd in enumerate(plan.commands):
+            _run_command(plan, cmd, stack, one, grids[k], f"command {k}")
+
+
+@register_reference(OpType.While)
+def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The loop on the logical flat arrays (the storage, for tensors that are not NC4HW4)."""
+    plan = plan_loop(op, len(inputs), len(op.outputs))
+    stack: list[np.ndarray] = [np.zeros(0, np.float32)] * plan.tensor_number
+    for slot, x in zip(plan.input_slots, inputs, strict=True):
+        stack[slot] = np.array(x).reshape(-1)
+    shapes = []
+    for slot, d in zip(plan.output_slots, op.output_describes, strict=True):
+        assert d is not None and d.shape is not None
+        shapes.append(d.shape)
+        stack[slot] = np.zeros(int(np.prod(d.shape, dtype=np.int64)), runtime_dtype(d.data_type))
+    for i, o in op.inplace:  # the file has the loop update its input in place
+        stack[plan.output_slots[o]][:] = stack[plan.input_slots[i]]
+    run_loop(plan, stack)
+    return [stack[s].reshape(shape) for s, shape in zip(plan.output_slots, shapes, strict=True)]
