@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import flatbuffers
@@ -22,7 +22,10 @@ from mnnpy._schema.MNN.OpType import OpType
 from mnnpy.errors import InvalidModelError
 from mnnpy.tensor_format import DimensionFormat
 
-__all__ = ["Net", "OpDef", "OpType", "OpParameter", "load_net", "pack_net", "op_type_name"]
+__all__ = [
+    "Net", "OpDef", "TensorQuantInfo", "OpType", "OpParameter", "load_net", "pack_net",
+    "op_type_name",
+]  # fmt: skip
 
 _OP_TYPE_NAMES = {v: k for k, v in vars(OpType).items() if not k.startswith("_")}
 _PARAM_NAMES = {v: k for k, v in vars(OpParameter).items() if not k.startswith("_")}
@@ -80,6 +83,18 @@ class OpDef:
         return _PARAM_NAMES.get(self.param_type, f"OpParameter({self.param_type})")
 
 
+@dataclass(frozen=True)
+class TensorQuantInfo:
+    """A tensor's int8 quantization from ``extraTensorDescribe`` (MNN's ``TensorQuantInfo``):
+    ``real = (q - zero) * scale``, ``q`` in ``[min, max]``; ``type`` is a ``DataType``."""
+
+    scale: float
+    zero: float = 0.0
+    min: float = -128.0
+    max: float = 127.0
+    type: int = 6  # DataType.DT_INT8
+
+
 @dataclass
 class Net:
     """A loaded model: tensor names, ops in execution order, declared outputs."""
@@ -92,6 +107,8 @@ class Net:
     size: int
     # The converter version from ``extraInfo.version``; "" when absent (MNN: "<2.0.0").
     version: str = ""
+    # ``extraTensorDescribe[].quantInfo`` by tensor index (written by MNN's int8 quantizer).
+    quant_info: dict[int, TensorQuantInfo] = field(default_factory=dict)
 
     @property
     def tensor_count(self) -> int:
@@ -131,7 +148,26 @@ def _build(raw: NetT, size: int) -> Net:
         uuid=_text(raw.mnnUuid, "uuid"),
         size=size,
         version=_text(raw.extraInfo.version if raw.extraInfo else None, "version"),
+        quant_info=_quant_info(raw.extraTensorDescribe, n_tensors),
     )
+
+
+def _quant_info(describes: Any, n_tensors: int) -> dict[int, TensorQuantInfo]:
+    """The tensor quantization attributes; an index out of range is an invalid model."""
+    found: dict[int, TensorQuantInfo] = {}
+    for d in describes or ():
+        q = getattr(d, "quantInfo", None) if d is not None else None
+        if q is None:
+            continue
+        if not 0 <= d.index < n_tensors:
+            raise InvalidModelError(
+                f"extraTensorDescribe: quantInfo for tensor index {d.index} outside "
+                f"0..{n_tensors - 1}"
+            )
+        found[int(d.index)] = TensorQuantInfo(
+            float(q.scale), float(q.zero), float(q.min), float(q.max), int(q.type)
+        )
+    return found
 
 
 def _build_op(index: int, op: Any, n_tensors: int) -> OpDef:
