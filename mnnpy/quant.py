@@ -232,9 +232,7 @@ def plan_quant(net: Net) -> QuantPlan:
             continue
         quant = op.outputs[0] in attrs and _runs_int8(op, attrs, floats)
         inputs = [rename.get(t, t) for t in op.inputs]
-        inputs = [
-            cast(op, t, quant) if (t in int8) != quant and t in floats else t for t in inputs
-        ]
+        inputs = [cast(op, t, quant) if (t in int8) != quant and t in floats else t for t in inputs]
         out = list(op.outputs)
         if quant:
             for k, t in enumerate(out):

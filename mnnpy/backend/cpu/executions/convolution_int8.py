@@ -223,4 +223,3 @@ def create(
     if geo.group != 1:
         return Unsupported(f"group {geo.group} (int8: 1 or depthwise)")
     return CPUConvInt8(backend, op, geo)
-
