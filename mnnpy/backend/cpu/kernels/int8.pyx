@@ -142,7 +142,7 @@ def depthwise_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] wei
     _need(scale.shape[0], lanes, "scale")
     _need(src.shape[0], batch * c4 * ih * iw * 4, "src")
     _need(dst.shape[0], batch * c4 * oh * ow * 4, "dst")
-    cdef Py_ssize_t item, items = batch * c4, bc, oy, ox, i, j, y, x, l, ch
+    cdef Py_ssize_t item, items = batch * c4, bc, oy, ox, i, j, y, x, lane, ch
     cdef int32_t acc
     cdef const int8_t* s
     cdef int8_t* d
@@ -154,10 +154,10 @@ def depthwise_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] wei
             d = &dst[0] + item * oh * ow * 4
             for oy in range(oh):
                 for ox in range(ow):
-                    for l in range(4):
-                        ch = bc * 4 + l
+                    for lane in range(4):
+                        ch = bc * 4 + lane
                         if ch >= c:
-                            d[(oy * ow + ox) * 4 + l] = 0
+                            d[(oy * ow + ox) * 4 + lane] = 0
                             continue
                         acc = bias[ch]
                         for i in range(ky):
@@ -168,8 +168,8 @@ def depthwise_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] wei
                                 x = ox * sx - left + j * dx
                                 if 0 <= x < iw:
                                     acc = acc + <int32_t>weight[ch * k + i * kx + j] * \
-                                        <int32_t>s[(y * iw + x) * 4 + l]
-                        d[(oy * ow + ox) * 4 + l] = mnnpy_i8_dw_post(acc, scale[ch], lo, hi)
+                                        <int32_t>s[(y * iw + x) * 4 + lane]
+                        d[(oy * ow + ox) * 4 + lane] = mnnpy_i8_dw_post(acc, scale[ch], lo, hi)
 
 
 def pool_int8(const int8_t[::1] src, int8_t[::1] dst, tuple shape, tuple window, bint is_max,
@@ -188,7 +188,7 @@ def pool_int8(const int8_t[::1] src, int8_t[::1] dst, tuple shape, tuple window,
     cdef Py_ssize_t c4 = _c4(c)
     _need(src.shape[0], batch * c4 * ih * iw * 4, "src")
     _need(dst.shape[0], batch * c4 * oh * ow * 4, "dst")
-    cdef Py_ssize_t item, items = batch * c4, oy, ox, y0, y1, x0, x1, y, x, l, count
+    cdef Py_ssize_t item, items = batch * c4, oy, ox, y0, y1, x0, x1, y, x, lane, count
     cdef uint32_t total, mul
     cdef int8_t best, key
     cdef const int8_t* s
@@ -207,25 +207,27 @@ def pool_int8(const int8_t[::1] src, int8_t[::1] dst, tuple shape, tuple window,
                     x1 = min(x0 + kx, iw)
                     x0 = max(x0, 0)
                     count = (y1 - y0) * (x1 - x0)
-                    for l in range(4):
-                        if count <= 0 or (item % c4) * 4 + l >= c:
-                            d[(oy * ow + ox) * 4 + l] = 0
+                    for lane in range(4):
+                        if count <= 0 or (item % c4) * 4 + lane >= c:
+                            d[(oy * ow + ox) * 4 + lane] = 0
                             continue
                         if is_max:
                             best = -128
                             for y in range(y0, y1):
                                 for x in range(x0, x1):
-                                    key = <int8_t>(<uint8_t>s[(y * iw + x) * 4 + l] ^ 0x80)
+                                    key = <int8_t>(<uint8_t>s[(y * iw + x) * 4 + lane] ^ 0x80)
                                     if key > best:
                                         best = key
-                            d[(oy * ow + ox) * 4 + l] = <int8_t>(<uint8_t>best ^ 0x80)
+                            d[(oy * ow + ox) * 4 + lane] = <int8_t>(<uint8_t>best ^ 0x80)
                         else:
                             total = 0
                             for y in range(y0, y1):
                                 for x in range(x0, x1):
-                                    total = total + <uint32_t>(<int>s[(y * iw + x) * 4 + l] + 128)
+                                    total = total + <uint32_t>(
+                                        <int>s[(y * iw + x) * 4 + lane] + 128)
                             mul = <uint32_t>((1 << 24) // count)
-                            d[(oy * ow + ox) * 4 + l] = <int8_t>(<int>((total * mul) >> 24) - 128)
+                            total = (total * mul) >> 24
+                            d[(oy * ow + ox) * 4 + lane] = <int8_t>(<int>total - 128)
 
 
 # BinaryOpOperation codes with an int8 kernel in MNN's CPUBinaryInt8
