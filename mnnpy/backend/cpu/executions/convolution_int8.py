@@ -45,8 +45,10 @@ def int8_weights(op: OpDef, rows: int, row_size: int) -> tuple[np.ndarray, np.nd
         NotSupportError: for asymmetric or block-wise scales, or no int8 table.
     """
     q = getattr(op.param, "quanParameter", None)
-    if q is None or q.buffer is None or len(q.buffer) == 0:
+    if q is None:
         raise NotSupportError(f"{op.type_name} {op.name!r} has no int8 weight table")
+    if q.buffer is None or len(q.buffer) == 0:
+        raise InvalidModelError(f"{op.type_name} {op.name!r} has an empty int8 weight table")
     alpha = np.asarray(q.alpha if q.alpha is not None else [], F32)
     if alpha.size != rows:
         what = "asymmetric or block-wise " if alpha.size and alpha.size % rows == 0 else ""
