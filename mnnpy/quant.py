@@ -53,7 +53,7 @@ _INT_RESULTS = {
     OpType.Shape, OpType.Rank, OpType.Size, OpType.ArgMax, OpType.ArgMin, OpType.Where,
     OpType.NonMaxSuppressionV2, OpType.Unique,
 }  # fmt: skip
-BINARY_INT8 = {0, 1, 2, 8, 9, 14}  # ADD SUB MUL MAXIMUM MINIMUM SquaredDifference
+BINARY_INT8 = {0, 1, 2, 8, 9, 14}  # ADD SUB MUL MINIMUM MAXIMUM SquaredDifference
 
 
 @dataclass(eq=False)

@@ -192,7 +192,7 @@ def test_binary_int8(code, broadcast):
     x0, x1 = a.astype(np.int64) - z0, np.broadcast_to(b, a.shape).astype(np.int64) - z1
     if code in (8, 9):
         r0, r1 = x0 * int(s0 * 65536), x1 * int(s1 * 65536)
-        r = np.maximum(r0, r1) if code == 8 else np.minimum(r0, r1)
+        r = np.maximum(r0, r1) if code == 9 else np.minimum(r0, r1)  # MAXIMUM 9, MINIMUM 8
         v = np.trunc(np.where(r < 0, r - 32768, r + 32768) / 65536).astype(np.int64) + zo
     else:
         f0, f1 = (x0.astype(F32) * s0).astype(F32), (x1.astype(F32) * s1).astype(F32)

@@ -235,8 +235,8 @@ cdef enum:
     ADD = 0
     SUB = 1
     MUL = 2
-    MAXIMUM = 8
-    MINIMUM = 9
+    MINIMUM = 8
+    MAXIMUM = 9
     SQD = 14
 
 BINARY_CODES = (ADD, SUB, MUL, MAXIMUM, MINIMUM, SQD)
