@@ -28,6 +28,7 @@ __all__ = [
     "OpType",
     "OpParameter",
     "QuantInfo",
+    "TensorQuantInfo",
     "RegionDef",
     "TensorDescribeDef",
     "ViewDef",
@@ -102,6 +103,18 @@ class OpDef:
         return _PARAM_NAMES.get(self.param_type, f"OpParameter({self.param_type})")
 
 
+@dataclass(frozen=True)
+class TensorQuantInfo:
+    """A tensor's int8 quantization from ``extraTensorDescribe`` (MNN's ``TensorQuantInfo``):
+    ``real = (q - zero) * scale``, ``q`` in ``[min, max]``; ``type`` is a ``DataType``."""
+
+    scale: float
+    zero: float = 0.0
+    min: float = -128.0
+    max: float = 127.0
+    type: int = 6  # DataType.DT_INT8
+
+
 @dataclass
 class Net:
     """A loaded model: tensor names, ops in execution order, declared outputs."""
@@ -131,6 +144,8 @@ class Net:
     static: bool = False
     # ``extraTensorDescribe`` by tensor index (static models, quantized tensors).
     describes: dict[int, TensorDescribeDef] = field(default_factory=dict)
+    # ``extraTensorDescribe[].quantInfo`` by tensor index (written by MNN's int8 quantizer).
+    quant_info: dict[int, TensorQuantInfo] = field(default_factory=dict)
 
     @property
     def tensor_count(self) -> int:
@@ -192,7 +207,26 @@ def _build(raw: NetT, size: int) -> Net:
         version=_text(raw.extraInfo.version if raw.extraInfo else None, "version"),
         static=static,
         describes=describes,
+        quant_info=_quant_info(raw.extraTensorDescribe, n_tensors),
     )
+
+
+def _quant_info(describes: Any, n_tensors: int) -> dict[int, TensorQuantInfo]:
+    """The tensor quantization attributes; an index out of range is an invalid model."""
+    found: dict[int, TensorQuantInfo] = {}
+    for d in describes or ():
+        q = getattr(d, "quantInfo", None) if d is not None else None
+        if q is None:
+            continue
+        if not 0 <= d.index < n_tensors:
+            raise InvalidModelError(
+                f"extraTensorDescribe: quantInfo for tensor index {d.index} outside "
+                f"0..{n_tensors - 1}"
+            )
+        found[int(d.index)] = TensorQuantInfo(
+            float(q.scale), float(q.zero), float(q.min), float(q.max), int(q.type)
+        )
+    return found
 
 
 def _build_op(index: int, op: Any, n_tensors: int) -> OpDef:

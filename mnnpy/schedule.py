@@ -15,6 +15,7 @@ import numpy as np
 
 from mnnpy.errors import InvalidModelError, MNNError, NotSupportError
 from mnnpy.net import Net, OpDef, OpType
+from mnnpy.quant import QuantPlan, plan_quant
 from mnnpy.tensor import TensorUsage
 from mnnpy.tensor_format import DataType, DimensionFormat, runtime_dtype
 from mnnpy.weights import blob_values
@@ -75,6 +76,8 @@ class ScheduleInfo:
     constants: list[ConstInfo]
     outputs: dict[str, int]
     pipelines: list[PipelineInfo]
+    # int8 models: each tensor's quantization and which tensors are int8 (mnnpy.quant)
+    quant: QuantPlan | None = None
 
 
 def schedule(net: Net, configs: Sequence[ScheduleConfig]) -> ScheduleInfo:
@@ -87,12 +90,14 @@ def schedule(net: Net, configs: Sequence[ScheduleConfig]) -> ScheduleInfo:
     """
     if len(configs) != 1:
         raise NotSupportError(f"sessions take exactly one ScheduleConfig, got {len(configs)}")
-    tensors = [TensorInfo(i, name) for i, name in enumerate(net.tensor_names)]
+    quant = plan_quant(net) if net.quant_info else None
+    names = quant.names if quant else net.tensor_names
+    tensors = [TensorInfo(i, name) for i, name in enumerate(names)]
     inputs: dict[str, InputInfo] = {}
     constants: list[ConstInfo] = []
     pipeline = PipelineInfo(configs[0])
     written = [False] * len(tensors)
-    for op in net.ops:
+    for op in quant.ops if quant else net.ops:
         for i in op.inputs:
             if not written[i]:
                 raise InvalidModelError(
@@ -123,7 +128,7 @@ def schedule(net: Net, configs: Sequence[ScheduleConfig]) -> ScheduleInfo:
         if tensors[index].usage == TensorUsage.NORMAL:
             tensors[index].usage = TensorUsage.OUTPUT
         tensors[index].use_count += 1
-    return ScheduleInfo(tensors, inputs, constants, outputs, [pipeline])
+    return ScheduleInfo(tensors, inputs, constants, outputs, [pipeline], quant)
 
 
 def _single_output(op: OpDef) -> int:

@@ -95,6 +95,11 @@ class Session:
         for t, ti in zip(self.tensors, info.tensors, strict=True):
             t.describe.index, t.describe.usage = ti.index, ti.usage
         self._use_counts = [t.use_count for t in info.tensors]
+        if info.quant is not None:  # int8 models: MNN's TensorUtils::getDescribe(t)->quantAttr
+            for index, attr in info.quant.attrs.items():
+                self.tensors[index].describe.extra["quant"] = attr
+            for index in info.quant.int8:
+                self.tensors[index].describe.extra["int8"] = True
         for inp in info.inputs.values():
             t = self.tensors[inp.index]
             t.shape, t.dtype, t.dimension_format = inp.shape, inp.dtype, inp.dimension_format

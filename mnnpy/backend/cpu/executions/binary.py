@@ -8,6 +8,7 @@ import numpy as np
 
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions import binary_int8
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import eltwise as K
 from mnnpy.backend.cpu.kernels import specialize
@@ -172,6 +173,8 @@ class CPUBinaryCast(Execution):
 def create_binary(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    if "int8" in outputs[0].describe.extra:  # int8 model: MNN's CPUBinaryInt8
+        return binary_int8.create_binary_int8(op, inputs, outputs, backend)
     code = binary_op.op_code(op)
     dtype = binary_op.compute_dtype(code, inputs[0].dtype, inputs[1].dtype)
     supported = K.FLOAT_OPS if dtype == np.float32 else K.INT_OPS

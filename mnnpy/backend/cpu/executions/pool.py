@@ -9,6 +9,7 @@ import numpy as np
 from mnnpy._schema.MNN.PoolType import PoolType
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions import pool_int8
 from mnnpy.backend.cpu.kernels import pool as K
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.layout import c4
@@ -100,6 +101,8 @@ def create(
     """Float 3-D / 4-D (5-D for Pooling3D) NC4HW4 pooling; 2-D max pooling may also write
     the maxima's indices (a second, int32 output)."""
     x, p = inputs[0], op.param
+    if "int8" in outputs[0].describe.extra:  # int8 model: MNN's CPUPoolInt8
+        return pool_int8.create_int8(op, inputs, outputs, backend)
     if not x.is_packed:
         return Unsupported(f"input packed={x.is_packed} (needs NC4HW4)")
     if x.dtype != np.float32 and not (x.dtype in _SMALL_INTS and p.type == PoolType.MAXPOOL):

@@ -1,4 +1,9 @@
-"""CPU Int8ToFloat: per-channel dequantization with NumPy ufuncs on raw storage (a rare op)."""
+"""CPU Int8ToFloat and FloatToInt8.
+
+With a ``QuantizedFloatParam``: per-channel dequantization with NumPy ufuncs on raw storage
+(a rare op). Without one, they are the casts :mod:`mnnpy.quant` inserts in int8 models (MNN's
+``CastWrapExecution``): the scale, zero and clamp are the input tensor's quantization.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.kernels import int8 as K
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import int8_to_float
@@ -58,11 +64,53 @@ class CPUInt8ToFloat(Execution):
         np.multiply(y, self._scale, out=y)
 
 
+class CPUCastInt8(Execution):
+    """FloatToInt8 / Int8ToFloat with the input tensor's quantization, elementwise over the
+    storage (MNN's CPUCastCreator::cast with the AVX2 MNNFloat2Int8 / MNNInt8ScaleToFloat)."""
+
+    def __init__(self, backend: Backend, to_int8: bool) -> None:
+        super().__init__(backend)
+        self.to_int8 = to_int8
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        q = inputs[0].describe.extra["quant"]
+        scale = np.float32(q.scale)
+        inv = np.float32(0.0) if scale == 0 else np.float32(1.0) / scale
+        self._args = (inv, q.zero, q.min, q.max) if self.to_int8 else (scale, q.zero)
+        self._n = inputs[0].storage_elements
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        src, dst = inputs[0].host, outputs[0].host
+        assert src is not None and dst is not None
+        if self.to_int8:
+            K.quantize(src[: self._n], dst, *self._args)
+        else:
+            K.dequantize(src[: self._n], dst, *self._args)
+
+
+def _cast(op: OpDef, src: Tensor, to_int8: bool, backend: Backend) -> Execution | Unsupported:
+    want = np.dtype(np.float32) if to_int8 else np.dtype(np.int8)
+    if src.dtype != want or "quant" not in src.describe.extra:
+        return Unsupported(f"dtype {src.dtype.name}, quantization {'quant' in src.describe.extra}")
+    return CPUCastInt8(backend, to_int8)
+
+
+@CPUBackend.register_creator(OpType.FloatToInt8)
+def create_float_to_int8(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
+) -> Execution | Unsupported:
+    if op.param is not None:  # the old format's explicit op with per-channel scales
+        return Unsupported("FloatToInt8 with a QuantizedFloatParam")
+    return _cast(op, inputs[0], True, backend)
+
+
 @CPUBackend.register_creator(OpType.Int8ToFloat)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
     src = inputs[0]
+    if op.param is None and "quant" in src.describe.extra:
+        return _cast(op, src, False, backend)
     if src.dtype not in (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int32)):
         return Unsupported(f"dtype {src.dtype.name}")
     if (

@@ -8,6 +8,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions import binary_int8
 from mnnpy.backend.cpu.executions.logical_io import bca
 from mnnpy.backend.cpu.kernels import eltwise as K
 from mnnpy.execution import Execution, Unsupported
@@ -62,6 +63,8 @@ _INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8))
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    if "int8" in outputs[0].describe.extra:  # int8 model: MNN's int8 CPURelu
+        return binary_int8.create_relu_int8(op, inputs, outputs, backend)
     if op.type == OpType.ReLU6 and inputs[0].dtype in _INT_DTYPES:
         return CPUReluInt(backend, relu.int_bounds(op, inputs[0].dtype))
     if inputs[0].dtype != np.float32:
