@@ -177,11 +177,35 @@ def _const_info(op: OpDef) -> ConstInfo:
         values = blob.int64s
     count = math.prod(dims)
     values = np.asarray(values if values is not None else [], dtype=dtype)
+    if fmt == DimensionFormat.NC4HW4 and len(dims) >= 2:
+        return ConstInfo(index, _nc4hw4_const(op.name, values, dims), fmt)
     if values.size != count:
         raise InvalidModelError(
             f"constant {op.name!r} has {values.size} values for dims {dims!r} ({count} expected)"
         )
     return ConstInfo(index, values.reshape(dims), fmt)
+
+
+def _nc4hw4_const(name: str, values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+    """The logical (NCHW-ordered) array of a constant stored in NC4HW4.
+
+    MNN copies ``Tensor::size()`` bytes into such a constant (``InitNet.cpp``,
+    ``OpCommonUtils::loadBlobData``): its channels rounded up to 4, in the CPU backend's NC4HW4
+    order ``[c / 4][n][spatial...][4]`` (the batch inside each channel block, as
+    ``CPUTensorConverter`` reads it). The padding lanes are dropped; a blob with any other count
+    is refused (MNN would over-read it).
+    """
+    n, c, rest = dims[0], dims[1], dims[2:]
+    blocks = (c + 3) // 4
+    padded = n * blocks * 4 * math.prod(rest)
+    if values.size != padded:
+        raise InvalidModelError(
+            f"constant {name!r} is NC4HW4 with dims {dims!r}: {values.size} values, "
+            f"expected {padded} (channels padded to a multiple of 4)"
+        )
+    split = values.reshape(blocks, n, *rest, 4)
+    logical = np.moveaxis(split, -1, 1).reshape(blocks * 4, n, *rest)[:c].swapaxes(0, 1)
+    return np.ascontiguousarray(logical)
 
 
 def _outputs(net: Net, tensors: list[TensorInfo], ops: list[OpDef]) -> dict[str, int]:
