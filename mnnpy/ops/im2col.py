@@ -27,6 +27,8 @@ from mnnpy.ops.convolution import conv_common
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
+MAX_TAPS = 1 << 16
+
 
 @dataclass(frozen=True)
 class Im2ColGeometry:
@@ -48,9 +50,9 @@ class Im2ColGeometry:
         (kh, kw), (oh, ow) = self.kernel, self.out_hw
         return self.c * kh * kw, self.n * oh * ow
 
-    def valid(self, axis: int, k: int) -> tuple[int, int]:
-        """The output positions ``[lo, hi)`` along ``axis`` whose tap ``k`` is inside the
-        input (empty ``lo == hi`` when none is)."""
+    def taps(self, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per tap ``k`` along ``axis``: the output positions ``[lo, hi)`` that read inside the
+        input (``lo == hi`` when none does) and the input position ``first`` of output 0."""
         size, s, d, p, o = (
             self.in_hw[axis],
             self.stride[axis],
@@ -58,10 +60,15 @@ class Im2ColGeometry:
             self.pad[axis],
             self.out_hw[axis],
         )
-        first = k * d - p  # input position of output 0
-        lo = min(o, max(0, -(first // s) if first < 0 else 0))
-        hi = min(o, max(0, (size - 1 - first) // s + 1))
-        return lo, max(lo, hi)
+        first = np.arange(self.kernel[axis], dtype=np.int64) * d - p
+        lo = np.clip(-(first // s), 0, o)  # ceil(-first / s) when first < 0, else 0
+        hi = np.clip((size - 1 - first) // s + 1, 0, o)
+        return lo, np.maximum(lo, hi), first
+
+    def valid(self, axis: int, k: int) -> tuple[int, int]:
+        """``[lo, hi)`` of :meth:`taps` for tap ``k``."""
+        lo, hi, _ = self.taps(axis)
+        return int(lo[k]), int(hi[k])
 
 
 def geometry(op: OpDef, shape: Sequence[int]) -> Im2ColGeometry:
@@ -82,6 +89,8 @@ def geometry(op: OpDef, shape: Sequence[int]) -> Im2ColGeometry:
         raise InvalidModelError(
             f"Im2Col kernel {kh}x{kw}, stride {sh}x{sw} and dilation {dh}x{dw} must be positive"
         )
+    if kh * kw > MAX_TAPS:  # one region set per tap; real kernels have a few dozen
+        raise NotSupportError(f"Im2Col kernel {kh}x{kw} has more than {MAX_TAPS} taps")
     if common.padMode == PadMode.SAME:
         raise NotSupportError("Im2Col with padMode SAME")
     if common.padMode == PadMode.VALID:

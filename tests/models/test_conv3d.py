@@ -52,3 +52,37 @@ def test_mnn_wrong_models_really_differ():
     for name in MNN_WRONG:
         data = np.load(os.path.join(DATA, name + ".npz"))
         assert np.abs(data["output:y"] - data["ort:y"]).max() > 0.1
+
+
+@pytest.mark.parametrize("name", ["conv3d_chain", "conv3d_s2_asym", "deconv3d_group2"])
+def test_fuzzed_im2col_parameters_raise_only_mnnerror(name):
+    """Extreme kernel / stride / dilation / pads / padMode on the Im2Col and Col2Im ops
+    (empty and negative output sizes, kernels past the input): MNNError, never a crash."""
+    from mnnpy._schema.MNN.Net import NetT
+    from mnnpy.net import pack_net
+    from tests.models.test_fuzz import CASES_PER_MODEL, run_cases
+    from tests.models.test_param_fuzz import INTS
+
+    data = open(os.path.join(DATA, name + ".mnn"), "rb").read()
+    rng = np.random.default_rng(16)
+    fields = ["kernelX", "kernelY", "strideX", "strideY", "dilateX", "dilateY", "padX", "padY",
+              "padMode", "pads"]  # fmt: skip
+
+    def make_case(i: int) -> bytes:
+        net = NetT.InitFromPackedBuf(data, 0)
+        ops = [op for op in net.oplists if op.type in (OpType.Im2Col, OpType.Col2Im)]
+        for _ in range(int(rng.integers(1, 3))):
+            common = ops[rng.integers(len(ops))].main.common
+            key = fields[rng.integers(len(fields))]
+            if key == "pads":
+                size = int(rng.integers(0, 6))
+                common.pads = [int(INTS[rng.integers(len(INTS))]) for _ in range(size)]
+            elif key == "padMode":
+                common.padMode = int(rng.integers(0, 3))
+            else:
+                setattr(common, key, int(INTS[rng.integers(len(INTS))]))
+        return pack_net(net)
+
+    outcomes = run_cases(os.path.join("conv3d", name), make_case)
+    assert sum(outcomes.values()) == CASES_PER_MODEL
+    assert {"COMPUTE_SIZE_ERROR", "INVALID_VALUE"} <= set(outcomes), outcomes

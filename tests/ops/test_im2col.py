@@ -10,6 +10,7 @@ from mnnpy._schema.MNN.Convolution2D import Convolution2DT
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.PadMode import PadMode
 from mnnpy.backend.cpu import regions as R
+from mnnpy.backend.cpu.executions import im2col as E
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.interpreter import ScheduleConfig
 from mnnpy.net import OpDef, OpParameter, OpType
@@ -110,6 +111,10 @@ def test_im2col_int32_and_region_fallback(monkeypatch):
     monkeypatch.setattr(R, "MAX_REGIONS", 4)
     (y,) = run_op(OpType.Im2Col, [x.astype(np.float32)], p, OpParameter.Convolution2D, fmt=NC4HW4)
     np.testing.assert_array_equal(y, expected.astype(np.float32))
+    monkeypatch.setattr(R, "MAX_REGIONS", 4096)
+    monkeypatch.setattr(E, "PLAN_TAPS", 0)  # too many taps to plan lanes: unpacked
+    (y,) = run_op(OpType.Im2Col, [x], p, OpParameter.Convolution2D, fmt=NC4HW4)
+    np.testing.assert_array_equal(y, expected)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c[3] == (1, 1)])
@@ -161,6 +166,7 @@ BAD = [
     ((1, 2, 5, 5), param((3, 3), pads=[1, -4, 1, 1]), ErrorCode.INVALID_VALUE, "negative"),
     ((1, 2, 5, 5), param((3, 3), pads=[1, 1]), ErrorCode.INVALID_VALUE, "pads"),
     ((1, 2, 5, 5), param((3, 3), mode=PadMode.SAME), ErrorCode.NOT_SUPPORT, "SAME"),
+    ((1, 1, 3, 3), param((300, 300), pad=(300, 300)), ErrorCode.NOT_SUPPORT, "taps"),
 ]
 
 

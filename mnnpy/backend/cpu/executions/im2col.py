@@ -22,61 +22,92 @@ from mnnpy.ops.im2col import Im2ColGeometry, geometry
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
+PLAN_TAPS = 256  # NC4HW4 inputs are planned per tap and image up to this many, else unpacked
+
+
+def _grid(g: Im2ColGeometry) -> tuple[np.ndarray, ...]:
+    """Per (ky, kx), broadcast to ``(kh, kw)``: first valid output row / column, their counts,
+    and the input row / column the first valid one reads."""
+    (sh, sw) = g.stride
+    y_lo, y_hi, y_first = g.taps(0)
+    x_lo, x_hi, x_first = g.taps(1)
+    y0, x0 = y_lo[:, None], x_lo[None, :]
+    ny, nx = (y_hi - y_lo)[:, None], (x_hi - x_lo)[None, :]
+    iy, ix = (y_first + y_lo * sh)[:, None], (x_first + x_lo * sw)[None, :]
+    shape = (g.kernel[0], g.kernel[1])
+    return tuple(np.broadcast_to(a, shape) for a in (y0, x0, ny, nx, iy, ix))
+
+
+def copy_rows(g: Im2ColGeometry) -> np.ndarray:
+    """Region rows copying an NCHW input into the matrix: one per kernel tap and image, each
+    ``(channels, rows, columns)`` of the box of output positions that read the input."""
+    (kh, kw), (sh, sw), (ih, iw), (oh, ow) = g.kernel, g.stride, g.in_hw, g.out_hw
+    cols = g.n * oh * ow
+    y0, x0, ny, nx, iy, ix = (a[..., None] for a in _grid(g))
+    tap = (np.arange(kh)[:, None] * kw + np.arange(kw)[None, :])[..., None]
+    b = np.arange(g.n)[None, None, :]
+    src = b * g.c * ih * iw + iy * iw + ix
+    dst = tap * cols + b * oh * ow + y0 * ow + x0
+    n1, n2, s1, d1 = ny, nx, np.full_like(ny, sh * iw), np.full_like(ny, ow)
+    # whole rows on both sides (stride 1, full width): one run of ny * nx elements
+    flat = (sw == 1) & (nx == ow) & (sh * iw == nx)
+    n1, n2, s1, d1 = (np.where(flat, 1, n1), np.where(flat, ny * nx, n2), np.where(flat, 0, s1),
+                      np.where(flat, 0, d1))  # fmt: skip
+    parts = [src, dst, g.c, n1, n2, ih * iw, s1, sw, kh * kw * cols, d1, 1]
+    rows = np.stack([np.broadcast_to(v, src.shape) for v in parts], axis=-1).reshape(-1, R.COLS)
+    return np.ascontiguousarray(rows[(rows[:, 3] > 0) & (rows[:, 4] > 0)], dtype=np.int64)
+
 
 def copy_pieces(g: Im2ColGeometry, src: R.Layout) -> list[tuple[list[int], R.Side, R.Side]]:
-    """Per kernel tap, the box of output positions that read the input: (space, src, dst)
-    over the iteration space ``(n, c, rows, cols)``."""
-    (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilate
-    (pt, pl), (oh, ow) = g.pad, g.out_hw
+    """Per kernel tap, the same box as :func:`copy_rows` in logical coordinates, over the
+    iteration space ``(n, c, rows, cols)``, for ``regions.plan`` (an NC4HW4 source)."""
+    (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.stride, g.out_hw
     dst = R.Layout(g.out_shape, False)
+    y0, x0, ny, nx, iy, ix = (a.tolist() for a in _grid(g))
     pieces = []
-    for ky in range(kh):
-        y0, y1 = g.valid(0, ky)
-        for kx in range(kw):
-            x0, x1 = g.valid(1, kx)
-            if y0 == y1 or x0 == x1:
-                continue
-            s_start = [0, 0, y0 * sh + ky * dh - pt, x0 * sw + kx * dw - pl]
+    for ky, kx in np.ndindex(kh, kw):
+        if ny[ky][kx] and nx[ky][kx]:
+            s_start = [0, 0, iy[ky][kx], ix[ky][kx]]
             s_terms = [[(0, 1)], [(1, 1)], [(2, sh)], [(3, sw)]]
-            d_start = [ky * kw + kx, y0 * ow + x0]
+            d_start = [ky * kw + kx, y0[ky][kx] * ow + x0[ky][kx]]
             d_terms = [[(1, kh * kw)], [(0, oh * ow), (2, ow), (3, 1)]]
-            space = [g.n, g.c, y1 - y0, x1 - x0]
+            space = [g.n, g.c, ny[ky][kx], nx[ky][kx]]
             pieces.append((space, R.Side(src, s_start, s_terms), R.Side(dst, d_start, d_terms)))
     return pieces
 
 
 def zero_rows(g: Im2ColGeometry) -> np.ndarray:
-    """Region rows (destination side) covering every output element that reads padding."""
+    """Region rows (destination side) covering every output element that reads padding: per
+    tap the rows above and below its box and, per image, the columns left and right of it."""
     (kh, kw), (oh, ow) = g.kernel, g.out_hw
     cols = g.n * oh * ow
     c_step = kh * kw * cols  # one channel further down the matrix
-    rows: list[list[int]] = []
-
-    def box(off: int, n0: int, n1: int, n2: int, s0: int, s1: int) -> None:
-        if n0 * n1 * n2:
-            rows.append([0, off, n0, n1, n2, 0, 0, 0, s0, s1, 1])
-
-    for ky in range(kh):
-        y0, y1 = g.valid(0, ky)
-        for kx in range(kw):
-            x0, x1 = g.valid(1, kx)
-            base = (ky * kw + kx) * cols
-            if y0 == y1 or x0 == x1:  # the tap never reads the input
-                box(base, g.c, g.n, oh * ow, c_step, oh * ow)
-                continue
-            box(base, g.c, g.n, y0 * ow, c_step, oh * ow)  # rows above
-            box(base + y1 * ow, g.c, g.n, (oh - y1) * ow, c_step, oh * ow)  # rows below
-            for b in range(g.n):
-                at = base + b * oh * ow + y0 * ow
-                box(at, g.c, y1 - y0, x0, c_step, ow)  # columns left
-                box(at + x1, g.c, y1 - y0, ow - x1, c_step, ow)  # columns right
-    return np.array(rows, np.int64).reshape(-1, R.COLS)
+    y0, x0, ny, nx, _, _ = _grid(g)
+    base = (np.arange(kh)[:, None] * kw + np.arange(kw)[None, :]) * cols
+    empty = (ny == 0) | (nx == 0)  # the tap never reads the input: all of it
+    y1, x1 = y0 + ny, x0 + nx
+    boxes = [  # (offset, n1, n2, stride of n1) over (C, n1, n2) with channel stride c_step
+        (base, np.where(empty, g.n, 0), oh * ow, oh * ow),
+        (base, np.where(empty, 0, g.n), y0 * ow, oh * ow),
+        (base + y1 * ow, np.where(empty, 0, g.n), (oh - y1) * ow, oh * ow),
+    ]
+    for b in range(g.n):
+        at = base + b * oh * ow + y0 * ow
+        boxes.append((at, np.where(empty, 0, ny), x0, ow))
+        boxes.append((at + x1, np.where(empty, 0, ny), ow - x1, ow))
+    rows = [
+        np.stack([np.broadcast_to(v, base.shape) for v in
+                  (0, off, g.c, n1, n2, 0, 0, 0, c_step, s1, 1)], axis=-1).reshape(-1, R.COLS)
+        for off, n1, n2, s1 in boxes
+    ]  # fmt: skip
+    table = np.concatenate(rows)
+    return np.ascontiguousarray(table[table[:, 3] * table[:, 4] > 0], dtype=np.int64)
 
 
 class CPUIm2Col(Execution):
     """NCHW or NC4HW4 image -> 2-D patch matrix by region copies (MNN's raster of
-    ``GeometryIm2Col``); an NC4HW4 input whose lanes need too many regions is unpacked into
-    NCHW scratch first."""
+    ``GeometryIm2Col``); an NC4HW4 input is read in place when its lanes need few regions, else
+    unpacked into NCHW scratch first."""
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
@@ -86,25 +117,25 @@ class CPUIm2Col(Execution):
         x = inputs[0]
         g = geometry(self.op, x.shape)
         self._io: LogicalIO | None = None
-        self._rows = self._plan(g, layout_of(x))
-        if self._rows is None:  # NC4HW4 lanes past the region budget
+        rows = None
+        if x.is_packed and g.kernel[0] * g.kernel[1] * g.n <= PLAN_TAPS:
+            rows = self._plan(g, layout_of(x))
+        if x.is_packed and rows is None:  # too many lane regions: unpack first
             backend: CPUBackend = self.backend  # type: ignore[assignment]
             self._io = LogicalIO(backend, [x], [])
             self._io.release()
-            self._rows = self._plan(g, R.Layout(tuple(x.shape), False))
-            assert self._rows is not None, "a plain NCHW source is one region per tap and image"
+        self._rows = copy_rows(g) if rows is None else rows
         self._zeros = zero_rows(g)
 
     @staticmethod
     def _plan(g: Im2ColGeometry, src: R.Layout) -> np.ndarray | None:
-        rows = []
+        rows, total = [], 0
         for space, s, d in copy_pieces(g, src):
             planned = R.plan(space, s, d)
-            if planned is None:
+            total += 0 if planned is None else len(planned)
+            if planned is None or total > R.MAX_REGIONS:
                 return None
             rows.append(planned)
-        if sum(len(r) for r in rows) > R.MAX_REGIONS and src.packed:
-            return None
         return np.concatenate(rows) if rows else np.zeros((0, R.COLS), np.int64)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
@@ -113,7 +144,8 @@ class CPUIm2Col(Execution):
         dst = outputs[0].host
         if len(self._zeros):
             K.zero_regions(dst, self._zeros, t)
-        K.copy_regions(src, dst, self._rows, t)
+        if len(self._rows):
+            K.copy_regions(src, dst, self._rows, t)
 
 
 @CPUBackend.register_creator(OpType.Im2Col)
