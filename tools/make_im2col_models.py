@@ -17,7 +17,10 @@ taps, one 2-D ``Convolution`` per tap and an ``Eltwise`` sum; a ConvTranspose3d 
 ``GeometryCol2Im`` size the patch matrix without the dilation, so a depth dilation > 1 gives a
 wrong result): their tests compare with ``ort:y``. ``FILE_DIFFERS`` lists models whose converted
 file itself computes something else than the ONNX graph (the converter's ConvTranspose3d lowering
-misplaces the bias): MNN and mnnpy agree on the file, the tests compare with ``output:y``. Other
+gives the bias to one depth tap's Deconvolution only): MNN and mnnpy agree on the file, the tests
+compare with ``output:y``. A grouped ConvTranspose3d is not committed: the converter writes a
+different, partly uninitialised bias for the second group on every run (values like 1e26 or
+4e-41, with or without an ONNX bias), so neither the file nor MNN's output is reproducible. Other
 findings (not committed as models, see
 the report in the generator's output): the converter drops a Relu that follows a Conv3d (the
 file has no ops), segfaults on Conv3d -> Relu -> MaxPool3d chains; MNN's runtime segfaults on a
@@ -38,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_test_models import GraphBuilder  # noqa: E402
 
 MNN_WRONG = {"conv3d_dilated", "deconv3d_dilated"}
-FILE_DIFFERS = {"deconv3d_group2"}
+FILE_DIFFERS = {"deconv3d_bias"}
 
 
 def conv3d(g: GraphBuilder, x: str, cin: int, cout: int, k, *, s=1, pads=0, d=1, group=1,
@@ -110,8 +113,8 @@ MODELS = {
     "conv3d_chain": _chain,
     "deconv3d_k2s2": _deconv("deconv3d_k2s2", [1, 3, 3, 4, 5], [1, 4, 6, 8, 10], (2, 2, 2),
                              strides=[2, 2, 2]),
-    "deconv3d_group2": _deconv("deconv3d_group2", [2, 4, 3, 4, 5], [2, 4, 5, 4, 7], (3, 1, 3),
-                               bias=True, group=2),
+    "deconv3d_bias": _deconv("deconv3d_bias", [2, 3, 3, 4, 5], [2, 4, 5, 4, 7], (3, 1, 3),
+                             bias=True),
     "deconv3d_dilated": _deconv("deconv3d_dilated", [1, 3, 3, 4, 5], [1, 2, 5, 4, 5],
                                 (3, 3, 3), pads=[1] * 6, dilations=[2, 1, 1]),
 }  # fmt: skip
