@@ -17,6 +17,8 @@ NAMES = sorted(f[:-4] for f in os.listdir(DATA) if f.endswith(".mnn"))
 # MNN 3.6.1 sizes the Im2Col / Col2Im regions without the dilation: its own output is wrong for
 # these; onnxruntime's output on the source graph is the oracle (tools/make_im2col_models.py)
 MNN_WRONG = {"conv3d_dilated", "deconv3d_dilated", "maxpool3d_conv3d"}
+# MNN 3.6.1 crashes on these (3-D pooling without pads): onnxruntime's output is the oracle
+MNN_CRASHES = {"conv3d_maxpool3d", "conv3d_avgpool3d"}
 
 
 def run(path: str, x: np.ndarray, threads: int) -> tuple[np.ndarray, mnnpy.Interpreter]:
@@ -32,7 +34,7 @@ def run(path: str, x: np.ndarray, threads: int) -> tuple[np.ndarray, mnnpy.Inter
 
 
 def test_the_models_are_there():
-    assert len(NAMES) >= 10 and MNN_WRONG <= set(NAMES)
+    assert len(NAMES) >= 10 and MNN_WRONG | MNN_CRASHES <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -40,7 +42,7 @@ def test_the_models_are_there():
 def test_conv3d_model(name, threads):
     data = np.load(os.path.join(DATA, name + ".npz"))
     x = data["input:x"]
-    expected = data["ort:y"] if name in MNN_WRONG else data["output:y"]
+    expected = data["ort:y"] if name in MNN_WRONG | MNN_CRASHES else data["output:y"]
     y, net = run(os.path.join(DATA, name + ".mnn"), x, threads)
     assert_close(y, expected)
     types = {op.type for op in net.net.ops}
