@@ -1,7 +1,5 @@
 """CPU Im2Col: the patch matrix as raster regions, one copy and a few zero fills per kernel tap
-(MNN's ``GeometryIm2Col`` / ``GeometryConvUtils::im2Col`` regions, run by ``kernels.raster``);
-CPU Col2Im: its inverse, one in-place strided NumPy add per kernel tap (MNN's ``GeometryCol2Im``
-loop of regions with ``fuse = ADD``)."""
+(MNN's ``GeometryIm2Col`` / ``GeometryConvUtils::im2Col`` regions, run by ``kernels.raster``)."""
 
 from __future__ import annotations
 
@@ -17,7 +15,6 @@ from mnnpy.backend.cpu.executions.raster import layout_of
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops.col2im import accumulate, image_geometry
 from mnnpy.ops.im2col import Im2ColGeometry, geometry
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
@@ -157,41 +154,3 @@ def create(
     if x.ndim != 4 or x.dimension_format == DimensionFormat.NHWC or y.is_packed:
         return Unsupported(f"input rank {x.ndim} format {x.dimension_format}, output {y.shape}")
     return CPUIm2Col(backend, op)
-
-
-class CPUCol2Im(Execution):
-    """NCHW / NC4HW4 patch columns -> NCHW float32 image: zero, then one strided add per
-    kernel tap over all images and channels (MNN's ``GeometryCol2Im``)."""
-
-    def __init__(self, backend: Backend, op: OpDef) -> None:
-        super().__init__(backend)
-        self.op = op
-
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        x = inputs[0]
-        size = inputs[1].describe.content
-        assert size is not None, "the shape function needed input 1's content"
-        self._g = image_geometry(self.op, x.shape, size)
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
-        self._io = LogicalIO(backend, [x], [])
-        self._io.release()
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        g, y = self._g, outputs[0]
-        (kh, kw), (oh, ow) = g.kernel, g.out_hw
-        cols = self._io.read(inputs[:1], flat=True)[0].reshape(g.n, g.c, kh, kw, oh, ow)
-        assert y.host is not None
-        image = y.host[: y.element_size].reshape(y.shape)
-        image.fill(0)
-        accumulate(g, cols, image)
-
-
-@CPUBackend.register_creator(OpType.Col2Im)
-def create_col2im(
-    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | Unsupported:
-    """float32 2-D / 3-D columns (NCHW or NC4HW4), NCHW output."""
-    x, y = inputs[0], outputs[0]
-    if x.dtype != np.float32 or x.dimension_format == DimensionFormat.NHWC or y.is_packed:
-        return Unsupported(f"input {x.dtype} {x.dimension_format}, output {y.dimension_format}")
-    return CPUCol2Im(backend, op)
