@@ -145,6 +145,42 @@ MODELS = {
 }  # fmt: skip
 
 
+def describe(g: GraphBuilder) -> str:
+    """The ONNX nodes of a model with their attributes, one line."""
+    from onnx import helper
+
+    parts = []
+    for node in g.nodes:
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        text = ", ".join(f"{k}={list(v) if isinstance(v, list) else v}" for k, v in attrs.items())
+        bias = " +bias" if node.op_type in ("Conv", "ConvTranspose") and len(node.input) > 2 else ""
+        parts.append(f"{node.op_type}{bias}({text})" if text else node.op_type + bias)
+    return " -> ".join(parts)
+
+
+def oracle(name: str) -> str:
+    if name in MNN_WRONG:
+        return "onnxruntime (MNN wrong)"
+    if name in MNN_CRASHES:
+        return "onnxruntime (MNN crashes)"
+    return "MNN (the file differs from ONNX)" if name in FILE_DIFFERS else "MNN"
+
+
+def write_readme(out: str, rows: list[str]) -> None:
+    head = [
+        "# 3-D convolution test models",
+        "",
+        "Written by `tools/make_im2col_models.py` (MNN 3.6.1's converter, MNN's Session API",
+        "goldens in `output:y`, onnxruntime's in `ort:y`); do not edit. See the script's",
+        "docstring for what MNN gets wrong and why some models are tested against onnxruntime.",
+        "",
+        "| model | input -> output | ONNX graph | MNN ops | max abs(MNN - ORT) | tested against |",
+        "|---|---|---|---|---|---|",
+    ]
+    with open(os.path.join(out, "README.md"), "w") as f:
+        f.write("\n".join(head + rows) + "\n")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "conv3d"))
@@ -155,6 +191,7 @@ def main(argv=None) -> int:
     import _mnn_convert as mc
 
     os.makedirs(args.out, exist_ok=True)
+    rows = []
     with tempfile.TemporaryDirectory(prefix="mnnpy_conv3d_") as tmp:
         for name in args.names or MODELS:
             g, ishape, oshape = MODELS[name]()
@@ -181,6 +218,13 @@ def main(argv=None) -> int:
             print(f"{name:<20} {os.path.getsize(dst):6d} B  max|MNN-ORT| {diff:.3g}{flag}  {types}")
             if name not in MNN_CRASHES and (diff > 1e-4) != (name in MNN_WRONG | FILE_DIFFERS):
                 print(f"  WARNING: {name}: MNN vs onnxruntime {diff:.3g} is unexpected")
+            shapes = f"{'x'.join(map(str, ishape))} -> {'x'.join(map(str, oshape))}"
+            ops = ", ".join(t for t in types if t in ("Im2Col", "Col2Im", "Pooling3D"))
+            shown = "not run" if name in MNN_CRASHES else f"{diff:.3g}"
+            rows.append(f"| `{name}` | {shapes} | {describe(g)} | {ops} | {shown} | "
+                        f"{oracle(name)} |")  # fmt: skip
+    if not args.names:
+        write_readme(args.out, rows)
     return 0
 
 
