@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mnnpy.errors import InvalidModelError, MNNError, NotSupportError
+from mnnpy.layout import unpack_mnn_const
 from mnnpy.net import Net, OpDef, OpType
 from mnnpy.tensor import TensorUsage
 from mnnpy.tensor_format import DataType, DimensionFormat, runtime_dtype
@@ -187,25 +188,11 @@ def _const_info(op: OpDef) -> ConstInfo:
 
 
 def _nc4hw4_const(name: str, values: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
-    """The logical (NCHW-ordered) array of a constant stored in NC4HW4.
-
-    MNN copies ``Tensor::size()`` bytes into such a constant (``InitNet.cpp``,
-    ``OpCommonUtils::loadBlobData``): its channels rounded up to 4, in the CPU backend's NC4HW4
-    order ``[c / 4][n][spatial...][4]`` (the batch inside each channel block, as
-    ``CPUTensorConverter`` reads it). The padding lanes are dropped; a blob with any other count
-    is refused (MNN would over-read it).
-    """
-    n, c, rest = dims[0], dims[1], dims[2:]
-    blocks = (c + 3) // 4
-    padded = n * blocks * 4 * math.prod(rest)
-    if values.size != padded:
-        raise InvalidModelError(
-            f"constant {name!r} is NC4HW4 with dims {dims!r}: {values.size} values, "
-            f"expected {padded} (channels padded to a multiple of 4)"
-        )
-    split = values.reshape(blocks, n, *rest, 4)
-    logical = np.moveaxis(split, -1, 1).reshape(blocks * 4, n, *rest)[:c].swapaxes(0, 1)
-    return np.ascontiguousarray(logical)
+    """A constant stored in NC4HW4 (MNN's padded CPU order) as its logical array."""
+    try:
+        return unpack_mnn_const(values, dims)
+    except ValueError as e:
+        raise InvalidModelError(f"constant {name!r} is {e}") from None
 
 
 def _outputs(net: Net, tensors: list[TensorInfo], ops: list[OpDef]) -> dict[str, int]:
