@@ -22,6 +22,7 @@ __all__ = [
     "storage_elements",
     "pack_nc4hw4",
     "unpack_nc4hw4",
+    "unpack_mnn_const",
     "to_format",
     "logical_shape_in",
 ]
@@ -64,6 +65,30 @@ def unpack_nc4hw4(buf: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     out = packed.transpose(0, 1, 3, 2).reshape(n, blocks * 4, area)[:, :c, :]
     # always a copy: with one spatial element ``out`` can already be a contiguous view of ``buf``
     return np.array(out, order="C").reshape(tuple(shape))
+
+
+def unpack_mnn_const(values: np.ndarray, dims: Sequence[int]) -> np.ndarray:
+    """The logical (NCHW-ordered) array of a model constant stored in NC4HW4 (rank >= 2).
+
+    MNN copies ``Tensor::size()`` elements into such a constant (``InitNet.cpp``,
+    ``OpCommonUtils::loadBlobData``): channels rounded up to 4, in MNN's CPU NC4HW4 order
+    ``[C/4][N][spatial...][4]``, the batch inside each channel block as ``CPUTensorConverter``
+    reads it (not mnnpy's own ``[N][C/4]`` storage order). The padding lanes are dropped.
+
+    Raises:
+        ValueError: when ``values`` is not that padded size (MNN would over-read it).
+    """
+    n, c, rest = int(dims[0]), int(dims[1]), tuple(int(d) for d in dims[2:])
+    blocks = c4(c)
+    padded = n * blocks * 4 * math.prod(rest)
+    if values.size != padded:
+        raise ValueError(
+            f"NC4HW4 with dims {tuple(dims)!r}: {values.size} values, expected {padded} "
+            "(channels padded to a multiple of 4)"
+        )
+    split = values.reshape(blocks, n, *rest, 4)
+    logical = np.moveaxis(split, -1, 1).reshape(blocks * 4, n, *rest)[:c].swapaxes(0, 1)
+    return np.ascontiguousarray(logical)
 
 
 def logical_shape_in(shape: Sequence[int], src: DimensionFormat, dst: DimensionFormat) -> tuple:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from mnnpy.backend import Backend, ForwardType, StorageType
-from mnnpy.errors import MNNError
+from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.ops import compute_shape, count_macs, try_fold
 from mnnpy.placement import Placement, place
 from mnnpy.tensor import Tensor, TensorUsage
@@ -311,5 +311,7 @@ class Pipeline:
     @staticmethod
     def _wrap(error: Exception, unit: Unit, phase: str) -> MNNError:
         backend = unit.backend.name if unit.backend else None
-        wrapped = MNNError(f"{type(error).__name__}: {error}")
+        # an allocation the system refused outside the backend's pools (a weight transform)
+        kind = OutOfMemoryError if isinstance(error, MemoryError) else MNNError
+        wrapped = kind(f"{type(error).__name__}: {error}")
         return wrapped.with_op(unit.op.type_name, unit.op.name, backend=backend, phase=phase)

@@ -49,7 +49,8 @@ import numpy as np
 from mnnpy._idst import decode_index_table, decode_sparse_table
 from mnnpy.errors import InvalidModelError, MNNError
 from mnnpy.net import OpDef, OpType
-from mnnpy.tensor_format import DataType, runtime_dtype
+from mnnpy.layout import unpack_mnn_const
+from mnnpy.tensor_format import DataType, DimensionFormat, runtime_dtype
 from mnnpy.weight_file import (
     ExternalData,
     attach_external,
@@ -416,6 +417,12 @@ def blob_values(op: OpDef) -> np.ndarray:
     values = raw.view(raw_type)
     if blob.dataType == DataType.DT_BFLOAT16:
         values = (values.astype(np.uint32) << 16).view(np.float32)
+    if blob.dataFormat == DimensionFormat.NC4HW4 and len(dims) >= 2:
+        # MNN may store a constant in its padded CPU layout (channels rounded up to 4).
+        try:
+            return unpack_mnn_const(values.astype(dtype), dims)
+        except ValueError as e:
+            raise op_error(op, f"constant is {e}") from None
     count = math.prod(dims)
     if values.size != count:
         raise op_error(

@@ -25,9 +25,19 @@ def _default_budget() -> int:
         return 1 << 62
 
 
-def _aligned_bytes(nbytes: int) -> np.ndarray:
-    """A zeroed uint8 array of ``nbytes`` whose first byte is 64-byte aligned."""
-    raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
+def _aligned_bytes(nbytes: int, what: str) -> np.ndarray:
+    """A zeroed uint8 array of ``nbytes`` whose first byte is 64-byte aligned.
+
+    Raises:
+        OutOfMemoryError: when the OS (or NumPy's size limit) refuses the bytes; the message
+            says how many and ``what`` they were for (pool, tensor, op).
+    """
+    try:
+        raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
+    except (MemoryError, ValueError) as e:  # ValueError: more bytes than NumPy can address
+        raise OutOfMemoryError(
+            f"the system refused {nbytes} bytes ({nbytes / 2**30:.2f} GiB) for {what}"
+        ) from e
     shift = (-raw.ctypes.data) % _ALIGN
     return raw[shift : shift + nbytes]
 
@@ -38,7 +48,8 @@ class CPUBackend(Backend):
     Memory: STATIC buffers are allocated on acquire; DYNAMIC requests are recorded during a resize
     and laid out in one arena by :class:`~mnnpy.memory.MemoryPlanner` in ``on_allocate_buffer``;
     DYNAMIC_SEPERATE buffers get their own, never shared, region of a second arena. Everything
-    counts against ``memory_budget``, checked before memory is allocated.
+    counts against ``memory_budget``, checked before memory is allocated; an allocation the
+    system refuses anyway is an ``OutOfMemoryError`` naming the pool, the bytes and the op.
 
     Args:
         num_thread: threads per kernel.
@@ -74,6 +85,10 @@ class CPUBackend(Backend):
         self._op_names[op.index] = op.name
         return op.index
 
+    def _at_op(self) -> str:
+        op = self.current_op
+        return "" if op is None else f" of op {op.name!r}"
+
     def _check_budget(self, extra: int, what: str) -> None:
         held = self.static_bytes + self.dynamic_bytes + self.separate_bytes
         if held + extra > self.memory_budget:
@@ -89,7 +104,8 @@ class CPUBackend(Backend):
         tensor.describe.storage_type = storage_type
         if storage_type == StorageType.STATIC:
             self._check_budget(tensor.size, f"static buffer {tensor.name!r}")
-            tensor.host = _aligned_bytes(tensor.size).view(tensor.dtype)
+            what = f"STATIC buffer {tensor.name!r}{self._at_op()}"
+            tensor.host = _aligned_bytes(tensor.size, what).view(tensor.dtype)
             self.static_bytes += tensor.size
         elif storage_type == StorageType.DYNAMIC:
             kind = "scratch" if tensor.describe.extra.get("scratch") else "tensor"
@@ -143,19 +159,20 @@ class CPUBackend(Backend):
         for tensor in self._separate:
             offsets.append(total)
             total += align(max(tensor.size, 1), _ALIGN)
+        at = self._op_names.get(plan.peak_op)
+        peak = f" (the peak is at op {at!r})" if at is not None else ""
         try:
             self._check_budget(plan.arena_size + total, "the planned arena")
         except OutOfMemoryError as e:
-            at = self._op_names.get(plan.peak_op)
-            if at is not None:
-                e.message += f" (the peak is at op {at!r})"
-                e.args = (e.message,)
+            e.message += peak
+            e.args = (e.message,)
             raise
-        self.plan = plan
-        self._arena = _aligned_bytes(plan.arena_size)
+        # both arenas first: a refused one leaves this backend as it was (cleared, re-plannable)
+        arena = _aligned_bytes(plan.arena_size, f"the DYNAMIC arena{peak}")
+        separate = _aligned_bytes(total, f"the DYNAMIC_SEPERATE buffers ({len(self._separate)})")
+        self.plan, self._arena, self._separate_arena = plan, arena, separate
         for key, tensor in self._dynamic.items():
             tensor.host = self._view(self._arena, plan.offsets[key], tensor)
-        self._separate_arena = _aligned_bytes(total)
         for tensor, offset in zip(self._separate, offsets, strict=True):
             tensor.host = self._view(self._separate_arena, offset, tensor)
 
@@ -215,11 +232,19 @@ class CPUBackend(Backend):
         Weights and transformed weights go here, so they count in the session's memory and
         against its budget.
         """
-        src = np.require(array, requirements="C")  # keeps a 0-d array 0-d
-        t = Tensor((src.size,), src.dtype, name=f"static:{type(owner).__name__}")
+        name = f"static:{type(owner).__name__}"
+        try:
+            src = np.require(array, requirements="C")  # keeps a 0-d array 0-d
+        except MemoryError as e:
+            raise OutOfMemoryError(
+                f"the system refused a contiguous copy of {getattr(array, 'nbytes', '?')} bytes "
+                f"for {name!r}"
+                f"{self._at_op()}"
+            ) from e
+        t = Tensor((src.size,), src.dtype, name=name)
         self.on_acquire_buffer(t, StorageType.STATIC)
         assert t.host is not None
-        t.host[:] = src.ravel()
+        t.host[:] = src.reshape(-1)
         weakref.finalize(owner, self._release_static, t.size)
         return t.host.reshape(src.shape)
 
