@@ -82,6 +82,15 @@ def test_threads_give_identical_results(bits):
     np.testing.assert_array_equal(one, reference(codes, scale, offset, kblock))
 
 
+def test_one_block_needs_no_block_table():
+    rng = np.random.default_rng(3)
+    codes, scale, offset, kblock = make(rng, 3, 5, 4, 8, 1, True)
+    dst = np.zeros(60, np.float32)
+    D.dequant(compress(codes, 8), 8, scale.ravel(), offset.ravel(), np.zeros(0, np.int32), 3, 5,
+              4, dst)  # fmt: skip
+    np.testing.assert_array_equal(dst, reference(codes, scale, offset, kblock))
+
+
 def test_empty_weight():
     D.dequant(np.zeros(0, np.uint8), 8, _EMPTY, _EMPTY, np.zeros(0, np.int32), 0, 0, 16, _EMPTY)
 

@@ -9,7 +9,7 @@
  *   MNNPY_DQ_HALF:   IEEE fp16 bit patterns, one uint16 per value, no scales.
  * Integer codes have per-(panel, block, lane) scales ``sc[(p * blocks + b) * L + l]`` (and
  * offsets, same layout, for asymmetric ones); row k of every panel belongs to block
- * ``kblock[k]``. The float is ``code * scale`` then ``+ offset``: two roundings, never a fused
+ * ``kblock[k]`` (NULL: one block). The float is ``code * scale`` then ``+ offset``: two roundings, never a fused
  * multiply-add (no variant is compiled with FMA), so the result equals NumPy's
  * ``codes.astype(float32) * scale + offset`` bit for bit.
  */
@@ -57,7 +57,8 @@ MNNPY_INLINE void mnnpy_dq_panel(int kind, const uint8_t* codes, const float* sc
         return;
     }
     for (k = 0; k < K; k++) {
-        const float* s = sc + kblock[k] * L;
+        ptrdiff_t b = kblock ? kblock[k] : 0;
+        const float* s = sc + b * L;
         float* d = dst + k * L;
         float q[16];
         if (kind == MNNPY_DQ_BYTE) {
@@ -71,7 +72,7 @@ MNNPY_INLINE void mnnpy_dq_panel(int kind, const uint8_t* codes, const float* sc
             }
         }
         if (off) {
-            const float* o = off + kblock[k] * L;
+            const float* o = off + b * L;
             for (l = 0; l < L; l++) {
                 float v = q[l] * s[l];
                 d[l] = v + o[l];

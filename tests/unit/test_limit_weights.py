@@ -1,0 +1,133 @@
+"""LIMIT / Memory_Low: quantized and fp16 convolution weights stay compressed in STATIC memory.
+
+The execution-level tests build ``WeightTable`` s by quantizing random float weights (every bit
+width, symmetric and asymmetric, per channel and block-wise, fp16) and hand them to the LIMIT
+creator in place of the decoder's; the oracle is the same op run on ``table.floats()`` as a
+float32 weight (the float kernel on the numbers the dequantization must produce, so the outputs
+are equal bit for bit) and the NumPy reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mnnpy
+from mnnpy._schema.MNN.Convolution2D import Convolution2DT
+from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
+from mnnpy.backend.cpu.executions import convolution as C
+from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops import reference_of
+from mnnpy.tensor_format import DimensionFormat
+from mnnpy.weights import WeightTable
+from tests.helpers import assert_close, make_single_op_net
+
+CONV, DW = OpType.Convolution, OpType.ConvolutionDepthwise
+
+
+def quantize(w: np.ndarray, bits: int, asym: bool = False, block: int = 0) -> WeightTable:
+    """``w`` (rows first) as a WeightTable of ``bits`` (16: fp16); ``block`` 0: per channel."""
+    if bits == 16:
+        return WeightTable(w.shape, w.astype(np.float16), 16, stored_bytes=2 * w.size)
+    rows = w.reshape(w.shape[0], -1)
+    block = block or rows.shape[1]
+    r = rows.reshape(rows.shape[0], -1, block)
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if asym:
+        mn, mx = r.min(axis=2), r.max(axis=2)
+        scale = np.where(mx > mn, (mx - mn) / (2**bits - 1), 1).astype(np.float32)
+        offset = (mn - lo * scale).astype(np.float32)
+        q = np.rint((r - offset[:, :, None]) / scale[:, :, None])
+    else:
+        amax = np.abs(r).max(axis=2)
+        scale = np.where(amax > 0, amax / hi, 1).astype(np.float32)
+        offset = None
+        q = np.rint(r / scale[:, :, None])
+    codes = np.clip(q, lo, hi).astype(np.int8).reshape(w.shape)
+    n = scale.size * (2 if asym else 1)
+    return WeightTable(w.shape, codes, bits, scale, offset, (w.size * bits + 7) // 8 + 4 * n)
+
+
+def conv_param(c: int, oc: int, k: int, group: int, table: WeightTable, **common) -> Convolution2DT:
+    p = Convolution2DT()
+    p.common = Convolution2DCommonT(
+        kernelY=k, kernelX=k, outputCount=oc, inputCount=c, group=group, **common
+    )
+    p.weight = table.floats().ravel()
+    p.bias = np.random.default_rng(3).standard_normal(oc).astype(np.float32)
+    return p
+
+
+def run(x, param, op_type, memory, threads=1):
+    model = make_single_op_net(op_type, [x], param, OpParameter.Convolution2D)
+    interp = mnnpy.Interpreter.from_buffer(model)
+    cfg = mnnpy.BackendConfig(memory=memory)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads, backend_config=cfg))
+    interp.get_session_input(session, "in0").copy_from(x)
+    interp.run_session(session)
+    return interp.get_session_output(session, "out0").numpy(), session
+
+
+def with_table(monkeypatch, table: WeightTable, bias: np.ndarray) -> None:
+    """The LIMIT creator gets ``table`` as if the op stored it quantized."""
+    monkeypatch.setattr(
+        C, "limit_table", lambda b, op, dims: (table, bias) if b.low_memory else None
+    )
+
+
+CASES = {  # name: (channels, outputs, kernel, group, op type, common fields, batch, hw)
+    "dense3x3": (5, 17, 3, 1, CONV, {"padX": 1, "padY": 1}, 2, (7, 6)),
+    "dense1x1": (8, 20, 1, 1, CONV, {}, 1, (5, 5)),
+    "matmul1x1_batch": (12, 33, 1, 1, CONV, {}, 6, (1, 1)),
+    "stride2": (4, 16, 3, 1, CONV, {"strideX": 2, "strideY": 2}, 1, (9, 8)),
+    "depthwise": (5, 5, 3, 5, DW, {"padX": 1, "padY": 1}, 2, (6, 7)),
+    "grouped": (6, 10, 3, 2, CONV, {}, 1, (6, 6)),
+}
+FORMATS = [(8, False, 0), (8, True, 0), (4, False, 0), (4, True, 0), (16, False, 0),
+           (2, False, 0), (3, True, 0), (5, False, 0), (6, True, 0), (7, False, 0),
+           (4, False, "block"), (8, True, "block")]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(("bits", "asym", "block"), FORMATS)
+def test_limit_matches_float_weights(monkeypatch, case, bits, asym, block):
+    c, oc, k, group, op_type, common, batch, hw = CASES[case]
+    rng = np.random.default_rng(bits)
+    w = rng.standard_normal((oc, c // group, k, k)).astype(np.float32)
+    # block-wise: blocks of one kernel window (k * k codes), several per row when c > 1
+    table = quantize(w, bits, asym, k * k if block and c // group > 1 else 0)
+    param = conv_param(c, oc, k, group, table, **common)
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    want, _ = run(x, param, op_type, "LIMIT")  # the float path on the same numbers
+    with_table(monkeypatch, table, np.asarray(param.bias))
+    got, session = run(x, param, op_type, "LIMIT")
+    two, _ = run(x, param, op_type, "LIMIT", threads=2)
+    ex = [u.execution for u in session.pipelines[0].units if u.op.name == "op"][0]
+    assert ex.compressed is not None, "the LIMIT creator did not keep the table compressed"
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(two, got)
+    op = OpDef(0, op_type, "op", (0,), (1,), param, OpParameter.Convolution2D, DimensionFormat.NHWC)
+    assert_close(got, reference_of(op_type)(op, [x])[0])
+
+
+@pytest.mark.parametrize(
+    ("bits", "ratio"), [(4, 1 / 8 + 0.01), (8, 1 / 4 + 0.01), (16, 1 / 2 + 0.01)]
+)
+def test_static_bytes_are_the_compressed_size(monkeypatch, bits, ratio):
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
+    table = quantize(w, bits)
+    param = conv_param(32, 64, 3, 1, table)
+    x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
+    _, normal = run(x, param, CONV, "NORMAL")
+    _, limit_float = run(x, param, CONV, "LIMIT")
+    with_table(monkeypatch, table, np.asarray(param.bias))
+    _, limit = run(x, param, CONV, "LIMIT")
+    float_bytes = limit_float.info().memory.static
+    assert float_bytes == normal.info().memory.static or normal.info().memory.static > float_bytes
+    weight_bytes = w.size * 4
+    static = limit.info().memory.static
+    assert static <= 1.1 * table.stored_bytes + 4 * 64  # + the float32 bias
+    assert static < ratio * weight_bytes + 4 * 64 + 1024
+    # the float panels live in the DYNAMIC arena, only while the op runs
+    assert limit.info().memory.scratch >= weight_bytes
