@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -15,6 +16,8 @@ import mnnpy
 from mnnpy.errors import FileNotExistError, InputDataError, MNNError
 from mnnpy.memory_report import plan_svg, plan_table
 from mnnpy.models import DEFAULT_INPUTS, DEFAULT_MODEL
+from mnnpy.net import load_net
+from mnnpy.weights import attach_external, describe
 
 
 def _param_summary(param: Any, limit: int = 8) -> str:
@@ -38,14 +41,23 @@ def _param_summary(param: Any, limit: int = 8) -> str:
     return ", ".join(parts)
 
 
-def dump(data: bytes, out: Any = sys.stdout) -> None:
-    """Print a model's ops, tensors, shapes (at the declared input shapes) and parameters."""
-    interp = mnnpy.Interpreter.from_buffer(data)
-    net = interp.net
+def dump(data: bytes, out: Any = sys.stdout, external: str | None = None) -> None:
+    """Print a model's ops, tensors, shapes (at the declared input shapes), parameters and how
+    each weight is stored (float32 / fp16 / intN, symmetric or not, blocks, bytes, external).
+
+    ``external`` is the weight file of a ``--saveExternalData`` model (``<model>.weight``);
+    without it such a model still dumps, with its external tables marked unreadable.
+    """
+    net = load_net(data)
+    try:
+        attach_external(net, external)
+    except MNNError as e:
+        print(f"(external weights unavailable: {e})", file=out)
     names = net.tensor_names
     print(f"ops: {len(net.ops)}  tensors: {net.tensor_count}  bizCode: {net.biz_code!r}", file=out)
     shapes: dict[int, str] = {}
     try:
+        interp = mnnpy.Interpreter.from_buffer(data, external=net.external_data)
         session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
         for t in session.tensors:
             shapes[t.describe.index] = f"{list(t.shape)} {t.dtype.name} {t.dimension_format.name}"
@@ -59,7 +71,17 @@ def dump(data: bytes, out: Any = sys.stdout) -> None:
         summary = _param_summary(op.param)
         if summary:
             print(f"      {op.param_name}: {summary}", file=out)
+        storage = _storage(op)
+        if storage:
+            print(f"      {storage}", file=out)
     print(f"outputs: {net.output_names}", file=out)
+
+
+def _storage(op: Any) -> str | None:
+    try:
+        return describe(op)
+    except MNNError as e:
+        return f"weight: unreadable ({e})"
 
 
 def _read(path: str) -> bytes:
@@ -256,7 +278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return mem(args)
         if args.command == "batch":
             return batch(args)
-        dump(_read(args.model))
+        weight = args.model + ".weight"
+        dump(_read(args.model), external=weight if os.path.exists(weight) else None)
         return 0
     except MNNError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -20,6 +20,10 @@ from mnnpy.pipeline import Callback
 from mnnpy.schedule import schedule
 from mnnpy.session import Session
 from mnnpy.tensor import Tensor
+from mnnpy.weights import ExternalData, attach_external
+
+# A weight file as users give it: a path, its bytes, or an opened ExternalData.
+ExternalSource = str | os.PathLike[str] | bytes | bytearray | memoryview | ExternalData
 
 __all__ = [
     "BackendConfig",
@@ -160,14 +164,20 @@ class Interpreter:
         path: a ``.mnn`` file.
         runtime_options: how plugin backends are discovered (default: entry points and
             ``MNNPY_BACKEND_PATH``, once per process).
+        external: the weight file of a model converted with ``--saveExternalData`` (a path or
+            its bytes); by default ``<path>.weight`` beside the model, as MNN looks for it.
 
     Raises:
-        FileNotExistError: when the file cannot be read.
-        InvalidModelError: when its bytes are not a valid model.
+        FileNotExistError: when the file, or the weight file it needs, cannot be read.
+        InvalidModelError: when its bytes are not a valid model, or its external tables do
+            not fit in the weight file.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], runtime_options: RuntimeOptions | None = None
+        self,
+        path: str | os.PathLike[str],
+        runtime_options: RuntimeOptions | None = None,
+        external: ExternalSource | None = None,
     ) -> None:
         load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
         try:
@@ -175,22 +185,50 @@ class Interpreter:
                 data = f.read()
         except OSError as e:
             raise FileNotExistError(f"cannot read model file {os.fspath(path)!r}: {e}") from e
-        self._init(load_net(data), os.fspath(path))
+        net = load_net(data)
+        self._init(net, os.fspath(path))
+        try:
+            attach_external(net, external, os.fspath(path) + ".weight")
+        except FileNotExistError as e:
+            if external is not None:
+                raise
+            # As MNN, a missing <model>.weight fails when a session is created, so that
+            # set_external_file can name another file first.
+            self._external_error = e
 
     @classmethod
     def from_buffer(
-        cls, data: bytes | bytearray | memoryview, runtime_options: RuntimeOptions | None = None
+        cls,
+        data: bytes | bytearray | memoryview,
+        runtime_options: RuntimeOptions | None = None,
+        external: ExternalSource | None = None,
     ) -> Interpreter:
-        """An interpreter for model bytes held in memory."""
+        """An interpreter for model bytes held in memory; ``external`` is the weight file
+        (a path or its bytes) of a model converted with ``--saveExternalData``."""
         load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
         self = cls.__new__(cls)
-        self._init(load_net(data), "<buffer>")
+        net = load_net(data)
+        attach_external(net, external)
+        self._init(net, "<buffer>")
         return self
 
     def _init(self, net: Net, source: str) -> None:
         self.net = net
         self.source = source
         self.sessions: list[Session] = []
+        self._external_error: FileNotExistError | None = None
+
+    def set_external_file(self, external: ExternalSource) -> None:
+        """Read the weights the model keeps outside (``--saveExternalData``) from ``external``
+        (a path or the file's bytes), for sessions created after this call (MNN's
+        ``setExternalFile``).
+
+        Raises:
+            FileNotExistError: when the path cannot be opened.
+            InvalidModelError: when an op's tables do not fit in it.
+        """
+        attach_external(self.net, external)
+        self._external_error = None
 
     # -- sessions -----------------------------------------------------------------------------
     def create_session(self, config: ScheduleConfig | None = None) -> Session:
@@ -198,7 +236,13 @@ class Interpreter:
         return self.create_multi_path_session([config or ScheduleConfig()])
 
     def create_multi_path_session(self, configs: Sequence[ScheduleConfig]) -> Session:
-        """Like :meth:`create_session`, with one config per pipeline."""
+        """Like :meth:`create_session`, with one config per pipeline.
+
+        Raises:
+            FileNotExistError: when the model keeps weights in a file that was not found.
+        """
+        if self._external_error is not None:
+            raise self._external_error
         session = Session(self.net, schedule(self.net, configs))
         session.resize()
         self.sessions.append(session)

@@ -58,6 +58,8 @@ class OpDef:
         param: the op's parameter table as a generated ``*T`` object, or None.
         param_type: the ``OpParameter`` union tag of ``param``.
         default_format: the op's ``defaultDimentionFormat``.
+        external_data: the model's external weight file (a ``weights.ExternalData``) when
+            the op keeps tables there, else None.
     """
 
     index: int
@@ -68,6 +70,7 @@ class OpDef:
     param: Any
     param_type: int
     default_format: DimensionFormat
+    external_data: Any = None
 
     @property
     def type_name(self) -> str:
@@ -92,6 +95,19 @@ class Net:
     size: int
     # The converter version from ``extraInfo.version``; "" when absent (MNN: "<2.0.0").
     version: str = ""
+    # The external weight file (``weights.ExternalData``) the ops read, when one was given.
+    external_data: Any = None
+
+    @property
+    def external_ops(self) -> list[OpDef]:
+        """Ops that keep a table in the external weight file (``external`` with 2+ values)."""
+        return [op for op in self.ops if _external_len(op.param) > 1]
+
+    def attach_external(self, external: Any) -> None:
+        """Give the net and every op with external tables the weight file they read."""
+        self.external_data = external
+        for op in self.external_ops:
+            op.external_data = external
 
     @property
     def tensor_count(self) -> int:
@@ -99,8 +115,13 @@ class Net:
         return len(self.tensor_names)
 
 
-def load_net(buf: bytes | bytearray | memoryview) -> Net:
+def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
     """Parse and check MNN model bytes.
+
+    Args:
+        buf: the model bytes.
+        external: the external weight file (a ``weights.ExternalData``), attached to the net
+            and to every op that keeps a table there; None when there is none.
 
     Raises:
         InvalidModelError: when the bytes are empty, truncated, corrupted, or inconsistent.
@@ -113,7 +134,15 @@ def load_net(buf: bytes | bytearray | memoryview) -> Net:
         raw = NetT.InitFromObj(fb)
     except _READ_ERRORS as e:
         raise InvalidModelError(f"model bytes are corrupted or truncated ({e})") from e
-    return _build(raw, len(data))
+    net = _build(raw, len(data))
+    if external is not None:
+        net.attach_external(external)
+    return net
+
+
+def _external_len(param: Any) -> int:
+    ext = getattr(param, "external", None)
+    return 0 if ext is None else len(ext)
 
 
 def _build(raw: NetT, size: int) -> Net:

@@ -7,7 +7,6 @@ each pipeline runs, and it checks that the graph is well formed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -18,6 +17,7 @@ from mnnpy.errors import InvalidModelError, MNNError, NotSupportError
 from mnnpy.net import Net, OpDef, OpType
 from mnnpy.tensor import TensorUsage
 from mnnpy.tensor_format import DataType, DimensionFormat, runtime_dtype
+from mnnpy.weights import blob_values
 
 if TYPE_CHECKING:
     from mnnpy.interpreter import ScheduleConfig
@@ -149,14 +149,6 @@ def _input_info(op: OpDef) -> InputInfo:
     return InputInfo(index, shape, dtype, fmt)
 
 
-_BLOB_FIELDS = {
-    np.dtype(np.float32): "float32s",
-    np.dtype(np.int32): "int32s",
-    np.dtype(np.uint8): "uint8s",
-    np.dtype(np.int8): "int8s",
-}
-
-
 def _const_info(op: OpDef) -> ConstInfo:
     index = _single_output(op)
     blob = op.param
@@ -166,22 +158,12 @@ def _const_info(op: OpDef) -> ConstInfo:
     if len(dims) > _MAX_RANK or any(d < 0 for d in dims):
         raise InvalidModelError(f"constant {op.name!r} has invalid dims {dims!r}")
     try:
-        dtype = runtime_dtype(blob.dataType)
+        runtime_dtype(blob.dataType)
         fmt = DimensionFormat(blob.dataFormat)
     except (MNNError, ValueError) as e:
         raise InvalidModelError(f"constant {op.name!r}: {e}") from e
-    if blob.external is not None and len(blob.external):
-        raise NotSupportError(f"constant {op.name!r} keeps its data in an external file")
-    values = getattr(blob, _BLOB_FIELDS[dtype])
-    if values is None and blob.dataType == DataType.DT_INT64:
-        values = blob.int64s
-    count = math.prod(dims)
-    values = np.asarray(values if values is not None else [], dtype=dtype)
-    if values.size != count:
-        raise InvalidModelError(
-            f"constant {op.name!r} has {values.size} values for dims {dims!r} ({count} expected)"
-        )
-    return ConstInfo(index, values.reshape(dims), fmt)
+    values = blob_values(op)  # fp16 / bfloat16 / external data decoded in mnnpy.weights
+    return ConstInfo(index, values, fmt)
 
 
 def _outputs(net: Net, tensors: list[TensorInfo], ops: list[OpDef]) -> dict[str, int]:

@@ -19,7 +19,7 @@ from typing import Any
 from mnnpy.compat.config import SessionOptions, parse_config
 from mnnpy.compat.session import CallbackError, Session, adapt_callback
 from mnnpy.compat.tensor import InvalidArgumentError, Tensor, shape_argument
-from mnnpy.errors import ErrorCode, InvalidValueError, MNNError, NotSupportError
+from mnnpy.errors import ErrorCode, InvalidValueError, MNNError
 from mnnpy.interpreter import Interpreter as CoreInterpreter
 from mnnpy.interpreter import SessionInfoCode
 from mnnpy.net import OpType
@@ -240,8 +240,11 @@ class Interpreter:
         return int(ErrorCode.NO_ERROR)
 
     def setExternalFile(self, path: str) -> None:
-        """Not supported: mnnpy reads weights from the model file only."""
-        raise NotSupportError(f"external weight files ({path!r}) are not supported")
+        """Read the weights kept outside the model (``--saveExternalData``) from ``path``,
+        for sessions created afterwards (by default ``<model>.weight`` beside the model)."""
+        if not isinstance(path, str | os.PathLike):
+            raise InvalidArgumentError(f"setExternalFile takes a path, got {path!r}")
+        self._interpreter.set_external_file(os.fspath(path))
 
     def updateSessionToModel(self, session: Session, name: str | None = None) -> None:
         """Write the model to ``name``: inference never changes weights, so it is a copy."""

@@ -18,6 +18,7 @@ from mnnpy.net import OpDef, OpType
 from mnnpy.ops import register_macs, register_reference, register_shape
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
+from mnnpy.weights import conv_bias, conv_table
 
 _FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -144,30 +145,33 @@ def checked_weights(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The op's float32 weight reshaped to ``dims`` and its bias (zeros when absent).
 
-    Shared by Convolution and Deconvolution; ``names`` spells out ``dims`` for messages.
+    Shared by Convolution and Deconvolution; ``names`` spells out ``dims`` for messages. The
+    weight may be float32, fp16, IDST-quantized, sparse or external: :mod:`mnnpy.weights`
+    decodes it once, here.
 
     Raises:
-        NotSupportError: for quantized, sparse or external weights.
-        InvalidModelError: when the weight or bias length does not match the parameters.
+        NotSupportError: for int8 (``symmetricQuan``) convolution tables.
+        InvalidModelError: when the weight or bias length does not match the parameters, or a
+            table is corrupted.
+        FileNotExistError: when an external weight file is needed and missing.
     """
     p = op.param
-    for field in ("quanParameter", "sparseParameter", "symmetricQuan"):
-        if getattr(p, field, None) is not None:
-            raise NotSupportError(f"{op.type_name} with {field} is not supported")
-    if getattr(p, "external", None) is not None and len(p.external):
-        raise NotSupportError(f"{op.type_name} with external weights is not supported")
-    weight = np.asarray(p.weight if p.weight is not None else [], dtype=np.float32)
-    if weight.size != int(np.prod(dims)):
+    if getattr(p, "symmetricQuan", None) is not None:
+        raise NotSupportError(f"{op.type_name} with symmetricQuan is not supported")
+    try:
+        table = conv_table(op, dims)
+    except InvalidModelError as e:
+        if "expected" not in e.message:
+            raise
         raise InvalidModelError(
-            f"weight has {weight.size} floats, expected {int(np.prod(dims))} = {names} "
-            f"{dims[0]} x {dims[1]} x kernel {dims[2]}x{dims[3]}"
-        )
-    bias = np.asarray(p.bias if p.bias is not None else [], dtype=np.float32)
+            f"{e.message} = {names} {dims[0]} x {dims[1]} x kernel {dims[2]}x{dims[3]}"
+        ) from None
+    bias = conv_bias(op)
     if bias.size == 0:
         bias = np.zeros(out_channels, np.float32)
     elif bias.size != out_channels:
         raise InvalidModelError(f"bias has {bias.size} floats, outputCount is {out_channels}")
-    return weight.reshape(dims), bias
+    return table.floats().reshape(dims), bias
 
 
 def conv_weights(op: OpDef, geo: ConvGeometry) -> tuple[np.ndarray, np.ndarray]:

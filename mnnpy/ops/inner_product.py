@@ -6,27 +6,39 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.errors import ComputeSizeError, InvalidModelError
+from mnnpy.errors import ComputeSizeError, InvalidModelError, NotSupportError
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import register_macs, register_reference, register_shape
 from mnnpy.tensor import Tensor
+from mnnpy.weights import inner_product_table
 
 
 def weights(op: OpDef, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The weight as ``[outputCount, k]`` and the bias (zeros when absent), checked for size.
 
+    A ``quanParameter`` weight (fp16 or IDST-quantized, one run per output) is decoded by
+    :mod:`mnnpy.weights`.
+
     Raises:
         InvalidModelError: when the stored arrays do not have ``outputCount * k`` / ``outputCount``
-            values.
+            values, or a quantized table is corrupted.
+        NotSupportError: for a quantized weight stored transposed.
     """
     p = op.param
     n = int(p.outputCount)
-    w = np.asarray(p.weight if p.weight is not None else (), np.float32)
-    if n <= 0 or w.size != n * k:
-        raise InvalidModelError(
-            f"InnerProduct weight has {w.size} values, expected outputCount {n} x {k} inputs"
-        )
-    w = w.reshape(k, n).T if p.transpose else w.reshape(n, k)
+    if p.quanParameter is not None:
+        if p.transpose:
+            raise NotSupportError("InnerProduct with a transposed quantized weight")
+        if n <= 0 or k <= 0:
+            raise InvalidModelError(f"InnerProduct outputCount {n} x {k} inputs is empty")
+        w = inner_product_table(op, k).floats()
+    else:
+        w = np.asarray(p.weight if p.weight is not None else (), np.float32)
+        if n <= 0 or w.size != n * k:
+            raise InvalidModelError(
+                f"InnerProduct weight has {w.size} values, expected outputCount {n} x {k} inputs"
+            )
+        w = w.reshape(k, n).T if p.transpose else w.reshape(n, k)
     bias = np.zeros(n, np.float32)
     if p.biasTerm and p.bias is not None:
         if len(p.bias) != n:

@@ -6,8 +6,8 @@ MNN normalizes every element on its own (``n`` is 1). With ``group > 1`` the axi
 each batch splits into ``group`` runs of ``prod(shape[1:]) / group`` elements. ``gamma`` and
 ``beta`` (``n`` values) apply only when both are present. ``useRMSNorm`` divides by the root mean
 square instead of subtracting the mean and dividing by the standard deviation. The fused
-residual form (two inputs and outputs) and weights stored outside the model (``external``) are
-NOT_SUPPORT.
+residual form (two inputs and outputs) is NOT_SUPPORT; gamma / beta may be in the external
+weight file (``external``: offset, gamma bytes, beta bytes).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from mnnpy.errors import ComputeSizeError, NotSupportError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import register_reference, register_shape
 from mnnpy.tensor import Tensor
+from mnnpy.weights import norm_affine
 
 
 def _param(op: OpDef):  # type: ignore[no-untyped-def]
@@ -31,15 +32,14 @@ def _param(op: OpDef):  # type: ignore[no-untyped-def]
 
 def affine(op: OpDef) -> tuple[np.ndarray, np.ndarray] | None:
     """``(gamma, beta)`` as float32 arrays, or None when they do not apply."""
-    p = _param(op)
-    gamma, beta = p.gamma, p.beta
-    if gamma is None or beta is None or len(gamma) == 0 or len(beta) == 0:
-        if p.external is not None and len(p.external) > 1 and p.external[1] > 0:
-            raise NotSupportError("LayerNorm with gamma / beta stored outside the model")
+    _param(op)
+    pair = norm_affine(op)  # inline or in the external weight file
+    if pair is None:
         return None
+    gamma, beta = pair
     if len(gamma) != len(beta):
         raise ComputeSizeError(f"LayerNorm gamma has {len(gamma)} values, beta {len(beta)}")
-    return np.asarray(gamma, np.float32), np.asarray(beta, np.float32)
+    return gamma, beta
 
 
 def plan(op: OpDef, shape: Sequence[int]) -> tuple[int, int, int]:

@@ -16,6 +16,7 @@ import numpy as np
 from mnnpy.errors import ComputeSizeError, InvalidModelError, NotSupportError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import register_reference
+from mnnpy.weights import scale_data
 
 
 def _floats(values: object) -> np.ndarray:
@@ -32,15 +33,13 @@ def scale_params(op: OpDef, channels: int) -> tuple[np.ndarray, np.ndarray]:
 
     Raises:
         InvalidModelError: no parameter, or biasData not as long as scaleData.
-        NotSupportError: external data.
+        FileNotExistError: the data is in an external weight file that was not found.
         ComputeSizeError: fewer values than channels.
     """
     p = op.param
     if p is None or op.param_type != OpParameter.Scale:
         raise InvalidModelError("Scale has no Scale parameter")
-    if p.external is not None and len(p.external):
-        raise NotSupportError("Scale with external data is not supported")
-    scale, bias = _floats(p.scaleData), _floats(p.biasData)
+    scale, bias = scale_data(op)  # inline or in the external weight file
     if bias.size and bias.size != scale.size:
         raise InvalidModelError(f"Scale has {scale.size} scales but {bias.size} biases")
     _check_channels(op, scale.size, channels)

@@ -240,8 +240,9 @@ def test_session_errors(conv: tuple[Any, Any, Any]) -> None:
         interpreter.setSessionMode(99)
     with pytest.raises(InvalidArgumentError):
         interpreter.setSessionHint(0, "x")
-    with pytest.raises(NotSupportError):
-        interpreter.setExternalFile("weights.bin")
+    with pytest.raises(MNNError) as missing:
+        interpreter.setExternalFile("no/such/weights.bin")
+    assert missing.value.code == ErrorCode.FILE_NOT_EXIST
     with pytest.raises(InvalidArgumentError):
         interpreter.createSession({"numThread": 1}, runtime="not a runtime")
 

@@ -12,6 +12,7 @@ from mnnpy._schema.MNN.Convolution2D import Convolution2DT
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.PadMode import PadMode
+from mnnpy._schema.MNN.QuantizedFloatParam import QuantizedFloatParamT
 from mnnpy.backend.cpu.executions import convolution as C
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.errors import ErrorCode, MNNError
@@ -359,18 +360,26 @@ def test_group_mismatch_is_compute_size_error() -> None:
     assert error_code(param, data((1, 4, 5, 5))).code == ErrorCode.COMPUTE_SIZE_ERROR
 
 
-@pytest.mark.parametrize("case", ["nchw_input", "quantized"])
+@pytest.mark.parametrize("case", ["nchw_input", "int8"])
 def test_not_supported(case: str) -> None:
     """Refusals name the op type, the op and the refused parameter."""
     x = data((1, 4, 5, 5))
     param = conv(4, 6)
-    if case == "quantized":
-        param.quanParameter = IDSTQuanT()
+    if case == "int8":
+        param.symmetricQuan = QuantizedFloatParamT()
     fmt = DimensionFormat.NCHW if case == "nchw_input" else DimensionFormat.NC4HW4
     err = error_code(param, x, fmt=fmt)
     assert err.code == ErrorCode.NOT_SUPPORT
     assert "Convolution" in str(err) and "'op'" in str(err)
-    assert ("packed=False" if case == "nchw_input" else "quanParameter=set") in str(err)
+    assert ("packed=False" if case == "nchw_input" else "symmetricQuan=set") in str(err)
+
+
+def test_empty_quantized_table_is_invalid() -> None:
+    """A quanParameter with no format (type 0, no buffer) is a corrupted table, not a refusal."""
+    param = conv(4, 6)
+    param.quanParameter = IDSTQuanT()
+    err = error_code(param, data((1, 4, 5, 5)))
+    assert err.code == ErrorCode.INVALID_VALUE and "'op'" in str(err)
 
 
 def test_shape_for_unsupported_group_and_nhwc() -> None:

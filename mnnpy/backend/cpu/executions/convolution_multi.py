@@ -40,14 +40,15 @@ def index_map(pack: Pack, dims: tuple[int, ...]) -> np.ndarray:
 def refused_tables(p: Any, x: Tensor, weight_inputs: Sequence[Tensor]) -> str:
     """Why a (de)convolution creator cannot run these parameters and tensors ('' when it can).
 
-    Shared by Convolution and Deconvolution: quantized or external weight tables, an input that
-    is not float32 NC4HW4 of rank 4, and weight / bias inputs that are not plain float32.
+    Shared by Convolution and Deconvolution: int8 convolution tables (``symmetricQuan``), an
+    input that is not float32 NC4HW4 of rank 4, and weight / bias inputs that are not plain
+    float32. fp16, IDST-quantized, sparse and external weights are decoded by
+    :mod:`mnnpy.weights` (once, when the execution is created).
     """
-    for field in ("quanParameter", "sparseParameter", "symmetricQuan"):
-        if getattr(p, field) is not None:
-            return f"{field}=set (quantized weights)"
-    if p.external is not None and len(p.external):
-        return "external=set (weights in an external file)"
+    if p.symmetricQuan is not None:
+        return "symmetricQuan=set (int8 convolution)"
+    if weight_inputs and (p.quanParameter is not None or len(p.external or ()) > 1):
+        return "weights both as inputs and as a stored table"
     if x.dtype != np.float32 or not x.is_packed or x.ndim != 4:
         return f"input dtype={x.dtype} ndim={x.ndim} packed={x.is_packed} (needs float32 NC4HW4)"
     for t in weight_inputs:

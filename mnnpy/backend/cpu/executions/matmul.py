@@ -145,8 +145,6 @@ def create_inner_product(
 ) -> Execution | Unsupported:
     if not _plain_float([*inputs, *outputs]):
         return Unsupported("needs float32 tensors in a plain (not NC4HW4) layout")
-    if op.param.quanParameter is not None:
-        return Unsupported("quanParameter (quantized weights)")
     w, b = weights(op, inputs[0].shape[1])
     assert isinstance(backend, CPUBackend)
     return CPUInnerProduct(backend, w, b)
