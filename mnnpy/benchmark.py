@@ -28,6 +28,8 @@ import numpy as np
 
 ENGINES = ("mnnpy", "mnn", "ort")
 SETTLE_S = 0.1  # longer than any engine's spin after a run (see the module docstring)
+# memory mode name -> (mnnpy's BackendConfig.memory, MNN's BackendConfig::MemoryMode value)
+MEMORY_MODES = {"normal": ("Memory_Normal", 0), "low": ("Memory_Low", 2)}
 _TAG = "@@"  # protocol lines from workers start with this; other output is ignored
 # what each engine imports, loaded before creation is timed (mnnpy's CPU executions included)
 _MODULES = {
@@ -49,8 +51,9 @@ def _load_inputs(model: Path) -> dict[str, np.ndarray]:
 class _Runner:
     """One engine with one model loaded; ``run()`` does one inference on the stored inputs."""
 
-    def __init__(self, engine: str, model: Path, threads: int) -> None:
+    def __init__(self, engine: str, model: Path, threads: int, memory: str = "normal") -> None:
         self.inputs = _load_inputs(model)
+        self.memory = memory  # "normal" or "low" (mnnpy's LIMIT, MNN's Memory_Low)
         self.interp: Any = None  # mnnpy's or MNN's interpreter
         self.session: Any = None
         for module in _MODULES[engine]:  # imported before timing: creation is what we measure
@@ -63,7 +66,9 @@ class _Runner:
         import mnnpy
 
         self.interp = mnnpy.Interpreter(model)
-        self.session = self.interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
+        backend = mnnpy.BackendConfig(memory=mnnpy.MemoryMode.parse(MEMORY_MODES[self.memory][0]))
+        config = mnnpy.ScheduleConfig(num_thread=threads, backend_config=backend)
+        self.session = self.interp.create_session(config)
         tensors = self.interp.get_session_input_all(self.session)
         for name, t in tensors.items():
             value = self.inputs.get(name)
@@ -85,7 +90,8 @@ class _Runner:
         import MNN  # the runtime only; never MNN.tools, whose logger installs and uploads
 
         self.interp = MNN.Interpreter(str(model))
-        self.session = self.interp.createSession({"numThread": threads})
+        memory = MEMORY_MODES[self.memory][1]
+        self.session = self.interp.createSession({"numThread": threads, "memory": memory})
         self.hosts = {}
         for name, t in self.interp.getSessionInputAll(self.session).items():
             value = self.inputs.get(name)
@@ -154,9 +160,20 @@ class _Runner:
         return dict(zip(names, self.sess.run(None, self.feeds), strict=True))
 
 
-def _worker(engine: str, model: str, threads: int, warmup: int) -> None:
+def _memory(runner: _Runner, engine: str) -> dict[str, Any]:
+    """The session's memory in MB as each engine reports it (mnnpy: ``session.info()`` with the
+    STATIC part, the weights; MNN: ``getSessionInfo`` MEMORY)."""
+    if engine == "mnnpy":
+        info = runner.session.info()
+        return {"mb": info.memory_mb, "static_mb": info.memory.static / (1 << 20)}
+    if engine == "mnn":
+        return {"mb": float(runner.interp.getSessionInfo(runner.session, 0))}  # 0: MEMORY
+    return {}
+
+
+def _worker(engine: str, model: str, threads: int, warmup: int, memory: str = "normal") -> None:
     try:
-        runner = _Runner(engine, Path(model), threads)
+        runner = _Runner(engine, Path(model), threads, memory)
         for _ in range(warmup):
             runner.run()
     except Exception as e:  # noqa: BLE001 - reported to the parent, which goes on without us
@@ -178,6 +195,8 @@ def _worker(engine: str, model: str, threads: int, warmup: int) -> None:
             print(f"{_TAG}{json.dumps({'saved': True})}", flush=True)
         elif cmd["op"] == "runtime":
             print(f"{_TAG}{json.dumps(_runtime(runner, engine, cmd['n']))}", flush=True)
+        elif cmd["op"] == "memory":
+            print(f"{_TAG}{json.dumps(_memory(runner, engine))}", flush=True)
         elif cmd["op"] == "profile":
             print(f"{_TAG}{json.dumps({'profile': profile(runner, cmd['n'])})}", flush=True)
         else:
@@ -243,7 +262,9 @@ def profile(runner: _Runner, n: int) -> list[dict[str, Any]]:
 
 # -- parent -------------------------------------------------------------------------------------
 class _Worker:
-    def __init__(self, engine: str, model: Path, threads: int, warmup: int) -> None:
+    def __init__(
+        self, engine: str, model: Path, threads: int, warmup: int, memory: str = "normal"
+    ) -> None:
         self.engine = engine
         cmd = [
             sys.executable,
@@ -254,6 +275,7 @@ class _Worker:
             str(model),
             str(threads),
             str(warmup),
+            memory,
         ]
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -489,7 +511,19 @@ def main(argv: list[str] | None = None) -> int:
         help="also time session creation and resize per model, and the per-op cost of a run "
         "on a chain of 200 tiny element-wise ops",
     )
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="make each float32 model's fp16 / wq8 / wq4 / int8 files with MNN's converter "
+        "(cached beside it; default models mobilenet_v2, resnet18) and compare mnnpy with MNN "
+        "on each: ms, max diff, memory MB in NORMAL and LIMIT (see mnnpy/bench_variants.py)",
+    )
+    parser.add_argument(
+        "--kinds", default="fp32,fp16,wq8,wq4,int8", help="variants for --variants (comma list)"
+    )
     args = parser.parse_args(argv)
+    if args.variants:
+        return _variants_main(args)
     models = args.models or default_models()
     threads = [int(t) for t in args.threads.split(",")]
     engines = [e for e in args.engines.split(",") if e]
@@ -524,8 +558,25 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _variants_main(args: argparse.Namespace) -> int:
+    from mnnpy import bench_variants
+
+    rows = bench_variants.run(
+        args.models,
+        [k for k in args.kinds.split(",") if k],
+        [int(t) for t in args.threads.split(",")],
+        args.runs,
+        args.warmup,
+        [e for e in args.engines.split(",") if e],
+    )
+    bench_variants.print_table(rows)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        _worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+        _worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), *sys.argv[6:7])
     else:
         sys.exit(main())

@@ -241,7 +241,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_run.add_argument("--json", action="store_true", help="also print timing as JSON")
     p_dump = sub.add_parser("dump", help="print ops, tensors, shapes and params of a model")
     p_dump.add_argument("model")
-    sub.add_parser("bench", help="time mnnpy vs the MNN wheel and ONNX Runtime (see --help)")
+    sub.add_parser(
+        "bench",
+        help="time mnnpy vs the MNN wheel and ONNX Runtime (see --help); --variants: a model's "
+        "fp16 / wq8 / wq4 / int8 files, mnnpy vs MNN, ms and memory",
+    )
     p_mem = sub.add_parser("mem", help="print a model's memory plan (and an SVG timeline)")
     p_mem.add_argument("model")
     p_mem.add_argument(

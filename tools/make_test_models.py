@@ -5,7 +5,10 @@ Usage (from the repository root; needs the ``convert`` extra, i.e. the PyPI
 packages ``mnn`` (3.6.1 was used), ``onnx``, ``onnxruntime`` and numpy)::
 
     pip install -e .[convert]
-    python tools/make_test_models.py [--out tests/data] [--no-default] [--no-readme]
+    python tools/make_test_models.py [--out tests/data] [--no-default] [--no-readme] [--variants]
+
+``--variants`` also runs ``tools/make_variant_models.py`` (fp16 / weight-quantized / external /
+static / int8 files of three small models in ``tests/data/variants``; see that script).
 
 What it does, for every model in MODELS:
 
@@ -353,6 +356,14 @@ arrays (NCHW for NCHW inputs, NHWC for the NHWC-fed models, i.e. exactly the
 array a user passes / gets).  `conv_relu_pool_fc` is also shipped as
 `mnnpy/models/default.mnn` (+ `default.npz`).
 
+Deployment variants (fp16, `--weightQuantBits` 2-8 symmetric / asymmetric /
+block-wise, `--saveExternalData`, `--saveStaticModel`, int8 from `mnnquant`) of
+three more models (`cnn`, `transformer`, `conv3d`) live in `variants/`, made
+by `tools/make_variant_models.py` (or `python tools/make_test_models.py
+--variants`); `variants/README.md` lists each file's flags, size, storage and
+its MNN-vs-float difference, and the script's docstring records what the 3.6.1
+converter refuses or does oddly.
+
 The op tables below come from the converter's own JSON dump
 (`-f MNN --JsonFile`).  Fields not listed are absent from the file (the
 schema default applies); big float arrays are shown only as their length.
@@ -528,6 +539,11 @@ def main(argv=None) -> int:
         help="don't copy conv_relu_pool_fc to mnnpy/models/default.{mnn,npz}",
     )
     ap.add_argument("--no-readme", action="store_true", help="don't rewrite <out>/README.md")
+    ap.add_argument(
+        "--variants",
+        action="store_true",
+        help="also build tests/data/variants with tools/make_variant_models.py",
+    )
     args = ap.parse_args(argv)
 
     mc = _convert_helpers()
@@ -593,6 +609,11 @@ def main(argv=None) -> int:
     if not args.no_readme:
         write_readme(args.out, dumps, results)
         print("wrote", os.path.join(args.out, "README.md"))
+    if args.variants:
+        _convert_helpers()  # puts tools/ on sys.path
+        import make_variant_models
+
+        make_variant_models.main(["--out", os.path.join(args.out, "variants")])
     return 0
 
 
