@@ -15,7 +15,10 @@ import pytest
 import mnnpy
 from mnnpy._schema.MNN.Convolution2D import Convolution2DT
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
+from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
+from mnnpy._schema.MNN.InnerProduct import InnerProductT
 from mnnpy.backend.cpu.executions import convolution as C
+from mnnpy.backend.cpu.executions import matmul as M
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import reference_of
 from mnnpy.tensor_format import DimensionFormat
@@ -131,3 +134,57 @@ def test_static_bytes_are_the_compressed_size(monkeypatch, bits, ratio):
     assert static < ratio * weight_bytes + 4 * 64 + 1024
     # the float panels live in the DYNAMIC arena, only while the op runs
     assert limit.info().memory.scratch >= weight_bytes
+
+
+def inner_product(x, param, memory, threads=1):
+    model = make_single_op_net(
+        OpType.InnerProduct, [x], param, OpParameter.InnerProduct, fmt=DimensionFormat.NCHW
+    )
+    interp = mnnpy.Interpreter.from_buffer(model)
+    cfg = mnnpy.BackendConfig(memory=memory)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads, backend_config=cfg))
+    interp.get_session_input(session, "in0").copy_from(x)
+    interp.run_session(session)
+    ex = [u.execution for u in session.pipelines[0].units if u.op.name == "op"][0]
+    return interp.get_session_output(session, "out0").numpy(), session, ex
+
+
+@pytest.mark.parametrize(("bits", "asym", "block"), FORMATS)
+def test_inner_product_limit(monkeypatch, bits, asym, block):
+    n, k = 21, 40
+    rng = np.random.default_rng(bits)
+    table = quantize(rng.standard_normal((n, k)).astype(np.float32), bits, asym, 8 * bool(block))
+    p = InnerProductT()
+    p.outputCount, p.biasTerm = n, 1
+    p.bias = rng.standard_normal(n).astype(np.float32)
+    p.weight = table.floats().ravel()
+    x = rng.standard_normal((3, k)).astype(np.float32)
+    want, _, _ = inner_product(x, p, "LIMIT")
+    monkeypatch.setattr(
+        M, "_limit_inner_product", lambda b, op, k: (table, p.bias) if b.low_memory else None
+    )
+    got, session, ex = inner_product(x, p, "LIMIT")
+    assert ex.compressed is not None
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(inner_product(x, p, "LIMIT", threads=2)[0], got)
+    assert_close(got, x @ table.floats().T + p.bias)
+
+
+def test_inner_product_fp16_file_table_limit():
+    """A real fp16 ``quanParameter`` (IDST type 3) through the decoder, kept as fp16."""
+    n, k = 6, 10
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    p = InnerProductT()
+    p.outputCount, p.biasTerm = n, 1
+    p.bias = rng.standard_normal(n).astype(np.float32)
+    q = IDSTQuanT()
+    q.type, q.buffer = 3, np.frombuffer(w.astype("<f2").tobytes(), np.int8)
+    p.quanParameter = q
+    x = rng.standard_normal((3, k)).astype(np.float32)
+    got, limit, ex = inner_product(x, p, "LIMIT")
+    assert ex.compressed is not None and ex.compressed.bits == 16
+    _, normal, _ = inner_product(x, p, "NORMAL")
+    np.testing.assert_allclose(got, x @ w.astype(np.float16).astype(np.float32).T + p.bias,
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    assert limit.info().memory.static < normal.info().memory.static
