@@ -18,6 +18,7 @@ from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.InnerProduct import InnerProductT
 from mnnpy.backend.cpu.executions import convolution as C
+from mnnpy.backend.cpu.executions import convolution_gemm_limit as GL
 from mnnpy.backend.cpu.executions import matmul as M
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import reference_of
@@ -188,3 +189,28 @@ def test_inner_product_fp16_file_table_limit():
     np.testing.assert_allclose(got, x @ w.astype(np.float16).astype(np.float32).T + p.bias,
                                rtol=1e-5, atol=1e-5)  # fmt: skip
     assert limit.info().memory.static < normal.info().memory.static
+
+
+@pytest.mark.parametrize("case", ["dense3x3", "dense1x1", "stride2", "matmul1x1_batch"])
+@pytest.mark.parametrize(("bits", "asym", "block"), [(4, True, "block"), (8, False, 0), (16, 0, 0)])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_chunks_of_panels(monkeypatch, case, bits, asym, block, batch):
+    """One 16-channel panel per chunk (dequantize, convolve, next): same as the float path."""
+    monkeypatch.setattr(GL, "_CHUNK_FLOATS", 1)
+    c, oc, k, group, op_type, common, _, hw = CASES[case]
+    oc = 37  # three chunks, the last one partial
+    rng = np.random.default_rng(bits + batch)
+    w = rng.standard_normal((oc, c, k, k)).astype(np.float32)
+    table = quantize(w, bits, asym, k * k if block else 0)
+    param = conv_param(c, oc, k, group, table, **common)
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    want, _ = run(x, param, op_type, "LIMIT")
+    with_table(monkeypatch, table, np.asarray(param.bias))
+    got, session = run(x, param, op_type, "LIMIT")
+    ex = [u.execution for u in session.pipelines[0].units if u.op.name == "op"][0]
+    assert isinstance(ex, GL.CPUConvolutionGemmLimit)
+    assert ex._chunk == (1 if batch == 1 else 3)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(run(x, param, op_type, "LIMIT", threads=3)[0], got)
+    # the arena holds one panel of floats (batch 1), not the layer
+    assert ex._weight_scratch.size == 4 * 16 * ex.compressed.k * ex._chunk

@@ -23,6 +23,7 @@ from mnnpy.backend.cpu.executions.convolution_gemm import (
     chain,
     pad_to,
 )
+from mnnpy.backend.cpu.executions.convolution_gemm_limit import CPUConvolutionGemmLimit
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
 from mnnpy.backend.cpu.executions.convolution_limit import limit_table
 from mnnpy.backend.cpu.executions.convolution_multi import (
@@ -184,11 +185,13 @@ def _build(
         assert isinstance(weight, np.ndarray)
         return CPUConvolutionWinograd(backend, op, weight, bias, unit), _none, _none
     gemm = CPUConvolutionGemm
+    if isinstance(weight, WeightTable):  # LIMIT mode, compressed: never repacked at run time
+        return CPUConvolutionGemmLimit(backend, op, weight, bias), _none, _none
     return gemm(backend, op, weight, bias), gemm.pack_weight, lambda b: pad_to(b, 16, b.dtype)
 
 
 def _none(values: np.ndarray) -> np.ndarray:
-    raise AssertionError("Winograd weights are never repacked at run time")
+    raise AssertionError("Winograd and compressed weights are never repacked at run time")
 
 
 @CPUBackend.register_creator(OpType.Convolution, OpType.ConvolutionDepthwise)

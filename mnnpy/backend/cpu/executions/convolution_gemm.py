@@ -108,14 +108,16 @@ class CPUConvolutionBase(Execution):
         self._shape = (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw)
         self._window = geo.window
 
-    def _scratch(self, elements: int) -> Tensor | None:
+    def _scratch(self, elements: int, weight_floats: int | None = None) -> Tensor | None:
         """DYNAMIC scratch of ``elements`` floats (None for 0) and, with compressed weights,
-        their float panels: all acquired before any is released, so they do not overlap, and
-        released at once: valid only while this op executes."""
+        room for ``weight_floats`` (default: all) of their float panels: all acquired before
+        any is released, so they do not overlap, and released at once: valid only while this
+        op executes."""
         backend: CPUBackend = self.backend  # type: ignore[assignment]
         held = []
         if self.compressed is not None:
-            self._weight_scratch = backend.acquire_scratch(self.compressed.floats)
+            floats = self.compressed.floats if weight_floats is None else weight_floats
+            self._weight_scratch = backend.acquire_scratch(floats)
             held.append(self._weight_scratch)
         scratch = backend.acquire_scratch(elements) if elements else None
         held += [scratch] if scratch is not None else []

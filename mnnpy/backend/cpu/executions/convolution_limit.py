@@ -111,11 +111,19 @@ class CompressedPanels:
         out[real] = v[lane_row[real] - 1]
         return np.ascontiguousarray(out.transpose(0, 2, 1)).ravel()
 
-    def bind(self, dst: np.ndarray, num_thread: int) -> D.DequantCall:
-        """A call that fills ``dst[:floats]`` with the float panels."""
+    def bind(
+        self, dst: np.ndarray, num_thread: int, p0: int = 0, p1: int | None = None
+    ) -> D.DequantCall:
+        """A call that fills ``dst`` with the float panels ``p0 .. p1`` (default: all),
+        ``(p1 - p0) * k * lanes`` floats."""
+        p1 = self.panels if p1 is None else p1
+        assert 0 <= p0 <= p1 <= self.panels, (p0, p1, self.panels)
+        cb = D.code_bytes(self.bits, self.k * self.lanes)  # per panel; k * lanes is even
+        sb = self.scale.size // self.panels if self.scale.size else 0
         return D.bind_dequant(
-            self.codes, self.bits, self.scale, self.offset, self.kblock, self.panels, self.k,
-            self.lanes, dst, num_thread,
+            self.codes[p0 * cb : p1 * cb], self.bits, self.scale[p0 * sb : p1 * sb],
+            self.offset[p0 * sb : p1 * sb] if self.offset.size else self.offset, self.kblock,
+            p1 - p0, self.k, self.lanes, dst, num_thread,
         )  # fmt: skip
 
 
