@@ -14,7 +14,7 @@ import numpy as np
 
 import mnnpy
 from mnnpy.errors import FileNotExistError, InputDataError, MNNError
-from mnnpy.memory_report import plan_svg, plan_table
+from mnnpy.memory_report import plan_svg, plan_table, weight_bytes
 from mnnpy.models import DEFAULT_INPUTS, DEFAULT_MODEL
 from mnnpy.net import load_net
 from mnnpy.weights import attach_external, describe
@@ -172,7 +172,13 @@ def mem(args: argparse.Namespace) -> int:
     m = info.memory
     ratio = m.dynamic / m.lower_bound if m.lower_bound else 1.0
     print(f"model {args.model}: memory mode {config.memory.name}, {info.memory_mb:.3f} MB held")
-    print(f"  static (weights)     {m.static:>12} B")
+    w = weight_bytes(session)
+    ratio_w = m.static / w.stored if w.stored else 0.0
+    print(f"  static (weights)     {m.static:>12} B  ({m.static / 2**20:.2f} MB)")
+    print(
+        f"  weights in the file  {w.stored:>12} B  ({w.stored / 2**20:.2f} MB in {w.ops} ops; "
+        f"{w.float32 / 2**20:.2f} MB as float32; static / stored x{ratio_w:.3f})"
+    )
     print(
         f"  dynamic arena        {m.dynamic:>12} B  (lower bound {m.lower_bound} B, x{ratio:.3f})"
     )

@@ -1,12 +1,71 @@
-"""Show a memory plan: a per-buffer table and an SVG timeline (offset against op index)."""
+"""Show a memory plan: a per-buffer table and an SVG timeline (offset against op index); count
+the weight bytes a model stores next to the STATIC bytes a session holds for them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from html import escape
+from typing import Any
 
+from mnnpy.errors import MNNError
 from mnnpy.memory import Block, MemoryPlan
+from mnnpy.net import OpType
+from mnnpy.weights import conv_bias, conv_table, inner_product_table
 
-__all__ = ["plan_table", "plan_svg"]
+__all__ = ["WeightBytes", "plan_table", "plan_svg", "weight_bytes"]
+
+_CONV_TYPES = (
+    OpType.Convolution,
+    OpType.ConvolutionDepthwise,
+    OpType.Deconvolution,
+    OpType.DeconvolutionDepthwise,
+)
+
+
+@dataclass(frozen=True)
+class WeightBytes:
+    """Weight tables of the ops that hold their weights as STATIC memory (convolutions,
+    deconvolutions, InnerProduct), with their biases.
+
+    Attributes:
+        stored: bytes the file spends on them (codes and scales as stored, float32 biases).
+        float32: bytes they take as float32 (what NORMAL mode decodes them to, before any
+            transform such as Winograd's).
+        ops: how many ops were counted.
+    """
+
+    stored: int
+    float32: int
+    ops: int
+
+
+def weight_bytes(session: Any) -> WeightBytes:
+    """Count the weight tables of ``session``'s ops (decoding each once).
+
+    Ops whose tables the decoders refuse (e.g. int8 ``symmetricQuan`` convolutions, which keep
+    their own tables) are not counted.
+    """
+    stored = as_float = ops = 0
+    for pipeline in session.pipelines:
+        for unit in pipeline.units:
+            op, p = unit.op, unit.op.param
+            if p is None or len(unit.inputs) > 1 and op.type in _CONV_TYPES:
+                continue  # no table, or weights arriving as input tensors
+            try:
+                if op.type in _CONV_TYPES and getattr(p, "common", None) is not None:
+                    table, bias = conv_table(op), conv_bias(op).nbytes
+                elif op.type == OpType.InnerProduct and unit.inputs[0].ndim == 2:
+                    table = inner_product_table(op, unit.inputs[0].shape[1])
+                    bias = 4 * len(p.bias) if p.biasTerm and p.bias is not None else 0
+                else:
+                    continue
+            except MNNError:
+                continue  # not a table these decoders read (see the docstring)
+            stored += table.stored_bytes + bias
+            as_float += 4 * table.codes.size + bias
+            ops += 1
+    return WeightBytes(stored, as_float, ops)
+
 
 _COLORS = {"tensor": "#4e79a7", "scratch": "#f28e2b"}
 

@@ -1,9 +1,12 @@
 """Memory benchmark: mnnpy's plan in NORMAL and LIMIT mode next to MNN's own figure.
 
-For each model: the DYNAMIC arena and its lower bound in both modes, STATIC bytes, the session
-total (MB, as MNN's getSessionInfo MEMORY), MNN's MEMORY for the same file (when the ``mnn``
-wheel is installed), and the peak RSS growth of a process that loads the model and runs it once
-(each engine measured in its own fresh subprocess).
+For each model: the DYNAMIC arena and its lower bound in both modes, STATIC bytes, the weight
+bytes the file stores (``memory_report.weight_bytes``: codes and scales of the convolution and
+InnerProduct tables as stored, and their biases) and STATIC / stored (LIMIT keeps quantized and
+fp16 weights compressed, so it is about 1 there), the session total (MB, as MNN's
+getSessionInfo MEMORY), MNN's MEMORY for the same file in the same mode (Normal / Memory_Low,
+when the ``mnn`` wheel is installed), and the peak RSS growth of a process that loads the model
+and runs it once (each engine measured in its own fresh subprocess).
 
     python tools/mem_bench.py [model.mnn ...]     # default: tests/data/*.mnn + benchmark models
 """
@@ -32,7 +35,9 @@ if engine == "mnnpy":
         t.copy_from(np.zeros(t.shape, t.dtype))
     interp.run_session(s)
     info = s.info()
-    out = {"memory_mb": info.memory_mb, "arena": info.memory.dynamic,
+    from mnnpy.memory_report import weight_bytes
+    stored = weight_bytes(s).stored
+    out = {"memory_mb": info.memory_mb, "arena": info.memory.dynamic, "stored": stored,
            "lower_bound": info.memory.lower_bound, "static": info.memory.static,
            "separate": info.memory.separate}
 else:
@@ -83,8 +88,9 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     head = (
-        f"{'model':18} {'mode':6} {'arena MB':>9} {'bound MB':>9} {'x':>6} {'static MB':>9} "
-        f"{'total MB':>9} {'RSS MB':>8} | {'MNN MEMORY':>10} {'MNN RSS':>8}"
+        f"{'model':24} {'mode':6} {'arena MB':>9} {'bound MB':>9} {'x':>6} {'static MB':>9} "
+        f"{'stored MB':>9} {'st/file':>7} {'total MB':>9} {'RSS MB':>8} | {'MNN MEMORY':>10} "
+        f"{'MNN RSS':>8}"
     )
     print(head)
     for path in args.models or default_models():
@@ -107,10 +113,12 @@ def main() -> int:
                 if theirs
                 else f"{'-':>10} {'-':>8}"
             )
+            stored = ours["static"] / ours["stored"] if ours["stored"] else float("nan")
             print(
-                f"{path.stem:18} {mode:6} {ours['arena'] * mb:>9.2f} "
+                f"{path.stem:24} {mode:6} {ours['arena'] * mb:>9.2f} "
                 f"{ours['lower_bound'] * mb:>9.2f} {ratio:>6.3f} {ours['static'] * mb:>9.2f} "
-                f"{ours['memory_mb']:>9.2f} {ours['rss_mb']:>8.1f} | {mnn}"
+                f"{ours['stored'] * mb:>9.2f} {stored:>7.3f} {ours['memory_mb']:>9.2f} "
+                f"{ours['rss_mb']:>8.1f} | {mnn}"
             )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -20,9 +20,12 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_gemm import (
     CPUConvolutionBase,
     CPUConvolutionGemm,
+    chain,
     pad_to,
 )
+from mnnpy.backend.cpu.executions.convolution_gemm_limit import CPUConvolutionGemmLimit
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
+from mnnpy.backend.cpu.executions.convolution_limit import limit_table
 from mnnpy.backend.cpu.executions.convolution_multi import (
     CPUConvolutionMultiInput,
     refused_tables,
@@ -37,6 +40,7 @@ from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
 from mnnpy.tensor import Tensor
+from mnnpy.weights import WeightTable
 
 # The cost model of ``choose``, fit to per-layer times of this package's kernels inside ResNet-18,
 # SqueezeNet and a small U-Net (AVX-512, one thread): GEMM multiply-adds per second, less an
@@ -101,14 +105,15 @@ def choose(geo: ConvGeometry, low_memory: bool) -> int:
 
 class CPUConvolutionDepthwise(CPUConvolutionBase):
     """Direct depthwise convolution on NC4HW4 channel blocks, 2 pixels x 4 channels per AVX
-    register and 8 pixels in flight (MNN's CPUConvolutionDepthwise); no scratch, the same in
-    every memory mode."""
+    register and 8 pixels in flight (MNN's CPUConvolutionDepthwise); no scratch, except for
+    compressed weights in LIMIT mode (a ``WeightTable``): their float blocks, filled before
+    each run."""
 
     def __init__(
-        self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray
+        self, backend: CPUBackend, op: OpDef, weight: np.ndarray | WeightTable, bias: np.ndarray
     ) -> None:
         super().__init__(backend, op, weight.shape[0])
-        self.weight = backend.static_copy(self.pack_weight(weight), owner=self)
+        self.weight = self._keep_weight(weight, self.pack_weight, 4)
         self.bias = backend.static_copy(pad_to(bias, 4), owner=self)
 
     @staticmethod
@@ -119,13 +124,22 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
         w[:c] = weight[:, 0]
         return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
 
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        super().on_resize(inputs, outputs)
+        self._scratch(0)  # compressed weights' float blocks, if any
+
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
-        return K.bind_depthwise(
+        dequant = self._dequantized()
+        call = K.bind_depthwise(
             inputs[0].host, outputs[0].host, self.weight, self.bias, self._shape,
             self._window, self.lo, self.hi, self.backend.num_thread,
         )  # fmt: skip
+        return call if dequant is None else chain(dequant, call)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        dequant = self._dequantized()
+        if dequant is not None:
+            dequant()
         K.conv2d_depthwise(
             inputs[0].host, outputs[0].host, self.weight, self.bias, self._shape,
             self._window, self.lo, self.hi, self.backend.num_thread,
@@ -148,7 +162,11 @@ def _refused(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
 
 
 def _build(
-    backend: CPUBackend, op: OpDef, geo: ConvGeometry, weight: np.ndarray, bias: np.ndarray
+    backend: CPUBackend,
+    op: OpDef,
+    geo: ConvGeometry,
+    weight: np.ndarray | WeightTable,
+    bias: np.ndarray,
 ) -> tuple[Execution, Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
     """The execution for ``geo`` and the functions that pack its weight and bias."""
     g = geo.group
@@ -163,14 +181,17 @@ def _build(
             lambda b: grp.pack_bias(b, g),
         )
     unit = 0 if len(op.inputs) > 1 else choose(geo, backend.low_memory)
-    if unit:
+    if unit:  # never in LIMIT mode (``winograd_eligible``), so never for a WeightTable
+        assert isinstance(weight, np.ndarray)
         return CPUConvolutionWinograd(backend, op, weight, bias, unit), _none, _none
     gemm = CPUConvolutionGemm
+    if isinstance(weight, WeightTable):  # LIMIT mode, compressed: never repacked at run time
+        return CPUConvolutionGemmLimit(backend, op, weight, bias), _none, _none
     return gemm(backend, op, weight, bias), gemm.pack_weight, lambda b: pad_to(b, 16, b.dtype)
 
 
 def _none(values: np.ndarray) -> np.ndarray:
-    raise AssertionError("Winograd weights are never repacked at run time")
+    raise AssertionError("Winograd and compressed weights are never repacked at run time")
 
 
 @CPUBackend.register_creator(OpType.Convolution, OpType.ConvolutionDepthwise)
@@ -184,6 +205,10 @@ def create(
     multi = len(inputs) > 1
     geo = conv_geometry(op, inputs[0].shape, inputs[1].shape if multi else None)
     if not multi:
+        dims = (geo.out_channels, geo.in_channels // geo.group, *geo.kernel)
+        compressed = limit_table(backend, op, dims)  # LIMIT: quantized / fp16 kept compressed
+        if compressed is not None:
+            return _build(backend, op, geo, *compressed)[0]
         weight, bias = conv_weights(op, geo)  # raises InvalidModelError on bad lengths
         return _build(backend, op, geo, weight, bias)[0]
     dims = (geo.out_channels, geo.in_channels // geo.group, *geo.kernel)

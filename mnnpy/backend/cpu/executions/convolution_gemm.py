@@ -8,12 +8,14 @@ import numpy as np
 
 from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels, Pack
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution
 from mnnpy.net import OpDef
 from mnnpy.ops.convolution import activation_bounds, conv_common, conv_geometry
 from mnnpy.tensor import Tensor
+from mnnpy.weights import WeightTable
 
 # An im2col tile of this many floats (256 KB) stays in L2 while all its channel panels run.
 _L2_TILE_FLOATS = 64 * 1024
@@ -48,9 +50,22 @@ def gemm_tile(k: int, oc: int, pixels: int, low_memory: bool, direct: bool) -> i
     return pixels if oc >= pixels and pixels <= 4 * tile else tile
 
 
+def chain(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    """A call that runs ``first`` then ``then`` (a dequantization, then its kernel)."""
+
+    def run() -> None:
+        first()
+        then()
+
+    return run
+
+
 class CPUConvolutionBase(Execution):
     """Shared by the CPU convolutions: checks shapes in ``on_resize``, keeps the kernels'
-    ``shape`` / ``window`` tuples and the fused activation's clamp bounds."""
+    ``shape`` / ``window`` tuples and the fused activation's clamp bounds, and the LIMIT path
+    of compressed weights (``convolution_limit.py``): a subclass given a ``WeightTable`` keeps
+    it compressed (``_keep_weight``), gets DYNAMIC scratch for its float panels with its other
+    scratch (``_scratch``) and fills it before each run (``_dequantized``)."""
 
     def __init__(self, backend: CPUBackend, op: OpDef, in_channels: int) -> None:
         super().__init__(backend)
@@ -59,6 +74,28 @@ class CPUConvolutionBase(Execution):
         self.lo, self.hi = activation_bounds(conv_common(op))
         self._shape: tuple[int, ...] = ()
         self._window: tuple[int, ...] = ()
+        self.compressed: CompressedPanels | None = None
+        self._weight_scratch: Tensor | None = None
+
+    def _keep_weight(self, weight: np.ndarray | WeightTable, pack: Pack, lanes: int) -> np.ndarray:
+        """``pack(weight)`` in STATIC memory; for a ``WeightTable`` (LIMIT mode, integer or fp16
+        codes) the compressed panels instead, and an empty array that ``_dequantized`` points
+        at the float panels in scratch."""
+        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        if isinstance(weight, WeightTable):
+            self.compressed = CompressedPanels(backend, weight, pack, lanes, owner=self)
+            return _EMPTY
+        return backend.static_copy(pack(weight), owner=self)
+
+    def _dequantized(self) -> Callable[[], None] | None:
+        """LIMIT with compressed weights: point ``weight`` at its scratch (valid once memory is
+        planned) and return the call that dequantizes into it; else None."""
+        if self.compressed is None:
+            return None
+        scratch = self._weight_scratch
+        assert scratch is not None and scratch.host is not None, "on_resize acquires it"
+        self.weight = scratch.host[: self.compressed.floats]
+        return self.compressed.bind(self.weight, self.backend.num_thread)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         geo = conv_geometry(self.op, inputs[0].shape)
@@ -71,13 +108,21 @@ class CPUConvolutionBase(Execution):
         self._shape = (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw)
         self._window = geo.window
 
-    def _scratch(self, elements: int) -> Tensor | None:
-        """DYNAMIC scratch, released at once: valid only while this op executes."""
-        if not elements:
-            return None
+    def _scratch(self, elements: int, weight_floats: int | None = None) -> Tensor | None:
+        """DYNAMIC scratch of ``elements`` floats (None for 0) and, with compressed weights,
+        room for ``weight_floats`` (default: all) of their float panels: all acquired before
+        any is released, so they do not overlap, and released at once: valid only while this
+        op executes."""
         backend: CPUBackend = self.backend  # type: ignore[assignment]
-        scratch = backend.acquire_scratch(elements)
-        backend.on_release_buffer(scratch, StorageType.DYNAMIC)
+        held = []
+        if self.compressed is not None:
+            floats = self.compressed.floats if weight_floats is None else weight_floats
+            self._weight_scratch = backend.acquire_scratch(floats)
+            held.append(self._weight_scratch)
+        scratch = backend.acquire_scratch(elements) if elements else None
+        held += [scratch] if scratch is not None else []
+        for t in held:
+            backend.on_release_buffer(t, StorageType.DYNAMIC)
         return scratch
 
 
@@ -92,21 +137,24 @@ class CPUConvolutionGemm(CPUConvolutionBase):
     multiple of 4 input channels reads a padded copy of its input in place, tap by tap (no
     im2col; ``gemm.pyx``, "shift"). Any other copies pixel tiles into DYNAMIC scratch, one tile
     per thread: up to 128 pixels sized for L2 in NORMAL mode, 16 pixels in LIMIT mode
-    (``gemm_tile``), whose scratch stays that small. The weights are the same in both modes, OIHW
-    repacked as 16-channel panels.
+    (``gemm_tile``), whose scratch stays that small. The weights are OIHW repacked as
+    16-channel panels; in LIMIT mode quantized or fp16 ones stay compressed in that order and
+    are dequantized, the whole layer before each run, into DYNAMIC scratch
+    (``convolution_limit.py``).
 
     Args:
         backend: the CPU backend.
         op: the Convolution op.
-        weight: OIHW float32 weight, checked by ``conv_weights``.
+        weight: OIHW float32 weight, checked by ``conv_weights``, or (LIMIT mode) its
+            compressed ``WeightTable``.
         bias: ``outputCount`` float32 values.
     """
 
     def __init__(
-        self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray
+        self, backend: CPUBackend, op: OpDef, weight: np.ndarray | WeightTable, bias: np.ndarray
     ) -> None:
         super().__init__(backend, op, weight.shape[1])
-        self.weight = backend.static_copy(self.pack_weight(weight), owner=self)
+        self.weight = self._keep_weight(weight, self.pack_weight, 16)
         self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
         self._tile = 0
         self._gather = False
@@ -138,14 +186,19 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self._scratch_tensor = self._scratch(n)
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
+        dequant = self._dequantized()
         scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
-        return G.bind_conv2d(
+        call = G.bind_conv2d(
             inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
             self._shift,
         )  # fmt: skip
+        return call if dequant is None else chain(dequant, call)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        dequant = self._dequantized()
+        if dequant is not None:
+            dequant()
         scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
         G.conv2d(
             inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,

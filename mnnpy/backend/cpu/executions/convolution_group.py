@@ -24,6 +24,7 @@ from mnnpy.backend.cpu.executions.convolution_gemm import (
 from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
+from mnnpy.weights import WeightTable
 
 
 class CPUConvolutionGroup(CPUConvolutionBase):
@@ -32,18 +33,24 @@ class CPUConvolutionGroup(CPUConvolutionBase):
     Args:
         backend: the CPU backend.
         op: the Convolution op.
-        weight: OIHW float32 weight, ``(outputCount, inputCount / group, KH, KW)``.
+        weight: OIHW float32 weight, ``(outputCount, inputCount / group, KH, KW)``, or (LIMIT
+            mode) its compressed ``WeightTable``, dequantized before each run into scratch.
         bias: ``outputCount`` float32 values.
         group: the group count (divides both channel counts).
     """
 
     def __init__(
-        self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray, group: int
+        self,
+        backend: CPUBackend,
+        op: OpDef,
+        weight: np.ndarray | WeightTable,
+        bias: np.ndarray,
+        group: int,
     ) -> None:
         super().__init__(backend, op, weight.shape[1] * group)
         self.group = group
         self.icg, self.ocg = weight.shape[1], weight.shape[0] // group
-        self.weight = backend.static_copy(self.pack_weight(weight, group), owner=self)
+        self.weight = self._keep_weight(weight, lambda w: self.pack_weight(w, group), 16)
         self.bias = backend.static_copy(self.pack_bias(bias, group), owner=self)
         self._tile = 0
         self._scratch_tensor: Tensor | None = None
@@ -73,6 +80,9 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         self._scratch_tensor = self._scratch(n)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        dequant = self._dequantized()
+        if dequant is not None:
+            dequant()
         scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
         K.conv2d_grouped(
             inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,

@@ -1,0 +1,216 @@
+"""LIMIT / Memory_Low: quantized and fp16 convolution weights stay compressed in STATIC memory.
+
+The execution-level tests build ``WeightTable`` s by quantizing random float weights (every bit
+width, symmetric and asymmetric, per channel and block-wise, fp16) and hand them to the LIMIT
+creator in place of the decoder's; the oracle is the same op run on ``table.floats()`` as a
+float32 weight (the float kernel on the numbers the dequantization must produce, so the outputs
+are equal bit for bit) and the NumPy reference.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mnnpy
+from mnnpy._schema.MNN.Convolution2D import Convolution2DT
+from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
+from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
+from mnnpy._schema.MNN.InnerProduct import InnerProductT
+from mnnpy.backend.cpu.executions import convolution as C
+from mnnpy.backend.cpu.executions import convolution_gemm_limit as GL
+from mnnpy.backend.cpu.executions import matmul as M
+from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops import reference_of
+from mnnpy.tensor_format import DimensionFormat
+from mnnpy.weights import WeightTable
+from tests.helpers import assert_close, make_single_op_net
+
+CONV, DW = OpType.Convolution, OpType.ConvolutionDepthwise
+
+
+def quantize(w: np.ndarray, bits: int, asym: bool = False, block: int = 0) -> WeightTable:
+    """``w`` (rows first) as a WeightTable of ``bits`` (16: fp16); ``block`` 0: per channel."""
+    if bits == 16:
+        return WeightTable(w.shape, w.astype(np.float16), 16, stored_bytes=2 * w.size)
+    rows = w.reshape(w.shape[0], -1)
+    block = block or rows.shape[1]
+    r = rows.reshape(rows.shape[0], -1, block)
+    lo, hi = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if asym:
+        mn, mx = r.min(axis=2), r.max(axis=2)
+        scale = np.where(mx > mn, (mx - mn) / (2**bits - 1), 1).astype(np.float32)
+        offset = (mn - lo * scale).astype(np.float32)
+        q = np.rint((r - offset[:, :, None]) / scale[:, :, None])
+    else:
+        amax = np.abs(r).max(axis=2)
+        scale = np.where(amax > 0, amax / hi, 1).astype(np.float32)
+        offset = None
+        q = np.rint(r / scale[:, :, None])
+    codes = np.clip(q, lo, hi).astype(np.int8).reshape(w.shape)
+    n = scale.size * (2 if asym else 1)
+    return WeightTable(w.shape, codes, bits, scale, offset, (w.size * bits + 7) // 8 + 4 * n)
+
+
+def conv_param(c: int, oc: int, k: int, group: int, table: WeightTable, **common) -> Convolution2DT:
+    p = Convolution2DT()
+    p.common = Convolution2DCommonT(
+        kernelY=k, kernelX=k, outputCount=oc, inputCount=c, group=group, **common
+    )
+    p.weight = table.floats().ravel()
+    p.bias = np.random.default_rng(3).standard_normal(oc).astype(np.float32)
+    return p
+
+
+def run(x, param, op_type, memory, threads=1):
+    model = make_single_op_net(op_type, [x], param, OpParameter.Convolution2D)
+    interp = mnnpy.Interpreter.from_buffer(model)
+    cfg = mnnpy.BackendConfig(memory=memory)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads, backend_config=cfg))
+    interp.get_session_input(session, "in0").copy_from(x)
+    interp.run_session(session)
+    return interp.get_session_output(session, "out0").numpy(), session
+
+
+def with_table(monkeypatch, table: WeightTable, bias: np.ndarray) -> None:
+    """The LIMIT creator gets ``table`` as if the op stored it quantized."""
+    monkeypatch.setattr(
+        C, "limit_table", lambda b, op, dims: (table, bias) if b.low_memory else None
+    )
+
+
+CASES = {  # name: (channels, outputs, kernel, group, op type, common fields, batch, hw)
+    "dense3x3": (5, 17, 3, 1, CONV, {"padX": 1, "padY": 1}, 2, (7, 6)),
+    "dense1x1": (8, 20, 1, 1, CONV, {}, 1, (5, 5)),
+    "matmul1x1_batch": (12, 33, 1, 1, CONV, {}, 6, (1, 1)),
+    "stride2": (4, 16, 3, 1, CONV, {"strideX": 2, "strideY": 2}, 1, (9, 8)),
+    "depthwise": (5, 5, 3, 5, DW, {"padX": 1, "padY": 1}, 2, (6, 7)),
+    "grouped": (6, 10, 3, 2, CONV, {}, 1, (6, 6)),
+}
+FORMATS = [(8, False, 0), (8, True, 0), (4, False, 0), (4, True, 0), (16, False, 0),
+           (2, False, 0), (3, True, 0), (5, False, 0), (6, True, 0), (7, False, 0),
+           (4, False, "block"), (8, True, "block")]  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(("bits", "asym", "block"), FORMATS)
+def test_limit_matches_float_weights(monkeypatch, case, bits, asym, block):
+    c, oc, k, group, op_type, common, batch, hw = CASES[case]
+    rng = np.random.default_rng(bits)
+    w = rng.standard_normal((oc, c // group, k, k)).astype(np.float32)
+    # block-wise: blocks of one kernel window (k * k codes), several per row when c > 1
+    table = quantize(w, bits, asym, k * k if block and c // group > 1 else 0)
+    param = conv_param(c, oc, k, group, table, **common)
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    want, _ = run(x, param, op_type, "LIMIT")  # the float path on the same numbers
+    with_table(monkeypatch, table, np.asarray(param.bias))
+    got, session = run(x, param, op_type, "LIMIT")
+    two, _ = run(x, param, op_type, "LIMIT", threads=2)
+    ex = [u.execution for u in session.pipelines[0].units if u.op.name == "op"][0]
+    assert ex.compressed is not None, "the LIMIT creator did not keep the table compressed"
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(two, got)
+    op = OpDef(0, op_type, "op", (0,), (1,), param, OpParameter.Convolution2D, DimensionFormat.NHWC)
+    assert_close(got, reference_of(op_type)(op, [x])[0])
+
+
+@pytest.mark.parametrize(
+    ("bits", "ratio"), [(4, 1 / 8 + 0.01), (8, 1 / 4 + 0.01), (16, 1 / 2 + 0.01)]
+)
+def test_static_bytes_are_the_compressed_size(monkeypatch, bits, ratio):
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((64, 32, 3, 3)).astype(np.float32)
+    table = quantize(w, bits)
+    param = conv_param(32, 64, 3, 1, table)
+    x = rng.standard_normal((1, 32, 8, 8)).astype(np.float32)
+    _, normal = run(x, param, CONV, "NORMAL")
+    _, limit_float = run(x, param, CONV, "LIMIT")
+    with_table(monkeypatch, table, np.asarray(param.bias))
+    _, limit = run(x, param, CONV, "LIMIT")
+    float_bytes = limit_float.info().memory.static
+    assert float_bytes == normal.info().memory.static or normal.info().memory.static > float_bytes
+    weight_bytes = w.size * 4
+    static = limit.info().memory.static
+    assert static <= 1.1 * table.stored_bytes + 4 * 64  # + the float32 bias
+    assert static < ratio * weight_bytes + 4 * 64 + 1024
+    # the float panels live in the DYNAMIC arena, only while the op runs
+    assert limit.info().memory.scratch >= weight_bytes
+
+
+def inner_product(x, param, memory, threads=1):
+    model = make_single_op_net(
+        OpType.InnerProduct, [x], param, OpParameter.InnerProduct, fmt=DimensionFormat.NCHW
+    )
+    interp = mnnpy.Interpreter.from_buffer(model)
+    cfg = mnnpy.BackendConfig(memory=memory)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads, backend_config=cfg))
+    interp.get_session_input(session, "in0").copy_from(x)
+    interp.run_session(session)
+    ex = [u.execution for u in session.pipelines[0].units if u.op.name == "op"][0]
+    return interp.get_session_output(session, "out0").numpy(), session, ex
+
+
+@pytest.mark.parametrize(("bits", "asym", "block"), FORMATS)
+def test_inner_product_limit(monkeypatch, bits, asym, block):
+    n, k = 21, 40
+    rng = np.random.default_rng(bits)
+    table = quantize(rng.standard_normal((n, k)).astype(np.float32), bits, asym, 8 * bool(block))
+    p = InnerProductT()
+    p.outputCount, p.biasTerm = n, 1
+    p.bias = rng.standard_normal(n).astype(np.float32)
+    p.weight = table.floats().ravel()
+    x = rng.standard_normal((3, k)).astype(np.float32)
+    want, _, _ = inner_product(x, p, "LIMIT")
+    monkeypatch.setattr(
+        M, "_limit_inner_product", lambda b, op, k: (table, p.bias) if b.low_memory else None
+    )
+    got, session, ex = inner_product(x, p, "LIMIT")
+    assert ex.compressed is not None
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(inner_product(x, p, "LIMIT", threads=2)[0], got)
+    assert_close(got, x @ table.floats().T + p.bias)
+
+
+def test_inner_product_fp16_file_table_limit():
+    """A real fp16 ``quanParameter`` (IDST type 3) through the decoder, kept as fp16."""
+    n, k = 6, 10
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((n, k)).astype(np.float32)
+    p = InnerProductT()
+    p.outputCount, p.biasTerm = n, 1
+    p.bias = rng.standard_normal(n).astype(np.float32)
+    q = IDSTQuanT()
+    q.type, q.buffer = 3, np.frombuffer(w.astype("<f2").tobytes(), np.int8)
+    p.quanParameter = q
+    x = rng.standard_normal((3, k)).astype(np.float32)
+    got, limit, ex = inner_product(x, p, "LIMIT")
+    assert ex.compressed is not None and ex.compressed.bits == 16
+    _, normal, _ = inner_product(x, p, "NORMAL")
+    np.testing.assert_allclose(got, x @ w.astype(np.float16).astype(np.float32).T + p.bias,
+                               rtol=1e-5, atol=1e-5)  # fmt: skip
+    assert limit.info().memory.static < normal.info().memory.static
+
+
+@pytest.mark.parametrize("case", ["dense3x3", "dense1x1", "stride2", "matmul1x1_batch"])
+@pytest.mark.parametrize(("bits", "asym", "block"), [(4, True, "block"), (8, False, 0), (16, 0, 0)])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_chunks_of_panels(monkeypatch, case, bits, asym, block, batch):
+    """One 16-channel panel per chunk (dequantize, convolve, next): same as the float path."""
+    monkeypatch.setattr(GL, "_CHUNK_FLOATS", 1)
+    c, oc, k, group, op_type, common, _, hw = CASES[case]
+    oc = 37  # three chunks, the last one partial
+    rng = np.random.default_rng(bits + batch)
+    w = rng.standard_normal((oc, c, k, k)).astype(np.float32)
+    table = quantize(w, bits, asym, k * k if block else 0)
+    param = conv_param(c, oc, k, group, table, **common)
+    x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
+    want, _ = run(x, param, op_type, "LIMIT")
+    with_table(monkeypatch, table, np.asarray(param.bias))
+    got, session = run(x, param, op_type, "LIMIT")
+    ex = [u.execution for u in session.pipelines[0].units if u.op.name == "op"][0]
+    assert isinstance(ex, GL.CPUConvolutionGemmLimit)
+    assert ex._chunk == (1 if batch == 1 else 3)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(run(x, param, op_type, "LIMIT", threads=3)[0], got)
+    # the arena holds one panel of floats (batch 1), not the layer
+    assert ex._weight_scratch.size == 4 * 16 * ex.compressed.k * ex._chunk
