@@ -48,8 +48,8 @@ import numpy as np
 
 from mnnpy._idst import decode_index_table, decode_sparse_table
 from mnnpy.errors import InvalidModelError, MNNError
-from mnnpy.net import OpDef, OpType
 from mnnpy.layout import unpack_mnn_const
+from mnnpy.net import OpDef, OpType
 from mnnpy.tensor_format import DataType, DimensionFormat, runtime_dtype
 from mnnpy.weight_file import (
     ExternalData,
