@@ -26,6 +26,7 @@ flat arrays, used by the reference and the CPU execution; every index is checked
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ from mnnpy.tensor_format import runtime_dtype
 
 __all__ = [
     "MATMUL",
+    "check_sizes",
     "MATMUL_AXES",
     "Command",
     "LoopPlan",
@@ -192,7 +194,7 @@ def plan_loop(op: OpDef, n_inputs: int, n_outputs: int) -> LoopPlan:
     for i in ins + outs:
         if not 0 <= i < tn:
             raise InvalidValueError(f"LoopParam slot {i} is outside 0..{tn - 1}")
-    if set(range(tn)) - set(ins) - set(outs):
+    if tn > len(ins) + len(outs) or set(range(tn)) - set(ins) - set(outs):
         raise NotSupportError(f"LoopParam has {tn} tensors, not all of them inputs or outputs")
     if int(p.loopNumber) < 0:
         raise InvalidValueError(f"LoopParam loopNumber {p.loopNumber} is negative")
@@ -212,6 +214,35 @@ def plan_loop(op: OpDef, n_inputs: int, n_outputs: int) -> LoopPlan:
             cmd.indexes = tuple(alias.get(i, i) for i in cmd.indexes)
             cmd.iters = tuple(alias.get(i, i) for i in cmd.iters)
     return LoopPlan(tn, ins, outs, int(p.loopNumber), bool(p.parallel), init, commands)
+
+
+def check_sizes(plan: LoopPlan, elements: Sequence[int]) -> None:
+    """Bound the work by the tensors (``elements[slot]``): no more iterations, and no box of a
+    view with more elements, than the largest tensor holds (a command's box lies inside its
+    tensor; more only repeats elements).
+
+    Raises:
+        InvalidValueError: naming the count.
+    """
+    most = max(elements, default=0)
+    if plan.loop_number > max(most, 1):
+        raise InvalidValueError(
+            f"LoopParam loopNumber {plan.loop_number} exceeds its largest tensor ({most} elements)"
+        )
+    commands = [*plan.commands, *(c for c in plan.init if isinstance(c, Command))]
+    for k, cmd in enumerate(commands):
+        n = len(cmd.indexes)
+        axes = MATMUL_AXES[n > 3] if cmd.kind == MATMUL else ((0, 1, 2),) * n
+        for v in range(n):
+            box = math.prod(cmd.size[a] for a in axes[v])
+            if box > max(most, 1):
+                raise InvalidValueError(
+                    f"command {k}: a box of {cmd.size!r} ({box} elements) exceeds the largest "
+                    f"tensor of the loop ({most} elements)"
+                )
+
+
+_CHUNK = 1 << 20  # index elements per view handled at once in a vectorized run
 
 
 def _checked(index: np.ndarray, limit: int, what: str) -> np.ndarray:
@@ -366,10 +397,13 @@ def run_loop(
     if plan.gather:
         _gather(plan, plan.commands[0], stack, grids[0], "command 0")
         return
-    if plan.vectorized:
-        it = np.arange(plan.loop_number, dtype=np.int64)
-        for k, cmd in enumerate(plan.commands):
-            _run_command(plan, cmd, stack, it, grids[k], f"command {k}")
+    if plan.vectorized:  # in chunks of iterations, to bound the index arrays
+        box = max((g.size for gs in grids for g in gs), default=1)
+        step = max(1, _CHUNK // max(box, 1))
+        for first in range(0, plan.loop_number, step):
+            it = np.arange(first, min(first + step, plan.loop_number), dtype=np.int64)
+            for k, cmd in enumerate(plan.commands):
+                _run_command(plan, cmd, stack, it, grids[k], f"command {k}")
         return
     for t in range(plan.loop_number):
         one = np.array([t], np.int64)
@@ -381,6 +415,8 @@ def run_loop(
 def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The loop on the logical flat arrays (the storage, for tensors that are not NC4HW4)."""
     plan = plan_loop(op, len(inputs), len(op.outputs))
+    shapes = [d.shape if d is not None and d.shape is not None else () for d in op.output_describes]
+    check_sizes(plan, [np.size(x) for x in inputs] + [math.prod(s) for s in shapes])
     stack: list[np.ndarray] = [np.zeros(0, np.float32)] * plan.tensor_number
     for slot, x in zip(plan.input_slots, inputs, strict=True):
         stack[slot] = np.array(x).reshape(-1)

@@ -31,6 +31,7 @@ from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import runtime_dtype
 
 __all__ = [
+    "check_count",
     "region_indexes",
     "reduces",
     "regions_of",
@@ -103,6 +104,22 @@ def reduces(region: RegionDef) -> bool:
     return any(n > 1 and s == 0 for n, s in zip(region.size, region.dst.strides, strict=True))
 
 
+def check_count(size: Sequence[int], elements: int, what: str) -> None:
+    """A region copies no more elements than the larger of its tensors holds (more would only
+    repeat elements; a corrupted size must not allocate index arrays of that size).
+
+    Raises:
+        InvalidValueError: for a negative size or too many elements.
+    """
+    if any(n < 0 for n in size):
+        raise InvalidValueError(f"{what}: negative region size {tuple(size)!r}")
+    if math.prod(size) > elements:
+        raise InvalidValueError(
+            f"{what}: region of {tuple(size)!r} copies more elements than its tensors hold "
+            f"({elements})"
+        )
+
+
 def region_indexes(
     offset: int, strides: Sequence[int], size: Sequence[int], limit: int, what: str
 ) -> np.ndarray:
@@ -162,6 +179,7 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
             src = src.view(dtype) if src.dtype.itemsize == dtype.itemsize else src.astype(dtype)
         s, t = region.src, region.dst
         what = f"region {i}"
+        check_count(region.size, max(src.size, out.size), what)
         if not math.prod(region.size) or _outside(t.offset, t.strides, region.size, out.size):
             continue  # writes nothing of the output (MNN writes past it: see the module)
         values = src[region_indexes(s.offset, s.strides, region.size, src.size, what)]

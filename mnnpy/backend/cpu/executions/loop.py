@@ -18,6 +18,7 @@ from mnnpy.ops.loop import (
     MATMUL,
     MATMUL_AXES,
     LoopPlan,
+    check_sizes,
     gather_bases,
     plan_loop,
     run_init,
@@ -40,6 +41,7 @@ class CPULoop(Execution):
         self.inplace = inplace  # (input, output) positions: the output continues the input
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        check_sizes(self.plan, [t.storage_elements for t in (*inputs, *outputs)])
         self._grids = [[c.grid(v) for v in range(len(c.indexes))] for c in self.plan.commands]
         self._rows: np.ndarray | None = None
         self._views = self._matmul_views(inputs, outputs)

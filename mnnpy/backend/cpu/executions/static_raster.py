@@ -19,7 +19,7 @@ from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType, RegionDef
-from mnnpy.ops.raster import reduces, region_indexes, regions_of
+from mnnpy.ops.raster import check_count, reduces, region_indexes, regions_of
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
@@ -153,27 +153,16 @@ class CPUStaticRaster(Execution):
                 return
         self._pads = R.padding_regions(layout_of(out))
         scratch: dict[int, Tensor] = {}
-        kept: list[RegionDef] = []
-        direct = self._direct(regions, inputs, out)
-        for i, (region, x) in enumerate(zip(regions, inputs, strict=True)):
-            if math.prod(region.size) == 0:
-                continue
-            lo, hi = _reach(region.dst.offset, region.dst.strides, region.size)
-            if lo >= out.element_size or hi < 0:
-                # MNN's geometry leaves such regions in some files (a StridedSlice with a negative
-                # step repeats its regions past the output); MNN writes them past the buffer.
-                logger.debug("%s: region %d lies outside the output, skipped", self.op.name, i)
-                continue
-            kept.append(region)
-            for side, t, what in ((region.src, x, "source"), (region.dst, out, "destination")):
-                lo, hi = _reach(side.offset, side.strides, region.size)
-                if lo < 0 or hi >= t.element_size:
-                    raise InvalidValueError(
-                        f"region {i} reads {what} elements {lo}..{hi} of tensor {t.name!r} "
-                        f"with {t.element_size} ({region!r})"
-                    )
-            if direct is not None and i in direct:
-                self._steps.append(("rows", x, None, direct[i]))
+        kept = [
+            i
+            for i, (r, x) in enumerate(zip(regions, inputs, strict=True))
+            if self._check(i, r, x, out)
+        ]
+        direct = self._direct([regions[i] for i in kept], [inputs[i] for i in kept], out)
+        for k, i in enumerate(kept):
+            region, x = regions[i], inputs[i]
+            if direct is not None and k in direct:
+                self._steps.append(("rows", x, None, direct[k]))
                 continue
             src = x
             if x.is_packed:
@@ -198,7 +187,32 @@ class CPUStaticRaster(Execution):
             backend.on_release_buffer(tmp, StorageType.DYNAMIC)
         for t in scratch.values():
             backend.on_release_buffer(t, StorageType.DYNAMIC)
-        self._threads = backend.num_thread if self._disjoint(kept, out) else 1
+        self._threads = backend.num_thread if self._disjoint([regions[i] for i in kept], out) else 1
+
+    def _check(self, i: int, region: RegionDef, x: Tensor, out: Tensor) -> bool:
+        """Whether region ``i`` writes anything (it is skipped when it lies wholly past the
+        output); every side must lie inside its tensor.
+
+        Raises:
+            InvalidValueError: for regions reaching outside a tensor, or too large.
+        """
+        check_count(region.size, max(x.element_size, out.element_size), f"region {i}")
+        if math.prod(region.size) == 0:
+            return False
+        lo, hi = _reach(region.dst.offset, region.dst.strides, region.size)
+        if lo >= out.element_size or hi < 0:
+            # MNN's geometry leaves such regions in some files (a StridedSlice with a negative
+            # step repeats its regions past the output); MNN writes them past the buffer.
+            logger.debug("%s: region %d lies outside the output, skipped", self.op.name, i)
+            return False
+        for side, t, what in ((region.src, x, "source"), (region.dst, out, "destination")):
+            lo, hi = _reach(side.offset, side.strides, region.size)
+            if lo < 0 or hi >= t.element_size:
+                raise InvalidValueError(
+                    f"region {i} reads {what} elements {lo}..{hi} of tensor {t.name!r} "
+                    f"with {t.element_size} ({region!r})"
+                )
+        return True
 
     @staticmethod
     def _direct(
