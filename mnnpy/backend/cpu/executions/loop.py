@@ -14,16 +14,8 @@ from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpParameter, OpType
-from mnnpy.ops.loop import (
-    MATMUL,
-    MATMUL_AXES,
-    LoopPlan,
-    check_sizes,
-    gather_bases,
-    plan_loop,
-    run_init,
-    run_loop,
-)
+from mnnpy.ops.loop import MATMUL, MATMUL_AXES, LoopPlan, check_sizes, plan_loop
+from mnnpy.ops.loop_run import gather_bases, run_init, run_loop
 from mnnpy.tensor import Tensor
 
 __all__ = ["CPULoop"]
