@@ -9,7 +9,8 @@ Usage (from the repository root; needs the ``convert`` extra: ``mnn`` 3.6.1, ``o
 For every graph in ``MODELS``: build it with ``make_test_models.GraphBuilder`` (fixed seed), write
 an input config (``input_size``, ``input_names``, ``input_dims``), convert with MNN's converter
 (``tools/_mnn_convert.py``: ``-f ONNX ... --saveStaticModel --inputConfigFile F``, uuid made
-reproducible), run the converted file with MNN's Session API (CPU, 1 thread, twice) and write
+reproducible; the describes and constants of a static file come in the order of the
+converter's tensor addresses, so reruns may differ byte-wise), run the converted file with MNN's Session API (CPU, 1 thread, twice) and write
 ``<name>.npz`` (``input:<name>`` / ``output:<name>``). The converter runs MNN's geometry on the
 declared input shapes, so the files hold ``Raster`` ops (Transpose, Concat, Slice, Reshape, Pad,
 layout conversions) and ``While`` ops with a ``LoopParam`` (Gather, GatherND, batched and
@@ -360,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="mnnpy_static_")
+    rows = []
     try:
         for name, builder in MODELS.items():
             if args.only and name not in args.only:
@@ -380,9 +382,31 @@ def main(argv: list[str] | None = None) -> int:
             diff_text = ", ".join(f"{k}={v:.3g}" for k, v in diffs.items())
             print(f"{name:<14} {os.path.getsize(dst):6d} bytes  max|MNN-ORT| {diff_text}")
             print(f"  ops: {kinds}")
+            doc = " ".join((builder.__doc__ or "").split())
+            ops = ", ".join(f"{k} {v}" for k, v in kinds.items())
+            rows.append(f"| `{name}` | {os.path.getsize(dst)} | {doc} | {ops} | {diff_text} |")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if not args.only:
+        with open(os.path.join(args.out, "README.md"), "w") as f:
+            f.write(README + "\n".join(rows) + "\n")
     return 0
+
+
+README = """# Static models
+
+Written by `tools/make_static_models.py`: small ONNX graphs converted by MNN 3.6.1's converter
+with `--saveStaticModel --inputConfigFile` (shapes fixed, geometry precomputed: `Raster` ops
+and `While` ops with a `LoopParam`), and `<name>.npz` with the input (`input:<name>`) and MNN's
+Session outputs (`output:<name>`, CPU, 1 thread). `tests/models/test_static_models.py` runs
+them in mnnpy. max|MNN-ORT| compares MNN with onnxruntime on the source graph (a sanity check of
+the graph; MNN's scatter reductions differ from onnxruntime's, the goldens are MNN's). The
+converter writes a static file's tensor describes and constants in the order of its tensors'
+addresses, so a rerun may give a different (equivalent) file for the same graph.
+
+| model | bytes | graph | ops in the file | max abs MNN - ORT |
+|---|---|---|---|---|
+"""
 
 
 if __name__ == "__main__":
