@@ -10,9 +10,10 @@ For every graph in ``MODELS``: build it with ``make_test_models.GraphBuilder`` (
 an input config (``input_size``, ``input_names``, ``input_dims``), convert with MNN's converter
 (``tools/_mnn_convert.py``: ``-f ONNX ... --saveStaticModel --inputConfigFile F``, uuid made
 reproducible; the describes and constants of a static file come in the order of the
-converter's tensor addresses, so reruns may differ byte-wise), run the converted file with MNN's Session API (CPU, 1 thread, twice) and write
-``<name>.npz`` (``input:<name>`` / ``output:<name>``). The converter runs MNN's geometry on the
-declared input shapes, so the files hold ``Raster`` ops (Transpose, Concat, Slice, Reshape, Pad,
+converter's tensor addresses, so reruns may differ byte-wise), run the converted file with
+MNN's Session API (CPU, 1 thread, twice) and write ``<name>.npz`` (``input:<name>`` /
+``output:<name>``) and ``README.md``. The converter runs MNN's geometry on the declared input
+shapes, so the files hold ``Raster`` ops (Transpose, Concat, Slice, Reshape, Pad,
 layout conversions) and ``While`` ops with a ``LoopParam`` (Gather, GatherND, batched and
 broadcast MatMul, ScatterND, CumSum, ...). The op types each file holds are printed, and
 max|MNN - onnxruntime| as a sanity check of the graph.
