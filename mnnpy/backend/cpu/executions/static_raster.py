@@ -237,14 +237,16 @@ class CPUStaticRaster(Execution):
     @staticmethod
     def _disjoint(regions: Sequence[RegionDef], out: Tensor) -> bool:
         """Whether no output element is written twice (then threads may split the rows)."""
-        if out.element_size > 1 << 24:
+        if out.element_size > 1 << 24 or not regions:
             return False
-        seen = np.zeros(out.element_size, np.int32)
-        for r in regions:
-            if math.prod(r.size):
-                d = r.dst
-                np.add.at(seen, region_indexes(d.offset, d.strides, r.size, seen.size, "d"), 1)
-        return bool(seen.max(initial=0) <= 1)
+        if sum(math.prod(r.size) for r in regions) > out.element_size:
+            return False
+        written = [
+            region_indexes(r.dst.offset, r.dst.strides, r.size, out.element_size, "d")
+            for r in regions
+        ]
+        counts = np.bincount(np.concatenate([w.ravel() for w in written]))
+        return bool(counts.max(initial=0) <= 1)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         out = outputs[0]
