@@ -145,3 +145,52 @@ def test_corrupted_static_bytes_raise_only_mnnerror(name: str) -> None:
         inputs = {k[6:]: z[k] for k in z.files if k.startswith("input:")}
     for _ in range(80):
         test_fuzz.try_model(test_fuzz.mutate(data, rng), inputs)
+
+
+def _static_net(describes, ops=None):
+    from mnnpy._schema.MNN.Net import NetT
+    from mnnpy.net import pack_net
+    from mnnpy.testing.builders import input_op, make_op
+
+    net = NetT()
+    net.tensorName = ["in0", "out0"]
+    net.oplists = ops or [
+        input_op("in0", 0, (4,), np.float32, mnnpy.DimensionFormat.NCHW),
+        make_op(mnnpy.net.OpType.Raster, "raster", [0], [1]),
+    ]
+    net.extraTensorDescribe, net.outputName, net.usage = describes, ["out0"], 2
+    return pack_net(net)
+
+
+def test_describes_are_checked_when_loading() -> None:
+    from mnnpy._schema.MNN.Region import RegionT
+    from mnnpy._schema.MNN.TensorDescribe import TensorDescribeT
+    from mnnpy._schema.MNN.View import ViewT
+
+    d = TensorDescribeT()
+    d.index = 7  # no such tensor
+    with pytest.raises(mnnpy.MNNError) as e:
+        mnnpy.net.load_net(_static_net([d]))
+    assert e.value.code == mnnpy.ErrorCode.INVALID_VALUE and "#7" in str(e.value)
+    d.index = 1
+    r = RegionT()
+    r.src, r.dst, r.size = ViewT(), ViewT(), [1, 1, 4]
+    r.src.stride, r.dst.stride = [1, 1], [1, 1, 1]  # two strides
+    d.regions = [r]
+    with pytest.raises(mnnpy.MNNError) as e:
+        mnnpy.net.load_net(_static_net([d]))
+    assert e.value.code == mnnpy.ErrorCode.INVALID_VALUE and "3 strides" in str(e.value)
+
+
+def test_a_tensor_written_again_becomes_a_new_tensor() -> None:
+    """The CumSum loop of ``scatter`` writes the tensor it reads: the output is a new tensor of
+    the same name, later readers read it, and the op records the pair."""
+    net = mnnpy.net.load_net(open(os.path.join(DATA, "scatter.mnn"), "rb").read())
+    loop = next(op for op in net.ops if op.inplace)
+    ((i, o),) = loop.inplace
+    old, new = loop.inputs[i], loop.outputs[o]
+    assert old != new and net.tensor_names[old] == net.tensor_names[new]
+    later = [
+        op for op in net.ops[net.ops.index(loop) + 1 :] if old in op.inputs or new in op.inputs
+    ]
+    assert later and all(old not in op.inputs for op in later)
