@@ -8,13 +8,14 @@ over the stored dims; NCHW for NC4HW4 tensors)::
     out[dst.offset + i*d0 + j*d1 + k*d2] = src[src.offset + i*s0 + j*s1 + k*s2]
 
 Regions are applied in order. When their sizes do not add up to the output's element count, the
-output is zeroed first (MNN's ``regionIsFull``). A region whose destination stride is 0 over a dim
-of size > 1 sums the elements it reads there (MNN's ``_reduceblit``). A region that lies wholly
-outside the output is skipped: MNN's StridedSlice geometry leaves such regions in files (with a
-negative step it repeats the regions of the first batch past the output) and MNN writes them past
-the output's buffer; any other region reaching outside a tensor is an INVALID_VALUE error. The
-While op with a ``LoopParam`` takes its output shapes from the same describes
-(``mnnpy.ops.loop``).
+output is zeroed first (MNN's ``regionIsFull``), unless the file has the op write the tensor it
+reads (``OpDef.inplace``): then the elements outside the regions keep that tensor's values. A
+region whose destination stride is 0 over a dim of size > 1 sums the elements it reads there
+(MNN's ``_reduceblit``). A region that lies wholly outside the output is skipped: MNN's
+StridedSlice geometry leaves such regions in files (with a negative step it repeats the regions
+of the first batch past the output) and MNN writes them past the output's buffer; any other
+region reaching outside a tensor is an INVALID_VALUE error. The While op with a ``LoopParam``
+takes its output shapes from the same describes (``mnnpy.ops.loop``).
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     assert d is not None and d.shape is not None
     dtype = runtime_dtype(d.data_type)
     out = np.zeros(int(np.prod(d.shape, dtype=np.int64)), dtype)
+    for i, _ in op.inplace:  # the file has the op write the tensor it reads: keep its values
+        out[:] = np.asarray(inputs[i]).reshape(-1).astype(dtype, copy=False)
     for i, (region, x) in enumerate(zip(regions_of(op, len(inputs)), inputs, strict=True)):
         src = np.ascontiguousarray(x).reshape(-1)
         if src.dtype != dtype:

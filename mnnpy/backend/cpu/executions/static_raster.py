@@ -143,7 +143,12 @@ class CPUStaticRaster(Execution):
         self._pack: tuple[Tensor, Callable] | None = None
         self._zero = sum(math.prod(r.size) for r in regions) != out.element_size
         self._threads = 1
-        if len(regions) == 1 and _flat_shift(regions[0], inputs[0].element_size, out.element_size):
+        self._base: Callable | None = None
+        if (
+            len(regions) == 1
+            and not self.op.inplace
+            and _flat_shift(regions[0], inputs[0].element_size, out.element_size)
+        ):
             p = reshape_piece(inputs[0], out, False)
             rows = R.plan(p.space, p.src, p.dst) if p is not None else None
             if rows is not None:  # one planned copy between the two layouts
@@ -188,6 +193,18 @@ class CPUStaticRaster(Execution):
         for t in scratch.values():
             backend.on_release_buffer(t, StorageType.DYNAMIC)
         self._threads = backend.num_thread if self._disjoint([regions[i] for i in kept], out) else 1
+        self._base = self._base_copy(inputs, out)
+
+    def _base_copy(self, inputs: Sequence[Tensor], out: Tensor) -> Callable | None:
+        """A Raster the file has write the tensor it reads (``OpDef.inplace``) keeps that
+        tensor's values outside its regions: they are copied first (instead of zeros)."""
+        if not self.op.inplace:
+            return None
+        self._zero = False
+        x = inputs[self.op.inplace[0][0]]
+        if self._pack is None:  # the regions write the output's own storage
+            return lambda t: np.copyto(out.host, x.host)
+        return lambda t: layout_kernel(x, Tensor(x.shape, x.dtype))(x.host, self._pack[0].host, t)
 
     def _check(self, i: int, region: RegionDef, x: Tensor, out: Tensor) -> bool:
         """Whether region ``i`` writes anything (it is skipped when it lies wholly past the
@@ -257,6 +274,8 @@ class CPUStaticRaster(Execution):
         assert dst is not None
         if self._zero:
             dst.fill(0)  # padding lanes too
+        elif self._base is not None:
+            self._base(t)
         for step in self._steps:
             src = step[1].host
             if src.dtype != dst.dtype:
