@@ -104,6 +104,7 @@ class CPULoop(Execution):
         return dims, form, tile, scratch, indexes
 
     def _run_gemm(self, stack: list[np.ndarray]) -> None:
+        assert self._gemm is not None
         dims, (ta, tb), tile, scratch, indexes = self._gemm
         cmd = self.plan.commands[0]
         idx = []
