@@ -38,7 +38,7 @@ from mnnpy.net import OpDef, OpType
 from mnnpy.ops import register_reference
 from mnnpy.tensor_format import runtime_dtype
 
-__all__ = ["MATMUL", "MATMUL_AXES", "Command", "LoopPlan", "check_sizes", "plan_loop"]
+__all__ = ["BINARY", "MATMUL", "MATMUL_AXES", "Command", "LoopPlan", "check_sizes", "plan_loop"]
 
 COPY, UNARY, BINARY, MATMUL = "copy", "unary", "binary", "matmul"
 

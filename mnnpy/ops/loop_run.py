@@ -4,7 +4,7 @@ CPU execution's general path."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -152,12 +152,17 @@ def run_init(plan: LoopPlan, stack: list[np.ndarray]) -> None:
 
 
 def run_loop(
-    plan: LoopPlan, stack: list[np.ndarray], grids: Sequence[Sequence[np.ndarray]] | None = None
+    plan: LoopPlan,
+    stack: list[np.ndarray],
+    grids: Sequence[Sequence[np.ndarray]] | None = None,
+    fast: Mapping[int, Callable[[list[np.ndarray]], None]] | None = None,
 ) -> None:
     """Run the loop on flat arrays (``stack[slot]``; outputs are written in place).
 
     Args:
         grids: per command, ``Command.grid(v)`` of each view (computed when not given).
+        fast: per command index, a function running that command over every iteration (a
+            backend's kernel), used where the loop is vectorized.
 
     Raises:
         InvalidValueError: when an address falls outside its tensor.
@@ -176,6 +181,10 @@ def run_loop(
         for first in range(0, plan.loop_number, step):
             it = np.arange(first, min(first + step, plan.loop_number), dtype=np.int64)
             for k, cmd in enumerate(plan.commands):
+                if fast is not None and k in fast:  # all iterations at once (they are independent)
+                    if first == 0:
+                        fast[k](stack)
+                    continue
                 _run_command(plan, cmd, stack, it, grids[k], f"command {k}")
         return
     for t in range(plan.loop_number):

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -11,12 +12,21 @@ from numpy.lib.stride_tricks import as_strided
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_gemm import gemm_tile
+from mnnpy.backend.cpu.kernels import eltwise as E
 from mnnpy.backend.cpu.kernels import matmul as MK
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpParameter, OpType
-from mnnpy.ops.loop import MATMUL, MATMUL_AXES, Command, LoopPlan, check_sizes, plan_loop
+from mnnpy.ops.loop import (
+    BINARY,
+    MATMUL,
+    MATMUL_AXES,
+    Command,
+    LoopPlan,
+    check_sizes,
+    plan_loop,
+)
 from mnnpy.ops.loop_run import gather_bases, run_init, run_loop
 from mnnpy.tensor import Tensor
 
@@ -60,6 +70,7 @@ class CPULoop(Execution):
         self._grids = [[c.grid(v) for v in range(len(c.indexes))] for c in self.plan.commands]
         self._rows: np.ndarray | None = None
         self._gemm = self._plan_gemm(inputs, outputs)
+        self._fast = self._plan_binaries(inputs, outputs) if self.plan.vectorized else {}
         self._views = None if self._gemm else self._matmul_views(inputs, outputs)
         if self.plan.gather and self.plan.loop_number:
             cmd = self.plan.commands[0]
@@ -124,6 +135,54 @@ class CPULoop(Execution):
                       self.backend.num_thread)  # fmt: skip
         except ValueError as e:
             raise InvalidValueError(f"command 0: {e}") from None
+
+    def _plan_binaries(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> dict[int, Callable[[list[np.ndarray]], None]]:
+        """BinaryOp commands over iterations 0..n-1 whose output view is dense (each iteration's
+        box follows the previous one) as calls of the ``eltwise.binary`` kernel over the index
+        space ``(n, z, y, x)``, the inputs addressed by their steps and strides."""
+        fast: dict[int, Callable[[list[np.ndarray]], None]] = {}
+        n = self.plan.loop_number
+        for k, cmd in enumerate(self.plan.commands):
+            if cmd.kind != BINARY or cmd.fuse >= 0 or any(i >= 0 for i in cmd.iters):
+                continue
+            z, y, x = cmd.size
+            t = [self._slot(inputs, outputs, i) for i in cmd.indexes]
+            want = (y * x, x, 1)  # a dim of size 1 may have any stride
+            pairs = zip(cmd.strides[0], want, cmd.size, strict=True)
+            dense = all(c == w or m == 1 for c, w, m in pairs)
+            dense = dense and (n == 1 or cmd.steps[0] == z * y * x)
+            signs = [*cmd.steps, *cmd.offsets, *cmd.strides[1], *cmd.strides[2]]
+            if not dense or min(signs) < 0 or t[1].dtype != t[2].dtype:
+                continue
+            compare = cmd.code in E.COMPARE_OPS
+            ops = E.FLOAT_OPS if t[1].dtype == np.float32 else E.INT_OPS
+            out_dtype = np.int32 if compare else t[1].dtype
+            if t[0].dtype != out_dtype or not (compare or cmd.code in ops):
+                continue
+            if t[1].dtype not in (np.float32, np.int32, np.int8, np.uint8):
+                continue
+            shape = np.array([n, z, y, x], np.intp)
+            a_strides = np.array([cmd.steps[1], *cmd.strides[1]], np.intp)
+            b_strides = np.array([cmd.steps[2], *cmd.strides[2]], np.intp)
+            fast[k] = partial(self._binary, cmd, shape, a_strides, b_strides)
+        return fast
+
+    def _binary(
+        self,
+        cmd: Command,
+        shape: np.ndarray,
+        a_strides: np.ndarray,
+        b_strides: np.ndarray,
+        stack: list[np.ndarray],
+    ) -> None:
+        out, a, b = (stack[i][o:] for i, o in zip(cmd.indexes, cmd.offsets, strict=True))
+        try:
+            E.binary(a, b, out, cmd.code, shape, a_strides, b_strides, False,
+                     self.backend.num_thread)  # fmt: skip
+        except ValueError as e:
+            raise InvalidValueError(f"command: {e}") from None
 
     def _matmul_views(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list | None:
         """For a loop of one MatMul command over iterations 0..n-1 (a batched MatMul): per
@@ -202,7 +261,7 @@ class CPULoop(Execution):
             run_init(self.plan, stack)
             self._gather(stack) if self._rows is not None else self._matmul(stack)
             return
-        run_loop(self.plan, stack, self._grids)
+        run_loop(self.plan, stack, self._grids, self._fast)
 
 
 @CPUBackend.register_creator(OpType.While)
