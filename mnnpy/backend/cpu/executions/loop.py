@@ -57,8 +57,10 @@ class CPULoop(Execution):
     """Runs a checked loop plan over the storage of the op's tensors (MNN's CPULoop). A batched
     MatMul (one dense MatMul command) is one call of mnnpy's GEMM kernel, MNN's gather path (one
     copy command: Gather, GatherND, embeddings) one ``kernels.raster`` row per iteration; other
-    loops run each command over every iteration at once where the loop allows it (NumPy, element
-    offsets computed once per resize; ``np.matmul`` over strided views for other MatMuls)."""
+    loops run each command over every iteration at once where the loop allows it: BinaryOps with
+    a dense output through ``eltwise.binary``, the rest in NumPy (element offsets computed once
+    per resize; ``np.matmul`` over strided views for other MatMuls); sequential loops (CumSum)
+    iteration by iteration."""
 
     def __init__(self, backend: Backend, plan: LoopPlan, inplace: tuple = ()) -> None:
         super().__init__(backend)
