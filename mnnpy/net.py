@@ -8,9 +8,10 @@ model bytes. Any failure to read the bytes becomes :class:`InvalidModelError`.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
 import flatbuffers
@@ -22,19 +23,7 @@ from mnnpy._schema.MNN.OpType import OpType
 from mnnpy.errors import InvalidModelError
 from mnnpy.tensor_format import DimensionFormat
 
-__all__ = [
-    "Net",
-    "OpDef",
-    "OpType",
-    "OpParameter",
-    "QuantInfo",
-    "RegionDef",
-    "TensorDescribeDef",
-    "ViewDef",
-    "load_net",
-    "pack_net",
-    "op_type_name",
-]
+__all__ = ["Net", "OpDef", "OpType", "OpParameter", "load_net", "pack_net", "op_type_name"]
 
 _OP_TYPE_NAMES = {v: k for k, v in vars(OpType).items() if not k.startswith("_")}
 _PARAM_NAMES = {v: k for k, v in vars(OpParameter).items() if not k.startswith("_")}
@@ -80,13 +69,6 @@ class OpDef:
     param: Any
     param_type: int
     default_format: DimensionFormat
-    # Static models (``Net.static``): the file's describe of each input / output, or None.
-    input_describes: tuple[TensorDescribeDef | None, ...] = ()
-    output_describes: tuple[TensorDescribeDef | None, ...] = ()
-    # Static models: (input position, output position) pairs where the file has the op write
-    # the tensor it reads (a While accumulating in place); the output is a new tensor that
-    # continues the input (see ``_split_inplace``).
-    inplace: tuple[tuple[int, int], ...] = ()
 
     @property
     def type_name(self) -> str:
@@ -97,6 +79,15 @@ class OpDef:
     def param_name(self) -> str:
         """The parameter table's union name, e.g. ``Convolution2D``, or ``NONE``."""
         return _PARAM_NAMES.get(self.param_type, f"OpParameter({self.param_type})")
+
+    # Static models (``Net.static``), set by ``_build``: the file's describe of each input /
+    # output, or None.
+    input_describes: tuple[TensorDescribeDef | None, ...] = ()
+    output_describes: tuple[TensorDescribeDef | None, ...] = ()
+    # Static models: (input position, output position) pairs where the file has the op write
+    # the tensor it reads (a While accumulating in place); the output is a new tensor that
+    # continues the input (see ``_split_inplace``).
+    inplace: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -111,15 +102,16 @@ class Net:
     size: int
     # The converter version from ``extraInfo.version``; "" when absent (MNN: "<2.0.0").
     version: str = ""
-    # ``usage == INFERENCE_STATIC`` (``--saveStaticModel``): shapes and geometry precomputed.
-    static: bool = False
-    # ``extraTensorDescribe`` by tensor index (static models, quantized tensors).
-    describes: dict[int, TensorDescribeDef] = field(default_factory=dict)
 
     @property
     def tensor_count(self) -> int:
         """Number of tensors the ops refer to."""
         return len(self.tensor_names)
+
+    # ``usage == INFERENCE_STATIC`` (``--saveStaticModel``): shapes and geometry precomputed;
+    # then ``describes`` holds the file's ``extraTensorDescribe`` by tensor index.
+    static: bool = False
+    describes: dict[int, TensorDescribeDef] = dataclasses.field(default_factory=dict)
 
 
 def load_net(buf: bytes | bytearray | memoryview) -> Net:
@@ -146,14 +138,16 @@ def _build(raw: NetT, size: int) -> Net:
         raise InvalidModelError("model has no ops")
     ops = [_build_op(i, op, n_tensors) for i, op in enumerate(raw.oplists)]
     outputs = [_text(n, "output name") for n in (raw.outputName or [])]
-    describes = _describes(raw.extraTensorDescribe, n_tensors)
     static = int(raw.usage) == _USAGE_INFERENCE_STATIC
+    describes = _describes(raw.extraTensorDescribe, n_tensors) if static else {}
     if static:
         _split_inplace(ops, names, describes)
         for op in ops:
             op.input_describes = tuple(describes.get(i) for i in op.inputs)
             op.output_describes = tuple(describes.get(i) for i in op.outputs)
     return Net(
+        static=static,
+        describes=describes,
         tensor_names=names,
         ops=ops,
         output_names=outputs,
@@ -161,8 +155,6 @@ def _build(raw: NetT, size: int) -> Net:
         uuid=_text(raw.mnnUuid, "uuid"),
         size=size,
         version=_text(raw.extraInfo.version if raw.extraInfo else None, "version"),
-        static=static,
-        describes=describes,
     )
 
 
@@ -233,20 +225,10 @@ class RegionDef:
 
 
 @dataclass(frozen=True)
-class QuantInfo:
-    """A tensor's quantization attributes (MNN's ``TensorQuantInfo``)."""
-
-    scale: float
-    zero: float
-    min: float
-    max: float
-    type: int
-
-
-@dataclass(frozen=True)
 class TensorDescribeDef:
-    """A tensor's ``extraTensorDescribe`` entry: its blob (shape, ``DataType``, format) where the
-    file gives one, the regions a Raster op writes it with, its quantization."""
+    """A tensor's ``extraTensorDescribe`` entry in a static model: its blob (shape,
+    ``DataType``, format) where the file gives one, and the regions a Raster op writes it with
+    (quantization attributes are read for every model, elsewhere)."""
 
     index: int
     name: str
@@ -254,7 +236,6 @@ class TensorDescribeDef:
     data_type: int
     dimension_format: DimensionFormat
     regions: tuple[RegionDef, ...]
-    quant: QuantInfo | None
 
 
 def _view(v: Any, where: str) -> ViewDef:
@@ -289,8 +270,6 @@ def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDes
                 fmt = DimensionFormat(blob.dataFormat)
             except ValueError:
                 raise InvalidModelError(f"{where}: format {blob.dataFormat!r}") from None
-        q = d.quantInfo
-        quant = None if q is None else QuantInfo(q.scale, q.zero, q.min, q.max, int(q.type))
         result[index] = TensorDescribeDef(
             index,
             _text(d.name, f"{where} name"),
@@ -298,7 +277,6 @@ def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDes
             int(blob.dataType) if blob is not None else 1,
             fmt,
             tuple(_region(r, where) for r in (d.regions or ())),
-            quant,
         )
     return result
 
@@ -321,7 +299,7 @@ def _split_inplace(
             new = len(names)
             names.append(names[i])
             if i in describes:
-                describes[new] = replace(describes[i], index=new)
+                describes[new] = dataclasses.replace(describes[i], index=new)
             if renamed.get(i, i) in op.inputs:
                 op.inplace += ((op.inputs.index(renamed.get(i, i)), k),)
             outputs[k] = renamed[i] = new
