@@ -27,7 +27,6 @@ __all__ = [
     "OpDef",
     "OpType",
     "OpParameter",
-    "QuantInfo",
     "TensorQuantInfo",
     "RegionDef",
     "TensorDescribeDef",
@@ -129,6 +128,12 @@ class Net:
     version: str = ""
     # The external weight file (``weights.ExternalData``) the ops read, when one was given.
     external_data: Any = None
+    # ``usage == INFERENCE_STATIC`` (``--saveStaticModel``): shapes and geometry precomputed;
+    # then ``describes`` holds the file's ``extraTensorDescribe`` by tensor index.
+    static: bool = False
+    describes: dict[int, TensorDescribeDef] = field(default_factory=dict)
+    # ``extraTensorDescribe[].quantInfo`` by tensor index (written by MNN's int8 quantizer).
+    quant_info: dict[int, TensorQuantInfo] = field(default_factory=dict)
 
     @property
     def external_ops(self) -> list[OpDef]:
@@ -140,12 +145,6 @@ class Net:
         self.external_data = external
         for op in self.external_ops:
             op.external_data = external
-    # ``usage == INFERENCE_STATIC`` (``--saveStaticModel``): shapes and geometry precomputed.
-    static: bool = False
-    # ``extraTensorDescribe`` by tensor index (static models, quantized tensors).
-    describes: dict[int, TensorDescribeDef] = field(default_factory=dict)
-    # ``extraTensorDescribe[].quantInfo`` by tensor index (written by MNN's int8 quantizer).
-    quant_info: dict[int, TensorQuantInfo] = field(default_factory=dict)
 
     @property
     def tensor_count(self) -> int:
@@ -190,8 +189,8 @@ def _build(raw: NetT, size: int) -> Net:
         raise InvalidModelError("model has no ops")
     ops = [_build_op(i, op, n_tensors) for i, op in enumerate(raw.oplists)]
     outputs = [_text(n, "output name") for n in (raw.outputName or [])]
-    describes = _describes(raw.extraTensorDescribe, n_tensors)
     static = int(raw.usage) == _USAGE_INFERENCE_STATIC
+    describes = _describes(raw.extraTensorDescribe, n_tensors) if static else {}
     if static:
         _split_inplace(ops, names, describes)
         for op in ops:
@@ -296,20 +295,10 @@ class RegionDef:
 
 
 @dataclass(frozen=True)
-class QuantInfo:
-    """A tensor's quantization attributes (MNN's ``TensorQuantInfo``)."""
-
-    scale: float
-    zero: float
-    min: float
-    max: float
-    type: int
-
-
-@dataclass(frozen=True)
 class TensorDescribeDef:
-    """A tensor's ``extraTensorDescribe`` entry: its blob (shape, ``DataType``, format) where the
-    file gives one, the regions a Raster op writes it with, its quantization."""
+    """A tensor's ``extraTensorDescribe`` entry in a static model: its blob (shape,
+    ``DataType``, format) where the file gives one, and the regions a Raster op writes it with
+    (quantization attributes are read for every model, elsewhere)."""
 
     index: int
     name: str
@@ -317,7 +306,6 @@ class TensorDescribeDef:
     data_type: int
     dimension_format: DimensionFormat
     regions: tuple[RegionDef, ...]
-    quant: QuantInfo | None
 
 
 def _view(v: Any, where: str) -> ViewDef:
@@ -352,8 +340,6 @@ def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDes
                 fmt = DimensionFormat(blob.dataFormat)
             except ValueError:
                 raise InvalidModelError(f"{where}: format {blob.dataFormat!r}") from None
-        q = d.quantInfo
-        quant = None if q is None else QuantInfo(q.scale, q.zero, q.min, q.max, int(q.type))
         result[index] = TensorDescribeDef(
             index,
             _text(d.name, f"{where} name"),
@@ -361,7 +347,6 @@ def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDes
             int(blob.dataType) if blob is not None else 1,
             fmt,
             tuple(_region(r, where) for r in (d.regions or ())),
-            quant,
         )
     return result
 

@@ -9,9 +9,11 @@ Usage (from the repository root; needs the ``convert`` extra: ``mnn`` 3.6.1, ``o
 For every graph in ``MODELS``: build it with ``make_test_models.GraphBuilder`` (fixed seed), write
 an input config (``input_size``, ``input_names``, ``input_dims``), convert with MNN's converter
 (``tools/_mnn_convert.py``: ``-f ONNX ... --saveStaticModel --inputConfigFile F``, uuid made
-reproducible), run the converted file with MNN's Session API (CPU, 1 thread, twice) and write
-``<name>.npz`` (``input:<name>`` / ``output:<name>``). The converter runs MNN's geometry on the
-declared input shapes, so the files hold ``Raster`` ops (Transpose, Concat, Slice, Reshape, Pad,
+reproducible; the describes and constants of a static file come in the order of the
+converter's tensor addresses, so reruns may differ byte-wise), run the converted file with
+MNN's Session API (CPU, 1 thread, twice) and write ``<name>.npz`` (``input:<name>`` /
+``output:<name>``) and ``README.md``. The converter runs MNN's geometry on the declared input
+shapes, so the files hold ``Raster`` ops (Transpose, Concat, Slice, Reshape, Pad,
 layout conversions) and ``While`` ops with a ``LoopParam`` (Gather, GatherND, batched and
 broadcast MatMul, ScatterND, CumSum, ...). The op types each file holds are printed, and
 max|MNN - onnxruntime| as a sanity check of the graph.
@@ -271,6 +273,56 @@ def build_shuffle() -> Built:
     return g.model([("x", [1, 3, 5, 5])], [("y", [1, 5, 5, 5])]), {"x": x}
 
 
+def build_opset16() -> Built:
+    """Opset 16: ScatterElements with reduction add and ScatterND with mul (loops with
+    ``fuse``; MNN's results differ from onnxruntime's here, the goldens are MNN's), Einsum,
+    reversed exclusive CumSum, ReverseSequence (negative region strides), Trilu, GridSample,
+    linear Resize."""
+    import make_test_models
+
+    opset = make_test_models.OPSET
+    make_test_models.OPSET = 16
+    try:
+        g = GraphBuilder("opset16", seed=25)
+        x2 = g.node("Reshape", ["x", g.const("s", _i64([4, 6]))])
+        upd = g.node("Mul", [x2, g.const("two", np.array(2.0, np.float32))])
+        i_el = g.const("i", _i64([[1, 0, 3, 2, 2, 0], [1, 3, 0, 0, 1, 1], [2, 2, 2, 3, 3, 3]]))
+        u3 = g.node(
+            "Slice",
+            [upd, g.const("a", _i64([0])), g.const("b", _i64([3])), g.const("c", _i64([0]))],
+        )
+        g.node("ScatterElements", [x2, i_el, u3], out="y0", axis=0, reduction="add")
+        i_nd = g.const("i", _i64([[1], [1], [3], [0]]))
+        g.node("ScatterND", [x2, i_nd, upd], out="y1", reduction="mul")
+        w = g.const("w", g.rng.randn(4, 5).astype(np.float32))
+        g.node("Einsum", ["x", w], out="y2", equation="bij,jk->bik")
+        g.node("CumSum", ["x", g.const("ax", _i64([2]))], out="y3", reverse=1, exclusive=1)
+        t = g.node("Transpose", ["x"], perm=[1, 0, 2])
+        g.node(
+            "ReverseSequence", [t, g.const("l", _i64([1, 2]))], out="y4", batch_axis=1, time_axis=0
+        )
+        g.node("Trilu", ["x"], out="y5", upper=1)
+        x4 = g.node("Unsqueeze", ["x", g.const("a", _i64([0]))])
+        grid = g.const("gr", (g.rng.rand(1, 3, 3, 2) * 2 - 1).astype(np.float32))
+        g.node("GridSample", [x4, grid], out="y6")
+        scales = g.const("sc", np.array([1, 1, 2, 1.5], np.float32))
+        g.node("Resize", [x4, "", scales], out="y7", mode="linear")
+        x = g.rng.randn(2, 3, 4).astype(np.float32)
+        outs = [
+            ("y0", [4, 6]),
+            ("y1", [4, 6]),
+            ("y2", [2, 3, 5]),
+            ("y3", [2, 3, 4]),
+            ("y4", [3, 2, 4]),
+            ("y5", [2, 3, 4]),
+            ("y6", [1, 2, 3, 3]),
+            ("y7", [1, 2, 6, 6]),
+        ]
+        return g.model([("x", [2, 3, 4])], outs), {"x": x}
+    finally:
+        make_test_models.OPSET = opset
+
+
 MODELS: dict[str, Callable[[], Built]] = {
     "movement": build_movement,
     "cnn": build_cnn,
@@ -282,6 +334,7 @@ MODELS: dict[str, Callable[[], Built]] = {
     "spatial": build_spatial,
     "misc": build_misc,
     "shuffle": build_shuffle,
+    "opset16": build_opset16,
 }
 
 
@@ -309,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="mnnpy_static_")
+    rows = []
     try:
         for name, builder in MODELS.items():
             if args.only and name not in args.only:
@@ -329,9 +383,31 @@ def main(argv: list[str] | None = None) -> int:
             diff_text = ", ".join(f"{k}={v:.3g}" for k, v in diffs.items())
             print(f"{name:<14} {os.path.getsize(dst):6d} bytes  max|MNN-ORT| {diff_text}")
             print(f"  ops: {kinds}")
+            doc = " ".join((builder.__doc__ or "").split())
+            ops = ", ".join(f"{k} {v}" for k, v in kinds.items())
+            rows.append(f"| `{name}` | {os.path.getsize(dst)} | {doc} | {ops} | {diff_text} |")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if not args.only:
+        with open(os.path.join(args.out, "README.md"), "w") as f:
+            f.write(README + "\n".join(rows) + "\n")
     return 0
+
+
+README = """# Static models
+
+Written by `tools/make_static_models.py`: small ONNX graphs converted by MNN 3.6.1's converter
+with `--saveStaticModel --inputConfigFile` (shapes fixed, geometry precomputed: `Raster` ops
+and `While` ops with a `LoopParam`), and `<name>.npz` with the input (`input:<name>`) and MNN's
+Session outputs (`output:<name>`, CPU, 1 thread). `tests/models/test_static_models.py` runs
+them in mnnpy. max|MNN-ORT| compares MNN with onnxruntime on the source graph (a sanity check of
+the graph; MNN's scatter reductions differ from onnxruntime's, the goldens are MNN's). The
+converter writes a static file's tensor describes and constants in the order of its tensors'
+addresses, so a rerun may give a different (equivalent) file for the same graph.
+
+| model | bytes | graph | ops in the file | max abs MNN - ORT |
+|---|---|---|---|---|
+"""
 
 
 if __name__ == "__main__":

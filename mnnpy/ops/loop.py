@@ -20,36 +20,27 @@ A static model may have a loop write the tensor it reads (CumSum accumulates in 
 gives the output a new tensor (``OpDef.inplace``); the runner copies the input into it first and
 the commands address the output for both.
 
-This module is the backend-independent plan (parsed and checked once) and a NumPy runner over
-flat arrays, used by the reference and the CPU execution; every index is checked before use.
+This module is the backend-independent plan (parsed and checked once) and the reference;
+``mnnpy.ops.loop_run`` runs a plan over flat arrays (for the reference and the CPU execution),
+checking every index before use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as B
 from mnnpy.errors import InvalidValueError, NotSupportError
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import binary_op, register_reference, unary_op
+from mnnpy.ops import register_reference
 from mnnpy.tensor_format import runtime_dtype
 
-__all__ = [
-    "MATMUL",
-    "MATMUL_AXES",
-    "Command",
-    "LoopPlan",
-    "gather_bases",
-    "plan_loop",
-    "run_init",
-    "run_loop",
-]
+__all__ = ["BINARY", "MATMUL", "MATMUL_AXES", "Command", "LoopPlan", "check_sizes", "plan_loop"]
 
 COPY, UNARY, BINARY, MATMUL = "copy", "unary", "binary", "matmul"
-_FUSE = {B.ADD: np.add, B.MUL: np.multiply, B.SUB: np.subtract}
 
 
 @dataclass
@@ -192,7 +183,7 @@ def plan_loop(op: OpDef, n_inputs: int, n_outputs: int) -> LoopPlan:
     for i in ins + outs:
         if not 0 <= i < tn:
             raise InvalidValueError(f"LoopParam slot {i} is outside 0..{tn - 1}")
-    if set(range(tn)) - set(ins) - set(outs):
+    if tn > len(ins) + len(outs) or set(range(tn)) - set(ins) - set(outs):
         raise NotSupportError(f"LoopParam has {tn} tensors, not all of them inputs or outputs")
     if int(p.loopNumber) < 0:
         raise InvalidValueError(f"LoopParam loopNumber {p.loopNumber} is negative")
@@ -214,173 +205,38 @@ def plan_loop(op: OpDef, n_inputs: int, n_outputs: int) -> LoopPlan:
     return LoopPlan(tn, ins, outs, int(p.loopNumber), bool(p.parallel), init, commands)
 
 
-def _checked(index: np.ndarray, limit: int, what: str) -> np.ndarray:
-    if index.size and (index.min() < 0 or index.max() >= limit):
-        raise InvalidValueError(
-            f"{what} reaches elements {int(index.min())}..{int(index.max())} of a tensor of {limit}"
-        )
-    return index
-
-
-def _bases(
-    plan: LoopPlan, cmd: Command, v: int, stack: Sequence[np.ndarray], it: np.ndarray, what: str
-) -> np.ndarray:
-    """Base offsets of view ``v`` for the iterations ``it``."""
-    if cmd.iters[v] >= 0:
-        idx = stack[cmd.iters[v]]
-        if idx.size < plan.loop_number:
-            raise InvalidValueError(
-                f"{what}: iteration index tensor has {idx.size} values for {plan.loop_number} "
-                "iterations"
-            )
-        it = idx[it].astype(np.int64)
-    return it * cmd.steps[v] + cmd.offsets[v]
-
-
-Fn = Callable[..., np.ndarray]
-
-
-def _compute(cmd: Command, values: list[np.ndarray], dtype: np.dtype) -> np.ndarray:
-    if cmd.kind == COPY:
-        return values[1]
-    with np.errstate(all="ignore"):
-        if cmd.kind == UNARY:
-            return np.asarray(unary_op.function(cmd.code, values[1].dtype)(values[1]))
-        if cmd.kind == BINARY:
-            fn = binary_op.function(cmd.code, values[1].dtype)
-            return np.asarray(fn(values[1], values[2].astype(values[1].dtype, copy=False)))
-        out = np.matmul(values[1], values[2])
-        if len(values) > 3:
-            out = out + values[3][..., None, :]
-        return out
-
-
-def _run_command(
-    plan: LoopPlan,
-    cmd: Command,
-    stack: list[np.ndarray],
-    it: np.ndarray,
-    grids: Sequence[np.ndarray],
-    where: str,
-) -> None:
-    values: list[np.ndarray] = []
-    idx_out = None
-    for v, slot in enumerate(cmd.indexes):
-        base = _bases(plan, cmd, v, stack, it, where)
-        index = base.reshape((-1,) + (1,) * grids[v].ndim) + grids[v]
-        _checked(index, stack[slot].size, f"{where}, tensor {slot}")
-        if v == 0:
-            idx_out = index
-            values.append(stack[slot][index] if cmd.fuse >= 0 else stack[slot][:0])
-        else:
-            values.append(stack[slot][index])
-    assert idx_out is not None
-    out = stack[cmd.indexes[0]]
-    result = _compute(cmd, values, out.dtype)
-    if result.dtype != out.dtype:
-        result = (
-            result.view(out.dtype)
-            if result.dtype.itemsize == out.dtype.itemsize
-            else (result.astype(out.dtype))
-        )
-    if cmd.fuse < 0:
-        out[idx_out] = result
-    elif cmd.fuse in _FUSE:
-        _FUSE[cmd.fuse].at(out, idx_out, result)
-
-
-def gather_bases(
-    plan: LoopPlan, stack: Sequence[np.ndarray]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """MNN's single-copy path: the output and input base of every iteration, which iterations
-    copy (both bases inside their tensors) and which zero their box (input base outside)."""
-    cmd = plan.commands[0]
-    it = np.arange(plan.loop_number, dtype=np.int64)
-    out, src = stack[cmd.indexes[0]], stack[cmd.indexes[1]]
-    b0 = _bases(plan, cmd, 0, stack, it, "command 0")
-    b1 = _bases(plan, cmd, 1, stack, it, "command 0")
-    keep = (b0 >= 0) & (b0 < out.size)
-    valid = keep & (b1 >= 0) & (b1 < src.size)
-    return b0, b1, valid, keep & ~valid
-
-
-def _gather(
-    plan: LoopPlan, cmd: Command, stack: list[np.ndarray], grids: Sequence[np.ndarray], where: str
-) -> None:
-    """MNN's single-copy path: bases outside a tensor skip (output) or zero (input)."""
-    out, src = stack[cmd.indexes[0]], stack[cmd.indexes[1]]
-    b0, b1, valid, zero = gather_bases(plan, stack)
-    dst_z = _checked(b0[zero, None, None, None] + grids[0], out.size, f"{where}, output")
-    out[dst_z] = 0
-    dst = _checked(b0[valid, None, None, None] + grids[0], out.size, f"{where}, output")
-    s = _checked(b1[valid, None, None, None] + grids[1], src.size, f"{where}, input")
-    values = src[s]
-    out[dst] = values if values.dtype == out.dtype else values.view(out.dtype)
-
-
-def _init(cmd: Command | int, stack: list[np.ndarray], k: int) -> None:
-    if isinstance(cmd, int):
-        stack[cmd][:] = 0
-        return
-    zero = Command(
-        COPY,
-        0,
-        (False, False),
-        cmd.size,
-        cmd.indexes,
-        cmd.iters,
-        cmd.steps,
-        (0, 0),
-        cmd.strides,
-        -1,
-    )
-    dst = _checked(zero.grid(0), stack[cmd.indexes[0]].size, f"initCommand {k} output")
-    src = _checked(zero.grid(1), stack[cmd.indexes[1]].size, f"initCommand {k} input")
-    values = stack[cmd.indexes[1]][src]
-    out = stack[cmd.indexes[0]]
-    out[dst] = values if values.dtype == out.dtype else values.view(out.dtype)
-
-
-def run_init(plan: LoopPlan, stack: list[np.ndarray]) -> None:
-    """The ``initCommand`` s."""
-    for k, init in enumerate(plan.init):
-        _init(init, stack, k)
-
-
-def run_loop(
-    plan: LoopPlan, stack: list[np.ndarray], grids: Sequence[Sequence[np.ndarray]] | None = None
-) -> None:
-    """Run the loop on flat arrays (``stack[slot]``; outputs are written in place).
-
-    Args:
-        grids: per command, ``Command.grid(v)`` of each view (computed when not given).
+def check_sizes(plan: LoopPlan, elements: Sequence[int]) -> None:
+    """Bound the work by the tensors (``elements[slot]``): no more iterations, and no box of a
+    view with more elements, than the largest tensor holds (a command's box lies inside its
+    tensor; more only repeats elements).
 
     Raises:
-        InvalidValueError: when an address falls outside its tensor.
+        InvalidValueError: naming the count.
     """
-    run_init(plan, stack)
-    if grids is None:
-        grids = [[c.grid(v) for v in range(len(c.indexes))] for c in plan.commands]
-    if plan.loop_number == 0:
-        return
-    if plan.gather:
-        _gather(plan, plan.commands[0], stack, grids[0], "command 0")
-        return
-    if plan.vectorized:
-        it = np.arange(plan.loop_number, dtype=np.int64)
-        for k, cmd in enumerate(plan.commands):
-            _run_command(plan, cmd, stack, it, grids[k], f"command {k}")
-        return
-    for t in range(plan.loop_number):
-        one = np.array([t], np.int64)
-        for k, cmd in enumerate(plan.commands):
-            _run_command(plan, cmd, stack, one, grids[k], f"command {k}")
+    most = max(elements, default=0)
+    if plan.loop_number > max(most, 1):
+        raise InvalidValueError(
+            f"LoopParam loopNumber {plan.loop_number} exceeds its largest tensor ({most} elements)"
+        )
+    commands = [*plan.commands, *(c for c in plan.init if isinstance(c, Command))]
+    for k, cmd in enumerate(commands):
+        n = len(cmd.indexes)
+        axes = MATMUL_AXES[n > 3] if cmd.kind == MATMUL else ((0, 1, 2),) * n
+        for v in range(n):
+            box = math.prod(cmd.size[a] for a in axes[v])
+            if box > max(most, 1):
+                raise InvalidValueError(
+                    f"command {k}: a box of {cmd.size!r} ({box} elements) exceeds the largest "
+                    f"tensor of the loop ({most} elements)"
+                )
 
 
 @register_reference(OpType.While)
 def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     """The loop on the logical flat arrays (the storage, for tensors that are not NC4HW4)."""
     plan = plan_loop(op, len(inputs), len(op.outputs))
+    shapes = [d.shape if d is not None and d.shape is not None else () for d in op.output_describes]
+    check_sizes(plan, [np.size(x) for x in inputs] + [math.prod(s) for s in shapes])
     stack: list[np.ndarray] = [np.zeros(0, np.float32)] * plan.tensor_number
     for slot, x in zip(plan.input_slots, inputs, strict=True):
         stack[slot] = np.array(x).reshape(-1)
@@ -391,5 +247,7 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         stack[slot] = np.zeros(int(np.prod(d.shape, dtype=np.int64)), runtime_dtype(d.data_type))
     for i, o in op.inplace:  # the file has the loop update its input in place
         stack[plan.output_slots[o]][:] = stack[plan.input_slots[i]]
+    from mnnpy.ops.loop_run import run_loop
+
     run_loop(plan, stack)
     return [stack[s].reshape(shape) for s, shape in zip(plan.output_slots, shapes, strict=True)]

@@ -8,13 +8,14 @@ over the stored dims; NCHW for NC4HW4 tensors)::
     out[dst.offset + i*d0 + j*d1 + k*d2] = src[src.offset + i*s0 + j*s1 + k*s2]
 
 Regions are applied in order. When their sizes do not add up to the output's element count, the
-output is zeroed first (MNN's ``regionIsFull``). A region whose destination stride is 0 over a dim
-of size > 1 sums the elements it reads there (MNN's ``_reduceblit``). A region that lies wholly
-outside the output is skipped: MNN's StridedSlice geometry leaves such regions in files (with a
-negative step it repeats the regions of the first batch past the output) and MNN writes them past
-the output's buffer; any other region reaching outside a tensor is an INVALID_VALUE error. The
-While op with a ``LoopParam`` takes its output shapes from the same describes
-(``mnnpy.ops.loop``).
+output is zeroed first (MNN's ``regionIsFull``), unless the file has the op write the tensor it
+reads (``OpDef.inplace``): then the elements outside the regions keep that tensor's values. A
+region whose destination stride is 0 over a dim of size > 1 sums the elements it reads there
+(MNN's ``_reduceblit``). A region that lies wholly outside the output is skipped: MNN's
+StridedSlice geometry leaves such regions in files (with a negative step it repeats the regions
+of the first batch past the output) and MNN writes them past the output's buffer; any other
+region reaching outside a tensor is an INVALID_VALUE error. The While op with a ``LoopParam``
+takes its output shapes from the same describes (``mnnpy.ops.loop``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import runtime_dtype
 
 __all__ = [
+    "check_count",
     "region_indexes",
     "reduces",
     "regions_of",
@@ -103,6 +105,22 @@ def reduces(region: RegionDef) -> bool:
     return any(n > 1 and s == 0 for n, s in zip(region.size, region.dst.strides, strict=True))
 
 
+def check_count(size: Sequence[int], elements: int, what: str) -> None:
+    """A region copies no more elements than the larger of its tensors holds (more would only
+    repeat elements; a corrupted size must not allocate index arrays of that size).
+
+    Raises:
+        InvalidValueError: for a negative size or too many elements.
+    """
+    if any(n < 0 for n in size):
+        raise InvalidValueError(f"{what}: negative region size {tuple(size)!r}")
+    if math.prod(size) > elements:
+        raise InvalidValueError(
+            f"{what}: region of {tuple(size)!r} copies more elements than its tensors hold "
+            f"({elements})"
+        )
+
+
 def region_indexes(
     offset: int, strides: Sequence[int], size: Sequence[int], limit: int, what: str
 ) -> np.ndarray:
@@ -156,12 +174,15 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     assert d is not None and d.shape is not None
     dtype = runtime_dtype(d.data_type)
     out = np.zeros(int(np.prod(d.shape, dtype=np.int64)), dtype)
+    for i, _ in op.inplace:  # the file has the op write the tensor it reads: keep its values
+        out[:] = np.asarray(inputs[i]).reshape(-1).astype(dtype, copy=False)
     for i, (region, x) in enumerate(zip(regions_of(op, len(inputs)), inputs, strict=True)):
         src = np.ascontiguousarray(x).reshape(-1)
         if src.dtype != dtype:
             src = src.view(dtype) if src.dtype.itemsize == dtype.itemsize else src.astype(dtype)
         s, t = region.src, region.dst
         what = f"region {i}"
+        check_count(region.size, max(src.size, out.size), what)
         if not math.prod(region.size) or _outside(t.offset, t.strides, region.size, out.size):
             continue  # writes nothing of the output (MNN writes past it: see the module)
         values = src[region_indexes(s.offset, s.strides, region.size, src.size, what)]

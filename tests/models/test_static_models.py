@@ -77,3 +77,120 @@ def test_other_input_shapes_are_refused() -> None:
         net.resize_session(session)
     assert e.value.code == mnnpy.ErrorCode.NOT_SUPPORT
     assert "(1, 3, 9, 9)" in str(e.value)
+
+
+FUZZ_VALUES = [-(2**31), -65536, -5, -1, 0, 1, 2, 3, 7, 1000, 65536, 2**31 - 1]
+
+
+def _mutate_static(data: bytes, rng: np.random.Generator) -> bytes:
+    """One number of a region, a loop command or a LoopParam set to an extreme value."""
+    from mnnpy._schema.MNN.Net import Net as FbNet
+    from mnnpy._schema.MNN.Net import NetT
+    from mnnpy.net import pack_net
+
+    net = NetT.InitFromObj(FbNet.GetRootAs(data, 0))
+    targets: list[tuple[object, str, int | None]] = []
+    for d in net.extraTensorDescribe or ():
+        for r in d.regions or ():
+            targets += [(r, "size", k) for k in range(3)]
+            for view in (r.src, r.dst):
+                targets += [(view, "offset", None)] + [(view, "stride", k) for k in range(3)]
+    for op in net.oplists:
+        p = op.main
+        if type(p).__name__ != "LoopParamT":
+            continue
+        targets += [(p, "loopNumber", None), (p, "tensorNumber", None)]
+        targets += [(p, "inputIndexes", k) for k in range(len(p.inputIndexes))]
+        for c in [*(p.commands or ()), *(p.initCommand or ())]:
+            for field in ("steps", "size", "indexes", "iterIndexes"):
+                values = getattr(c, field)
+                targets += [(c, field, k) for k in range(len(values) if values is not None else 0)]
+            targets += [(v, "offset", None) for v in c.view or ()]
+            targets += [(v, "stride", k) for v in c.view or () for k in range(3)]
+    obj, field, k = targets[int(rng.integers(len(targets)))]
+    value = FUZZ_VALUES[int(rng.integers(len(FUZZ_VALUES)))]
+    if k is None:
+        setattr(obj, field, value)
+    else:
+        values = list(getattr(obj, field))
+        values[k] = value
+        setattr(obj, field, values)
+    return pack_net(net)
+
+
+@pytest.mark.parametrize("name", ["gather", "scatter", "shuffle", "movement", "embedding"])
+def test_mutated_regions_and_loops_raise_only_mnnerror(name: str) -> None:
+    """Regions, loop commands and loop parameters with extreme numbers: every run either works
+    or raises an MNNError (INVALID_VALUE for addresses outside a tensor), never crashes."""
+    from tests.models import test_fuzz
+
+    data = open(os.path.join(DATA, name + ".mnn"), "rb").read()
+    rng = np.random.default_rng(20261125)
+    with np.load(os.path.join(DATA, name + ".npz")) as z:
+        inputs = {k[6:]: z[k] for k in z.files if k.startswith("input:")}
+    outcomes: dict[str, int] = {}
+    for _ in range(60):
+        outcome = test_fuzz.try_model(_mutate_static(data, rng), inputs)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert outcomes.get("INVALID_VALUE", 0) > 0, outcomes
+
+
+@pytest.mark.parametrize("name", ["scatter", "shuffle"])
+def test_corrupted_static_bytes_raise_only_mnnerror(name: str) -> None:
+    from tests.models import test_fuzz
+
+    data = open(os.path.join(DATA, name + ".mnn"), "rb").read()
+    rng = np.random.default_rng(20261126)
+    with np.load(os.path.join(DATA, name + ".npz")) as z:
+        inputs = {k[6:]: z[k] for k in z.files if k.startswith("input:")}
+    for _ in range(80):
+        test_fuzz.try_model(test_fuzz.mutate(data, rng), inputs)
+
+
+def _static_net(describes, ops=None):
+    from mnnpy._schema.MNN.Net import NetT
+    from mnnpy.net import pack_net
+    from mnnpy.testing.builders import input_op, make_op
+
+    net = NetT()
+    net.tensorName = ["in0", "out0"]
+    net.oplists = ops or [
+        input_op("in0", 0, (4,), np.float32, mnnpy.DimensionFormat.NCHW),
+        make_op(mnnpy.net.OpType.Raster, "raster", [0], [1]),
+    ]
+    net.extraTensorDescribe, net.outputName, net.usage = describes, ["out0"], 2
+    return pack_net(net)
+
+
+def test_describes_are_checked_when_loading() -> None:
+    from mnnpy._schema.MNN.Region import RegionT
+    from mnnpy._schema.MNN.TensorDescribe import TensorDescribeT
+    from mnnpy._schema.MNN.View import ViewT
+
+    d = TensorDescribeT()
+    d.index = 7  # no such tensor
+    with pytest.raises(mnnpy.MNNError) as e:
+        mnnpy.net.load_net(_static_net([d]))
+    assert e.value.code == mnnpy.ErrorCode.INVALID_VALUE and "#7" in str(e.value)
+    d.index = 1
+    r = RegionT()
+    r.src, r.dst, r.size = ViewT(), ViewT(), [1, 1, 4]
+    r.src.stride, r.dst.stride = [1, 1], [1, 1, 1]  # two strides
+    d.regions = [r]
+    with pytest.raises(mnnpy.MNNError) as e:
+        mnnpy.net.load_net(_static_net([d]))
+    assert e.value.code == mnnpy.ErrorCode.INVALID_VALUE and "3 strides" in str(e.value)
+
+
+def test_a_tensor_written_again_becomes_a_new_tensor() -> None:
+    """The CumSum loop of ``scatter`` writes the tensor it reads: the output is a new tensor of
+    the same name, later readers read it, and the op records the pair."""
+    net = mnnpy.net.load_net(open(os.path.join(DATA, "scatter.mnn"), "rb").read())
+    loop = next(op for op in net.ops if op.inplace)
+    ((i, o),) = loop.inplace
+    old, new = loop.inputs[i], loop.outputs[o]
+    assert old != new and net.tensor_names[old] == net.tensor_names[new]
+    later = [
+        op for op in net.ops[net.ops.index(loop) + 1 :] if old in op.inputs or new in op.inputs
+    ]
+    assert later and all(old not in op.inputs for op in later)

@@ -378,3 +378,32 @@ def test_while_with_subgraphs_is_not_supported() -> None:
     with pytest.raises(MNNError) as e:
         run_net(pack_net(net), {"in0": np.zeros(4, np.float32)})
     assert e.value.code == ErrorCode.NOT_SUPPORT
+
+
+def test_broadcast_batches_through_index_tensors() -> None:
+    """MNN's broadcast BatchMatMul: iteration t multiplies A[ia[t]] by B[ib[t]] (the GEMM
+    kernel's batch indexes, read from the index tensors at each run)."""
+    e, d, h = 3, 4, 2
+    a = RNG.randn(2, e, d).astype(np.float32)
+    b = RNG.randn(3, d, h).astype(np.float32)
+    ia = np.array([0, 0, 0, 1, 1, 1], np.int32)
+    ib = np.array([0, 1, 2, 0, 1, 2], np.int32)
+    views = [(0, (h, 0, 1)), (0, (d, 1, 0)), (0, (0, h, 1))]
+    cmd = command(
+        "matmul", [4, 0, 1], views, (e, d, h), steps=[e * h, e * d, d * h], iters=[-1, 2, 3]
+    )
+    check([a, b, ia, ib], {2: ia, 3: ib}, (6, e, h), np.float32, loop(4, 6, [cmd]))
+    bad = np.array([0, 0, 0, 1, 1, 2], np.int32)  # A has 2 matrices
+    err = _error([a, b, bad, ib], {2: bad, 3: ib}, loop(4, 6, [cmd]), out_shape=(6, e, h))
+    assert err.code == ErrorCode.INVALID_VALUE
+
+
+def test_matmul_with_a_transposed_output_view() -> None:
+    """Views other than the dense ones MNN's geometry writes (C stored [h, e]) still follow
+    the views' strides."""
+    e, d, h = 3, 4, 5
+    a = RNG.randn(2, e, d).astype(np.float32)
+    b = RNG.randn(d, h).astype(np.float32)
+    views = [(0, (1, 0, e)), (0, (d, 1, 0)), (0, (0, h, 1))]
+    cmd = command("matmul", [2, 0, 1], views, (e, d, h), steps=[e * h, e * d, 0])
+    check([a, b], {}, (2, h, e), np.float32, loop(2, 2, [cmd]))

@@ -224,3 +224,64 @@ def test_raster_outside_a_static_model_is_not_supported() -> None:
     with pytest.raises(MNNError) as e:
         run_net(pack_net(net), {"in0": np.zeros(4, np.float32)})
     assert e.value.code == ErrorCode.NOT_SUPPORT
+
+
+@pytest.mark.parametrize("channels", [(3, 5), (4, 4), (5, 12), (1, 16)])
+@pytest.mark.parametrize("formats", [(NC4HW4, NC4HW4), (NCHW, NC4HW4), (NC4HW4, NCHW)])
+def test_channel_concat_and_shuffle_on_nc4hw4_storage(channels, formats) -> None:
+    """Boxes of the logical dims (a channel concat, then a 2-group channel shuffle of the first
+    input) are planned straight on the NC4HW4 storage, lanes not aligned to the blocks."""
+    c0, c1 = channels
+    n, area = 2, 6
+    a = RNG.randn(n, c0, 2, 3).astype(np.float32)
+    b = RNG.randn(n, c1, 2, 3).astype(np.float32)
+    c = c0 + c1
+    regions = [
+        (0, (c0 * area, area, 1), 0, (c * area, area, 1), (n, c0, area)),
+        (0, (c1 * area, area, 1), c0 * area, (c * area, area, 1), (n, c1, area)),
+    ]
+    check([a, b], [0, 1], (n, c, 2, 3), regions, in_fmt=formats[0], out_fmt=formats[1])
+    if c0 % 2 == 0:
+        half = c0 // 2 * area  # out[:, 2k + g] = a[:, g * c0/2 + k]
+        shuffle = [
+            (0, (c0 * area, area, 1), 0, (c0 * area, 2 * area, 1), (n, c0 // 2, area)),
+            (half, (c0 * area, area, 1), area, (c0 * area, 2 * area, 1), (n, c0 // 2, area)),
+        ]
+        check([a], [0, 0], (n, c0, 2, 3), shuffle, in_fmt=formats[0], out_fmt=formats[1])
+    data = raster_net([a, b], [0, 1], (n, c, 2, 3), regions, *formats)
+    session, _ = run_net(data, {"in0": a, "in1": b})
+    execution = session.pipelines[0].units[-1].execution
+    assert execution._pack is None and not execution._unpack  # no NCHW scratch
+
+
+@pytest.mark.parametrize("fmt", [NCHW, NC4HW4])
+@pytest.mark.parametrize(
+    "region",
+    [
+        (0, (0, 0, 1), 6, (0, 0, 1), (1, 1, 6)),  # a box of the logical dims
+        (1, (0, 0, 5), 2, (0, 0, 7), (1, 1, 4)),  # no box: NC4HW4 goes through scratch
+    ],
+)
+def test_raster_writing_the_tensor_it_reads(fmt: DimensionFormat, region: Region) -> None:
+    """A file whose Raster writes the tensor it reads: the elements outside its regions keep
+    their values (loaded as a new tensor, OpDef.inplace)."""
+    a = RNG.randn(1, 5, 2, 3).astype(np.float32)
+    net = NetT()
+    net.tensorName = ["in0", "mid"]
+    net.oplists = [
+        input_op("in0", 0, a.shape, a.dtype, fmt),
+        make_op(OpType.Raster, "raster", [0], [0]),
+        make_op(OpType.ReLU, "relu", [0], [1]),
+    ]
+    net.extraTensorDescribe = [
+        describe(0, a.shape, a.dtype, fmt, [region]),
+        describe(1, a.shape, a.dtype, fmt),
+    ]
+    net.outputName, net.usage = ["mid"], 2
+    want = a.ravel().copy()
+    so, ss, do, ds, size = region
+    for k in range(size[2]):
+        want[do + k * ds[2]] = a.ravel()[so + k * ss[2]]
+    for threads in (1, 2):
+        _, outs = run_net(pack_net(net), {"in0": a}, ScheduleConfig(num_thread=threads))
+        np.testing.assert_array_equal(outs["mid"], np.maximum(want.reshape(a.shape), 0))

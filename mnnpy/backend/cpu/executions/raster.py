@@ -177,4 +177,3 @@ class CPURaster(Execution):
         for j, rows in self._pads:
             if not skip[j]:
                 K.zero_regions(outputs[j].host, rows, t)
-

@@ -19,7 +19,7 @@ from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType, RegionDef
-from mnnpy.ops.raster import reduces, region_indexes, regions_of
+from mnnpy.ops.raster import check_count, reduces, region_indexes, regions_of
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
@@ -143,7 +143,12 @@ class CPUStaticRaster(Execution):
         self._pack: tuple[Tensor, Callable] | None = None
         self._zero = sum(math.prod(r.size) for r in regions) != out.element_size
         self._threads = 1
-        if len(regions) == 1 and _flat_shift(regions[0], inputs[0].element_size, out.element_size):
+        self._base: Callable | None = None
+        if (
+            len(regions) == 1
+            and not self.op.inplace
+            and _flat_shift(regions[0], inputs[0].element_size, out.element_size)
+        ):
             p = reshape_piece(inputs[0], out, False)
             rows = R.plan(p.space, p.src, p.dst) if p is not None else None
             if rows is not None:  # one planned copy between the two layouts
@@ -153,27 +158,16 @@ class CPUStaticRaster(Execution):
                 return
         self._pads = R.padding_regions(layout_of(out))
         scratch: dict[int, Tensor] = {}
-        kept: list[RegionDef] = []
-        direct = self._direct(regions, inputs, out)
-        for i, (region, x) in enumerate(zip(regions, inputs, strict=True)):
-            if math.prod(region.size) == 0:
-                continue
-            lo, hi = _reach(region.dst.offset, region.dst.strides, region.size)
-            if lo >= out.element_size or hi < 0:
-                # MNN's geometry leaves such regions in some files (a StridedSlice with a negative
-                # step repeats its regions past the output); MNN writes them past the buffer.
-                logger.debug("%s: region %d lies outside the output, skipped", self.op.name, i)
-                continue
-            kept.append(region)
-            for side, t, what in ((region.src, x, "source"), (region.dst, out, "destination")):
-                lo, hi = _reach(side.offset, side.strides, region.size)
-                if lo < 0 or hi >= t.element_size:
-                    raise InvalidValueError(
-                        f"region {i} reads {what} elements {lo}..{hi} of tensor {t.name!r} "
-                        f"with {t.element_size} ({region!r})"
-                    )
-            if direct is not None and i in direct:
-                self._steps.append(("rows", x, None, direct[i]))
+        kept = [
+            i
+            for i, (r, x) in enumerate(zip(regions, inputs, strict=True))
+            if self._check(i, r, x, out)
+        ]
+        direct = self._direct([regions[i] for i in kept], [inputs[i] for i in kept], out)
+        for k, i in enumerate(kept):
+            region, x = regions[i], inputs[i]
+            if direct is not None and k in direct:
+                self._steps.append(("rows", x, None, direct[k]))
                 continue
             src = x
             if x.is_packed:
@@ -198,7 +192,44 @@ class CPUStaticRaster(Execution):
             backend.on_release_buffer(tmp, StorageType.DYNAMIC)
         for t in scratch.values():
             backend.on_release_buffer(t, StorageType.DYNAMIC)
-        self._threads = backend.num_thread if self._disjoint(kept, out) else 1
+        self._threads = backend.num_thread if self._disjoint([regions[i] for i in kept], out) else 1
+        self._base = self._base_copy(inputs, out)
+
+    def _base_copy(self, inputs: Sequence[Tensor], out: Tensor) -> Callable | None:
+        """A Raster the file has write the tensor it reads (``OpDef.inplace``) keeps that
+        tensor's values outside its regions: they are copied first (instead of zeros)."""
+        if not self.op.inplace:
+            return None
+        self._zero = False
+        x = inputs[self.op.inplace[0][0]]
+        if self._pack is None:  # the regions write the output's own storage
+            return lambda t: np.copyto(out.host, x.host)
+        return lambda t: layout_kernel(x, Tensor(x.shape, x.dtype))(x.host, self._pack[0].host, t)
+
+    def _check(self, i: int, region: RegionDef, x: Tensor, out: Tensor) -> bool:
+        """Whether region ``i`` writes anything (it is skipped when it lies wholly past the
+        output); every side must lie inside its tensor.
+
+        Raises:
+            InvalidValueError: for regions reaching outside a tensor, or too large.
+        """
+        check_count(region.size, max(x.element_size, out.element_size), f"region {i}")
+        if math.prod(region.size) == 0:
+            return False
+        lo, hi = _reach(region.dst.offset, region.dst.strides, region.size)
+        if lo >= out.element_size or hi < 0:
+            # MNN's geometry leaves such regions in some files (a StridedSlice with a negative
+            # step repeats its regions past the output); MNN writes them past the buffer.
+            logger.debug("%s: region %d lies outside the output, skipped", self.op.name, i)
+            return False
+        for side, t, what in ((region.src, x, "source"), (region.dst, out, "destination")):
+            lo, hi = _reach(side.offset, side.strides, region.size)
+            if lo < 0 or hi >= t.element_size:
+                raise InvalidValueError(
+                    f"region {i} reads {what} elements {lo}..{hi} of tensor {t.name!r} "
+                    f"with {t.element_size} ({region!r})"
+                )
+        return True
 
     @staticmethod
     def _direct(
@@ -223,14 +254,16 @@ class CPUStaticRaster(Execution):
     @staticmethod
     def _disjoint(regions: Sequence[RegionDef], out: Tensor) -> bool:
         """Whether no output element is written twice (then threads may split the rows)."""
-        if out.element_size > 1 << 24:
+        if out.element_size > 1 << 24 or not regions:
             return False
-        seen = np.zeros(out.element_size, np.int32)
-        for r in regions:
-            if math.prod(r.size):
-                d = r.dst
-                np.add.at(seen, region_indexes(d.offset, d.strides, r.size, seen.size, "d"), 1)
-        return bool(seen.max(initial=0) <= 1)
+        if sum(math.prod(r.size) for r in regions) > out.element_size:
+            return False
+        written = [
+            region_indexes(r.dst.offset, r.dst.strides, r.size, out.element_size, "d")
+            for r in regions
+        ]
+        counts = np.bincount(np.concatenate([w.ravel() for w in written]))
+        return bool(counts.max(initial=0) <= 1)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         out = outputs[0]
@@ -241,6 +274,8 @@ class CPUStaticRaster(Execution):
         assert dst is not None
         if self._zero:
             dst.fill(0)  # padding lanes too
+        elif self._base is not None:
+            self._base(t)
         for step in self._steps:
             src = step[1].host
             if src.dtype != dst.dtype:
