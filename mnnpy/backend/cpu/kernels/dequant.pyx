@@ -25,6 +25,10 @@ cdef extern from "dequant_kernels.h" nogil:
                               const float* off, const int32_t* kblock, ptrdiff_t K,
                               ptrdiff_t L, ptrdiff_t blocks, float* dst, ptrdiff_t p0,
                               ptrdiff_t p1)
+    void mnnpy_dq_init()
+
+
+mnnpy_dq_init()  # CPU features, once, before any kernel runs
 
 
 def code_bytes(int bits, Py_ssize_t values):

@@ -11,7 +11,8 @@
  * offsets, same layout, for asymmetric ones); row k of every panel belongs to block
  * ``kblock[k]`` (NULL: one block). The float is ``code * scale`` then ``+ offset``: two roundings, never a fused
  * multiply-add (no variant is compiled with FMA), so the result equals NumPy's
- * ``codes.astype(float32) * scale + offset`` bit for bit.
+ * ``codes.astype(float32) * scale + offset`` bit for bit (fp16: NumPy's ``astype(float32)``,
+ * except that a NaN's payload may come back with the quiet bit set).
  */
 #ifndef MNNPY_DEQUANT_KERNELS_H
 #define MNNPY_DEQUANT_KERNELS_H
@@ -107,14 +108,78 @@ static void mnnpy_dq_generic(int kind, const uint8_t* codes, const float* sc, co
 }
 
 #if MNNPY_X86
-/* the same C, vectorized for AVX2 by the compiler; "fma" is left out on purpose (see top) */
-__attribute__((target("avx2"))) static void mnnpy_dq_avx2(
-        int kind, const uint8_t* codes, const float* sc, const float* off,
-        const int32_t* kblock, ptrdiff_t K, ptrdiff_t L, ptrdiff_t blocks, float* dst,
-        ptrdiff_t p0, ptrdiff_t p1) {
-    mnnpy_dq_panels_body(kind, codes, sc, off, kblock, K, L, blocks, dst, p0, p1);
+#include <cpuid.h>
+
+/* Whether the CPU converts halves (F16C, CPUID.1:ECX bit 29; every AVX2 CPU we know has it),
+ * set once by mnnpy_dq_init when the module loads (before any thread reads it). */
+static int mnnpy_dq_has_f16c = 0;
+
+/* AVX2 + F16C; "fma" is left out on purpose (see top): mul then add, as the C twin. */
+#define MNNPY_TDQ __attribute__((target("avx2,f16c")))
+
+/* 16 int32 codes (two registers) -> floats, times the row's scales, plus its offsets. */
+MNNPY_TDQ static inline void mnnpy_dq_store16(__m256i q0, __m256i q1, const float* s,
+                                              const float* o, float* d) {
+    __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(q0), _mm256_loadu_ps(s));
+    __m256 b = _mm256_mul_ps(_mm256_cvtepi32_ps(q1), _mm256_loadu_ps(s + 8));
+    if (o) {
+        a = _mm256_add_ps(a, _mm256_loadu_ps(o));
+        b = _mm256_add_ps(b, _mm256_loadu_ps(o + 8));
+    }
+    _mm256_storeu_ps(d, a);
+    _mm256_storeu_ps(d + 8, b);
+}
+
+/* One 16-lane panel. */
+MNNPY_TDQ static void mnnpy_dq_panel16_avx2(int kind, const uint8_t* codes, const float* sc,
+                                            const float* off, const int32_t* kblock,
+                                            ptrdiff_t K, float* dst) {
+    ptrdiff_t k;
+    if (kind == MNNPY_DQ_HALF) {
+        for (k = 0; k < K * 16; k += 8)
+            _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(codes + 2 * k))));
+        return;
+    }
+    const __m128i m4 = _mm_set1_epi8(15), s8 = _mm_set1_epi8(8);
+    for (k = 0; k < K; k++) {
+        ptrdiff_t b = kblock ? kblock[k] : 0;
+        __m128i c;
+        if (kind == MNNPY_DQ_BYTE) {
+            c = _mm_loadu_si128((const __m128i*)(codes + 16 * k));
+        } else {
+            /* 8 bytes -> 16 nibbles in lane order (low, high, low, high...), sign-extended
+             * from 4 bits by (x ^ 8) - 8 */
+            __m128i v = _mm_loadl_epi64((const __m128i*)(codes + 8 * k));
+            __m128i lo = _mm_and_si128(v, m4), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m4);
+            c = _mm_sub_epi8(_mm_xor_si128(_mm_unpacklo_epi8(lo, hi), s8), s8);
+        }
+        mnnpy_dq_store16(_mm256_cvtepi8_epi32(c), _mm256_cvtepi8_epi32(_mm_srli_si128(c, 8)),
+                         sc + b * 16, off ? off + b * 16 : NULL, dst + 16 * k);
+    }
+}
+
+MNNPY_TDQ static void mnnpy_dq_avx2(int kind, const uint8_t* codes, const float* sc,
+                                    const float* off, const int32_t* kblock, ptrdiff_t K,
+                                    ptrdiff_t L, ptrdiff_t blocks, float* dst, ptrdiff_t p0,
+                                    ptrdiff_t p1) {
+    if (L != 16) { /* depthwise blocks: the C loop, vectorized by the compiler */
+        mnnpy_dq_panels_body(kind, codes, sc, off, kblock, K, L, blocks, dst, p0, p1);
+        return;
+    }
+    ptrdiff_t cb = kind == MNNPY_DQ_NIBBLE ? K * 8 : (kind == MNNPY_DQ_BYTE ? K * 16 : 32 * K);
+    ptrdiff_t p;
+    for (p = p0; p < p1; p++)
+        mnnpy_dq_panel16_avx2(kind, codes + p * cb, sc ? sc + p * blocks * 16 : NULL,
+                              off ? off + p * blocks * 16 : NULL, kblock, K, dst + p * K * 16);
 }
 #endif
+
+MNNPY_STATIC void mnnpy_dq_init(void) {
+#if MNNPY_X86
+    unsigned a, b, c, d;
+    mnnpy_dq_has_f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) ? 1 : 0;
+#endif
+}
 
 /* Dequantize panels [p0, p1) of ``dst`` (``K * L`` floats each); L is 4 or 16. */
 MNNPY_STATIC void mnnpy_dequant_panels(int isa, int kind, const uint8_t* codes, const float* sc,
@@ -122,7 +187,7 @@ MNNPY_STATIC void mnnpy_dequant_panels(int isa, int kind, const uint8_t* codes, 
                                        ptrdiff_t L, ptrdiff_t blocks, float* dst, ptrdiff_t p0,
                                        ptrdiff_t p1) {
 #if MNNPY_X86
-    if (isa >= MNNPY_ISA_AVX2) {
+    if (isa >= MNNPY_ISA_AVX2 && mnnpy_dq_has_f16c) {
         mnnpy_dq_avx2(kind, codes, sc, off, kblock, K, L, blocks, dst, p0, p1);
         return;
     }
