@@ -171,7 +171,6 @@ def _const_info(op: OpDef) -> ConstInfo:
     return ConstInfo(index, values, fmt)
 
 
-
 def _outputs(net: Net, tensors: list[TensorInfo], ops: list[OpDef]) -> dict[str, int]:
     by_name = {t.name: t.index for t in tensors}
     # As MNN's Schedule, declared names that are no tensor of the model are skipped (asking the
