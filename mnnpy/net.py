@@ -312,14 +312,14 @@ def _view(v: Any, where: str) -> ViewDef:
     strides = tuple(int(x) for x in (v.stride if v is not None and v.stride is not None else ()))
     if len(strides) != 3:
         raise InvalidModelError(f"{where}: a region view needs 3 strides, has {len(strides)}")
-    return ViewDef(int(v.offset), strides)  # type: ignore[arg-type]
+    return ViewDef(int(v.offset), strides)
 
 
 def _region(r: Any, where: str) -> RegionDef:
     size = tuple(int(x) for x in (r.size if r is not None and r.size is not None else ()))
     if len(size) != 3:
         raise InvalidModelError(f"{where}: a region needs 3 sizes, has {len(size)}")
-    return RegionDef(_view(r.src, where), _view(r.dst, where), size, int(r.origin))  # type: ignore[arg-type]
+    return RegionDef(_view(r.src, where), _view(r.dst, where), size, int(r.origin))
 
 
 def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDescribeDef]:

@@ -161,12 +161,23 @@ class Tensor:
         return layout.is_packed(self.shape, self.storage_format)
 
     # -- data ---------------------------------------------------------------------------------
-    def _require_host(self) -> np.ndarray:
-        if self.host is None:
+    @property
+    def buffer(self) -> np.ndarray:
+        """The flat storage array (MNN's ``Tensor::host<T>()``), typed for executions and kernels.
+
+        Raises:
+            NoExecutionError: The tensor has no memory yet (before ``on_allocate_buffer`` or
+                after the session released it).
+        """
+        host = self.host
+        if host is None:
             raise NoExecutionError(
                 f"tensor {self.name!r} has no memory: resize the session before using its data"
             )
-        return self.host
+        return host
+
+    def _require_host(self) -> np.ndarray:
+        return self.buffer
 
     def numpy(self) -> np.ndarray:
         """A copy of the data in logical layout (NCHW for NCHW and NC4HW4, NHWC for NHWC)."""

@@ -152,7 +152,7 @@ def op_code(op: OpDef) -> int:
     code = getattr(op.param, "opType", None)
     if code not in FLOAT_FUNCS and code not in INT_FUNCS:
         raise NotSupportError(f"BinaryOp opType {code!r} is not supported")
-    return int(code)  # type: ignore[arg-type]
+    return int(code)
 
 
 def function(code: int, dtype: np.dtype) -> _Fn:

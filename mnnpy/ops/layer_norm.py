@@ -24,7 +24,7 @@ from mnnpy.tensor import Tensor
 from mnnpy.weights import norm_affine
 
 
-def _param(op: OpDef):  # type: ignore[no-untyped-def]
+def _param(op: OpDef):
     if op.param_type != OpParameter.LayerNorm or op.param is None:
         raise NotSupportError("LayerNorm needs a LayerNorm parameter")
     return op.param

@@ -74,7 +74,7 @@ def static_shape_function(fn: ShapeFunction | None) -> ShapeFunction:
                     f"{t.name!r} is {tuple(t.shape)!r}, the file has {d.shape!r}"
                 )
         if fn in (shape, loop_shape):
-            fn(op, inputs, outputs)  # type: ignore[misc]
+            fn(op, inputs, outputs)
         else:
             static_shape(op, outputs)
 

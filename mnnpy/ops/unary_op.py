@@ -151,7 +151,7 @@ def op_code(op: OpDef) -> int:
         raise NotSupportError(f"UnaryOp opType {code!r} is not supported")
     if getattr(op.param, "tableInt8", None) is not None:
         raise NotSupportError("UnaryOp with an int8 lookup table (quantized) is not supported")
-    return int(code)  # type: ignore[arg-type]
+    return int(code)
 
 
 def function(code: int, dtype: np.dtype) -> _Fn:

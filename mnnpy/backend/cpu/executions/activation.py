@@ -41,7 +41,7 @@ class CPUActivation(Execution):
             self._planes = (1, 1, x.element_size, 1)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        self.kernel(inputs[0].host, outputs[0].host, *self._planes, self.backend.num_thread)
+        self.kernel(inputs[0].buffer, outputs[0].buffer, *self._planes, self.backend.num_thread)
 
 
 @CPUBackend.register_creator(OpType.Sigmoid, OpType.TanH)
@@ -77,8 +77,8 @@ class CPUELU(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         E.elu(
-            inputs[0].host,
-            outputs[0].host,
+            inputs[0].buffer,
+            outputs[0].buffer,
             self._n,
             self.alpha,
             self.scale,

@@ -30,7 +30,7 @@ class CPUArgMax(Execution):
         self._n = (inputs[0].element_size, outputs[0].element_size)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst = inputs[0].host, outputs[0].host
+        src, dst = inputs[0].buffer, outputs[0].buffer
         assert src is not None and dst is not None
         if self._n[1]:
             K.arg_max(src[: self._n[0]], dst[: self._n[1]], *self._dims, self.is_min,

@@ -107,13 +107,13 @@ class CPUBinary(Execution):
             self._io.write(outputs)
             return
         if self.code is None:
-            np.copyto(out.host, inputs[0].host)
+            np.copyto(out.buffer, inputs[0].buffer)
             return
         shape, strides = self._shape, self._strides
         self._binary(
-            inputs[0].host,
-            inputs[1].host,
-            out.host,
+            inputs[0].buffer,
+            inputs[1].buffer,
+            out.buffer,
             self.code,
             shape,
             strides[0],
@@ -122,11 +122,10 @@ class CPUBinary(Execution):
             threads,
         )
         for t, stride in zip(inputs[2:], strides[2:], strict=True):  # Eltwise: out = op(out, x_i)
-            self._binary(
-                out.host, t.host, out.host, self.code, shape, self._dense, stride, False, threads
-            )
+            o = out.buffer
+            self._binary(o, t.buffer, o, self.code, shape, self._dense, stride, False, threads)
         if self._pad is not None:  # e.g. 0 / 0 in REALDIV; keep NC4HW4 padding lanes zero
-            K.zero_padding(out.host, *self._pad)
+            K.zero_padding(out.buffer, *self._pad)
 
 
 class CPUBinaryCast(Execution):
@@ -163,10 +162,10 @@ class CPUBinaryCast(Execution):
         with np.errstate(invalid="ignore"):  # float -> int: NaN / out of range give INT_MIN
             for src, dst in zip(inputs, ins, strict=True):
                 if dst is not src:
-                    np.copyto(dst.host, src.host, casting="unsafe")
+                    np.copyto(dst.buffer, src.buffer, casting="unsafe")
             self.core.on_execute(ins, outs)
             if outs[0] is not outputs[0]:
-                np.copyto(outputs[0].host, outs[0].host, casting="unsafe")
+                np.copyto(outputs[0].buffer, outs[0].buffer, casting="unsafe")
 
 
 @CPUBackend.register_creator(OpType.BinaryOp)

@@ -33,15 +33,16 @@ class CPUBinaryInt8(Execution):
         qa, qb, qo = (t.describe.extra["quant"] for t in (*inputs, outputs[0]))
         s_out = np.float32(qo.scale)
         inv = np.float32(0.0) if s_out == 0 else np.float32(1.0) / s_out
-        self.scales = (np.float32(qa.scale), np.float32(qb.scale), inv)
+        # float32 values widened exactly to Python floats (the kernel takes C floats)
+        self.scales = (float(np.float32(qa.scale)), float(np.float32(qb.scale)), float(inv))
         self.zeros = (int(qa.zero), int(qb.zero), int(qo.zero))
         self.lo = 0 if self.relu else int(qo.min)
         self.hi = int(qo.max)
         self.n = [t.storage_elements if t.element_size > 1 else 1 for t in inputs]
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        a, b = (t.host[:k] for t, k in zip(inputs, self.n, strict=True))
-        K.binary_int8(a, b, outputs[0].host, self.code, self.scales, self.zeros, self.lo, self.hi)
+        a, b = (t.buffer[:k] for t, k in zip(inputs, self.n, strict=True))
+        K.binary_int8(a, b, outputs[0].buffer, self.code, self.scales, self.zeros, self.lo, self.hi)
 
 
 class CPUReluInt8(Execution):
@@ -49,7 +50,7 @@ class CPUReluInt8(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         zero = np.int8(int(outputs[0].describe.extra["quant"].zero))
-        np.maximum(inputs[0].host, zero, out=outputs[0].host)
+        np.maximum(inputs[0].buffer, zero, out=outputs[0].buffer)
 
 
 def create_binary_int8(

@@ -26,7 +26,7 @@ class CPUCast(Execution):
         self.to_bfloat16 = dst == DataType.DT_BFLOAT16
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst = inputs[0].host, outputs[0].host
+        src, dst = inputs[0].buffer, outputs[0].buffer
         assert src is not None and dst is not None
         with np.errstate(invalid="ignore", over="ignore"):  # out-of-range floats: C casts
             if self.to_bool:

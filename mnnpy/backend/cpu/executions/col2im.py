@@ -38,8 +38,7 @@ class CPUCol2Im(Execution):
         g, y = self._g, outputs[0]
         (kh, kw), (oh, ow) = g.kernel, g.out_hw
         cols = self._io.read(inputs[:1], flat=True)[0].reshape(g.n, g.c, kh, kw, oh, ow)
-        assert y.host is not None
-        image = y.host[: y.element_size].reshape(y.shape)
+        image = y.buffer[: y.element_size].reshape(y.shape)
         image.fill(0)
         accumulate(g, cols, image)
 

@@ -88,13 +88,13 @@ class CPUConvertTensor(CPURaster):
         pass  # on_resize prepares the kernel either way
 
     def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        self._kernel(inputs[0].host, outputs[0].host, self.backend.num_thread)
+        self._kernel(inputs[0].buffer, outputs[0].buffer, self.backend.num_thread)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if self.read_through or (self._skip[0] and not self.backend.observed):
             super().on_execute(inputs, outputs)
         else:
-            self._kernel(inputs[0].host, outputs[0].host, self.backend.num_thread)
+            self._kernel(inputs[0].buffer, outputs[0].buffer, self.backend.num_thread)
 
 
 @CPUBackend.register_creator(OpType.ConvertTensor)

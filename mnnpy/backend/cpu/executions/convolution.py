@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_gemm import (
     CPUConvolutionBase,
@@ -131,7 +132,7 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
         dequant = self._dequantized()
         call = K.bind_depthwise(
-            inputs[0].host, outputs[0].host, self.weight, self.bias, self._shape,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, self._shape,
             self._window, self.lo, self.hi, self.backend.num_thread,
         )  # fmt: skip
         return call if dequant is None else chain(dequant, call)
@@ -141,7 +142,7 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
         if dequant is not None:
             dequant()
         K.conv2d_depthwise(
-            inputs[0].host, outputs[0].host, self.weight, self.bias, self._shape,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, self._shape,
             self._window, self.lo, self.hi, self.backend.num_thread,
         )  # fmt: skip
 
@@ -167,7 +168,9 @@ def _build(
     geo: ConvGeometry,
     weight: np.ndarray | WeightTable,
     bias: np.ndarray,
-) -> tuple[Execution, Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+) -> tuple[
+    CPUConvolutionBase, Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]
+]:
     """The execution for ``geo`` and the functions that pack its weight and bias."""
     g = geo.group
     if g == geo.in_channels == geo.out_channels:
@@ -196,9 +199,10 @@ def _none(values: np.ndarray) -> np.ndarray:
 
 @CPUBackend.register_creator(OpType.Convolution, OpType.ConvolutionDepthwise)
 def create(
-    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: CPUBackend
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
     """Float NC4HW4 convolutions of any group, weights inline or as inputs (weight, bias)."""
+    assert isinstance(backend, CPUBackend)  # registered on CPUBackend, so created by one
     reason = _refused(op, inputs, outputs)
     if reason:
         return Unsupported(reason)

@@ -67,6 +67,9 @@ class CPUConvolutionBase(Execution):
     it compressed (``_keep_weight``), gets DYNAMIC scratch for its float panels with its other
     scratch (``_scratch``) and fills it before each run (``_dequantized``)."""
 
+    weight: np.ndarray  # packed by the subclass (``_keep_weight``); empty when compressed
+    bias: np.ndarray  # padded to the subclass's lanes, in STATIC memory
+
     def __init__(self, backend: CPUBackend, op: OpDef, in_channels: int) -> None:
         super().__init__(backend)
         self.op = op
@@ -93,8 +96,8 @@ class CPUConvolutionBase(Execution):
         if self.compressed is None:
             return None
         scratch = self._weight_scratch
-        assert scratch is not None and scratch.host is not None, "on_resize acquires it"
-        self.weight = scratch.host[: self.compressed.floats]
+        assert scratch is not None, "on_resize acquires it"
+        self.weight = scratch.buffer[: self.compressed.floats]
         return self.compressed.bind(self.weight, self.backend.num_thread)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
@@ -187,9 +190,9 @@ class CPUConvolutionGemm(CPUConvolutionBase):
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
         dequant = self._dequantized()
-        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
+        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         call = G.bind_conv2d(
-            inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
             self._shift,
         )  # fmt: skip
@@ -199,9 +202,9 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         dequant = self._dequantized()
         if dequant is not None:
             dequant()
-        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
+        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         G.conv2d(
-            inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
             self._shift,
         )  # fmt: skip

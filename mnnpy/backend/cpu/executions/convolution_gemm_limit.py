@@ -83,9 +83,9 @@ class CPUConvolutionGemmLimit(CPUConvolutionGemm):
     def _calls(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Callable]:
         """The kernel calls of one run, in order: dequantize a chunk, convolve with it."""
         c, ws = self.compressed, self._weight_scratch
-        assert c is not None and ws is not None and ws.host is not None
-        src, dst, w = inputs[0].host, outputs[0].host, ws.host
-        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
+        assert c is not None and ws is not None
+        src, dst, w = inputs[0].buffer, outputs[0].buffer, ws.buffer
+        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         batch, ic, ih, iw, oc, oh, ow = self._shape
         threads = self.backend.num_thread
         if self._chunk == c.panels:  # the whole layer at once

@@ -83,8 +83,8 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         dequant = self._dequantized()
         if dequant is not None:
             dequant()
-        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.host
+        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         K.conv2d_grouped(
-            inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.group, self.lo, self.hi, self._tile, self.backend.num_thread,
         )  # fmt: skip

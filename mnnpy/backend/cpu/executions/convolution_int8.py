@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy import _idst
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import int8 as K
@@ -62,14 +63,10 @@ def int8_weights(op: OpDef, rows: int, row_size: int) -> tuple[np.ndarray, np.nd
 
 def _decode(op: OpDef, q: Any, count: int) -> np.ndarray:
     """The table's ``count`` int8 codes (IDST ``type`` 1, index-coded, as mnnquant writes)."""
-    try:  # the shared decoder of every IDST format, when this tree has it (h/weights)
-        from mnnpy import _idst  # type: ignore[attr-defined]
-    except ImportError:
-        _idst = None
     buf = np.frombuffer(bytes(bytearray(int(v) & 0xFF for v in q.buffer)), np.uint8)
     what = f"{op.type_name} {op.name!r} quanParameter.buffer"
     if q.type != 1:
-        if _idst is not None and q.type == 2:
+        if q.type == 2:  # the shared decoder of every IDST format
             alpha = np.asarray(q.alpha, F32)
             return _idst.decode_sparse_table(buf, count, bool(q.shapeInt32), alpha, what)[0]
         raise NotSupportError(f"{what}: IDST type {q.type} in an int8 convolution")
@@ -154,14 +151,14 @@ class CPUConvInt8(_ConvInt8Base):
         # _computeReorderQuantInfo: weight kernel sum = float(sum w) * alpha
         wks = self.sum_w.astype(F32) * self.alpha
         bias = (self.bias - wks * F32(z_in + 128.0) * s_in) / s_out + F32(z_out)
-        self.bias_f, self.ratio = bias.astype(F32), F32(s_in / s_out)
+        self.bias_f, self.ratio = bias.astype(F32), float(F32(s_in / s_out))
         n, (oh, ow) = geo.batch, geo.out_hw
         self.shape = (n, geo.in_channels, *geo.in_hw, geo.out_channels, oh, ow)
         self.window = geo.window
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         K.conv_int8(
-            inputs[0].host, outputs[0].host, self.weight, self.wsum128, self.alpha, self.bias_f,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.wsum128, self.alpha, self.bias_f,
             self.ratio, self.shape, self.window, self.lo, self.hi, self.backend.num_thread,
         )  # fmt: skip
 
@@ -204,7 +201,7 @@ class CPUDepthwiseConvInt8(_ConvInt8Base):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         K.depthwise_int8(
-            inputs[0].host, outputs[0].host, self.weight, self.bias_i, self.scale, self.shape,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias_i, self.scale, self.shape,
             self.window, self.lo, self.hi, self.backend.num_thread,
         )  # fmt: skip
 

@@ -109,12 +109,12 @@ class CPUConvolutionMultiInput(Execution):
         self.inner.on_resize(self._inner_inputs(inputs), outputs)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        inner, w = self.inner, inputs[1].host
+        inner, w = self.inner, inputs[1].buffer
         assert w is not None
         np.take(w, self.w_take, out=inner.weight, mode="clip")
         np.multiply(inner.weight, self.w_mask, out=inner.weight)
         if self.has_bias:
-            b = inputs[2].host
+            b = inputs[2].buffer
             assert b is not None
             np.take(b, self.b_take, out=inner.bias, mode="clip")
             np.multiply(inner.bias, self.b_mask, out=inner.bias)

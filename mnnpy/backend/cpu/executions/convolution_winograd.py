@@ -84,7 +84,8 @@ class CPUConvolutionWinograd(CPUConvolutionBase):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
-        pad, threads = self._window[6:8], self.backend.num_thread
+        self._pad = (self._window[6], self._window[7])  # (top, left) of the window tuple
+        pad, threads = self._pad, self.backend.num_thread
         oc, oh, ow = self._shape[4:]
         tiles = -(-oh // self.unit) * -(-ow // self.unit)
         self._block = winograd_block(self.unit, self.in_channels, oc, tiles)
@@ -93,16 +94,18 @@ class CPUConvolutionWinograd(CPUConvolutionBase):
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
         assert self._scratch_tensor is not None
+        scratch = self._scratch_tensor.buffer
         return WG.bind_conv2d(
-            inputs[0].host, outputs[0].host, self.weight, self.bias, self._scratch_tensor.host,
-            self._shape, self._window[6:8], self.unit, self.lo, self.hi, self._block,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch,
+            self._shape, self._pad, self.unit, self.lo, self.hi, self._block,
             self.backend.num_thread,
         )  # fmt: skip
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         assert self._scratch_tensor is not None
+        scratch = self._scratch_tensor.buffer
         WG.conv2d(
-            inputs[0].host, outputs[0].host, self.weight, self.bias, self._scratch_tensor.host,
-            self._shape, self._window[6:8], self.unit, self.lo, self.hi, self._block,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch,
+            self._shape, self._pad, self.unit, self.lo, self.hi, self._block,
             self.backend.num_thread,
         )  # fmt: skip

@@ -93,8 +93,8 @@ class CPUDataMovement(Execution):
 
     def _select(self, s: list[np.ndarray], d: list[np.ndarray]) -> None:
         cond, x, y = s
-        assert self._mask is not None and self._mask.host is not None
-        mask = self._mask.host[: math.prod(d[0].shape)].view(np.bool_).reshape(d[0].shape)
+        assert self._mask is not None
+        mask = self._mask.buffer[: math.prod(d[0].shape)].view(np.bool_).reshape(d[0].shape)
         np.not_equal(cond, 0, out=mask)
         np.copyto(d[0], y)
         np.copyto(d[0], x, where=mask)

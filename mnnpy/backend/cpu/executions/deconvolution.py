@@ -109,7 +109,7 @@ class CPUDeconvolution(Execution):
         self._window = geo.window
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst, threads = inputs[0].host, outputs[0].host, self.backend.num_thread
+        src, dst, threads = inputs[0].buffer, outputs[0].buffer, self.backend.num_thread
         K.deconv2d(
             src,
             dst,
@@ -141,7 +141,7 @@ class CPUDeconvolutionDepthwise(CPUDeconvolution):
         return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst, threads = inputs[0].host, outputs[0].host, self.backend.num_thread
+        src, dst, threads = inputs[0].buffer, outputs[0].buffer, self.backend.num_thread
         K.deconv2d_depthwise(
             src, dst, self.weight, self.bias, self._shape, self._window, self.lo, self.hi, threads
         )

@@ -62,8 +62,8 @@ class CPUDeconvolutionGemm(CPUDeconvolution):
             backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        scratch = _EMPTY if self._scratch is None else self._scratch.host
+        scratch = _EMPTY if self._scratch is None else self._scratch.buffer
         K.deconv2d_gemm(
-            inputs[0].host, outputs[0].host, self.weight, self.bias, scratch, self._shape,
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self._band, self._tile, self.lo, self.hi, self.backend.num_thread,
         )  # fmt: skip

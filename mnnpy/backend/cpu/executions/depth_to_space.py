@@ -34,8 +34,8 @@ class CPUDepthToSpace(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         (xs, ys), x, y = self._shapes, inputs[0], outputs[0]
-        src = x.host[: x.element_size].reshape(xs)
-        dst = y.host[: y.element_size].reshape(ys)
+        src = x.buffer[: x.element_size].reshape(xs)
+        dst = y.buffer[: y.element_size].reshape(ys)
         if self.to_space:
             deep, shallow = block_views(src, dst, self.block, self.mode, self._nhwc)
             shallow[...] = deep

@@ -28,8 +28,8 @@ class CPUDropout(Execution):
         self._mask.release()
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        check_inference(*[t.host for t in inputs[1:3]], *[None] * (3 - len(inputs)))
-        np.copyto(outputs[0].host, inputs[0].host)  # type: ignore[arg-type]
+        check_inference(*[t.buffer for t in inputs[1:3]], *[None] * (3 - len(inputs)))
+        np.copyto(outputs[0].buffer, inputs[0].buffer)
         if len(outputs) > 1:
             self._mask.outputs(outputs[1:])[0].fill(1)
             self._mask.write(outputs[1:])

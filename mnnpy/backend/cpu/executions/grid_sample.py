@@ -40,9 +40,9 @@ class CPUGridSample(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         K.grid_sample(
-            inputs[0].host,
-            inputs[1].host,
-            outputs[0].host,
+            inputs[0].buffer,
+            inputs[1].buffer,
+            outputs[0].buffer,
             self._shape,
             self.nearest,
             self.zeros,

@@ -24,7 +24,7 @@ class CPUIdentity(Execution):
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         for x, y, n in zip(inputs, outputs, self._sizes, strict=False):
             if n:  # a shared (in-place) storage copies onto itself, harmlessly
-                np.copyto(y.host[:n], x.host[:n])
+                np.copyto(y.buffer[:n], x.buffer[:n])
 
 
 @CPUBackend.register_creator(OpType.Identity)

@@ -137,8 +137,8 @@ class CPUIm2Col(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         t = self.backend.num_thread
-        src = inputs[0].host if self._io is None else self._io.read(inputs, flat=True)[0]
-        dst = outputs[0].host
+        src = inputs[0].buffer if self._io is None else self._io.read(inputs, flat=True)[0]
+        dst = outputs[0].buffer
         if len(self._zeros):
             K.zero_regions(dst, self._zeros, t)
         if len(self._rows):

@@ -72,11 +72,11 @@ class CPUInterp(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         ints, floats = (
-            e if t is None else t.host for t, e in zip(self._scratch, _EMPTY, strict=True)
+            e if t is None else t.buffer for t, e in zip(self._scratch, _EMPTY, strict=True)
         )
         K.interp(
-            inputs[0].host,
-            outputs[0].host,
+            inputs[0].buffer,
+            outputs[0].buffer,
             ints,
             floats,
             self._shape,

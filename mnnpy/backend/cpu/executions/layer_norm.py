@@ -48,13 +48,14 @@ class CPULayerNorm(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         threads = self.backend.num_thread
-        args = (self._gamma, self._beta, self._eps, self._rms, threads)
+        outer, n, inner = self._dims
+        args = (outer, n, inner, self._gamma, self._beta, self._eps, self._rms, threads)
         if self._io is None:
-            K.layer_norm(inputs[0].host, outputs[0].host, *self._dims, *args)
+            K.layer_norm(inputs[0].buffer, outputs[0].buffer, *args)
             return
         (buf,) = self._io.read(inputs, flat=True)
-        K.layer_norm(buf, buf, *self._dims, *args)
-        P.pack(buf, outputs[0].host, *bca(inputs[0].shape), threads)
+        K.layer_norm(buf, buf, *args)
+        P.pack(buf, outputs[0].buffer, *bca(inputs[0].shape), threads)
 
 
 @CPUBackend.register_creator(OpType.LayerNorm)

@@ -43,11 +43,9 @@ class _Slot:
         self.scratch = backend.acquire_scratch(self.n, tensor.dtype) if self.packed else None
 
     def buffer(self, tensor: Tensor) -> np.ndarray:
-        assert tensor.host is not None
         if self.scratch is None:
-            return tensor.host[: self.n]
-        assert self.scratch.host is not None
-        return self.scratch.host[: self.n]
+            return tensor.buffer[: self.n]
+        return self.scratch.buffer[: self.n]
 
 
 class LogicalIO:
@@ -80,8 +78,7 @@ class LogicalIO:
         for slot, t in zip(self._in, inputs, strict=True):
             buf = slot.buffer(t)
             if slot.packed:
-                assert t.host is not None
-                P.unpack(t.host, buf, *bca(slot.shape), self.backend.num_thread)
+                P.unpack(t.buffer, buf, *bca(slot.shape), self.backend.num_thread)
             result.append(buf if flat else buf.reshape(slot.shape))
         return result
 
@@ -97,5 +94,4 @@ class LogicalIO:
         """Pack the scratch of NC4HW4 outputs into their storage (zeroing padding lanes)."""
         for slot, t in zip(self._out, outputs, strict=True):
             if slot.packed:
-                assert t.host is not None
-                P.pack(slot.buffer(t), t.host, *bca(slot.shape), self.backend.num_thread)
+                P.pack(slot.buffer(t), t.buffer, *bca(slot.shape), self.backend.num_thread)

@@ -104,7 +104,8 @@ class CPULoop(Execution):
         dims = (n, e, k, h, *counts)
         if min(dims) < 1:
             return None
-        indexes = []  # per operand: a fixed index array, or the slot of the index tensor
+        # per operand: a fixed index array, or the slot of the index tensor
+        indexes: list[np.ndarray | int] = []
         for v in (1, 2):
             if not cmd.steps[v]:
                 indexes.append(np.zeros(n, np.intp))
@@ -133,7 +134,7 @@ class CPULoop(Execution):
         bias = stack[cmd.indexes[3]][: dims[3]] if len(cmd.indexes) > 3 else _EMPTY
         a, b, c = (stack[i] for i in cmd.indexes[1:3] + cmd.indexes[:1])
         try:
-            MK.matmul(a, b, c, bias, scratch.host, idx[0], idx[1], dims, ta, tb, False, tile,
+            MK.matmul(a, b, c, bias, scratch.buffer, idx[0], idx[1], dims, ta, tb, False, tile,
                       self.backend.num_thread)  # fmt: skip
         except ValueError as e:
             raise InvalidValueError(f"command 0: {e}") from None
@@ -250,11 +251,11 @@ class CPULoop(Execution):
         empty = np.zeros(0, np.float32)
         stack: list[np.ndarray] = [empty] * self.plan.tensor_number
         for slot, t in zip(self.plan.input_slots, inputs, strict=True):
-            stack[slot] = t.host if t.host is not None else empty
+            stack[slot] = t.buffer if t.host is not None else empty
         for slot, t in zip(self.plan.output_slots, outputs, strict=True):
-            stack[slot] = t.host if t.host is not None else empty
+            stack[slot] = t.buffer if t.host is not None else empty
         for i, o in self.inplace:  # the file has the loop update its input in place
-            np.copyto(outputs[o].host, inputs[i].host)  # commands address the output
+            np.copyto(outputs[o].buffer, inputs[i].buffer)  # commands address the output
         if self._gemm is not None:
             run_init(self.plan, stack)
             self._run_gemm(stack)

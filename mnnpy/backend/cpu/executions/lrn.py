@@ -48,9 +48,8 @@ class CPULRN(Execution):
         self._io.release()
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        assert self._scratch.host is not None
         (x,), (y,) = self._io.read(inputs), self._io.outputs(outputs)
-        sq = self._scratch.host[: int(np.prod(self._padded))].reshape(self._padded)
+        sq = self._scratch.buffer[: int(np.prod(self._padded))].reshape(self._padded)
         sq.fill(0)
         pad, size = self.size // 2, self.size
         if self.across:

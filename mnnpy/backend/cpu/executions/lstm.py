@@ -38,7 +38,7 @@ class CPULSTM(Execution):
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src, dst = self._io.read(inputs), self._io.outputs(outputs)
         b, h, n, dirs = self._batch, self._hid, self._n, self._dirs
-        buf: np.ndarray = self._scratch.host  # type: ignore[assignment]
+        buf: np.ndarray = self._scratch.buffer
         g = buf[: b * n * h].reshape(b, n * h)
         tmp, state, cell = (
             buf[b * (n * h + k * h) : b * (n * h + (k + 1) * h)].reshape(b, h) for k in range(3)

@@ -105,10 +105,9 @@ class CPUMatMul(Execution):
             backend.on_release_buffer(t, StorageType.DYNAMIC)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        out = outputs[0].host
-        assert out is not None
+        out = outputs[0].buffer
         if len(inputs) > 2:
-            bias = inputs[2].host[: inputs[2].element_size]
+            bias = inputs[2].buffer[: inputs[2].element_size]
         else:
             bias = _EMPTY if self.bias is None else self.bias
         if self._scratch is None:
@@ -117,12 +116,16 @@ class CPUMatMul(Execution):
                 out[: nb * m * n].reshape(-1, n)[...] = bias if bias.size else 0
             return
         if self.compressed is not None and self._use_packed:
-            assert self._weight_scratch is not None and self._weight_scratch.host is not None
-            self.packed = self._weight_scratch.host[: self.compressed.floats]
+            assert self._weight_scratch is not None
+            self.packed = self._weight_scratch.buffer[: self.compressed.floats]
             self.compressed.bind(self.packed, self.backend.num_thread)()
-        b = self.packed if self._use_packed else inputs[1].host
+        if self._use_packed:
+            assert self.packed is not None  # _use_packed requires packed panels (on_resize)
+            b = self.packed
+        else:
+            b = inputs[1].buffer
         MK.matmul(
-            inputs[0].host, b, out, bias, self._scratch.host, self._a_idx, self._b_idx,
+            inputs[0].buffer, b, out, bias, self._scratch.buffer, self._a_idx, self._b_idx,
             self._dims, self.transpose_a, self.transpose_b, self._use_packed, self._tile,
             self.backend.num_thread,
         )  # fmt: skip

@@ -52,8 +52,7 @@ class CPUDet(ElementsExecution):
         return [self._work]
 
     def run(self, src: list[np.ndarray], dst: list[np.ndarray]) -> None:
-        assert self._work.host is not None
-        K.det(src[0], dst[0], self._work.host, *self._dims)
+        K.det(src[0], dst[0], self._work.buffer, *self._dims)
 
 
 @CPUBackend.register_creator(OpType.EyeLike, OpType.Det)

@@ -27,15 +27,15 @@ class CPUNonMaxSuppressionV2(Execution):
         self._boxes = inputs[0].shape
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        host = [t.host for t in inputs]
-        dst = outputs[0].host
+        host = [t.buffer for t in inputs]
+        dst = outputs[0].buffer
         assert dst is not None and all(h is not None for h in host)
-        extra = [host[i][:1] if len(host) > i else None for i in (3, 4)]  # type: ignore[index]
+        extra = [host[i][:1] if len(host) > i else None for i in (3, 4)]
         iou, score = nms.thresholds(extra)
         if not 0 <= iou <= 1:
             raise InvalidValueError(f"NMS IoU threshold {iou!r} is outside [0, 1]")
-        boxes = host[0][: self._boxes[0] * 4].reshape(self._boxes)  # type: ignore[index]
-        scores = host[1][: self._boxes[0]]  # type: ignore[index]
+        boxes = host[0][: self._boxes[0] * 4].reshape(self._boxes)
+        scores = host[1][: self._boxes[0]]
         kept = nms.select(boxes, scores, self._n, iou, score)
         dst[: len(kept)] = kept
         dst[len(kept) : self._n] = -1

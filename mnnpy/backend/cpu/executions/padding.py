@@ -84,8 +84,8 @@ class CPUPadding(Execution):
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         x, y = inputs[0], outputs[0]
         kind = float if x.dtype.kind == "f" else int
-        value = kind(inputs[2].host[0]) if len(inputs) > 2 else kind(0)
-        src, dst = x.host, y.host
+        value = kind(inputs[2].buffer[0]) if len(inputs) > 2 else kind(0)
+        src, dst = x.buffer, y.buffer
         if self._io is not None:
             src = self._io.read([x], flat=True)[0]
             dst = self._io.outputs([y], flat=True)[0]

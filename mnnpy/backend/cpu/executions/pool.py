@@ -70,12 +70,12 @@ class CPUPool(Execution):
             backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst, threads = inputs[0].host, outputs[0].host, self.backend.num_thread
+        src, dst, threads = inputs[0].buffer, outputs[0].buffer, self.backend.num_thread
         if len(outputs) == 2:  # the creator checked: one max pass
             shape, window = self._passes[0][:2]
-            K.max_pool_indices(src, dst, outputs[1].host, shape, window, threads)
+            K.max_pool_indices(src, dst, outputs[1].buffer, shape, window, threads)
             return
-        scratch = self._scratch.host if self._scratch is not None else None
+        scratch = self._scratch.buffer if self._scratch is not None else None
         bufs = [src, dst]
         if self._cast[0]:
             assert scratch is not None

@@ -49,7 +49,7 @@ class CPUPoolInt8(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         K.pool_int8(
-            inputs[0].host, outputs[0].host, self.shape, self.window, self.is_max,
+            inputs[0].buffer, outputs[0].buffer, self.shape, self.window, self.is_max,
             self.backend.num_thread,
         )  # fmt: skip
 

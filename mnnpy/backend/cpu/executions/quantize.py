@@ -56,7 +56,7 @@ class CPUInt8ToFloat(Execution):
         self._scale, self._zero = self._scale.reshape(shape), self._zero.reshape(shape)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst = inputs[0].host, outputs[0].host
+        src, dst = inputs[0].buffer, outputs[0].buffer
         assert src is not None and dst is not None
         count = math.prod(self._view)
         x, y = src[:count].reshape(self._view), dst[:count].reshape(self._view)
@@ -80,7 +80,7 @@ class CPUCastInt8(Execution):
         self._n = inputs[0].storage_elements
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst = inputs[0].host, outputs[0].host
+        src, dst = inputs[0].buffer, outputs[0].buffer
         assert src is not None and dst is not None
         if self.to_int8:
             K.quantize(src[: self._n], dst, *self._args)

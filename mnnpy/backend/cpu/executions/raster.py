@@ -50,7 +50,7 @@ class RasterOutput:
 def _onto_itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> bool:
     """Whether every region copies ``src``'s storage onto the same places of ``dst``'s, the
     same bytes (what ``raster.pyx`` skips at run time)."""
-    a, b = src.host, dst.host
+    a, b = src.buffer, dst.buffer
     if a is None or b is None or a.ctypes.data != b.ctypes.data:
         return False
     same = (rows[:, 0] == rows[:, 1]) & (rows[:, 5:8] == rows[:, 8:11]).all(axis=1)
@@ -173,7 +173,7 @@ class CPURaster(Execution):
         skip = self._skip if not self.backend.observed else self._write_all
         for src, j, rows in self._copies:
             if not skip[j]:
-                K.copy_regions(src.host, outputs[j].host, rows, t)
+                K.copy_regions(src.buffer, outputs[j].buffer, rows, t)
         for j, rows in self._pads:
             if not skip[j]:
-                K.zero_regions(outputs[j].host, rows, t)
+                K.zero_regions(outputs[j].buffer, rows, t)

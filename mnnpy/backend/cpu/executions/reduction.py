@@ -47,7 +47,7 @@ class CPUReduction(Execution):
             np.copyto(out, cur[: out.shape[0]])
         for i, (outer, axis, inner) in enumerate(self._runs):
             last = i == len(self._runs) - 1
-            dst: np.ndarray = out if last else self._tmp[i % 2].host  # type: ignore[assignment]
+            dst: np.ndarray = out if last else self._tmp[i % 2].buffer
             K.reduce(cur, dst, outer, axis, inner, self.code, threads)
             cur = dst
         self._io.write(outputs)

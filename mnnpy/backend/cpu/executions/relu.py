@@ -33,7 +33,7 @@ class CPURelu(Execution):
         self._pad = bca(out.shape) if out.is_packed and out.shape[1] % 4 else None
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst, threads = inputs[0].host, outputs[0].host, self.backend.num_thread
+        src, dst, threads = inputs[0].buffer, outputs[0].buffer, self.backend.num_thread
         if self.bounds is None:
             K.relu(src, dst, self._n, self.slope, threads)
         else:
@@ -50,7 +50,7 @@ class CPUReluInt(CPURelu):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         assert self.bounds is not None
-        src, dst = inputs[0].host, outputs[0].host
+        src, dst = inputs[0].buffer, outputs[0].buffer
         np.minimum(np.maximum(src, self.bounds[0], out=dst), self.bounds[1], out=dst)
         if self._pad is not None:
             K.zero_padding(dst, *self._pad)

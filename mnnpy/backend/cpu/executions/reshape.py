@@ -101,8 +101,8 @@ class CPUReshape(CPURaster):
             backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 
     def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        tmp = self._scratch.host if self._scratch is not None else None
-        self._run(inputs[0].host, outputs[0].host, tmp, self.backend.num_thread)  # type: ignore[arg-type]
+        tmp = self._scratch.buffer if self._scratch is not None else None
+        self._run(inputs[0].buffer, outputs[0].buffer, tmp, self.backend.num_thread)
 
 
 @CPUBackend.register_creator(OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)

@@ -37,7 +37,7 @@ class CPURNNSequenceGRU(Execution):
 
     def _views(self) -> tuple[np.ndarray, ...]:
         b, h, i = self._batch, self._hidden, self._in
-        buf: np.ndarray = self._scratch.host  # type: ignore[assignment]
+        buf: np.ndarray = self._scratch.buffer
         sizes = [b * (i + h), b * 2 * h, b * h, b * h, b * h]
         shapes = [(b, i + h), (b, 2 * h), (b, h), (b, h), (b, h)]
         offsets = np.cumsum([0, *sizes])

@@ -43,12 +43,12 @@ class CPUROIAlign(Execution):
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if self._shape[4] == 0:  # no ROIs, empty output
             return
-        index = inputs[2].host if len(inputs) > 2 else _NO_INDEX
+        index = inputs[2].buffer if len(inputs) > 2 else _NO_INDEX
         bad = K.roi_align(
-            inputs[0].host,
-            inputs[1].host,
+            inputs[0].buffer,
+            inputs[1].buffer,
             index,
-            outputs[0].host,
+            outputs[0].buffer,
             self._shape,
             self._stride,
             self.scale,

@@ -59,7 +59,7 @@ class CPUScale(Execution):
             )
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst = inputs[0].host, outputs[0].host
+        src, dst = inputs[0].buffer, outputs[0].buffer
         K.scale_bias(src, dst, self.scale, self.bias, *self._planes, self.backend.num_thread)
 
 
@@ -67,7 +67,7 @@ class CPUPRelu(CPUScale):
     """``x < 0 ? x * slope[c] : x`` on NC4HW4 blocks or NCHW planes (MNN's CPUPRelu)."""
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst = inputs[0].host, outputs[0].host
+        src, dst = inputs[0].buffer, outputs[0].buffer
         K.prelu(src, dst, self.scale, *self._planes, self.backend.num_thread)
 
 

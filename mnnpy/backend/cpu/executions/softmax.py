@@ -38,11 +38,11 @@ class CPUSoftmax(Execution):
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         threads = self.backend.num_thread
         if self._io is None:
-            K.softmax(inputs[0].host, outputs[0].host, *self._dims, threads)
+            K.softmax(inputs[0].buffer, outputs[0].buffer, *self._dims, threads)
             return
         (buf,) = self._io.read(inputs, flat=True)
         K.softmax(buf, buf, *self._dims, threads)
-        P.pack(buf, outputs[0].host, *bca(inputs[0].shape), threads)
+        P.pack(buf, outputs[0].buffer, *bca(inputs[0].shape), threads)
 
 
 @CPUBackend.register_creator(OpType.Softmax)

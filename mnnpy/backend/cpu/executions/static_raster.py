@@ -203,8 +203,9 @@ class CPUStaticRaster(Execution):
         self._zero = False
         x = inputs[self.op.inplace[0][0]]
         if self._pack is None:  # the regions write the output's own storage
-            return lambda t: np.copyto(out.host, x.host)
-        return lambda t: layout_kernel(x, Tensor(x.shape, x.dtype))(x.host, self._pack[0].host, t)
+            return lambda t: np.copyto(out.buffer, x.buffer)
+        tmp = self._pack[0]
+        return lambda t: layout_kernel(x, Tensor(x.shape, x.dtype))(x.buffer, tmp.buffer, t)
 
     def _check(self, i: int, region: RegionDef, x: Tensor, out: Tensor) -> bool:
         """Whether region ``i`` writes anything (it is skipped when it lies wholly past the
@@ -269,15 +270,15 @@ class CPUStaticRaster(Execution):
         out = outputs[0]
         t = self.backend.num_thread
         for x, tmp, kernel in self._unpack:
-            kernel(x.host, tmp.host, t)
-        dst = self._pack[0].host if self._pack is not None else out.host
+            kernel(x.buffer, tmp.buffer, t)
+        dst = self._pack[0].buffer if self._pack is not None else out.buffer
         assert dst is not None
         if self._zero:
             dst.fill(0)  # padding lanes too
         elif self._base is not None:
             self._base(t)
         for step in self._steps:
-            src = step[1].host
+            src = step[1].buffer
             if src.dtype != dst.dtype:
                 src = src.view(dst.dtype)
             if step[0] == "rows":
@@ -287,9 +288,9 @@ class CPUStaticRaster(Execution):
             else:
                 dst[step[3]] = src[step[2]]
         if self._pack is not None:
-            self._pack[1](dst, out.host, t)
+            self._pack[1](dst, out.buffer, t)
         elif len(self._pads) and not self._zero:
-            K.zero_regions(out.host, self._pads, t)
+            K.zero_regions(out.buffer, self._pads, t)
 
 
 @CPUBackend.register_creator(OpType.Raster)

@@ -39,9 +39,9 @@ class CPUUnary(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         out = outputs[0]
-        self._unary(inputs[0].host, out.host, self._n, self.code, self.backend.num_thread)
+        self._unary(inputs[0].buffer, out.buffer, self._n, self.code, self.backend.num_thread)
         if self._pad is not None:
-            E.zero_padding(out.host, *self._pad)
+            E.zero_padding(out.buffer, *self._pad)
 
 
 @CPUBackend.register_creator(OpType.UnaryOp)
