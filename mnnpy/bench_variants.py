@@ -168,7 +168,8 @@ def bench_file(
     path: Path, threads: int, runs: int, warmup: int, engines: list[str]
 ) -> dict[str, Any]:
     """Time each engine on one file (NORMAL mode, interleaved) and take each engine's memory in
-    NORMAL and LIMIT (one worker per engine and mode); compare mnnpy's outputs with MNN's."""
+    NORMAL and LIMIT (one worker per engine and mode); compare mnnpy's outputs with MNN's.
+    """
     row: dict[str, Any] = {"file": path.name, "threads": threads}
     outs: dict[str, dict[str, dict[str, np.ndarray]]] = {}
     with tempfile.TemporaryDirectory() as tmp:

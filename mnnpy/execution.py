@@ -36,7 +36,8 @@ class Execution:
     def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
         """Whether output 0 may take over the storage of input 0 (asked only when
         ``support_inplace`` and input 0 dies at this op). Default: same shape, layout and dtype;
-        a Reshape also accepts other shapes whose storage holds the same bytes in order."""
+        a Reshape also accepts other shapes whose storage holds the same bytes in order.
+        """
         return (src.shape, src.dimension_format, src.dtype) == (
             dst.shape,
             dst.dimension_format,
@@ -50,7 +51,8 @@ class Execution:
         """Whether, with the buffers as planned now (after the session's resize and memory
         plan), ``on_execute`` would change nothing unless a run is observed by callbacks (like
         MNN's virtual tensors, which never run): a run without callbacks then skips the op.
-        Default: False."""
+        Default: False.
+        """
         return False
 
     def bind(
@@ -60,7 +62,8 @@ class Execution:
         is planned (after ``idle``). The tensors' buffers then stay where they are until the
         next resize, so their checks and pointers can be resolved here instead of on every
         run; the run loop calls it with no arguments. Runs with callbacks still call
-        ``on_execute``. Default: None (the run loop calls ``on_execute``)."""
+        ``on_execute``. Default: None (the run loop calls ``on_execute``).
+        """
         return None
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

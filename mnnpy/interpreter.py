@@ -204,7 +204,8 @@ class Interpreter:
         external: ExternalSource | None = None,
     ) -> Interpreter:
         """An interpreter for model bytes held in memory; ``external`` is the weight file
-        (a path or its bytes) of a model converted with ``--saveExternalData``."""
+        (a path or its bytes) of a model converted with ``--saveExternalData``.
+        """
         load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
         self = cls.__new__(cls)
         net = load_net(data)
@@ -261,7 +262,8 @@ class Interpreter:
     def get_session_info(self, session: Session, code: SessionInfoCode | int) -> Any:
         """MNN's ``getSessionInfo``: MEMORY (MB, weights included), FLOPS (millions of MACs, as
         MNN reports), BACKENDS (forward type numbers), RESIZE_STATUS, THREAD_NUMBER; ALL returns
-        the full :class:`~mnnpy.session.SessionInfo` with the memory breakdown."""
+        the full :class:`~mnnpy.session.SessionInfo` with the memory breakdown.
+        """
         info = session.info()
         code = SessionInfoCode(code)
         if code == SessionInfoCode.MEMORY:

@@ -1,5 +1,6 @@
 """Show a memory plan: a per-buffer table and an SVG timeline (offset against op index); count
-the weight bytes a model stores next to the STATIC bytes a session holds for them."""
+the weight bytes a model stores next to the STATIC bytes a session holds for them.
+"""
 
 from __future__ import annotations
 

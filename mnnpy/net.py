@@ -105,7 +105,8 @@ class OpDef:
 @dataclass(frozen=True)
 class TensorQuantInfo:
     """A tensor's int8 quantization from ``extraTensorDescribe`` (MNN's ``TensorQuantInfo``):
-    ``real = (q - zero) * scale``, ``q`` in ``[min, max]``; ``type`` is a ``DataType``."""
+    ``real = (q - zero) * scale``, ``q`` in ``[min, max]``; ``type`` is a ``DataType``.
+    """
 
     scale: float
     zero: float = 0.0
@@ -286,7 +287,8 @@ class ViewDef:
 @dataclass(frozen=True)
 class RegionDef:
     """A strided 3-D box copy (MNN's ``Region``), in elements of the tensors' logical (NCHW for
-    NC4HW4) flat layout: ``dst[dst.offset + i*d0 + j*d1 + k*d2] = src[src.offset + ...]``."""
+    NC4HW4) flat layout: ``dst[dst.offset + i*d0 + j*d1 + k*d2] = src[src.offset + ...]``.
+    """
 
     src: ViewDef
     dst: ViewDef
@@ -298,7 +300,8 @@ class RegionDef:
 class TensorDescribeDef:
     """A tensor's ``extraTensorDescribe`` entry in a static model: its blob (shape,
     ``DataType``, format) where the file gives one, and the regions a Raster op writes it with
-    (quantization attributes are read for every model, elsewhere)."""
+    (quantization attributes are read for every model, elsewhere).
+    """
 
     index: int
     name: str
@@ -356,7 +359,8 @@ def _split_inplace(
 ) -> None:
     """Give each tensor a static model writes again a new index, with the same name and
     describe, read by the ops after (as MNN's converter ``_RemoveDupOutput``); an op that writes
-    a tensor it reads records the pair in ``OpDef.inplace``."""
+    a tensor it reads records the pair in ``OpDef.inplace``.
+    """
     written: set[int] = set()
     renamed: dict[int, int] = {}
     for op in ops:

@@ -159,7 +159,8 @@ class Pipeline:
         """The flat run loop's steps, built by the session once memory is planned (after
         ``prepare`` and ``on_allocate_buffer``), so executions with nothing to do in that plan
         (``Execution.idle``) are left out, and the others may bind their buffers
-        (``Execution.bind``)."""
+        (``Execution.bind``).
+        """
         steps = []
         for u in self._active:
             ex = u.execution
@@ -209,7 +210,8 @@ class Pipeline:
     @staticmethod
     def _can_reuse_input(unit: Unit) -> bool:
         """Input 0 dies at this op, is read only once here, and fits output 0 (the execution's
-        ``inplace_fits``: by default the same shape, layout and dtype)."""
+        ``inplace_fits``: by default the same shape, layout and dtype).
+        """
         if not unit.inputs or not unit.outputs or unit.execution is None:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
@@ -262,7 +264,8 @@ class Pipeline:
         """Like :meth:`execute`, calling ``before(inputs, info)`` and ``after(outputs, info)``
         around every op; ``before`` returning False skips the op, ``after`` returning False stops
         the run. Returns False when stopped. With callbacks and ``observe`` the backends compute
-        every op output (``Backend.observed``), even those a later op reads through."""
+        every op output (``Backend.observed``), even those a later op reads through.
+        """
         observed = observe and (before is not None or after is not None)
         for backend in self.backends:
             backend.observed = observed
@@ -302,7 +305,8 @@ class Pipeline:
 
     def _execute_error(self, error: Exception, unit: Unit, phase: str = "execute") -> MNNError:
         """An error raised while ``unit`` executed (or bound its buffers, ``phase`` "resize"),
-        as an MNNError naming its op and backend."""
+        as an MNNError naming its op and backend.
+        """
         if isinstance(error, MNNError):
             name = unit.backend.name if unit.backend else None
             return error.with_op(unit.op.type_name, unit.op.name, backend=name, phase=phase)

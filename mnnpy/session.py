@@ -261,7 +261,8 @@ class Session:
 
     def _clear_buffers(self) -> None:
         """Free every backend's buffers, and the run loop's steps, whose bound calls
-        (``Execution.bind``) hold the buffers as well."""
+        (``Execution.bind``) hold the buffers as well.
+        """
         for pipeline in self.pipelines:
             pipeline.clear_steps()
         for backend in self.backends:

@@ -74,7 +74,8 @@ class Interpreter:
         configs: Sequence[Mapping[str, Any]],
     ) -> tuple[RuntimeInfo, tuple[bool, ...]]:
         """A runtime for ``createSession(config, runtime)`` and, per config, whether its
-        backend exists. mnnpy's backends share nothing, so this only fixes the backends."""
+        backend exists. mnnpy's backends share nothing, so this only fixes the backends.
+        """
         if not isinstance(configs, list | tuple):
             raise InvalidArgumentError(f"createRuntime takes a tuple of config dicts: {configs!r}")
         options = [parse_config(c) for c in configs]
@@ -199,7 +200,8 @@ class Interpreter:
     # -- information --------------------------------------------------------------------------
     def getSessionInfo(self, session: Session, code: int) -> Any:
         """MEMORY (0, MB), FLOPS (1, M), RESIZE_STATUS (3), THREAD_NUMBER (4) as floats,
-        BACKENDS (2) as the major backend's forward type; ALL (5) gives mnnpy's SessionInfo."""
+        BACKENDS (2) as the major backend's forward type; ALL (5) gives mnnpy's SessionInfo.
+        """
         core = self._core(session)
         if not isinstance(code, numbers.Integral) or int(code) not in range(len(SessionInfoCode)):
             raise InvalidValueError(f"unknown session info code {code!r}; use 0..5")
@@ -216,7 +218,8 @@ class Interpreter:
     # -- settings that mnnpy has no use for -------------------------------------------------------
     def setSessionMode(self, mode: int) -> None:
         """Session_Release (1) stops callbacks of sessions created afterwards, Session_Debug
-        (0) restores them; the other modes are hints mnnpy has no use for."""
+        (0) restores them; the other modes are hints mnnpy has no use for.
+        """
         if not isinstance(mode, numbers.Integral) or not 0 <= int(mode) <= _LAST_SESSION_MODE:
             raise InvalidValueError(f"unknown session mode {mode!r}")
         if int(mode) in (0, _SESSION_RELEASE):
@@ -241,7 +244,8 @@ class Interpreter:
 
     def setExternalFile(self, path: str) -> None:
         """Read the weights kept outside the model (``--saveExternalData``) from ``path``,
-        for sessions created afterwards (by default ``<model>.weight`` beside the model)."""
+        for sessions created afterwards (by default ``<model>.weight`` beside the model).
+        """
         if not isinstance(path, str | os.PathLike):
             raise InvalidArgumentError(f"setExternalFile takes a path, got {path!r}")
         self._interpreter.set_external_file(os.fspath(path))

@@ -85,7 +85,8 @@ class Session:
 
     def cache(self) -> None:
         """No-op: pymnn shares the session with later ``createSession`` calls; mnnpy makes
-        a new session each time, which gives the same results."""
+        a new session each time, which gives the same results.
+        """
 
     def removeCache(self) -> None:
         """No-op (see :meth:`cache`)."""

@@ -69,7 +69,8 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
 
 def accumulate(g: Im2ColGeometry, cols: np.ndarray, image: np.ndarray) -> None:
     """``image`` (``[n, c, ih, iw]``, zeroed by the caller) += every patch of ``cols``
-    (``[n, c, kh, kw, oh, ow]``): one strided add per kernel tap, in place."""
+    (``[n, c, kh, kw, oh, ow]``): one strided add per kernel tap, in place.
+    """
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g.kernel, g.stride, g.dilate, g.pad
     for ky in range(kh):
         y0, y1 = g.valid(0, ky)

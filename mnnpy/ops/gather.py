@@ -68,7 +68,8 @@ def batch_dims(op: OpDef) -> int:
 
 def nd_dims(op: OpDef, params: Sequence[int], depth: int) -> tuple[list[int], int]:
     """The params dims the index columns address (the first merged with the batch dims) and
-    the size of the slices after them."""
+    the size of the slices after them.
+    """
     b = batch_dims(op)
     if not 0 <= b or not 0 < depth <= len(params) - b:
         raise ComputeSizeError(f"GatherND depth {depth}, batch_dims {b} for {tuple(params)!r}")

@@ -33,7 +33,8 @@ MAX_TAPS = 1 << 16
 @dataclass(frozen=True)
 class Im2ColGeometry:
     """One Im2Col with shapes known: input ``(n, c, ih, iw)``, per axis (y, x) the kernel,
-    stride, dilation, padding before and output size."""
+    stride, dilation, padding before and output size.
+    """
 
     n: int
     c: int
@@ -52,7 +53,8 @@ class Im2ColGeometry:
 
     def taps(self, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per tap ``k`` along ``axis``: the output positions ``[lo, hi)`` that read inside the
-        input (``lo == hi`` when none does) and the input position ``first`` of output 0."""
+        input (``lo == hi`` when none does) and the input position ``first`` of output 0.
+        """
         size, s, d, p, o = (
             self.in_hw[axis],
             self.stride[axis],

@@ -61,7 +61,8 @@ class Command:
     def grid(self, v: int) -> np.ndarray:
         """Element offsets of view ``v`` relative to its base, over the axes it moves along:
         ``(z, y, x)`` for copies and element-wise ops, ``(e, l)`` for A, ``(l, h)`` for B,
-        ``(e, h)`` for C and ``(h,)`` for a bias."""
+        ``(e, h)`` for C and ``(h,)`` for a bias.
+        """
         axes = MATMUL_AXES[len(self.indexes) > 3][v] if self.kind == MATMUL else (0, 1, 2)
         grid = np.zeros([self.size[a] for a in axes], np.int64)
         for k, a in enumerate(axes):
@@ -90,7 +91,8 @@ class LoopPlan:
     @property
     def vectorized(self) -> bool:
         """Whether every iteration may run at once, command by command: the loop is parallel,
-        or one command that reads no tensor it writes."""
+        or one command that reads no tensor it writes.
+        """
         if self.parallel:
             return True
         if len(self.commands) != 1:

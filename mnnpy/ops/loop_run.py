@@ -1,6 +1,7 @@
 """The NumPy runner of checked loop plans (``mnnpy.ops.loop``) over flat arrays: MNN's
 ``CPULoop`` semantics, every address checked before use. Used by the While reference and by the
-CPU execution's general path."""
+CPU execution's general path.
+"""
 
 from __future__ import annotations
 
@@ -97,7 +98,8 @@ def gather_bases(
     plan: LoopPlan, stack: Sequence[np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """MNN's single-copy path: the output and input base of every iteration, which iterations
-    copy (both bases inside their tensors) and which zero their box (input base outside)."""
+    copy (both bases inside their tensors) and which zero their box (input base outside).
+    """
     cmd = plan.commands[0]
     it = np.arange(plan.loop_number, dtype=np.int64)
     out, src = stack[cmd.indexes[0]], stack[cmd.indexes[1]]

@@ -64,7 +64,8 @@ def static_shape(op: OpDef, outputs: Sequence[Tensor]) -> None:
 def static_shape_function(fn: ShapeFunction | None) -> ShapeFunction:
     """The shape function of an op of a static model: the file's describes (Raster's and
     While's own shape functions read them too, and check more), once the inputs are checked to
-    have the shapes the file was converted for."""
+    have the shapes the file was converted for.
+    """
 
     def run(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         for t, d in zip(inputs, op.input_describes, strict=False):
@@ -161,7 +162,8 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
 @register_shape(OpType.While)
 def loop_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """A While with a ``LoopParam`` takes its shapes from the static model's describes; a While
-    with subgraphs (ONNX Loop) is not supported."""
+    with subgraphs (ONNX Loop) is not supported.
+    """
     if op.param_type != OpParameter.LoopParam:
         raise NotSupportError("While with subgraphs (ONNX Loop / control flow) is not supported")
     static_shape(op, outputs)

@@ -122,7 +122,8 @@ def plan(
     op: OpDef, shape: Sequence[int], values: Sequence[np.ndarray]
 ) -> tuple[tuple[slice, ...], tuple[int, ...], tuple[int, ...]]:
     """``(index, sliced shape, output shape)``: ``x[index]`` has the sliced shape; the output is
-    that data reshaped (new axes and shrunk dims only add or drop 1s)."""
+    that data reshaped (new axes and shrunk dims only add or drop 1s).
+    """
     if op.param is None:
         raise ComputeSizeError("StridedSlice needs a StridedSliceParam")
     if int(op.param.fromType) == 0 and len(values) == 4:

@@ -80,7 +80,8 @@ def _kept(batch: Any, keep: bool | Sequence[str]) -> dict[str, Any]:
 def rows_array(values: np.ndarray, valid: np.ndarray) -> Any:
     """An Arrow array with one entry per row of ``values`` (shape ``(n, *row)``), null where
     ``valid`` is False: the values themselves for scalar rows, else fixed-size lists nested once
-    per axis of a row."""
+    per axis of a row.
+    """
     pa = require_pyarrow()
     n = int(values.shape[0])
     if values.ndim == 1:
@@ -96,7 +97,8 @@ def rows_array(values: np.ndarray, valid: np.ndarray) -> Any:
 
 def rows_numpy(column: Any, row_shape: Sequence[int], dtype: Any = np.float32) -> np.ndarray:
     """An output column read back (Arrow array or chunked array) as ``(n, *row_shape)`` values,
-    NaN where the row is null (for float outputs; zero otherwise)."""
+    NaN where the row is null (for float outputs; zero otherwise).
+    """
     pa = require_pyarrow()
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()

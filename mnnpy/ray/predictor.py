@@ -378,7 +378,8 @@ class MNNPredictor:
 
 def _check_row(inp: _Input, value: Any) -> np.ndarray:
     """One row's array for ``inp``: same shape, a dtype castable within its kind (float64 to
-    float32 yes, float to int or strings no)."""
+    float32 yes, float to int or strings no).
+    """
     if value is None:
         raise InputDataError(f"input {inp.name!r}: the value is null")
     arr = np.asarray(value)

@@ -7,6 +7,8 @@ MNN pip package), a few enum values and defaults that the runtime relies on,
 and that a small Net survives a build/parse round trip.
 """
 
+from __future__ import annotations
+
 import importlib
 import pathlib
 import pkgutil

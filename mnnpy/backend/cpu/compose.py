@@ -21,7 +21,8 @@ __all__ = ["Piece", "compose"]
 class Piece:
     """One box copy: over ``space``, ``source[src.index(p)]`` goes to ``out[dst.index(p)]``.
 
-    ``source`` is opaque here (the executions put the tensor read)."""
+    ``source`` is opaque here (the executions put the tensor read).
+    """
 
     space: list[int]
     source: object
@@ -32,7 +33,8 @@ class Piece:
 def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     """``piece`` reads a tensor written, all of it, by the ``producer`` pieces: the same copy
     reading the producer's sources instead (MNN's fuseRegion), or None when that is not affine
-    (``piece`` must read a box; a merged dim is split only where the box follows its digits)."""
+    (``piece`` must read a box; a merged dim is split only where the box follows its digits).
+    """
     access = []
     for start, terms in zip(piece.src.start, piece.src.terms, strict=True):
         if len(terms) > 1 or (terms and terms[0][1] != 1):
@@ -52,7 +54,8 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
 
 class _Walk:
     """The iteration space of a piece being composed: restricted and split dims, and the
-    producer's iteration indexes ``q_j = const + sum(coef * p_d)`` over it."""
+    producer's iteration indexes ``q_j = const + sum(coef * p_d)`` over it.
+    """
 
     def __init__(self, space: Sequence[int], q_dims: int) -> None:
         self.space = list(space)
@@ -127,7 +130,8 @@ def _invert(
     walk: _Walk, u: Piece, d: int | None, r0: int, n: int, js: list[int], cs: list[int]
 ) -> bool:
     """Express the producer's dims ``js`` (place values ``cs``) over walk dim ``d``, which
-    covers ``[r0, r0 + n)`` of their merged range (a fixed value without ``d``)."""
+    covers ``[r0, r0 + n)`` of their merged range (a fixed value without ``d``).
+    """
     if not js:
         return True
     g = [u.space[j] for j in js]

@@ -68,7 +68,8 @@ def broadcast_plan(
 
 class CPUBinary(Execution):
     """BinaryOp / Eltwise on raw storage when layouts match lane by lane (NC4HW4 included),
-    else on logical NCHW scratch with broadcasting (MNN's CPUBinary, CPUEltwise)."""
+    else on logical NCHW scratch with broadcasting (MNN's CPUBinary, CPUEltwise).
+    """
 
     # out[i] reads input 0 at i only (the pipeline aliases only a same-shaped input 0)
     support_inplace = True
@@ -130,7 +131,8 @@ class CPUBinary(Execution):
 
 class CPUBinaryCast(Execution):
     """BinaryOp on inputs of different dtypes: CPUBinary on copies converted to one compute dtype
-    (DYNAMIC scratch in the tensors' layouts), the result converted to the output's dtype."""
+    (DYNAMIC scratch in the tensors' layouts), the result converted to the output's dtype.
+    """
 
     def __init__(self, backend: Backend, code: int, relu: bool, dtype: np.dtype) -> None:
         super().__init__(backend)

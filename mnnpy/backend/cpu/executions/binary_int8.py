@@ -22,7 +22,8 @@ from mnnpy.tensor import Tensor
 
 class CPUBinaryInt8(Execution):
     """Elementwise int8 ADD / SUB / MUL / MAXIMUM / MINIMUM / SquaredDifference on raw
-    storage (same layout for both operands, or a one-element operand)."""
+    storage (same layout for both operands, or a one-element operand).
+    """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)

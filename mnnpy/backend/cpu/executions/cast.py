@@ -1,5 +1,6 @@
 """CPU Cast and CastLike: element by element on raw storage (input 0 and output share shape and
-layout)."""
+layout).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """CPU Col2Im: the inverse of Im2Col, one in-place strided NumPy add per kernel tap over all
-images and channels (MNN's ``GeometryCol2Im``: a loop of regions with ``fuse = ADD``)."""
+images and channels (MNN's ``GeometryCol2Im``: a loop of regions with ``fuse = ADD``).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from mnnpy.tensor_format import DimensionFormat
 
 class CPUCol2Im(Execution):
     """NCHW / NC4HW4 patch columns -> NCHW float32 image: zero, then one strided add per
-    kernel tap over all images and channels (MNN's ``GeometryCol2Im``)."""
+    kernel tap over all images and channels (MNN's ``GeometryCol2Im``).
+    """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)

@@ -69,7 +69,8 @@ class CPUConvertTensor(CPURaster):
     """Layout conversion between NCHW, NHWC and NC4HW4 (MNN's CPUTensorConvert). Between the
     NCHW-ordered layouts it is also a box copy, so it can read through the tensor it converts
     (and be read through) like the other raster executions; on its own it runs the pack
-    kernels."""
+    kernels.
+    """
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
         src, dst = inputs[0], outputs[0]

@@ -108,7 +108,8 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
     """Direct depthwise convolution on NC4HW4 channel blocks, 2 pixels x 4 channels per AVX
     register and 8 pixels in flight (MNN's CPUConvolutionDepthwise); no scratch, except for
     compressed weights in LIMIT mode (a ``WeightTable``): their float blocks, filled before
-    each run."""
+    each run.
+    """
 
     def __init__(
         self, backend: CPUBackend, op: OpDef, weight: np.ndarray | WeightTable, bias: np.ndarray

@@ -65,7 +65,8 @@ class CPUConvolutionBase(Execution):
     ``shape`` / ``window`` tuples and the fused activation's clamp bounds, and the LIMIT path
     of compressed weights (``convolution_limit.py``): a subclass given a ``WeightTable`` keeps
     it compressed (``_keep_weight``), gets DYNAMIC scratch for its float panels with its other
-    scratch (``_scratch``) and fills it before each run (``_dequantized``)."""
+    scratch (``_scratch``) and fills it before each run (``_dequantized``).
+    """
 
     weight: np.ndarray  # packed by the subclass (``_keep_weight``); empty when compressed
     bias: np.ndarray  # padded to the subclass's lanes, in STATIC memory
@@ -83,7 +84,8 @@ class CPUConvolutionBase(Execution):
     def _keep_weight(self, weight: np.ndarray | WeightTable, pack: Pack, lanes: int) -> np.ndarray:
         """``pack(weight)`` in STATIC memory; for a ``WeightTable`` (LIMIT mode, integer or fp16
         codes) the compressed panels instead, and an empty array that ``_dequantized`` points
-        at the float panels in scratch."""
+        at the float panels in scratch.
+        """
         backend: CPUBackend = self.backend  # type: ignore[assignment]
         if isinstance(weight, WeightTable):
             self.compressed = CompressedPanels(backend, weight, pack, lanes, owner=self)
@@ -92,7 +94,8 @@ class CPUConvolutionBase(Execution):
 
     def _dequantized(self) -> Callable[[], None] | None:
         """LIMIT with compressed weights: point ``weight`` at its scratch (valid once memory is
-        planned) and return the call that dequantizes into it; else None."""
+        planned) and return the call that dequantizes into it; else None.
+        """
         if self.compressed is None:
             return None
         scratch = self._weight_scratch
@@ -115,7 +118,8 @@ class CPUConvolutionBase(Execution):
         """DYNAMIC scratch of ``elements`` floats (None for 0) and, with compressed weights,
         room for ``weight_floats`` (default: all) of their float panels: all acquired before
         any is released, so they do not overlap, and released at once: valid only while this
-        op executes."""
+        op executes.
+        """
         backend: CPUBackend = self.backend  # type: ignore[assignment]
         held = []
         if self.compressed is not None:
@@ -167,7 +171,8 @@ class CPUConvolutionGemm(CPUConvolutionBase):
     @staticmethod
     def pack_weight(weight: np.ndarray) -> np.ndarray:
         """OIHW -> ``[ceil(O/16)][KH*KW*I][16]``, k = (ky * KW + kx) * I + i, zero-padded
-        (dtype kept)."""
+        (dtype kept).
+        """
         o, i, kh, kw = weight.shape
         w = np.zeros((-(-o // 16) * 16, kh * kw * i), weight.dtype)
         w[:o] = weight.transpose(0, 2, 3, 1).reshape(o, -1)

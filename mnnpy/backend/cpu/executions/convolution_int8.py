@@ -113,7 +113,8 @@ class _ConvInt8Base(Execution):
 
     def _scales(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> tuple:
         """(input scale, input zero, output scale, output zero, clamp min, clamp max) as
-        ``updateInputOutputScale``: the tensors' own when both scales are set."""
+        ``updateInputOutputScale``: the tensors' own when both scales are set.
+        """
         qi, qo = quant_of(inputs[0]), quant_of(outputs[0])
         p = self.op.param.quanParameter
         s_in, s_out = F32(qi.scale), F32(qo.scale)
@@ -126,7 +127,8 @@ class _ConvInt8Base(Execution):
 
 class CPUConvInt8(_ConvInt8Base):
     """Dense int8 convolution, any kernel, stride, dilation and padding, group 1 (MNN's
-    DenseConvInt8TiledExecutor): im2col rows of int8, int32 dot products, float requant."""
+    DenseConvInt8TiledExecutor): im2col rows of int8, int32 dot products, float requant.
+    """
 
     def __init__(self, backend: CPUBackend, op: OpDef, geo: ConvGeometry) -> None:
         super().__init__(backend, op)
@@ -165,7 +167,8 @@ class CPUConvInt8(_ConvInt8Base):
 
 class CPUDepthwiseConvInt8(_ConvInt8Base):
     """Depthwise int8 convolution (MNN's CPUDepthwiseConvInt8): int32 bias and sums, a float
-    scale per channel."""
+    scale per channel.
+    """
 
     def __init__(self, backend: CPUBackend, op: OpDef, geo: ConvGeometry) -> None:
         super().__init__(backend, op)

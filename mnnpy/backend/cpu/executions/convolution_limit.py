@@ -115,7 +115,8 @@ class CompressedPanels:
         self, dst: np.ndarray, num_thread: int, p0: int = 0, p1: int | None = None
     ) -> D.DequantCall:
         """A call that fills ``dst`` with the float panels ``p0 .. p1`` (default: all),
-        ``(p1 - p0) * k * lanes`` floats."""
+        ``(p1 - p0) * k * lanes`` floats.
+        """
         p1 = self.panels if p1 is None else p1
         assert 0 <= p0 <= p1 <= self.panels, (p0, p1, self.panels)
         cb = D.code_bytes(self.bits, self.k * self.lanes)  # per panel; k * lanes is even

@@ -34,7 +34,8 @@ _BLOCK_MIN, _BLOCK_MAX = 12, 96
 def winograd_block(unit: int, in_channels: int, out_channels: int, tiles: int) -> int:
     """Output tiles per work item: a thread's scratch slot near 512 KB (12 to 96 tiles); when
     the weights outweigh the image (more channels than ``tiles`` per image), up to 4 times that,
-    so the weights stream from memory once."""
+    so the weights stream from memory once.
+    """
     a2 = (unit + 2) ** 2
     per_tile = a2 * 16 * (-(-in_channels // 4) + -(-out_channels // 16) * 4)
     block = max(_BLOCK_MIN, min(_BLOCK_MAX, _SLOT_BYTES // per_tile))

@@ -1,5 +1,6 @@
 """CPU Fill, ZerosLike, StridedSlice, Select, BroadcastTo, Tile, Transpose, Unpack, Pack and
-ExpandDims: NumPy copies between logical views (no allocation in ``on_execute``)."""
+ExpandDims: NumPy copies between logical views (no allocation in ``on_execute``).
+"""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ def _pack(axis: int) -> Run:
 
 class CPUDataMovement(Execution):
     """One NumPy copy (or a few) between logical views; NC4HW4 tensors through NCHW scratch
-    (MNN expresses these ops as raster regions)."""
+    (MNN expresses these ops as raster regions).
+    """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)

@@ -1,5 +1,6 @@
 """CPU Deconvolution / DeconvolutionDepthwise on NC4HW4, weights packed once; the creator picks
-GEMM + col2im for group 1 (``deconvolution_gemm.py``), gathering kernels for other groups."""
+GEMM + col2im for group 1 (``deconvolution_gemm.py``), gathering kernels for other groups.
+"""
 
 from __future__ import annotations
 
@@ -126,7 +127,8 @@ class CPUDeconvolution(Execution):
 
 class CPUDeconvolutionDepthwise(CPUDeconvolution):
     """Depthwise transposed convolution on NC4HW4 channel blocks (MNN's
-    CPUDeconvolutionDepthwise)."""
+    CPUDeconvolutionDepthwise).
+    """
 
     def pack(self, backend: CPUBackend, weight: np.ndarray, group: int) -> None:
         """:meth:`pack_weight` into STATIC memory."""

@@ -22,7 +22,8 @@ _4BYTE = (np.dtype(np.float32), np.dtype(np.int32))
 
 class _IndexExecution(Execution):
     """Reads its first ``read`` inputs and writes its outputs as flat logical buffers (NC4HW4
-    tensors through NCHW scratch); subclasses plan in ``prepare`` and compute in ``run``."""
+    tensors through NCHW scratch); subclasses plan in ``prepare`` and compute in ``run``.
+    """
 
     read = 2
 

@@ -22,7 +22,8 @@ _EMPTY = np.zeros(0, np.float32)
 
 class CPULayerNorm(Execution):
     """LayerNorm / RMSNorm over ``[outer][n][inner]`` of the logical shape; a packed ``[N, C]``
-    input goes through NCHW scratch (MNN's CPULayerNorm)."""
+    input goes through NCHW scratch (MNN's CPULayerNorm).
+    """
 
     # a column is read completely before it is written
     support_inplace = True

@@ -17,7 +17,8 @@ from mnnpy.tensor import Tensor
 
 class CPULSTM(Execution):
     """MNN's GeometryLSTM loop on logical arrays: gates ``(B, N*H)``, a temporary, the state and
-    the cell ``(B, H)`` in scratch acquired in ``on_resize``."""
+    the cell ``(B, H)`` in scratch acquired in ``on_resize``.
+    """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)

@@ -133,7 +133,8 @@ class CPUMatMul(Execution):
 
 class CPUInnerProduct(CPUMatMul):
     """Fully connected layer on a plain 2-D input: ``x @ W^T + b`` with W packed at creation
-    (or, LIMIT mode, a compressed ``[N, K]`` WeightTable, dequantized before each run)."""
+    (or, LIMIT mode, a compressed ``[N, K]`` WeightTable, dequantized before each run).
+    """
 
     def __init__(
         self, backend: CPUBackend, weight: np.ndarray | WeightTable, bias: np.ndarray
@@ -194,7 +195,8 @@ def _limit_inner_product(
     backend: CPUBackend, op: OpDef, k: int
 ) -> tuple[WeightTable, np.ndarray] | None:
     """In LIMIT mode, the compressed ``[outputCount, k]`` table and the bias; else None (and
-    for float32 or transposed weights, which ``weights`` decodes or refuses)."""
+    for float32 or transposed weights, which ``weights`` decodes or refuses).
+    """
     p = op.param
     if not backend.low_memory or p.quanParameter is None or p.transpose or k < 1:
         return None

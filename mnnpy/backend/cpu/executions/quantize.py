@@ -24,7 +24,8 @@ from mnnpy.tensor_format import DimensionFormat
 
 class CPUInt8ToFloat(Execution):
     """``(x - zero[c]) * scale[c]`` on NC4HW4 blocks or NCHW planes
-    (MNN's CPUInt8ToFloat); NC4HW4 padding lanes get scale 0, so they stay 0."""
+    (MNN's CPUInt8ToFloat); NC4HW4 padding lanes get scale 0, so they stay 0.
+    """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
@@ -66,7 +67,8 @@ class CPUInt8ToFloat(Execution):
 
 class CPUCastInt8(Execution):
     """FloatToInt8 / Int8ToFloat with the input tensor's quantization, elementwise over the
-    storage (MNN's CPUCastCreator::cast with the AVX2 MNNFloat2Int8 / MNNInt8ScaleToFloat)."""
+    storage (MNN's CPUCastCreator::cast with the AVX2 MNNFloat2Int8 / MNNInt8ScaleToFloat).
+    """
 
     def __init__(self, backend: Backend, to_int8: bool) -> None:
         super().__init__(backend)

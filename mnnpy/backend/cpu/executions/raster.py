@@ -49,7 +49,8 @@ class RasterOutput:
 
 def _onto_itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> bool:
     """Whether every region copies ``src``'s storage onto the same places of ``dst``'s, the
-    same bytes (what ``raster.pyx`` skips at run time)."""
+    same bytes (what ``raster.pyx`` skips at run time).
+    """
     a, b = src.buffer, dst.buffer
     if a is None or b is None or a.ctypes.data != b.ctypes.data:
         return False
@@ -63,7 +64,8 @@ def _sources(pieces: Sequence[Placed]) -> set[int]:
 
 class CPURaster(Execution):
     """Runs planned box copies; subclasses say what to copy (:meth:`pieces`) and may fall back
-    to a plain implementation (:meth:`resize_plain` / :meth:`execute_plain`)."""
+    to a plain implementation (:meth:`resize_plain` / :meth:`execute_plain`).
+    """
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
         """Every box copy as ``(output index, piece)`` reading ``inputs``; None: not boxes."""
@@ -157,7 +159,8 @@ class CPURaster(Execution):
 
     def idle(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
         """Every output is read through by its reader, or is its source's own storage with
-        every region onto itself (an in-place Reshape), and no padding lanes to zero."""
+        every region onto itself (an in-place Reshape), and no padding lanes to zero.
+        """
         if self._copies is None:
             return False
         for src, j, rows in self._copies:

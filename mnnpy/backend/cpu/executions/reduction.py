@@ -19,7 +19,8 @@ from mnnpy.tensor import Tensor
 
 class CPUReduction(Execution):
     """One kernel call per run of reduced dims, through NCHW scratch for NC4HW4 tensors and
-    ping-pong scratch between runs (MNN's GeometryReduce + CPUReduction)."""
+    ping-pong scratch between runs (MNN's GeometryReduce + CPUReduction).
+    """
 
     def __init__(self, backend: Backend, op: OpDef, code: int) -> None:
         super().__init__(backend)

@@ -35,7 +35,8 @@ def check_result(bad: int, indices: np.ndarray, what: str) -> None:
 
 class ElementsExecution(Execution):
     """Reads the inputs at ``reads`` and writes the outputs as flat logical buffers (NC4HW4 ones
-    through NCHW scratch); subclasses plan in ``prepare`` and compute in ``run``."""
+    through NCHW scratch); subclasses plan in ``prepare`` and compute in ``run``.
+    """
 
     reads: tuple[int, ...] = (0, 1)
 

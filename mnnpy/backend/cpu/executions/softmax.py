@@ -20,7 +20,8 @@ from mnnpy.tensor import Tensor
 
 class CPUSoftmax(Execution):
     """Softmax over (outer, axis, inner) of the logical shape; NC4HW4 goes through NCHW scratch
-    (MNN's CPUSoftmax)."""
+    (MNN's CPUSoftmax).
+    """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)

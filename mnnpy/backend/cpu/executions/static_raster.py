@@ -1,5 +1,6 @@
 """CPU Raster of static models (``--saveStaticModel``): MNN's CPURaster over the regions the
-file stores (semantics in ``mnnpy/ops/raster.py``), run by ``kernels.raster``."""
+file stores (semantics in ``mnnpy/ops/raster.py``), run by ``kernels.raster``.
+"""
 
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def _split(dims: Dims, col: int, shape: Sequence[int], offset: int) -> bool | No
     """Split one iteration dim so that no flat stride of side ``col`` carries from a logical dim
     of ``shape`` into the next (a dim of size ``c * S_d`` walking dim ``d`` by ``c`` becomes an
     outer walk of dim ``d - 1`` and an inner one of ``d``). True: split one; False: nothing to
-    split; None: the side is not a box of the logical dims."""
+    split; None: the side is not a box of the logical dims.
+    """
     steps = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     start = np.unravel_index(offset, shape)
     reach = [0] * len(shape)
@@ -104,7 +106,8 @@ def _side(dims: Dims, col: int, t: Tensor, offset: int) -> R.Side:
 
 def _direct_rows(region: RegionDef, x: Tensor, out: Tensor) -> np.ndarray | None:
     """A region with non-negative strides as rows on the storage of NC4HW4 tensors (their
-    logical flat addresses unflattened into boxes of the logical dims), or None."""
+    logical flat addresses unflattened into boxes of the logical dims), or None.
+    """
     dims = [
         [n, s, d]
         for n, s, d in zip(region.size, region.src.strides, region.dst.strides, strict=True)
@@ -128,7 +131,8 @@ class CPUStaticRaster(Execution):
     """A static model's Raster op (MNN's CPURaster): its regions as ``kernels.raster`` rows on
     the storage; NC4HW4 tensors are read and written through NCHW scratch (as MNN's temp
     tensors), but a whole-tensor copy in flat order is one planned layout conversion. Regions
-    with negative strides or sums (destination stride 0) run as NumPy index copies."""
+    with negative strides or sums (destination stride 0) run as NumPy index copies.
+    """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
@@ -197,7 +201,8 @@ class CPUStaticRaster(Execution):
 
     def _base_copy(self, inputs: Sequence[Tensor], out: Tensor) -> Callable | None:
         """A Raster the file has write the tensor it reads (``OpDef.inplace``) keeps that
-        tensor's values outside its regions: they are copied first (instead of zeros)."""
+        tensor's values outside its regions: they are copied first (instead of zeros).
+        """
         if not self.op.inplace:
             return None
         self._zero = False
@@ -238,7 +243,8 @@ class CPUStaticRaster(Execution):
     ) -> dict[int, np.ndarray] | None:
         """Rows straight on the storage for the regions touching an NC4HW4 tensor; None when
         the output is NC4HW4 and one of its regions cannot be planned so (then all go through
-        scratch, as MNN's CPURaster)."""
+        scratch, as MNN's CPURaster).
+        """
         rows: dict[int, np.ndarray] = {}
         for i, (r, x) in enumerate(zip(regions, inputs, strict=True)):
             if not (x.is_packed or out.is_packed) or not math.prod(r.size):

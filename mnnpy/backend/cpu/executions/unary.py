@@ -21,7 +21,8 @@ from mnnpy.tensor import Tensor
 
 class CPUUnary(Execution):
     """``f(x)`` element by element over the whole storage, NC4HW4 padding lanes reset when
-    ``f(0) != 0`` (MNN's CPUUnary)."""
+    ``f(0) != 0`` (MNN's CPUUnary).
+    """
 
     # out[i] reads input 0 at i only
     support_inplace = True
