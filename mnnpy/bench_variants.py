@@ -79,7 +79,10 @@ def _inputs(model: Path) -> dict[str, np.ndarray]:
 
 
 def _quant_config(inputs: dict[str, np.ndarray], tmp: str, mvm: ModuleType) -> dict[str, Any]:
-    """mnnquant's JSON: PNGs for one NCHW 3-channel float input, sequence samples otherwise."""
+    """The JSON configuration for mnnquant.
+
+    Its calibration data: PNGs for one NCHW 3-channel float input, sequence samples otherwise.
+    """
     calib = str(Path(tmp) / "calib")
     if len(inputs) == 1:
         (value,) = inputs.values()

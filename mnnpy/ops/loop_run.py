@@ -162,6 +162,8 @@ def run_loop(
     """Run the loop on flat arrays (``stack[slot]``; outputs are written in place).
 
     Args:
+        plan: the loop's plan (``plan_loop``).
+        stack: the flat arrays of the loop's tensors, by slot; outputs are written in place.
         grids: per command, ``Command.grid(v)`` of each view (computed when not given).
         fast: per command index, a function running that command over every iteration (a
             backend's kernel), used where the loop is vectorized.

@@ -2,7 +2,7 @@
 
 As MNN's ``CPUROIAlign``: ROIs are ``(x1, y1, x2, y2)`` rows scaled by ``spatialScale`` (minus
 0.5 when ``aligned``; without it the region is at least 1 x 1); each bin averages (AVEPOOL) or
-takes the max (MAXPOOL) of ``samplingRatio``\\ ² bilinear samples at the sub-bin centres
+takes the max (MAXPOOL) of ``samplingRatio`` ² bilinear samples at the sub-bin centres
 (``ceil(size / bins)`` per axis when ``samplingRatio <= 0``). A sample outside ``[-1, size]``
 is zero; others are clamped at 0 and at the last row / column. MNN's max takes the max of the
 interpolated samples (ONNX's takes the max of the weighted corners). The batch of each ROI

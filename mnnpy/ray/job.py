@@ -81,10 +81,14 @@ def map_batches(
     Args:
         ds: any ``ray.data.Dataset``.
         model: a ``.mnn`` path (read here, on the driver), model bytes, or ``ray.put(bytes)``.
-        input_column, preprocess: see :class:`MNNPredictor`.
+        input_column: see :class:`MNNPredictor`.
+        preprocess: see :class:`MNNPredictor`.
         batch_size: rows per call of an actor.
         concurrency: the number of actors, or ``(min, max)`` for an autoscaling pool.
-        num_thread, config, memory, memory_budget: the session settings (see :func:`make_config`).
+        num_thread: threads per op, replacing ``config.num_thread`` (see :func:`make_config`).
+        config: the base ScheduleConfig of every session (default: one thread).
+        memory: memory mode (``"limit"``, ``MemoryMode.LOW``...), replacing ``config``'s.
+        memory_budget: bytes a session may hold, replacing ``config``'s.
         num_cpus: CPUs Ray reserves per actor; default the session's thread count.
         **options: other :class:`MNNPredictor` arguments (``keep_columns``, ``input_shape``,
             ``model_batch``, ``outputs``, ``output_prefix``, ``error_column``, ``timing``...).

@@ -57,6 +57,7 @@ class ImagePreprocess:
     norm: tuple[float, ...] = (1.0,)
 
     def __call__(self, value: Any) -> np.ndarray:
+        """One row's input array, from image bytes, ``.npy`` bytes or an array (see above)."""
         if isinstance(value, (bytes, bytearray, memoryview)):
             data = bytes(value)
             if data.startswith(_NPY_MAGIC):

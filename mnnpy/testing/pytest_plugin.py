@@ -46,6 +46,7 @@ _KEY = pytest.StashKey[KitOptions]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """Add the kit's ``--mnnpy-*`` options (backend, backup, threads, plugins, model dirs)."""
     group = parser.getgroup("mnnpy", "mnnpy backend conformance (pytest --pyargs mnnpy.testing)")
     group.addoption(
         "--mnnpy-backend",
@@ -94,6 +95,11 @@ def pytest_plugin_registered(plugin: Any, plugin_name: str, manager: Any) -> Non
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Stash the kit's options, load ``--mnnpy-backend-plugin`` paths and check the backends.
+
+    Raises:
+        pytest.UsageError: for a bad plugin path or an unknown backend name.
+    """
     options = KitOptions(
         backend=config.getoption("mnnpy_backend") or "CPU",
         backup=config.getoption("mnnpy_backup"),
@@ -194,6 +200,7 @@ def mnnpy_record(pytestconfig: pytest.Config) -> Callable[[CaseResult], None]:
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Print the conformance report of the cases that ran (nothing when none did)."""
     options = config.stash.get(_KEY, None)
     if options is None or not options.results:
         return

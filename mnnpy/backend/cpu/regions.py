@@ -86,11 +86,13 @@ class Side:
         return cls(layout, list(start), terms)
 
     def index(self, point: Sequence[int]) -> list[int]:
+        """The logical index this side addresses at iteration ``point``."""
         return [
             s + sum(c * point[j] for j, c in t) for s, t in zip(self.start, self.terms, strict=True)
         ]
 
     def fixed(self, j: int, value: int) -> Side:
+        """This side with iteration dim ``j`` fixed at ``value`` (its terms folded into start)."""
         start = [
             s + sum(c * value for q, c in t if q == j)
             for s, t in zip(self.start, self.terms, strict=True)

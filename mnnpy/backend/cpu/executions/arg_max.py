@@ -41,6 +41,7 @@ class CPUArgMax(Execution):
 def create_arg_max(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The ArgMax / ArgMin execution (MNN's CPUArgMax) for 4-byte dtypes, not NC4HW4."""
     if inputs[0].dtype not in _4BYTE:
         return Unsupported(f"dtype={inputs[0].dtype.name}")
     if inputs[0].is_packed or outputs[0].is_packed:

@@ -174,6 +174,11 @@ class CPUBinaryCast(Execution):
 def create_binary(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The BinaryOp execution (MNN's CPUBinary creator; int8 models get CPUBinaryInt8).
+
+    Mixed input dtypes run through ``CPUBinaryCast``; operations the kernels lack for the
+    compute dtype are refused.
+    """
     if "int8" in outputs[0].describe.extra:  # int8 model: MNN's CPUBinaryInt8
         return binary_int8.create_binary_int8(op, inputs, outputs, backend)
     code = binary_op.op_code(op)
@@ -192,6 +197,7 @@ def create_binary(
 def create_eltwise(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Eltwise execution (MNN's CPUEltwise creator): float32 inputs stored like the output."""
     code = eltwise.plan(op)
     out = outputs[0]
     if inputs[0].dtype != np.float32:

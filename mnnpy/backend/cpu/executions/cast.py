@@ -50,6 +50,7 @@ def _create(
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Cast execution (MNN's CPUCastCreator), converting to the op's ``dstT``."""
     return _create(inputs[0], outputs[0], backend, cast.target(op)[1])
 
 
@@ -57,5 +58,6 @@ def create(
 def create_cast_like(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The CastLike execution: a Cast to input 1's type, as MNN rewrites it."""
     # MNN turns CastLike into a Cast to input 1's runtime type (bool is int32 there: no x != 0)
     return _create(inputs[0], outputs[0], backend, None)

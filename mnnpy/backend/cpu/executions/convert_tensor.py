@@ -102,6 +102,7 @@ class CPUConvertTensor(CPURaster):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The ConvertTensor execution (MNN's CPUTensorConverter creator) for 1- and 4-byte dtypes."""
     if inputs[0].dtype not in (np.float32, np.int32, np.uint8, np.int8):
         return Unsupported(f"dtype {inputs[0].dtype}")
     return CPUConvertTensor(backend)

@@ -27,8 +27,11 @@ class PackedExecution(Protocol):
     weight: np.ndarray
     bias: np.ndarray
 
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None: ...
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None: ...
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """As :meth:`mnnpy.execution.Execution.on_resize`."""
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """As :meth:`mnnpy.execution.Execution.on_execute`."""
 
 
 def index_map(pack: Pack, dims: tuple[int, ...]) -> np.ndarray:

@@ -123,6 +123,10 @@ _OPS = (
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The execution of the data-movement ops in ``_OPS`` (MNN's CPU creators of each op).
+
+    Refuses NHWC tensors mixed with NCHW-ordered ones among the position-aligned tensors.
+    """
     # the tensors whose positions are aligned with the outputs' (logical orders must agree)
     aligned = list(inputs) if op.type in (OpType.Select, OpType.Pack) else inputs[:1]
     if op.type in (OpType.Fill, OpType.ZerosLike):
@@ -136,6 +140,7 @@ def create(
 def create_expand_dims(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The ExpandDims execution: a reshape when the layouts agree, as in MNN."""
     if inputs[0].dimension_format != outputs[0].dimension_format:
         src, dst = inputs[0].dimension_format.name, outputs[0].dimension_format.name
         return Unsupported(f"input layout {src} differs from output layout {dst}")

@@ -40,6 +40,7 @@ class CPUDropout(Execution):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Dropout execution (a copy; MNN's converter drops the op) for a matching output."""
     x, y = inputs[0], outputs[0]
     if (x.shape, x.dtype, x.dimension_format) != (y.shape, y.dtype, y.dimension_format):
         return Unsupported(f"output {y.shape!r} {y.dtype.name} differs from input {x.shape!r}")

@@ -134,6 +134,7 @@ class CPUWhere(_IndexExecution):
 def create_gather(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Gather / GatherV2 / GatherND execution (MNN's GeometryGather) for 4-byte dtypes."""
     # each tensor is read in its own logical order: formats may differ
     if inputs[0].dtype not in _4BYTE:
         return Unsupported(f"dtype={inputs[0].dtype.name}")
@@ -144,6 +145,7 @@ def create_gather(
 def create_one_hot(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The OneHot execution (MNN's CPUOneHot) for 4-byte outputs of the values' dtype."""
     if outputs[0].dtype not in _4BYTE or inputs[2].dtype != outputs[0].dtype:
         return Unsupported(f"dtype={outputs[0].dtype.name} with values {inputs[2].dtype.name}")
     return CPUOneHot(backend, op)
@@ -153,6 +155,7 @@ def create_one_hot(
 def create_top_k(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The TopKV2 execution (MNN's CPUTopKV2) for 4-byte dtypes in one logical order."""
     # values and indices must share positions (MNN gives the indices k's format)
     if inputs[0].dtype not in _4BYTE:
         return Unsupported(f"dtype={inputs[0].dtype.name}")
@@ -165,6 +168,7 @@ def create_top_k(
 def create_where(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Where execution (MNN's CPUWhere) for 4-byte and bool (uint8) conditions."""
     if inputs[0].dtype not in (*_4BYTE, np.dtype(np.uint8)):
         return Unsupported(f"dtype={inputs[0].dtype.name}")
     return CPUWhere(backend, op)

@@ -63,6 +63,7 @@ class CPULayerNorm(Execution):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The LayerNorm execution (MNN's CPULayerNorm) for float32, NC4HW4 only as ``[N, C]``."""
     src, out = inputs[0], outputs[0]
     if src.dtype != np.float32 or src.is_packed != out.is_packed:
         return Unsupported(f"dtype {src.dtype}, or input and output layouts differ")

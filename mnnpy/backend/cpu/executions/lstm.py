@@ -96,6 +96,7 @@ class CPULSTM(Execution):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The LSTM / RNN execution (MNN's CPULSTM) for float32 inputs."""
     if any(t.dtype != np.float32 for t in inputs):
         return Unsupported(f"dtypes {[t.dtype.name for t in inputs]!r} (float32 only)")
     return CPULSTM(backend, op)

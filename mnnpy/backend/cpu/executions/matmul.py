@@ -170,6 +170,10 @@ def _const_matrix(t: Tensor, transpose: bool) -> np.ndarray | None:
 def create_matmul(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The MatMul / BatchMatMul execution (MNN's CPUMatMul) on plain float32 tensors.
+
+    A constant B is packed once into panels at creation.
+    """
     if not _plain_float([*inputs, *outputs]):
         return Unsupported("needs float32 tensors in a plain (not NC4HW4) layout")
     assert isinstance(backend, CPUBackend)
@@ -181,6 +185,10 @@ def create_matmul(
 def create_inner_product(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The InnerProduct execution (MNN's InnerProduct as a MatMul) on plain float32 tensors.
+
+    In LIMIT mode quantized or fp16 weights stay compressed.
+    """
     if not _plain_float([*inputs, *outputs]):
         return Unsupported("needs float32 tensors in a plain (not NC4HW4) layout")
     assert isinstance(backend, CPUBackend)

@@ -59,6 +59,7 @@ class CPUDet(ElementsExecution):
 def create_matrix(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The EyeLike (4-byte dtypes) or Det (float32) execution (MNN: GeometryFill / CPUDet)."""
     if op.type == OpType.EyeLike:
         if outputs[0].dtype not in _4BYTE:
             return Unsupported(f"dtype={outputs[0].dtype.name}")

@@ -98,6 +98,10 @@ class CPUMovement(CPURaster):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Permute / Concat / Slice / SliceTf execution (MNN's geometry of each, as a raster).
+
+    Refuses NHWC tensors mixed with NCHW-ordered ones.
+    """
     data = inputs if op.type == OpType.Concat else inputs[:1]
     if mixes_nhwc([*data, *outputs]):
         return Unsupported("NHWC tensors mixed with NCHW / NC4HW4 ones")

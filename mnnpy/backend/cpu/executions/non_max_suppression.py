@@ -45,6 +45,7 @@ class CPUNonMaxSuppressionV2(Execution):
 def create_nms(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The NonMaxSuppressionV2 execution (MNN's CPUNonMaxSuppressionV2) on float32 boxes."""
     if any(t.dtype != np.float32 for t in (inputs[0], inputs[1], *inputs[3:5])):
         return Unsupported("boxes, scores and thresholds must be float32")
     if any(t.is_packed for t in inputs[:2]):

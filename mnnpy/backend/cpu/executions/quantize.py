@@ -101,6 +101,7 @@ def _cast(op: OpDef, src: Tensor, to_int8: bool, backend: Backend) -> Execution 
 def create_float_to_int8(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The FloatToInt8 execution of int8 models (MNN's CPUCastCreator::cast, tensor scales)."""
     if op.param is not None:  # the old format's explicit op with per-channel scales
         return Unsupported("FloatToInt8 with a QuantizedFloatParam")
     return _cast(op, inputs[0], True, backend)
@@ -110,6 +111,7 @@ def create_float_to_int8(
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Int8ToFloat execution (MNN's CPUInt8ToFloat) from tensor or op scales."""
     src = inputs[0]
     if op.param is None and "quant" in src.describe.extra:
         return _cast(op, src, False, backend)

@@ -58,6 +58,7 @@ class CPUReduction(Execution):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Reduction execution (MNN's CPUReduction) for the operations its kernels have."""
     src, out = inputs[0], outputs[0]
     try:
         code = reduction.operation(op, src.dtype)

@@ -63,6 +63,7 @@ _INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8))
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The ReLU / ReLU6 execution (MNN's CPURelu / CPURelu6; int8 models: the int8 CPURelu)."""
     if "int8" in outputs[0].describe.extra:  # int8 model: MNN's int8 CPURelu
         return binary_int8.create_relu_int8(op, inputs, outputs, backend)
     if op.type == OpType.ReLU6 and inputs[0].dtype in _INT_DTYPES:

@@ -111,6 +111,10 @@ class CPUReshape(CPURaster):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Reshape / Flatten / Squeeze / Unsqueeze execution (MNN's CPUReshape).
+
+    Refuses an output layout that differs from the input's.
+    """
     src, dst = inputs[0].dimension_format, outputs[0].dimension_format
     if src != dst:  # the shape functions keep input 0's format; anything else is not ours
         return Unsupported(f"input layout {src.name} differs from output layout {dst.name}")

@@ -113,6 +113,7 @@ class CPURNNSequenceGRU(Execution):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The RNNSequenceGRU execution (MNN's CPURNNSequenceGRU) for float32 inputs."""
     if any(t.dtype != np.float32 for t in inputs):
         return Unsupported(f"dtypes {[t.dtype.name for t in inputs]!r} (float32 only)")
     return CPURNNSequenceGRU(backend, op)

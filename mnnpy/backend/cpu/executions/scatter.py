@@ -128,6 +128,10 @@ class CPUScatterNd(ElementsExecution):
 def create_elements(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The GatherElements / ScatterElements / ScatterNd execution (MNN's geometry of each).
+
+    Refuses non-4-byte outputs and NHWC tensors mixed with NCHW-ordered ones.
+    """
     # each tensor is read in its own logical order: NCHW and NC4HW4 may mix, NHWC may not
     if outputs[0].dtype not in _4BYTE:
         return Unsupported(f"dtype={outputs[0].dtype.name}")

@@ -56,6 +56,7 @@ class CPUReverseSequence(ElementsExecution):
 def create_sequence(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The CumSum or ReverseSequence execution (MNN's geometry of each) for 4-byte dtypes."""
     if inputs[0].dtype not in _4BYTE:
         return Unsupported(f"dtype={inputs[0].dtype.name}")
     if op.type == OpType.CumSum:

@@ -50,6 +50,7 @@ class CPUSoftmax(Execution):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Softmax execution (MNN's CPUSoftmax) for float32 with matching layouts."""
     if inputs[0].dtype != np.float32 or inputs[0].is_packed != outputs[0].is_packed:
         return Unsupported(f"dtype {inputs[0].dtype}, or input and output layouts differ")
     return CPUSoftmax(backend, op)

@@ -49,6 +49,7 @@ class CPUUnary(Execution):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The UnaryOp execution (MNN's CPUUnary) for the operations its kernels have."""
     try:
         code = unary_op.op_code(op)
     except NotSupportError as e:

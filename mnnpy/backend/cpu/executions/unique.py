@@ -38,6 +38,7 @@ class CPUUnique(ElementsExecution):
 def create_unique(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
+    """The Unique execution (MNN's CPUUnique) for float32 and int32 inputs."""
     if inputs[0].dtype not in (np.dtype(np.float32), np.dtype(np.int32)):
         return Unsupported(f"dtype={inputs[0].dtype.name}")
     return CPUUnique(backend, op)
