@@ -1,14 +1,24 @@
-.PHONY: build lint typecheck test schema models
+.PHONY: build check lint format-check typecheck cython-lint test schema models
+
+PY_PATHS = mnnpy tests tools examples setup.py
 
 build:
 	pip install -e ".[test]"
 
+# What CI runs before the tests (.ci/run); the tools come from the dev extra: pip install -e ".[dev]"
+check: lint format-check typecheck cython-lint
+
 lint:
-	ruff check mnnpy tests tools
-	cython-lint mnnpy/backend/cpu/kernels
+	ruff check $(PY_PATHS)
+
+format-check:
+	ruff format --check $(PY_PATHS)
 
 typecheck:
 	mypy
+
+cython-lint:
+	cython-lint mnnpy/backend/cpu/kernels
 
 test:
 	pytest
