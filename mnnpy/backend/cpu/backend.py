@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 
 from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType
-from mnnpy.errors import OutOfMemoryError
+from mnnpy.errors import NotSupportError, OutOfMemoryError
 from mnnpy.memory import MemoryPlan, MemoryPlanner, align
 from mnnpy.tensor import Tensor
 
-__all__ = ["CPUBackend", "MemoryInfo"]
+__all__ = ["CPUBackend", "MemoryInfo", "cpu_backend"]
 
 _ALIGN = 64
 
@@ -251,3 +251,17 @@ class CPUBackend(Backend):
 
     def _release_static(self, nbytes: int) -> None:
         self.static_bytes -= nbytes
+
+
+def cpu_backend(backend: Backend) -> CPUBackend:
+    """``backend`` typed as the CPUBackend a CPU execution runs on (its scratch, threads, modes).
+
+    CPU executions are created by CPUBackend's creators, so this holds for them; a backend that
+    reuses them must derive from CPUBackend.
+
+    Raises:
+        NotSupportError: ``backend`` is not a CPUBackend.
+    """
+    if not isinstance(backend, CPUBackend):
+        raise NotSupportError(f"a CPU execution on {type(backend).__name__}, not a CPUBackend")
+    return backend

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions import binary_int8
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import eltwise as K
@@ -94,7 +94,7 @@ class CPUBinary(Execution):
             self._strides = [self._dense if t.element_size > 1 else _REPEAT for t in inputs]
             return
         assert len(inputs) == 2  # Eltwise inputs are lane compatible (see its creator)
-        self._io = LogicalIO(self.backend, inputs, outputs)  # type: ignore[arg-type]
+        self._io = LogicalIO(cpu_backend(self.backend), inputs, outputs)
         self._io.release()
         self._plan = broadcast_plan(inputs[0].shape, inputs[1].shape, out.shape)
 

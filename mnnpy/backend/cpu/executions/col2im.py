@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
@@ -32,7 +32,7 @@ class CPUCol2Im(Execution):
         size = inputs[1].describe.content
         assert size is not None, "the shape function needed input 1's content"
         self._g = image_geometry(self.op, x.shape, size)
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         self._io = LogicalIO(backend, [x], [])
         self._io.release()
 

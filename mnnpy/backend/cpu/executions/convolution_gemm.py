@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend import StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels, Pack
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.errors import ComputeSizeError
@@ -86,7 +86,7 @@ class CPUConvolutionBase(Execution):
         codes) the compressed panels instead, and an empty array that ``_dequantized`` points
         at the float panels in scratch.
         """
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         if isinstance(weight, WeightTable):
             self.compressed = CompressedPanels(backend, weight, pack, lanes, owner=self)
             return _EMPTY
@@ -120,7 +120,7 @@ class CPUConvolutionBase(Execution):
         any is released, so they do not overlap, and released at once: valid only while this
         op executes.
         """
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         held = []
         if self.compressed is not None:
             floats = self.compressed.floats if weight_floats is None else weight_floats
@@ -180,7 +180,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         ky, kx, sy, sx, _, _, top, left = self._window
         direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
         oc, oh, ow = self._shape[4:]

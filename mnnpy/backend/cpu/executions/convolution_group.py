@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.convolution_gemm import (
     _EMPTY,
     CPUConvolutionBase,
@@ -70,7 +70,7 @@ class CPUConvolutionGroup(CPUConvolutionBase):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         ky, kx, sy, sx, _, _, top, left = self._window
         direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
         oh, ow = self._shape[5:]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.executions.reshape import CPUReshape
 from mnnpy.execution import Execution, Unsupported
@@ -55,7 +55,7 @@ class CPUDataMovement(Execution):
         self._mask: Tensor | None = None
         self._read, self._run = self._plan(inputs, outputs)
         read = [inputs[i] for i in self._read]
-        self._io = LogicalIO(self.backend, read, outputs)  # type: ignore[arg-type]
+        self._io = LogicalIO(cpu_backend(self.backend), read, outputs)
         self._io.release()
         if self._mask is not None:
             self.backend.on_release_buffer(self._mask, StorageType.DYNAMIC)
@@ -72,7 +72,7 @@ class CPUDataMovement(Execution):
             index, sliced, _ = strided_slice.plan(op, src.shape, content[1:])  # type: ignore[arg-type]
             return [0], lambda s, d: np.copyto(d[0].reshape(sliced), s[0][index])
         if op.type == OpType.Select:
-            backend: CPUBackend = self.backend  # type: ignore[assignment]
+            backend = cpu_backend(self.backend)
             self._mask = backend.acquire_scratch(max(out.element_size, 1), np.uint8)
             return [0, 1, 2], self._select
         if op.type == OpType.BroadcastTo:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.convolution_gemm import gemm_tile
 from mnnpy.backend.cpu.executions.deconvolution import CPUDeconvolution
 from mnnpy.backend.cpu.kernels import deconv as K
@@ -50,7 +50,7 @@ class CPUDeconvolutionGemm(CPUDeconvolution):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         budget = _BUDGET_LOW if backend.low_memory else _BUDGET
         self._band, size = K.gemm_plan(self._shape, self._window, budget)
         ky, kx = self._window[:2]

@@ -10,7 +10,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu import regions as R
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO
 from mnnpy.backend.cpu.executions.raster import layout_of
 from mnnpy.backend.cpu.kernels import raster as K
@@ -124,7 +124,7 @@ class CPUIm2Col(Execution):
         if x.is_packed and g.kernel[0] * g.kernel[1] * g.n <= PLAN_TAPS:
             rows = self._plan(g, layout_of(x))
         if x.is_packed and rows is None:  # too many lane regions: unpack first
-            backend: CPUBackend = self.backend  # type: ignore[assignment]
+            backend = cpu_backend(self.backend)
             self._io = LogicalIO(backend, [x], [])
             self._io.release()
         self._rows = copy_rows(g) if rows is None else rows

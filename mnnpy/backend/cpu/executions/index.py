@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.kernels import index as K
 from mnnpy.errors import InvalidValueError
@@ -33,7 +33,7 @@ class _IndexExecution(Execution):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         self.prepare(inputs, outputs)
-        self._io = LogicalIO(self.backend, inputs[: self.read], outputs)  # type: ignore[arg-type]
+        self._io = LogicalIO(cpu_backend(self.backend), inputs[: self.read], outputs)
         self._io.release()
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from mnnpy._schema.MNN.CoordinateTransformationMode import CoordinateTransformationMode as CTM
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.kernels import resize as K
 from mnnpy.errors import NotSupportError
 from mnnpy.execution import Execution, Unsupported
@@ -59,7 +59,7 @@ class CPUInterp(Execution):
         self._offset = (float(offset[0]), float(offset[1]))
         pack = 4 if x.is_packed else 1
         self._shape = (*x.shape, *y.shape[2:], pack)
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         sizes = K.scratch_size(self._shape, self.mode, backend.num_thread)
         # both acquired before either is released, so they do not share memory
         self._scratch = [

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import norm as K
 from mnnpy.backend.cpu.kernels import pack as P
@@ -44,7 +44,7 @@ class CPULayerNorm(Execution):
         self._dims = layer_norm.plan(self.op, inputs[0].shape)
         self._io: LogicalIO | None = None
         if inputs[0].is_packed:  # unpack, normalize in place in the scratch, pack
-            self._io = LogicalIO(self.backend, inputs, [])  # type: ignore[arg-type]
+            self._io = LogicalIO(cpu_backend(self.backend), inputs, [])
             self._io.release()
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.convolution_gemm import gemm_tile
 from mnnpy.backend.cpu.kernels import eltwise as E
 from mnnpy.backend.cpu.kernels import matmul as MK
@@ -115,7 +115,7 @@ class CPULoop(Execution):
                 indexes.append(np.zeros(n, np.intp))
             else:
                 indexes.append(cmd.iters[v] if cmd.iters[v] >= 0 else np.arange(n, dtype=np.intp))
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         tile = gemm_tile(k, h, e * (n if counts[1] == 1 else 1), False, True)
         scratch = backend.acquire_scratch(MK.scratch_size(dims, False, tile, backend.num_thread))
         backend.on_release_buffer(scratch, StorageType.DYNAMIC)

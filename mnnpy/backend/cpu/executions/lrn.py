@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
@@ -41,7 +41,7 @@ class CPULRN(Execution):
             self._padded = (n, c + 2 * pad, area)
         else:
             self._padded = (n, c, x.shape[2] + 2 * pad, x.shape[3] + 2 * pad)
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         self._io = LogicalIO(backend, inputs, outputs)
         self._scratch = backend.acquire_scratch(int(np.prod(self._padded)), np.float32)
         backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)

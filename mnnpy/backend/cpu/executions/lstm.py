@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
@@ -30,8 +30,8 @@ class CPULSTM(Execution):
             self.op, shapes, len(outputs)
         )
         b, h = self._batch, self._hid
-        self._io = LogicalIO(self.backend, inputs, outputs)  # type: ignore[arg-type]
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        self._io = LogicalIO(cpu_backend(self.backend), inputs, outputs)
+        backend = cpu_backend(self.backend)
         self._scratch = backend.acquire_scratch(max(b * (self._n * h + 3 * h), 1))
         self._io.release()
         backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, gemm_tile
 from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels, compressible
 from mnnpy.backend.cpu.kernels import matmul as MK
@@ -82,7 +82,7 @@ class CPUMatMul(Execution):
         self._resize(inputs[0].shape, inputs[1].shape)
 
     def _resize(self, shape_a: tuple[int, ...], shape_b: tuple[int, ...]) -> None:
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         ba, m, k = _matrix(shape_a, self.transpose_a, True)
         bb, _, n = _matrix(shape_b, self.transpose_b, False)
         batch = np.broadcast_shapes(ba, bb)

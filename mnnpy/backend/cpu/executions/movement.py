@@ -11,7 +11,7 @@ import numpy as np
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu import compose as C
 from mnnpy.backend.cpu import regions as R
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.executions.raster import CPURaster, Placed, layout_of
 from mnnpy.execution import Execution, Unsupported
@@ -83,7 +83,7 @@ class CPUMovement(CPURaster):
             self._views.append((i, j, tuple(dims), src, dst))
         read = sorted({i for i, *_ in self._boxes})
         self._read = [inputs[i] for i in read]
-        self._io = LogicalIO(self.backend, self._read, outputs)  # type: ignore[arg-type]
+        self._io = LogicalIO(cpu_backend(self.backend), self._read, outputs)
         self._io.release()
 
     def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 
 from mnnpy._schema.MNN.PoolType import PoolType
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions import pool_int8
 from mnnpy.backend.cpu.kernels import pool as K
 from mnnpy.execution import Execution, Unsupported
@@ -65,7 +65,7 @@ class CPUPool(Execution):
             self._cast = (inputs[0].storage_elements, outputs[0].storage_elements)
         total = self._mid + sum(self._cast)
         if total:
-            backend: CPUBackend = self.backend  # type: ignore[assignment]
+            backend = cpu_backend(self.backend)
             self._scratch = backend.acquire_scratch(total)
             backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from mnnpy.backend.cpu import compose as C
 from mnnpy.backend.cpu import regions as R
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import cpu_backend
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.execution import Execution
 from mnnpy.tensor import Tensor
@@ -84,7 +84,7 @@ class CPURaster(Execution):
         self._skip[index] = True
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         self._skip = [False] * len(outputs)
         self._write_all = [False] * len(outputs)
         self._copies: list[tuple[Tensor, int, np.ndarray]] | None = None
@@ -128,7 +128,7 @@ class CPURaster(Execution):
         outputs: Sequence[Tensor],
     ) -> tuple[list[Placed], list[tuple[Tensor, int, np.ndarray]]]:
         """Compose with the raster executions writing ``inputs`` where that is allowed."""
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         for t in dict.fromkeys(inputs):
             writer = backend.rasters.get(id(t))
             if writer is None or writer.readers != 1 or list(inputs).count(t) != 1:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO
 from mnnpy.backend.cpu.kernels import reduce as K
 from mnnpy.errors import NotSupportError
@@ -31,8 +31,8 @@ class CPUReduction(Execution):
         values = inputs[1].describe.content if len(inputs) > 1 else None
         reduced = reduction.axes(self.op, src.ndim, values)
         self._runs = reduction.runs(src.shape, reduced)
-        self._io = LogicalIO(self.backend, inputs[:1], outputs)  # type: ignore[arg-type]
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        self._io = LogicalIO(cpu_backend(self.backend), inputs[:1], outputs)
+        backend = cpu_backend(self.backend)
         # results of all runs but the last alternate between two buffers
         sizes = [outer * inner for outer, _, inner in self._runs[:-1]]
         self._tmp = [backend.acquire_scratch(max(sizes), src.dtype) for _ in sizes[:2]]

@@ -9,7 +9,7 @@ import numpy as np
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu import compose as C
 from mnnpy.backend.cpu import regions as R
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import bca
 from mnnpy.backend.cpu.executions.raster import CPURaster, Placed
 from mnnpy.backend.cpu.kernels import pack as P
@@ -98,7 +98,7 @@ class CPUReshape(CPURaster):
         self._run, needs_scratch = _plan(inputs[0], outputs[0], self._nhwc(inputs))
         self._scratch: Tensor | None = None
         if needs_scratch:
-            backend: CPUBackend = self.backend  # type: ignore[assignment]
+            backend = cpu_backend(self.backend)
             self._scratch = backend.acquire_scratch(inputs[0].element_size, inputs[0].dtype)
             backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 

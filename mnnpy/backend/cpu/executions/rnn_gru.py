@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
@@ -29,8 +29,8 @@ class CPURNNSequenceGRU(Execution):
         self._dirs, self._hidden, self._has_h0 = rnn_gru.layout(self.op, len(inputs), x.shape)
         self._seq, self._batch, self._in = x.shape
         b, h, i = self._batch, self._hidden, self._in
-        self._io = LogicalIO(self.backend, inputs, outputs)  # type: ignore[arg-type]
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        self._io = LogicalIO(cpu_backend(self.backend), inputs, outputs)
+        backend = cpu_backend(self.backend)
         # [x, h] (B, I + H), gates (B, 2H), candidate, temporary and state (B, H) each
         self._scratch = backend.acquire_scratch(max(b * (i + h + 2 * h + 3 * h), 1))
         self._io.release()

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.kernels import elements as K
 from mnnpy.errors import InvalidValueError
@@ -47,7 +47,7 @@ class ElementsExecution(Execution):
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         self.prepare(inputs, outputs)
         read = [inputs[i] for i in self.reads if i < len(inputs)]
-        self._io = LogicalIO(self.backend, read, outputs)  # type: ignore[arg-type]
+        self._io = LogicalIO(cpu_backend(self.backend), read, outputs)
         scratch = self.acquire_scratch(inputs, outputs)
         self._io.release()  # the scratch stays usable during on_execute (MNN's contract)
         for t in scratch:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import pack as P
 from mnnpy.backend.cpu.kernels import softmax as K
@@ -33,7 +33,7 @@ class CPUSoftmax(Execution):
         self._dims = (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :]))
         self._io: LogicalIO | None = None
         if inputs[0].is_packed:  # unpack, softmax in place in the scratch, pack
-            self._io = LogicalIO(self.backend, inputs, [])  # type: ignore[arg-type]
+            self._io = LogicalIO(cpu_backend(self.backend), inputs, [])
             self._io.release()
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

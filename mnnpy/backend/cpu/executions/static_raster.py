@@ -12,7 +12,7 @@ import numpy as np
 
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu import regions as R
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.convert_tensor import layout_kernel
 from mnnpy.backend.cpu.executions.raster import layout_of
 from mnnpy.backend.cpu.executions.reshape import piece as reshape_piece
@@ -139,7 +139,7 @@ class CPUStaticRaster(Execution):
         self.op = op
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        backend: CPUBackend = self.backend  # type: ignore[assignment]
+        backend = cpu_backend(self.backend)
         out = outputs[0]
         regions = regions_of(self.op, len(inputs))
         self._steps: list[tuple] = []  # ("rows", src, dst, rows) | ("index", src, dst, s, d, r)
