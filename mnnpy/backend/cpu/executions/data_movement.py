@@ -15,7 +15,7 @@ from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.executions.reshape import CPUReshape
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import broadcast_to, strided_slice, transpose, unpack
+from mnnpy.ops import broadcast_to, content_of, strided_slice, transpose, unpack
 from mnnpy.tensor import Tensor
 
 # run(sources, destinations): logical arrays of the read inputs and of the outputs
@@ -63,13 +63,13 @@ class CPUDataMovement(Execution):
     def _plan(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> tuple[list[int], Run]:
         """The indexes of the inputs to read and the copy."""
         op, src, out = self.op, inputs[0], outputs[0]
-        content = [t.describe.content for t in inputs]
         if op.type == OpType.Fill:
             return [1], lambda s, d: np.copyto(d[0].reshape(-1), s[0].reshape(-1)[:1])
         if op.type == OpType.ZerosLike:
             return [], lambda s, d: d[0].fill(0)
         if op.type == OpType.StridedSlice:
-            index, sliced, _ = strided_slice.plan(op, src.shape, content[1:])  # type: ignore[arg-type]
+            values = [content_of(t) for t in inputs[1:]]
+            index, sliced, _ = strided_slice.plan(op, src.shape, values)
             return [0], lambda s, d: np.copyto(d[0].reshape(sliced), s[0][index])
         if op.type == OpType.Select:
             backend = cpu_backend(self.backend)
@@ -79,12 +79,12 @@ class CPUDataMovement(Execution):
             lead = (-1,) + (1,) * (out.ndim - 1) if broadcast_to.forward(op) else src.shape
             return [0], lambda s, d: np.copyto(d[0], s[0].reshape(lead))
         if op.type == OpType.Tile:
-            m = broadcast_to.multiples(src.shape, content[1])  # type: ignore[arg-type]
+            m = broadcast_to.multiples(src.shape, content_of(inputs[1]))
             spread = tuple(x for pair in zip(m, src.shape, strict=True) for x in pair)
             ones = tuple(x for d in src.shape for x in (1, d))
             return [0], lambda s, d: np.copyto(d[0].reshape(spread), s[0].reshape(ones))
         if op.type == OpType.Transpose:
-            perm = transpose.permutation(content[1], src.ndim)  # type: ignore[arg-type]
+            perm = transpose.permutation(content_of(inputs[1]), src.ndim)
             return [0], lambda s, d: np.copyto(d[0], s[0].transpose(perm))
         if op.type == OpType.Unpack:
             axis = unpack.axis_of(op, src.ndim)

@@ -14,7 +14,7 @@ from mnnpy.backend.cpu.kernels import index as K
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import gather, one_hot, topk
+from mnnpy.ops import content_of, gather, one_hot, topk
 from mnnpy.tensor import Tensor
 
 _4BYTE = (np.dtype(np.float32), np.dtype(np.int32))
@@ -106,7 +106,7 @@ class CPUTopKV2(_IndexExecution):
     def prepare(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src = inputs[0]
         axis_value = inputs[2].describe.content if len(inputs) > 2 else None
-        k, axis = topk.k_and_axis(src.shape, inputs[1].describe.content, axis_value)  # type: ignore[arg-type]
+        k, axis = topk.k_and_axis(src.shape, content_of(inputs[1]), axis_value)
         n = src.shape[axis]
         self._dims = (src.element_size // n if n else 0, n, k)
 

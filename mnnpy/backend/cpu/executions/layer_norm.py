@@ -75,4 +75,4 @@ def create(
         # MNN normalizes packed tensors over C for each batch, whatever the axis and group; only
         # [N, C] normalized over C agrees with the parameter
         return Unsupported(f"NC4HW4 input of shape {src.shape} normalized over {dims}")
-    return CPULayerNorm(backend, op)  # type: ignore[arg-type]
+    return CPULayerNorm(cpu_backend(backend), op)

@@ -16,7 +16,7 @@ from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.executions.raster import CPURaster, Placed, layout_of
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import concat, permute, slice_tf
+from mnnpy.ops import concat, content_of, permute, slice_tf
 from mnnpy.ops import slice as slice_op
 from mnnpy.tensor import Tensor
 
@@ -68,8 +68,7 @@ class CPUMovement(CPURaster):
                 s_start = [a if d == axis else 0 for d in ident]
                 boxes.append((0, j, tuple(outputs[j].shape), s_start, [0] * rank, ident))
             return boxes
-        begin, size = inputs[1].describe.content, inputs[2].describe.content
-        region = slice_tf.region(src.shape, begin, size)  # type: ignore[arg-type]
+        region = slice_tf.region(src.shape, content_of(inputs[1]), content_of(inputs[2]))
         return [(0, 0, tuple(outputs[0].shape), [b for b, _ in region], [0] * rank, ident)]
 
     def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
