@@ -170,8 +170,10 @@ def _max_diff(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> float:
 def bench_file(
     path: Path, threads: int, runs: int, warmup: int, engines: list[str]
 ) -> dict[str, Any]:
-    """Time each engine on one file (NORMAL mode, interleaved) and take each engine's memory in
-    NORMAL and LIMIT (one worker per engine and mode); compare mnnpy's outputs with MNN's.
+    """Time each engine on one file and take its memory; compare mnnpy's outputs with MNN's.
+
+    Times are taken in NORMAL mode, interleaved; memory in NORMAL and LIMIT (one worker per engine
+    and mode).
     """
     row: dict[str, Any] = {"file": path.name, "threads": threads}
     outs: dict[str, dict[str, dict[str, np.ndarray]]] = {}

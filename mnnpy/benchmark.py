@@ -161,8 +161,9 @@ class _Runner:
 
 
 def _memory(runner: _Runner, engine: str) -> dict[str, Any]:
-    """The session's memory in MB as each engine reports it (mnnpy: ``session.info()`` with the
-    STATIC part, the weights; MNN: ``getSessionInfo`` MEMORY).
+    """The session's memory in MB as each engine reports it.
+
+    mnnpy: ``session.info()`` with the STATIC part, the weights; MNN: ``getSessionInfo`` MEMORY.
     """
     if engine == "mnnpy":
         info = runner.session.info()
@@ -205,9 +206,10 @@ def _worker(engine: str, model: str, threads: int, warmup: int, memory: str = "n
 
 
 def _runtime(runner: _Runner, engine: str, n: int) -> dict[str, Any]:
-    """Creation time (measured at start) and the median of ``n`` resizes, alternating batch 2
-    and 1 so that each one recomputes shapes and memory (MNN skips a resize to the same
-    shapes). The session ends at its original shapes.
+    """Creation time (measured at start) and the median of ``n`` resizes.
+
+    Resizes alternate batch 2 and 1 so that each one recomputes shapes and memory (MNN skips a
+    resize to the same shapes). The session ends at its original shapes.
     """
     info: dict[str, Any] = {"create_ms": runner.create_ms}
     resize = getattr(runner, f"resize_{engine}", None)
@@ -430,9 +432,10 @@ def print_table(rows: list[dict[str, Any]], out: Any = None) -> None:
 def runtime_report(
     models: list[Path], tiny: Path | None, runs: int, warmup: int, engines: list[str]
 ) -> dict[str, Any]:
-    """Session creation and resize times per model (1 thread; resizes between batch 1 and 2),
-    and the per-op cost of a run on ``tiny`` (a chain of element-wise ops on 16 floats, so
-    kernels are next to free).
+    """Session creation and resize times per model, and the per-op cost of a run on ``tiny``.
+
+    1 thread; resizes between batch 1 and 2. ``tiny`` is a chain of element-wise ops on 16 floats,
+    so kernels are next to free.
     """
     report: dict[str, Any] = {"models": []}
     for model in models:

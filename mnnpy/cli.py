@@ -42,8 +42,10 @@ def _param_summary(param: Any, limit: int = 8) -> str:
 
 
 def dump(data: bytes, out: Any = sys.stdout, external: str | None = None) -> None:
-    """Print a model's ops, tensors, shapes (at the declared input shapes), parameters and how
-    each weight is stored (float32 / fp16 / intN, symmetric or not, blocks, bytes, external).
+    """Print a model's ops, tensors, shapes, parameters and how each weight is stored.
+
+    Shapes are those at the declared input shapes; storage is float32 / fp16 / intN, symmetric or
+    not, blocks, bytes, external.
 
     ``external`` is the weight file of a ``--saveExternalData`` model (``<model>.weight``);
     without it such a model still dumps, with its external tables marked unreadable.

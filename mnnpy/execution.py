@@ -34,9 +34,10 @@ class Execution:
         self.backend = backend
 
     def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
-        """Whether output 0 may take over the storage of input 0 (asked only when
-        ``support_inplace`` and input 0 dies at this op). Default: same shape, layout and dtype;
-        a Reshape also accepts other shapes whose storage holds the same bytes in order.
+        """Whether output 0 may take over the storage of input 0.
+
+        Asked only when ``support_inplace`` and input 0 dies at this op. Default: same shape, layout
+        and dtype; a Reshape also accepts other shapes whose storage holds the same bytes in order.
         """
         return (src.shape, src.dimension_format, src.dtype) == (
             dst.shape,
@@ -48,9 +49,10 @@ class Execution:
         """Prepare for the current shapes; acquire and release scratch through the backend."""
 
     def idle(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
-        """Whether, with the buffers as planned now (after the session's resize and memory
-        plan), ``on_execute`` would change nothing unless a run is observed by callbacks (like
-        MNN's virtual tensors, which never run): a run without callbacks then skips the op.
+        """Whether ``on_execute`` would change nothing with the buffers as planned now.
+
+        Asked after the session's resize and memory plan. True unless a run is observed by callbacks
+        (like MNN's virtual tensors, which never run): a run without callbacks then skips the op.
         Default: False.
         """
         return False
@@ -58,11 +60,12 @@ class Execution:
     def bind(
         self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     ) -> Callable[[], None] | None:
-        """A callable that does what ``on_execute(inputs, outputs)`` does, asked once memory
-        is planned (after ``idle``). The tensors' buffers then stay where they are until the
-        next resize, so their checks and pointers can be resolved here instead of on every
-        run; the run loop calls it with no arguments. Runs with callbacks still call
-        ``on_execute``. Default: None (the run loop calls ``on_execute``).
+        """A callable that does what ``on_execute(inputs, outputs)`` does, or None.
+
+        Asked once memory is planned (after ``idle``). The tensors' buffers then stay where they are
+        until the next resize, so their checks and pointers can be resolved here instead of on every
+        run; the run loop calls it with no arguments. Runs with callbacks still call ``on_execute``.
+        Default: None (the run loop calls ``on_execute``).
         """
         return None
 

@@ -203,8 +203,10 @@ class Interpreter:
         runtime_options: RuntimeOptions | None = None,
         external: ExternalSource | None = None,
     ) -> Interpreter:
-        """An interpreter for model bytes held in memory; ``external`` is the weight file
-        (a path or its bytes) of a model converted with ``--saveExternalData``.
+        """An interpreter for model bytes held in memory.
+
+        ``external`` is the weight file (a path or its bytes) of a model converted with
+        ``--saveExternalData``.
         """
         load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
         self = cls.__new__(cls)
@@ -220,8 +222,9 @@ class Interpreter:
         self._external_error = None
 
     def set_external_file(self, external: ExternalSource) -> None:
-        """Read the weights the model keeps outside (``--saveExternalData``) from ``external``
-        (a path or the file's bytes), for sessions created after this call (MNN's
+        """Read the weights the model keeps outside (``--saveExternalData``) from ``external``.
+
+        ``external`` is a path or the file's bytes; sessions created after this call use them (MNN's
         ``setExternalFile``).
 
         Raises:
@@ -260,9 +263,11 @@ class Interpreter:
         session.resize()
 
     def get_session_info(self, session: Session, code: SessionInfoCode | int) -> Any:
-        """MNN's ``getSessionInfo``: MEMORY (MB, weights included), FLOPS (millions of MACs, as
-        MNN reports), BACKENDS (forward type numbers), RESIZE_STATUS, THREAD_NUMBER; ALL returns
-        the full :class:`~mnnpy.session.SessionInfo` with the memory breakdown.
+        """MNN's ``getSessionInfo``.
+
+        MEMORY (MB, weights included), FLOPS (millions of MACs, as MNN reports), BACKENDS (forward
+        type numbers), RESIZE_STATUS, THREAD_NUMBER; ALL returns the full
+        :class:`~mnnpy.session.SessionInfo` with the memory breakdown.
         """
         info = session.info()
         code = SessionInfoCode(code)

@@ -102,9 +102,11 @@ class MemoryPlanner:
         return True
 
     def extend(self, key: Hashable, op: int = -1) -> bool:
-        """Keep ``key``'s bytes alive until now, even if released (a later op reads it directly,
-        MNN's raster reading through a virtual tensor). Before :meth:`compute` only; False,
-        changing nothing, when another buffer has taken the bytes over in place.
+        """Keep ``key``'s bytes alive until now, even if released.
+
+        A later op reads it directly (MNN's raster reading through a virtual tensor). Before
+        :meth:`compute` only; False, changing nothing, when another buffer has taken the bytes over
+        in place.
         """
         block = self._owner.get(key)
         if block is None or block.owners[-1] != key:

@@ -1,5 +1,7 @@
-"""Show a memory plan: a per-buffer table and an SVG timeline (offset against op index); count
-the weight bytes a model stores next to the STATIC bytes a session holds for them.
+"""Show a memory plan and count a model's weight bytes.
+
+A per-buffer table and an SVG timeline (offset against op index); the weight bytes a model
+stores next to the STATIC bytes a session holds for them.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ _CONV_TYPES = (
 
 @dataclass(frozen=True)
 class WeightBytes:
-    """Weight tables of the ops that hold their weights as STATIC memory (convolutions,
-    deconvolutions, InnerProduct), with their biases.
+    """Weight tables (and biases) of the ops that hold their weights as STATIC memory.
+
+    These are convolutions, deconvolutions and InnerProduct.
 
     Attributes:
         stored: bytes the file spends on them (codes and scales as stored, float32 biases).

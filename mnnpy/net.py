@@ -104,7 +104,8 @@ class OpDef:
 
 @dataclass(frozen=True)
 class TensorQuantInfo:
-    """A tensor's int8 quantization from ``extraTensorDescribe`` (MNN's ``TensorQuantInfo``):
+    """A tensor's int8 quantization from ``extraTensorDescribe`` (MNN's ``TensorQuantInfo``).
+
     ``real = (q - zero) * scale``, ``q`` in ``[min, max]``; ``type`` is a ``DataType``.
     """
 
@@ -286,8 +287,10 @@ class ViewDef:
 
 @dataclass(frozen=True)
 class RegionDef:
-    """A strided 3-D box copy (MNN's ``Region``), in elements of the tensors' logical (NCHW for
-    NC4HW4) flat layout: ``dst[dst.offset + i*d0 + j*d1 + k*d2] = src[src.offset + ...]``.
+    """A strided 3-D box copy (MNN's ``Region``).
+
+    In elements of the tensors' logical (NCHW for NC4HW4) flat layout:
+    ``dst[dst.offset + i*d0 + j*d1 + k*d2] = src[src.offset + ...]``.
     """
 
     src: ViewDef
@@ -298,9 +301,10 @@ class RegionDef:
 
 @dataclass(frozen=True)
 class TensorDescribeDef:
-    """A tensor's ``extraTensorDescribe`` entry in a static model: its blob (shape,
-    ``DataType``, format) where the file gives one, and the regions a Raster op writes it with
-    (quantization attributes are read for every model, elsewhere).
+    """A tensor's ``extraTensorDescribe`` entry in a static model.
+
+    Its blob (shape, ``DataType``, format) where the file gives one, and the regions a Raster op
+    writes it with (quantization attributes are read for every model, elsewhere).
     """
 
     index: int
@@ -357,9 +361,11 @@ def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDes
 def _split_inplace(
     ops: list[OpDef], names: list[str], describes: dict[int, TensorDescribeDef]
 ) -> None:
-    """Give each tensor a static model writes again a new index, with the same name and
-    describe, read by the ops after (as MNN's converter ``_RemoveDupOutput``); an op that writes
-    a tensor it reads records the pair in ``OpDef.inplace``.
+    """Give each tensor a static model writes again a new index.
+
+    The new tensor has the same name and describe and is read by the ops after (as MNN's
+    converter ``_RemoveDupOutput``); an op that writes a tensor it reads records the pair in
+    ``OpDef.inplace``.
     """
     written: set[int] = set()
     renamed: dict[int, int] = {}

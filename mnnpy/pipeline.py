@@ -156,9 +156,10 @@ class Pipeline:
             u.info = OpInfo(u.op.name, u.op.type_name, macs / 1e6, name)
 
     def plan_steps(self) -> None:
-        """The flat run loop's steps, built by the session once memory is planned (after
-        ``prepare`` and ``on_allocate_buffer``), so executions with nothing to do in that plan
-        (``Execution.idle``) are left out, and the others may bind their buffers
+        """The flat run loop's steps, built by the session once memory is planned.
+
+        That is after ``prepare`` and ``on_allocate_buffer``, so executions with nothing to do in
+        that plan (``Execution.idle``) are left out, and the others may bind their buffers
         (``Execution.bind``).
         """
         steps = []
@@ -209,8 +210,9 @@ class Pipeline:
 
     @staticmethod
     def _can_reuse_input(unit: Unit) -> bool:
-        """Input 0 dies at this op, is read only once here, and fits output 0 (the execution's
-        ``inplace_fits``: by default the same shape, layout and dtype).
+        """Input 0 dies at this op, is read only once here, and fits output 0.
+
+        Fitting is the execution's ``inplace_fits``: by default the same shape, layout and dtype.
         """
         if not unit.inputs or not unit.outputs or unit.execution is None:
             return False
@@ -261,10 +263,12 @@ class Pipeline:
     def execute_with_callback(
         self, before: Callback | None, after: Callback | None, *, observe: bool = True
     ) -> bool:
-        """Like :meth:`execute`, calling ``before(inputs, info)`` and ``after(outputs, info)``
-        around every op; ``before`` returning False skips the op, ``after`` returning False stops
-        the run. Returns False when stopped. With callbacks and ``observe`` the backends compute
-        every op output (``Backend.observed``), even those a later op reads through.
+        """Like :meth:`execute`, calling ``before(inputs, info)`` and ``after(outputs, info)``.
+
+        They are called around every op: ``before`` returning False skips the op, ``after``
+        returning False stops the run. Returns False when stopped. With callbacks and ``observe``
+        the backends compute every op output (``Backend.observed``), even those a later op reads
+        through.
         """
         observed = observe and (before is not None or after is not None)
         for backend in self.backends:
@@ -304,8 +308,9 @@ class Pipeline:
         return True
 
     def _execute_error(self, error: Exception, unit: Unit, phase: str = "execute") -> MNNError:
-        """An error raised while ``unit`` executed (or bound its buffers, ``phase`` "resize"),
-        as an MNNError naming its op and backend.
+        """An error raised while ``unit`` executed, as an MNNError naming its op and backend.
+
+        ``phase`` is "resize" when it was raised while binding its buffers.
         """
         if isinstance(error, MNNError):
             name = unit.backend.name if unit.backend else None

@@ -260,8 +260,9 @@ class Session:
         self._warn_fallbacks()
 
     def _clear_buffers(self) -> None:
-        """Free every backend's buffers, and the run loop's steps, whose bound calls
-        (``Execution.bind``) hold the buffers as well.
+        """Free every backend's buffers, and the run loop's steps.
+
+        The steps' bound calls (``Execution.bind``) hold the buffers as well.
         """
         for pipeline in self.pipelines:
             pipeline.clear_steps()

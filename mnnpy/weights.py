@@ -294,8 +294,9 @@ def _conv_dims(op: OpDef, count: int) -> tuple[int, ...]:
 
 
 def conv_table(op: OpDef, dims: tuple[int, ...] | None = None, spelled: str = "") -> WeightTable:
-    """The weight table of a Convolution / ConvolutionDepthwise / Deconvolution /
-    DeconvolutionDepthwise op (inline, fp16, IDST-quantized, sparse or external).
+    """The weight table of a Convolution / Deconvolution op (depthwise included).
+
+    Inline, fp16, IDST-quantized, sparse or external.
 
     Args:
         op: the op; its weight must be in the op (not an input tensor).
@@ -389,8 +390,9 @@ _BLOB_FIELD: dict[int, tuple[str, str]] = {
 
 
 def blob_values(op: OpDef) -> np.ndarray:
-    """A Const / TrainableParam's values in its dims and runtime dtype (fp16 and bfloat16 as
-    float32), inline or from the external file.
+    """A Const / TrainableParam's values in its dims and runtime dtype.
+
+    fp16 and bfloat16 as float32; inline or from the external file.
 
     Raises:
         InvalidModelError: when the value count does not match the dims.
@@ -486,9 +488,10 @@ def _describe_table(table: WeightTable) -> str:
 
 
 def describe(op: OpDef) -> str | None:
-    """How the file stores the op's weights, for ``python -m mnnpy dump``; None for ops
-    without weights. E.g. ``weight: int4 [64, 32, 1, 1] asymmetric, block 32 (2 per row),
-    1558 bytes, external``.
+    """How the file stores the op's weights, for ``python -m mnnpy dump``.
+
+    None for ops without weights. E.g. ``weight: int4 [64, 32, 1, 1] asymmetric, block 32 (2 per
+    row), 1558 bytes, external``.
 
     Raises:
         MNNError: when the table cannot be decoded (corrupted, or its weight file missing).

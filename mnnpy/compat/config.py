@@ -128,8 +128,9 @@ def parse_config(
     inputs: Sequence[str] | None = None,
     outputs: Sequence[str] | None = None,
 ) -> SessionOptions:
-    """Read a pymnn config dict (None for defaults) for a model with these inputs and outputs
-    (None: not checked, as for ``createRuntime``).
+    """Read a pymnn config dict (None for defaults) for a model with these inputs and outputs.
+
+    Inputs and outputs None are not checked, as for ``createRuntime``.
 
     Raises:
         InvalidArgumentError: for a config that is not a dict, or a key of the wrong type.

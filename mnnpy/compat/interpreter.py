@@ -73,8 +73,9 @@ class Interpreter:
     def createRuntime(
         configs: Sequence[Mapping[str, Any]],
     ) -> tuple[RuntimeInfo, tuple[bool, ...]]:
-        """A runtime for ``createSession(config, runtime)`` and, per config, whether its
-        backend exists. mnnpy's backends share nothing, so this only fixes the backends.
+        """A runtime for ``createSession(config, runtime)``; per config, whether its backend exists.
+
+        mnnpy's backends share nothing, so this only fixes the backends.
         """
         if not isinstance(configs, list | tuple):
             raise InvalidArgumentError(f"createRuntime takes a tuple of config dicts: {configs!r}")
@@ -199,8 +200,10 @@ class Interpreter:
 
     # -- information --------------------------------------------------------------------------
     def getSessionInfo(self, session: Session, code: int) -> Any:
-        """MEMORY (0, MB), FLOPS (1, M), RESIZE_STATUS (3), THREAD_NUMBER (4) as floats,
-        BACKENDS (2) as the major backend's forward type; ALL (5) gives mnnpy's SessionInfo.
+        """Session information by pymnn's code.
+
+        MEMORY (0, MB), FLOPS (1, M), RESIZE_STATUS (3), THREAD_NUMBER (4) as floats, BACKENDS
+        (2) as the major backend's forward type; ALL (5) gives mnnpy's SessionInfo.
         """
         core = self._core(session)
         if not isinstance(code, numbers.Integral) or int(code) not in range(len(SessionInfoCode)):
@@ -217,8 +220,9 @@ class Interpreter:
 
     # -- settings that mnnpy has no use for -------------------------------------------------------
     def setSessionMode(self, mode: int) -> None:
-        """Session_Release (1) stops callbacks of sessions created afterwards, Session_Debug
-        (0) restores them; the other modes are hints mnnpy has no use for.
+        """Session_Release (1) stops callbacks of later sessions, Session_Debug (0) restores them.
+
+        The other modes are hints mnnpy has no use for.
         """
         if not isinstance(mode, numbers.Integral) or not 0 <= int(mode) <= _LAST_SESSION_MODE:
             raise InvalidValueError(f"unknown session mode {mode!r}")
@@ -243,8 +247,9 @@ class Interpreter:
         return int(ErrorCode.NO_ERROR)
 
     def setExternalFile(self, path: str) -> None:
-        """Read the weights kept outside the model (``--saveExternalData``) from ``path``,
-        for sessions created afterwards (by default ``<model>.weight`` beside the model).
+        """Read the weights kept outside the model (``--saveExternalData``) from ``path``.
+
+        They serve sessions created afterwards (by default ``<model>.weight`` beside the model).
         """
         if not isinstance(path, str | os.PathLike):
             raise InvalidArgumentError(f"setExternalFile takes a path, got {path!r}")

@@ -84,8 +84,9 @@ class Session:
         self._snapshots: dict[str, CoreTensor] = {}
 
     def cache(self) -> None:
-        """No-op: pymnn shares the session with later ``createSession`` calls; mnnpy makes
-        a new session each time, which gives the same results.
+        """No-op: pymnn shares the session with later ``createSession`` calls.
+
+        mnnpy makes a new session each time, which gives the same results.
         """
 
     def removeCache(self) -> None:

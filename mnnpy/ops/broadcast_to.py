@@ -1,5 +1,6 @@
-"""BroadcastTo and Tile: repeat input 0 by a shape or by multiples (input 1, known while
-resizing; MNN's ShapeBroadcastTo, ShapeTile).
+"""BroadcastTo and Tile: repeat input 0 by a shape or by multiples.
+
+The shape or multiples are input 1, known while resizing (MNN's ShapeBroadcastTo, ShapeTile).
 
 BroadcastTo broadcasts the input and the shape against each other (ONNX Expand: a 1 in the shape
 keeps the input's dim). With an ``Axis`` parameter whose axis is non-zero (TF Select's

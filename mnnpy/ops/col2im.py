@@ -68,8 +68,9 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
 
 
 def accumulate(g: Im2ColGeometry, cols: np.ndarray, image: np.ndarray) -> None:
-    """``image`` (``[n, c, ih, iw]``, zeroed by the caller) += every patch of ``cols``
-    (``[n, c, kh, kw, oh, ow]``): one strided add per kernel tap, in place.
+    """``image`` += every patch of ``cols``, one strided add per kernel tap, in place.
+
+    ``image`` is ``[n, c, ih, iw]``, zeroed by the caller; ``cols`` is ``[n, c, kh, kw, oh, ow]``.
     """
     (kh, kw), (sh, sw), (dh, dw), (pt, pl) = g.kernel, g.stride, g.dilate, g.pad
     for ky in range(kh):

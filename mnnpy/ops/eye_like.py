@@ -18,8 +18,9 @@ from mnnpy.tensor import Tensor
 
 
 def diagonal(shape: Sequence[int], k: int) -> tuple[int, int, int]:
-    """``(batch, start, count)``: the diagonal's first flat position in each matrix and its
-    length (the positions step by ``cols + 1``).
+    """``(batch, start, count)``: the diagonal's first flat position in each matrix, its length.
+
+    The positions step by ``cols + 1``.
     """
     if len(shape) not in (2, 3):
         raise ComputeSizeError(f"EyeLike needs a rank 2 or 3 input, has {tuple(shape)!r}")

@@ -14,7 +14,9 @@ from mnnpy.tensor import Tensor
 
 
 def flat_shape(op: OpDef, shape: Sequence[int]) -> tuple[int, ...]:
-    """``[prod(:axis), prod(axis:)]`` when ``endAxis`` is 0 (after wrapping negatives), else
+    """The output shape.
+
+    ``[prod(:axis), prod(axis:)]`` when ``endAxis`` is 0 (after wrapping negatives), else
     ``shape[:axis] + [prod(axis:endAxis+1)] + shape[endAxis+1:]``.
     """
     if op.param is None:

@@ -67,8 +67,9 @@ def batch_dims(op: OpDef) -> int:
 
 
 def nd_dims(op: OpDef, params: Sequence[int], depth: int) -> tuple[list[int], int]:
-    """The params dims the index columns address (the first merged with the batch dims) and
-    the size of the slices after them.
+    """The params dims the index columns address, and the size of the slices after them.
+
+    The first of those dims is merged with the batch dims.
     """
     b = batch_dims(op)
     if not 0 <= b or not 0 < depth <= len(params) - b:

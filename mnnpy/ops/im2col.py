@@ -32,8 +32,10 @@ MAX_TAPS = 1 << 16
 
 @dataclass(frozen=True)
 class Im2ColGeometry:
-    """One Im2Col with shapes known: input ``(n, c, ih, iw)``, per axis (y, x) the kernel,
-    stride, dilation, padding before and output size.
+    """One Im2Col with shapes known.
+
+    Input ``(n, c, ih, iw)``; per axis (y, x) the kernel, stride, dilation, padding before and
+    output size.
     """
 
     n: int
@@ -52,8 +54,10 @@ class Im2ColGeometry:
         return self.c * kh * kw, self.n * oh * ow
 
     def taps(self, axis: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per tap ``k`` along ``axis``: the output positions ``[lo, hi)`` that read inside the
-        input (``lo == hi`` when none does) and the input position ``first`` of output 0.
+        """Per tap ``k`` along ``axis``: ``(lo, hi, first)``.
+
+        The output positions ``[lo, hi)`` read inside the input (``lo == hi`` when none does);
+        ``first`` is the input position of output 0.
         """
         size, s, d, p, o = (
             self.in_hw[axis],

@@ -59,7 +59,8 @@ class Command:
     fuse: int
 
     def grid(self, v: int) -> np.ndarray:
-        """Element offsets of view ``v`` relative to its base, over the axes it moves along:
+        """Element offsets of view ``v`` relative to its base, over the axes it moves along.
+
         ``(z, y, x)`` for copies and element-wise ops, ``(e, l)`` for A, ``(l, h)`` for B,
         ``(e, h)`` for C and ``(h,)`` for a bias.
         """
@@ -90,8 +91,9 @@ class LoopPlan:
 
     @property
     def vectorized(self) -> bool:
-        """Whether every iteration may run at once, command by command: the loop is parallel,
-        or one command that reads no tensor it writes.
+        """Whether every iteration may run at once, command by command.
+
+        True when the loop is parallel, or has one command that reads no tensor it writes.
         """
         if self.parallel:
             return True
@@ -208,9 +210,10 @@ def plan_loop(op: OpDef, n_inputs: int, n_outputs: int) -> LoopPlan:
 
 
 def check_sizes(plan: LoopPlan, elements: Sequence[int]) -> None:
-    """Bound the work by the tensors (``elements[slot]``): no more iterations, and no box of a
-    view with more elements, than the largest tensor holds (a command's box lies inside its
-    tensor; more only repeats elements).
+    """Bound the work by the tensors (``elements[slot]``).
+
+    No more iterations, and no box of a view with more elements, than the largest tensor holds (a
+    command's box lies inside its tensor; more only repeats elements).
 
     Raises:
         InvalidValueError: naming the count.

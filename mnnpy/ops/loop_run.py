@@ -1,6 +1,7 @@
-"""The NumPy runner of checked loop plans (``mnnpy.ops.loop``) over flat arrays: MNN's
-``CPULoop`` semantics, every address checked before use. Used by the While reference and by the
-CPU execution's general path.
+"""The NumPy runner of checked loop plans (``mnnpy.ops.loop``) over flat arrays.
+
+MNN's ``CPULoop`` semantics, every address checked before use. Used by the While reference and
+by the CPU execution's general path.
 """
 
 from __future__ import annotations
@@ -97,8 +98,10 @@ def _run_command(
 def gather_bases(
     plan: LoopPlan, stack: Sequence[np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """MNN's single-copy path: the output and input base of every iteration, which iterations
-    copy (both bases inside their tensors) and which zero their box (input base outside).
+    """MNN's single-copy path: per iteration the bases, which copy and which zero their box.
+
+    The output and input base of every iteration; an iteration copies when both bases are inside
+    their tensors and zeroes its box when the input base is outside.
     """
     cmd = plan.commands[0]
     it = np.arange(plan.loop_number, dtype=np.int64)

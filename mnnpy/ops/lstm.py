@@ -1,5 +1,6 @@
-"""LSTM and RNN in ONNX's form (MNN's ShapeLSTM ``LSTMComputer`` / ``RNNComputer`` and
-GeometryLSTM), weights as inputs.
+"""LSTM and RNN in ONNX's form, weights as inputs.
+
+As MNN's ShapeLSTM (``LSTMComputer`` / ``RNNComputer``) and GeometryLSTM.
 
 Inputs: X ``(seq, batch, I)``, W ``(D, N*H, I)``, R ``(D, N*H, H)``, B ``(D, N*H)`` (ONNX's
 ``Wb + Rb``, summed by the converter), then the optional initial state ``(D, batch, H)`` and, for

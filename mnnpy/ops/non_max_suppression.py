@@ -1,5 +1,6 @@
-"""NonMaxSuppressionV2: greedy selection of high-score boxes that overlap little (MNN's
-ShapeNonMaxSuppressionV2, CPUNonMaxSuppressionV2, from TensorFlow).
+"""NonMaxSuppressionV2: greedy selection of high-score boxes that overlap little.
+
+As MNN's ShapeNonMaxSuppressionV2 and CPUNonMaxSuppressionV2 (from TensorFlow).
 
 Inputs: float32 boxes ``[n, 4]`` (two opposite corners, ``y1, x1, y2, x2`` in any order), float32
 scores ``[n]``, the int32 maximum count (known while resizing), and optionally the IoU threshold

@@ -55,9 +55,11 @@ def pool_param(op: OpDef) -> Any:
 
 
 def pool3d_stages(p: Any) -> tuple[PoolT, PoolT]:
-    """A non-global Pool3D as MNN's GeometryPooling3D runs it: a 2-D pool over (H, W) of every
-    depth slice, then a pool over depth (a (kD, 1) window on (D, OH * OW) planes; averages
-    there exclude padding). Absent strides / pads are ONNX's defaults, 1 / 0 (MNN crashes).
+    """A non-global Pool3D as MNN's GeometryPooling3D runs it.
+
+    A 2-D pool over (H, W) of every depth slice, then a pool over depth (a (kD, 1) window on
+    (D, OH * OW) planes; averages there exclude padding). Absent strides / pads are ONNX's
+    defaults, 1 / 0 (MNN crashes).
     """
     k = [int(v) for v in p.kernels] if p.kernels is not None else []
     s = [int(v) for v in p.strides] if p.strides is not None else [1, 1, 1]
@@ -163,8 +165,9 @@ def pool_geometry(p: Any, h: int, w: int) -> PoolGeometry:
 
 @register_shape(OpType.Pooling, OpType.Pooling3D)
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-    """Spatial sizes replaced by the pooled ones; same dtype and format. A second output (max
-    indices) is int32 and shaped the same.
+    """Spatial sizes replaced by the pooled ones; same dtype and format.
+
+    A second output (max indices) is int32 and shaped the same.
     """
     x = inputs[0]
     nhwc = x.dimension_format == DimensionFormat.NHWC

@@ -62,9 +62,10 @@ def static_shape(op: OpDef, outputs: Sequence[Tensor]) -> None:
 
 
 def static_shape_function(fn: ShapeFunction | None) -> ShapeFunction:
-    """The shape function of an op of a static model: the file's describes (Raster's and
-    While's own shape functions read them too, and check more), once the inputs are checked to
-    have the shapes the file was converted for.
+    """The shape function of an op of a static model: the file's describes.
+
+    Raster's and While's own shape functions read them too, and check more. The inputs are first
+    checked to have the shapes the file was converted for.
     """
 
     def run(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
@@ -107,8 +108,10 @@ def reduces(region: RegionDef) -> bool:
 
 
 def check_count(size: Sequence[int], elements: int, what: str) -> None:
-    """A region copies no more elements than the larger of its tensors holds (more would only
-    repeat elements; a corrupted size must not allocate index arrays of that size).
+    """A region copies no more elements than the larger of its tensors holds.
+
+    More would only repeat elements; a corrupted size must not allocate index arrays of that
+    size.
 
     Raises:
         InvalidValueError: for a negative size or too many elements.
@@ -161,8 +164,9 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
 
 @register_shape(OpType.While)
 def loop_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-    """A While with a ``LoopParam`` takes its shapes from the static model's describes; a While
-    with subgraphs (ONNX Loop) is not supported.
+    """A While with a ``LoopParam`` takes its shapes from the static model's describes.
+
+    A While with subgraphs (ONNX Loop) is not supported.
     """
     if op.param_type != OpParameter.LoopParam:
         raise NotSupportError("While with subgraphs (ONNX Loop / control flow) is not supported")

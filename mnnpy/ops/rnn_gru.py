@@ -1,5 +1,6 @@
-"""RNNSequenceGRU: a GRU over a ``(seq, batch, input)`` sequence (MNN's ShapeRNNSequenceGRU and
-CPURNNSequenceGRU), weights as inputs.
+"""RNNSequenceGRU: a GRU over a ``(seq, batch, input)`` sequence, weights as inputs.
+
+As MNN's ShapeRNNSequenceGRU and CPURNNSequenceGRU.
 
 Inputs: X, then per direction (forward, then backward when ``isBidirectionalRnn``) the gate
 weight ``(I + H, 2H)`` (update gate z, then reset gate r), gate bias ``(2H,)``, candidate weight

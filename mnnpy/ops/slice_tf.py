@@ -1,6 +1,7 @@
-"""SliceTf: ``x[begin : begin + size]`` per dim; ``begin`` and ``size`` are inputs 1 and 2 (their
-content must be known while resizing), a negative begin counts from the end, size -1 means to the
-end.
+"""SliceTf: ``x[begin : begin + size]`` per dim.
+
+``begin`` and ``size`` are inputs 1 and 2 (their content must be known while resizing); a
+negative begin counts from the end, size -1 means to the end.
 """
 
 from __future__ import annotations

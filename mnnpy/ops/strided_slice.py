@@ -121,8 +121,9 @@ def _one(dim: int, e: Entry, rank: int) -> tuple[slice, int]:
 def plan(
     op: OpDef, shape: Sequence[int], values: Sequence[np.ndarray]
 ) -> tuple[tuple[slice, ...], tuple[int, ...], tuple[int, ...]]:
-    """``(index, sliced shape, output shape)``: ``x[index]`` has the sliced shape; the output is
-    that data reshaped (new axes and shrunk dims only add or drop 1s).
+    """``(index, sliced shape, output shape)``: ``x[index]`` has the sliced shape.
+
+    The output is that data reshaped (new axes and shrunk dims only add or drop 1s).
     """
     if op.param is None:
         raise ComputeSizeError("StridedSlice needs a StridedSliceParam")

@@ -1,5 +1,6 @@
-"""Unique: the distinct values of a 4-byte input, flattened, in ascending order (MNN's ShapeUnique,
-CPUUnique).
+"""Unique: the distinct values of a 4-byte input, flattened, in ascending order.
+
+As MNN's ShapeUnique and CPUUnique.
 
 The output count depends on the values, so input 0 must be known while resizing (the session
 evaluates it when it runs). Outputs: the values (input 0's dtype and format), then, with 2

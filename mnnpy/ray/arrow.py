@@ -33,8 +33,9 @@ def _num_rows(batch: Any) -> int:
 
 
 def input_columns(batch: Any, names: Sequence[str]) -> tuple[dict[str, Any], int]:
-    """The columns ``names`` of a batch as NumPy arrays (as Ray's ``numpy`` format), and the
-    number of rows.
+    """The columns ``names`` of a batch as NumPy arrays, and the number of rows.
+
+    The arrays are as Ray's ``numpy`` format gives them.
 
     Raises:
         InvalidValueError: when a column is missing, listing the batch's columns.
@@ -78,9 +79,10 @@ def _kept(batch: Any, keep: bool | Sequence[str]) -> dict[str, Any]:
 
 
 def rows_array(values: np.ndarray, valid: np.ndarray) -> Any:
-    """An Arrow array with one entry per row of ``values`` (shape ``(n, *row)``), null where
-    ``valid`` is False: the values themselves for scalar rows, else fixed-size lists nested once
-    per axis of a row.
+    """An Arrow array with one entry per row of ``values`` (shape ``(n, *row)``).
+
+    Null where ``valid`` is False: the values themselves for scalar rows, else fixed-size lists
+    nested once per axis of a row.
     """
     pa = require_pyarrow()
     n = int(values.shape[0])
@@ -96,7 +98,8 @@ def rows_array(values: np.ndarray, valid: np.ndarray) -> Any:
 
 
 def rows_numpy(column: Any, row_shape: Sequence[int], dtype: Any = np.float32) -> np.ndarray:
-    """An output column read back (Arrow array or chunked array) as ``(n, *row_shape)`` values,
+    """An output column read back (Arrow array or chunked array) as ``(n, *row_shape)`` values.
+
     NaN where the row is null (for float outputs; zero otherwise).
     """
     pa = require_pyarrow()

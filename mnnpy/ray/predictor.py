@@ -377,8 +377,9 @@ class MNNPredictor:
 
 
 def _check_row(inp: _Input, value: Any) -> np.ndarray:
-    """One row's array for ``inp``: same shape, a dtype castable within its kind (float64 to
-    float32 yes, float to int or strings no).
+    """One row's array for ``inp``: same shape, a dtype castable within its kind.
+
+    float64 to float32 is accepted; float to int, or strings, are not.
     """
     if value is None:
         raise InputDataError(f"input {inp.name!r}: the value is null")

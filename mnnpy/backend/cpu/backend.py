@@ -133,9 +133,10 @@ class CPUBackend(Backend):
         return True
 
     def retain_buffer(self, tensor: Tensor) -> bool:
-        """Keep ``tensor``'s memory alive until the op being prepared, even if it was released
-        (an execution reads it in place of a tensor it skips). False when its bytes were taken
-        over in place; then the caller must not read it later.
+        """Keep ``tensor``'s memory alive until the op being prepared, even if it was released.
+
+        An execution reads it in place of a tensor it skips. False when its bytes were taken over in
+        place; then the caller must not read it later.
         """
         owner = tensor.describe.backend
         if owner is None or owner.forward_type != ForwardType.CPU:

@@ -1,5 +1,6 @@
-"""Composition of box copies (MNN's fuseRegion): a copy reading a tensor that other copies
-write, rewritten to read their sources.
+"""Composition of box copies (MNN's fuseRegion).
+
+A copy reading a tensor that other copies write is rewritten to read their sources.
 
 A :class:`Piece` is one box copy in logical coordinates (see :mod:`regions`). :func:`compose`
 inverts the writer's destination side over the reader's box: a writer dim read by a reader dim
@@ -31,9 +32,11 @@ class Piece:
 
 
 def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
-    """``piece`` reads a tensor written, all of it, by the ``producer`` pieces: the same copy
-    reading the producer's sources instead (MNN's fuseRegion), or None when that is not affine
-    (``piece`` must read a box; a merged dim is split only where the box follows its digits).
+    """``piece`` reading the sources of the ``producer`` pieces that write all it reads.
+
+    The same copy reading the producer's sources instead (MNN's fuseRegion), or None when that is
+    not affine (``piece`` must read a box; a merged dim is split only where the box follows its
+    digits).
     """
     access = []
     for start, terms in zip(piece.src.start, piece.src.terms, strict=True):
@@ -53,8 +56,10 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
 
 
 class _Walk:
-    """The iteration space of a piece being composed: restricted and split dims, and the
-    producer's iteration indexes ``q_j = const + sum(coef * p_d)`` over it.
+    """The iteration space of a piece being composed.
+
+    Its restricted and split dims, and the producer's iteration indexes
+    ``q_j = const + sum(coef * p_d)`` over it.
     """
 
     def __init__(self, space: Sequence[int], q_dims: int) -> None:
@@ -129,8 +134,9 @@ def _through(v: Piece, access: list[tuple[int | None, int]], u: Piece) -> list[P
 def _invert(
     walk: _Walk, u: Piece, d: int | None, r0: int, n: int, js: list[int], cs: list[int]
 ) -> bool:
-    """Express the producer's dims ``js`` (place values ``cs``) over walk dim ``d``, which
-    covers ``[r0, r0 + n)`` of their merged range (a fixed value without ``d``).
+    """Express the producer's dims ``js`` (place values ``cs``) over walk dim ``d``.
+
+    ``d`` covers ``[r0, r0 + n)`` of their merged range (a fixed value without ``d``).
     """
     if not js:
         return True

@@ -107,8 +107,9 @@ class Side:
         return Side(self.layout, start, terms)
 
     def lane_terms(self) -> Terms:
-        """The terms of the NC4HW4 channel that move lanes (coefficient not a multiple of 4;
-        the others move whole blocks, an affine storage step).
+        """The terms of the NC4HW4 channel that move lanes (coefficient not a multiple of 4).
+
+        The others move whole blocks, an affine storage step.
         """
         return [(q, c) for q, c in self.terms[1] if c % 4] if self.layout.packed else []
 
@@ -139,8 +140,9 @@ def refine(a: Sequence[int], b: Sequence[int]) -> list[int] | None:
 
 
 def merged(layout: Layout, order: Sequence[int], space: Sequence[int]) -> Side:
-    """The side of a tensor whose dims, taken in ``order``, merge consecutive dims of ``space``
-    (a reshape; ``order`` lists logical dims in the flat order, e.g. NHWC for NC4HW4 data).
+    """The side of a tensor whose dims, taken in ``order``, merge consecutive dims of ``space``.
+
+    That is a reshape; ``order`` lists logical dims in the flat order, e.g. NHWC for NC4HW4 data.
     """
     terms: list[Terms] = [[] for _ in layout.shape]
     j = 0

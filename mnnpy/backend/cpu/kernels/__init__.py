@@ -16,8 +16,9 @@ _FUSED_NAMES = {
 
 
 def specialize(kernel: Any, *dtypes: np.dtype) -> Any:
-    """The specialization of a fused-type kernel for ``dtypes`` (in the order of its fused
-    types), or ``kernel`` itself when there is none.
+    """The specialization of a fused-type kernel for ``dtypes`` (in its fused types' order).
+
+    ``kernel`` itself when there is none.
 
     Calling a fused function picks the specialization from its buffer arguments on every call
     (about a microsecond); executions resolve it once in ``on_resize`` instead.
