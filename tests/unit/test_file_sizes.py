@@ -31,14 +31,14 @@ ALLOWED = {
     "mnnpy/ops/convolution.py": 234,
     "mnnpy/ops/loop.py": 258,
     "mnnpy/ops/pool.py": 232,
-    "mnnpy/backend/cpu/executions/binary.py": 207,
+    "mnnpy/backend/cpu/executions/binary.py": 211,
     "mnnpy/backend/cpu/executions/convolution.py": 224,
-    "mnnpy/backend/cpu/executions/convolution_gemm.py": 215,
+    "mnnpy/backend/cpu/executions/convolution_gemm.py": 223,
     "mnnpy/backend/cpu/executions/convolution_int8.py": 227,
-    "mnnpy/backend/cpu/executions/deconvolution.py": 203,
-    "mnnpy/backend/cpu/executions/loop.py": 282,
-    "mnnpy/backend/cpu/executions/matmul.py": 220,
-    "mnnpy/backend/cpu/executions/static_raster.py": 308,
+    "mnnpy/backend/cpu/executions/deconvolution.py": 204,
+    "mnnpy/backend/cpu/executions/loop.py": 290,
+    "mnnpy/backend/cpu/executions/matmul.py": 224,
+    "mnnpy/backend/cpu/executions/static_raster.py": 318,
 }
 
 

@@ -18,8 +18,9 @@ from mnnpy.tensor import Tensor
 
 
 class CPUActivation(Execution):
-    """Sigmoid / TanH on any layout (MNN's CPUUnary after GeometryUnary). NC4HW4 padding lanes
-    are written as zeros (sigmoid(0) is 0.5).
+    """Sigmoid / TanH on any layout (MNN's CPUUnary after GeometryUnary).
+
+    NC4HW4 padding lanes are written as zeros (sigmoid(0) is 0.5).
 
     Args:
         backend: the CPU backend.
@@ -56,8 +57,9 @@ def create(
 
 
 class CPUELU(Execution):
-    """ELU / SELU over the whole storage of any layout; zeros stay zeros, so NC4HW4 padding
-    lanes stay zero (MNN's GeometryELU: EXPM1, MUL, GREATER and Select).
+    """ELU / SELU over the whole storage of any layout (MNN's GeometryELU).
+
+    Zeros stay zeros, so NC4HW4 padding lanes stay zero (MNN: EXPM1, MUL, GREATER and Select).
 
     Args:
         backend: the CPU backend.

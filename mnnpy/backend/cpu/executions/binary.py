@@ -67,8 +67,10 @@ def broadcast_plan(
 
 
 class CPUBinary(Execution):
-    """BinaryOp / Eltwise on raw storage when layouts match lane by lane (NC4HW4 included),
-    else on logical NCHW scratch with broadcasting (MNN's CPUBinary, CPUEltwise).
+    """BinaryOp / Eltwise on any layout (MNN's CPUBinary, CPUEltwise).
+
+    On raw storage when layouts match lane by lane (NC4HW4 included), else on logical NCHW scratch
+    with broadcasting.
     """
 
     # out[i] reads input 0 at i only (the pipeline aliases only a same-shaped input 0)
@@ -130,8 +132,10 @@ class CPUBinary(Execution):
 
 
 class CPUBinaryCast(Execution):
-    """BinaryOp on inputs of different dtypes: CPUBinary on copies converted to one compute dtype
-    (DYNAMIC scratch in the tensors' layouts), the result converted to the output's dtype.
+    """BinaryOp on inputs of different dtypes, through one compute dtype.
+
+    CPUBinary runs on copies converted to the compute dtype (DYNAMIC scratch in the tensors'
+    layouts); the result is converted to the output's dtype.
     """
 
     def __init__(self, backend: Backend, code: int, relu: bool, dtype: np.dtype) -> None:

@@ -1,5 +1,6 @@
-"""CPU Cast and CastLike: element by element on raw storage (input 0 and output share shape and
-layout).
+"""CPU Cast and CastLike: element by element on raw storage.
+
+Input 0 and the output share shape and layout.
 """
 
 from __future__ import annotations

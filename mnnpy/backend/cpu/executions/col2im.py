@@ -1,5 +1,7 @@
-"""CPU Col2Im: the inverse of Im2Col, one in-place strided NumPy add per kernel tap over all
-images and channels (MNN's ``GeometryCol2Im``: a loop of regions with ``fuse = ADD``).
+"""CPU Col2Im: the inverse of Im2Col (MNN's ``GeometryCol2Im``).
+
+One in-place strided NumPy add per kernel tap over all images and channels (MNN: a loop of regions
+with ``fuse = ADD``).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from mnnpy.tensor_format import DimensionFormat
 
 
 class CPUCol2Im(Execution):
-    """NCHW / NC4HW4 patch columns -> NCHW float32 image: zero, then one strided add per
-    kernel tap over all images and channels (MNN's ``GeometryCol2Im``).
+    """NCHW / NC4HW4 patch columns -> NCHW float32 image (MNN's ``GeometryCol2Im``).
+
+    Zero, then one strided add per kernel tap over all images and channels.
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:

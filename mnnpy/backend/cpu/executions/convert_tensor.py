@@ -66,9 +66,10 @@ def layout_kernel(src: Tensor, dst: Tensor) -> Callable[[np.ndarray, np.ndarray,
 
 
 class CPUConvertTensor(CPURaster):
-    """Layout conversion between NCHW, NHWC and NC4HW4 (MNN's CPUTensorConvert). Between the
-    NCHW-ordered layouts it is also a box copy, so it can read through the tensor it converts
-    (and be read through) like the other raster executions; on its own it runs the pack
+    """Layout conversion between NCHW, NHWC and NC4HW4 (MNN's CPUTensorConvert).
+
+    Between the NCHW-ordered layouts it is also a box copy, so it can read through the tensor it
+    converts (and be read through) like the other raster executions; on its own it runs the pack
     kernels.
     """
 

@@ -105,10 +105,10 @@ def choose(geo: ConvGeometry, low_memory: bool) -> int:
 
 
 class CPUConvolutionDepthwise(CPUConvolutionBase):
-    """Direct depthwise convolution on NC4HW4 channel blocks, 2 pixels x 4 channels per AVX
-    register and 8 pixels in flight (MNN's CPUConvolutionDepthwise); no scratch, except for
-    compressed weights in LIMIT mode (a ``WeightTable``): their float blocks, filled before
-    each run.
+    """Direct depthwise convolution on NC4HW4 blocks (MNN's CPUConvolutionDepthwise).
+
+    2 pixels x 4 channels per AVX register and 8 pixels in flight; no scratch, except for compressed
+    weights in LIMIT mode (a ``WeightTable``): their float blocks, filled before each run.
     """
 
     def __init__(

@@ -35,8 +35,9 @@ def pad_to(values: np.ndarray, multiple: int, dtype: np.dtype | type = np.float3
 
 
 def gemm_tile(k: int, oc: int, pixels: int, low_memory: bool, direct: bool) -> int:
-    """Pixels per work item for a GEMM over ``k`` values per pixel, ``oc`` outputs, ``pixels``
-    output pixels per image.
+    """Pixels per work item for a GEMM.
+
+    The GEMM is over ``k`` values per pixel, ``oc`` outputs, ``pixels`` output pixels per image.
 
     NORMAL: as many as keep an im2col tile in a 256 KB share of L2 (16 to 128, a multiple of
     16 pixels, the AVX-512 micro-kernel's block); when the weights outweigh the image (more
@@ -61,11 +62,13 @@ def chain(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], N
 
 
 class CPUConvolutionBase(Execution):
-    """Shared by the CPU convolutions: checks shapes in ``on_resize``, keeps the kernels'
-    ``shape`` / ``window`` tuples and the fused activation's clamp bounds, and the LIMIT path
-    of compressed weights (``convolution_limit.py``): a subclass given a ``WeightTable`` keeps
-    it compressed (``_keep_weight``), gets DYNAMIC scratch for its float panels with its other
-    scratch (``_scratch``) and fills it before each run (``_dequantized``).
+    """Shared by the CPU convolutions (NC4HW4).
+
+    Checks shapes in ``on_resize``, keeps the kernels' ``shape`` / ``window`` tuples and the fused
+    activation's clamp bounds, and the LIMIT path of compressed weights (``convolution_limit.py``):
+    a subclass given a ``WeightTable`` keeps it compressed (``_keep_weight``), gets DYNAMIC scratch
+    for its float panels with its other scratch (``_scratch``) and fills it before each run
+    (``_dequantized``).
     """
 
     weight: np.ndarray  # packed by the subclass (``_keep_weight``); empty when compressed
@@ -82,9 +85,10 @@ class CPUConvolutionBase(Execution):
         self._weight_scratch: Tensor | None = None
 
     def _keep_weight(self, weight: np.ndarray | WeightTable, pack: Pack, lanes: int) -> np.ndarray:
-        """``pack(weight)`` in STATIC memory; for a ``WeightTable`` (LIMIT mode, integer or fp16
-        codes) the compressed panels instead, and an empty array that ``_dequantized`` points
-        at the float panels in scratch.
+        """``pack(weight)`` in STATIC memory, or the compressed panels.
+
+        For a ``WeightTable`` (LIMIT mode, integer or fp16 codes): the compressed panels instead,
+        and an empty array that ``_dequantized`` points at the float panels in scratch.
         """
         backend = cpu_backend(self.backend)
         if isinstance(weight, WeightTable):
@@ -93,8 +97,9 @@ class CPUConvolutionBase(Execution):
         return backend.static_copy(pack(weight), owner=self)
 
     def _dequantized(self) -> Callable[[], None] | None:
-        """LIMIT with compressed weights: point ``weight`` at its scratch (valid once memory is
-        planned) and return the call that dequantizes into it; else None.
+        """LIMIT with compressed weights: the call that dequantizes them; else None.
+
+        It points ``weight`` at its scratch (valid once memory is planned).
         """
         if self.compressed is None:
             return None
@@ -115,10 +120,11 @@ class CPUConvolutionBase(Execution):
         self._window = geo.window
 
     def _scratch(self, elements: int, weight_floats: int | None = None) -> Tensor | None:
-        """DYNAMIC scratch of ``elements`` floats (None for 0) and, with compressed weights,
-        room for ``weight_floats`` (default: all) of their float panels: all acquired before
-        any is released, so they do not overlap, and released at once: valid only while this
-        op executes.
+        """DYNAMIC scratch of ``elements`` floats (None for 0), and compressed weights'.
+
+        With compressed weights, room for ``weight_floats`` (default: all) of their float panels:
+        all acquired before any is released, so they do not overlap, and released at once: valid
+        only while this op executes.
         """
         backend = cpu_backend(self.backend)
         held = []
@@ -134,8 +140,9 @@ class CPUConvolutionBase(Execution):
 
 
 class CPUConvolutionGemm(CPUConvolutionBase):
-    """Group-1 convolution as im2col + GEMM on NC4HW4 panels (MNN's
-    DenseConvolutionTiledExecutor).
+    """Group-1 convolution as im2col + GEMM on NC4HW4 panels.
+
+    MNN's DenseConvolutionTiledExecutor.
 
     A 1x1, stride-1, unpadded convolution multiplies the input in place; on a batch of small
     images (a MatMul converted to a convolution on ``[M, K, 1, 1]``) it first gathers the batch
@@ -170,8 +177,9 @@ class CPUConvolutionGemm(CPUConvolutionBase):
 
     @staticmethod
     def pack_weight(weight: np.ndarray) -> np.ndarray:
-        """OIHW -> ``[ceil(O/16)][KH*KW*I][16]``, k = (ky * KW + kx) * I + i, zero-padded
-        (dtype kept).
+        """OIHW -> ``[ceil(O/16)][KH*KW*I][16]``, zero-padded (dtype kept).
+
+        k = (ky * KW + kx) * I + i.
         """
         o, i, kh, kw = weight.shape
         w = np.zeros((-(-o // 16) * 16, kh * kw * i), weight.dtype)

@@ -57,8 +57,9 @@ class CPUConvolutionGroup(CPUConvolutionBase):
 
     @staticmethod
     def pack_weight(weight: np.ndarray, group: int) -> np.ndarray:
-        """Each group's OIHW slice packed as ``CPUConvolutionGemm.pack_weight``, one after
-        another (dtype kept, so an index array packs to an index map).
+        """Each group's OIHW slice packed as ``CPUConvolutionGemm.pack_weight``.
+
+        One after another, dtype kept (so an index array packs to an index map).
         """
         parts = np.split(weight, group)
         return np.concatenate([CPUConvolutionGemm.pack_weight(w) for w in parts])

@@ -61,8 +61,10 @@ def refused_tables(p: Any, x: Tensor, weight_inputs: Sequence[Tensor]) -> str:
 
 
 class CPUConvolutionMultiInput(Execution):
-    """Runs ``inner`` after gathering the weight (input 1) and bias (input 2, if any) into its
-    packed buffers (MNN's ConvolutionTiledExecutorMultiInput role).
+    """Weights and bias as inputs, on NC4HW4 (MNN's ConvolutionTiledExecutorMultiInput).
+
+    Runs ``inner`` after gathering the weight (input 1) and bias (input 2, if any) into its packed
+    buffers.
 
     Args:
         backend: the CPU backend.

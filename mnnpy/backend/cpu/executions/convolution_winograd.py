@@ -32,9 +32,10 @@ _BLOCK_MIN, _BLOCK_MAX = 12, 96
 
 
 def winograd_block(unit: int, in_channels: int, out_channels: int, tiles: int) -> int:
-    """Output tiles per work item: a thread's scratch slot near 512 KB (12 to 96 tiles); when
-    the weights outweigh the image (more channels than ``tiles`` per image), up to 4 times that,
-    so the weights stream from memory once.
+    """Output tiles per work item.
+
+    A thread's scratch slot near 512 KB (12 to 96 tiles); when the weights outweigh the image (more
+    channels than ``tiles`` per image), up to 4 times that, so the weights stream from memory once.
     """
     a2 = (unit + 2) ** 2
     per_tile = a2 * 16 * (-(-in_channels // 4) + -(-out_channels // 16) * 4)
@@ -43,8 +44,9 @@ def winograd_block(unit: int, in_channels: int, out_channels: int, tiles: int) -
 
 
 class CPUConvolutionWinograd(CPUConvolutionBase):
-    """3x3, stride-1, dilation-1 group-1 convolution by Winograd F(unit, 3) on NC4HW4 (MNN's
-    ConvolutionPackWinograd).
+    """3x3 convolution by Winograd F(unit, 3) on NC4HW4 (MNN's ConvolutionPackWinograd).
+
+    Stride 1, dilation 1, group 1.
 
     Only in NORMAL memory mode: the transformed weights take (unit + 2)^2 / 9 times the
     memory of the originals (4x for F(4,3)), and each thread's DYNAMIC scratch holds a block

@@ -1,5 +1,7 @@
-"""CPU Fill, ZerosLike, StridedSlice, Select, BroadcastTo, Tile, Transpose, Unpack, Pack and
-ExpandDims: NumPy copies between logical views (no allocation in ``on_execute``).
+"""CPU data movement: NumPy copies between logical views.
+
+Fill, ZerosLike, StridedSlice, Select, BroadcastTo, Tile, Transpose, Unpack, Pack and ExpandDims,
+with no allocation in ``on_execute``.
 """
 
 from __future__ import annotations
@@ -43,8 +45,9 @@ def _pack(axis: int) -> Run:
 
 
 class CPUDataMovement(Execution):
-    """One NumPy copy (or a few) between logical views; NC4HW4 tensors through NCHW scratch
-    (MNN expresses these ops as raster regions).
+    """One NumPy copy (or a few) between logical views, any layout.
+
+    NC4HW4 tensors go through NCHW scratch (MNN expresses these ops as raster regions).
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:

@@ -1,5 +1,7 @@
-"""CPU Deconvolution / DeconvolutionDepthwise on NC4HW4, weights packed once; the creator picks
-GEMM + col2im for group 1 (``deconvolution_gemm.py``), gathering kernels for other groups.
+"""CPU Deconvolution / DeconvolutionDepthwise on NC4HW4, weights packed once.
+
+The creator picks GEMM + col2im for group 1 (``deconvolution_gemm.py``), gathering kernels for other
+groups.
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ def pack_grouped(weight: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray
 
 
 class CPUDeconvolution(Execution):
-    """Transposed convolution of any group on NC4HW4, 4 output channels at a time, gathering
-    each output pixel's taps without scratch (used for groups; MNN splits those into group-1
-    CPUDeconvolutions).
+    """Transposed convolution of any group on NC4HW4, 4 output channels at a time.
+
+    Each output pixel's taps are gathered without scratch (used for groups; MNN splits those into
+    group-1 CPUDeconvolutions).
 
     Args:
         backend: the CPU backend.
@@ -126,9 +129,7 @@ class CPUDeconvolution(Execution):
 
 
 class CPUDeconvolutionDepthwise(CPUDeconvolution):
-    """Depthwise transposed convolution on NC4HW4 channel blocks (MNN's
-    CPUDeconvolutionDepthwise).
-    """
+    """Depthwise transposed convolution on NC4HW4 blocks (MNN's CPUDeconvolutionDepthwise)."""
 
     def pack(self, backend: CPUBackend, weight: np.ndarray, group: int) -> None:
         """:meth:`pack_weight` into STATIC memory."""

@@ -38,7 +38,8 @@ class CPUDeconvolutionGemm(CPUDeconvolution):
 
     @staticmethod
     def pack_weight(weight: np.ndarray) -> np.ndarray:
-        """``[I, O, KH, KW]`` -> ``[ceil(cols/16)][I][16]`` GEMM panels of ``W(o', i)``,
+        """``[I, O, KH, KW]`` -> ``[ceil(cols/16)][I][16]`` GEMM panels of ``W(o', i)``.
+
         ``o' = (ky * KW + kx) * 4 * ceil(O/4) + o``, zero-padded, flat (dtype kept).
         """
         i, o, kh, kw = weight.shape

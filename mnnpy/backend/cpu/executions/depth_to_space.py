@@ -14,8 +14,9 @@ from mnnpy.tensor_format import DimensionFormat
 
 
 class CPUDepthToSpace(Execution):
-    """One NumPy copy between block views of the two storages, no scratch (MNN's
-    GeometryDepthToSpace regions, raster on CPU).
+    """One NumPy copy between block views of the two storages, no scratch.
+
+    MNN's GeometryDepthToSpace regions, raster on CPU.
 
     Args:
         backend: the CPU backend.

@@ -16,8 +16,10 @@ from mnnpy.tensor import Tensor
 
 
 class CPUDropout(Execution):
-    """Storage copy (input and output share shape and layout); the mask through LogicalIO so
-    NC4HW4 padding lanes stay zero. Training mode with a non-zero ratio raises NOT_SUPPORT.
+    """Storage copy (input and output share shape and layout).
+
+    The mask goes through LogicalIO so NC4HW4 padding lanes stay zero. Training mode with a non-zero
+    ratio raises NOT_SUPPORT.
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:

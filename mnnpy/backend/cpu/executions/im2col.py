@@ -1,5 +1,7 @@
-"""CPU Im2Col: the patch matrix as raster regions, one copy and a few zero fills per kernel tap
-(MNN's ``GeometryIm2Col`` / ``GeometryConvUtils::im2Col`` regions, run by ``kernels.raster``).
+"""CPU Im2Col: the patch matrix as raster regions.
+
+One copy and a few zero fills per kernel tap (MNN's ``GeometryIm2Col`` /
+``GeometryConvUtils::im2Col`` regions, run by ``kernels.raster``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ PLAN_TAPS = 256  # NC4HW4 inputs are planned per tap and image up to this many, 
 
 
 def _grid(g: Im2ColGeometry) -> tuple[np.ndarray, ...]:
-    """Per (ky, kx), broadcast to ``(kh, kw)``: first valid output row / column, their counts,
-    and the input row / column the first valid one reads.
+    """Per (ky, kx), broadcast to ``(kh, kw)``: where the valid outputs start.
+
+    First valid output row / column, their counts, and the input row / column the first valid one
+    reads.
     """
     (sh, sw) = g.stride
     y_lo, y_hi, y_first = g.taps(0)
@@ -38,8 +42,10 @@ def _grid(g: Im2ColGeometry) -> tuple[np.ndarray, ...]:
 
 
 def copy_rows(g: Im2ColGeometry) -> np.ndarray:
-    """Region rows copying an NCHW input into the matrix: one per kernel tap and image, each
-    ``(channels, rows, columns)`` of the box of output positions that read the input.
+    """Region rows copying an NCHW input into the matrix.
+
+    One per kernel tap and image, each ``(channels, rows, columns)`` of the box of output positions
+    that read the input.
     """
     (kh, kw), (sh, sw), (ih, iw), (oh, ow) = g.kernel, g.stride, g.in_hw, g.out_hw
     cols = g.n * oh * ow
@@ -59,8 +65,9 @@ def copy_rows(g: Im2ColGeometry) -> np.ndarray:
 
 
 def copy_pieces(g: Im2ColGeometry, src: R.Layout) -> list[tuple[list[int], R.Side, R.Side]]:
-    """Per kernel tap, the same box as :func:`copy_rows` in logical coordinates, over the
-    iteration space ``(n, c, rows, cols)``, for ``regions.plan`` (an NC4HW4 source).
+    """Per kernel tap, the box of :func:`copy_rows` in logical coordinates.
+
+    Over the iteration space ``(n, c, rows, cols)``, for ``regions.plan`` (an NC4HW4 source).
     """
     (kh, kw), (sh, sw), (oh, ow) = g.kernel, g.stride, g.out_hw
     dst = R.Layout(g.out_shape, False)
@@ -78,8 +85,9 @@ def copy_pieces(g: Im2ColGeometry, src: R.Layout) -> list[tuple[list[int], R.Sid
 
 
 def zero_rows(g: Im2ColGeometry) -> np.ndarray:
-    """Region rows (destination side) covering every output element that reads padding: per
-    tap the rows above and below its box and, per image, the columns left and right of it.
+    """Region rows (destination side) covering every output element that reads padding.
+
+    Per tap the rows above and below its box and, per image, the columns left and right of it.
     """
     (kh, kw), (oh, ow) = g.kernel, g.out_hw
     cols = g.n * oh * ow
@@ -107,9 +115,10 @@ def zero_rows(g: Im2ColGeometry) -> np.ndarray:
 
 
 class CPUIm2Col(Execution):
-    """NCHW or NC4HW4 image -> 2-D patch matrix by region copies (MNN's raster of
-    ``GeometryIm2Col``); an NC4HW4 input is read in place when its lanes need few regions, else
-    unpacked into NCHW scratch first.
+    """NCHW or NC4HW4 image -> 2-D patch matrix by region copies (MNN's GeometryIm2Col).
+
+    An NC4HW4 input is read in place when its lanes need few regions, else unpacked into NCHW
+    scratch first.
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:

@@ -21,8 +21,9 @@ _4BYTE = (np.dtype(np.float32), np.dtype(np.int32))
 
 
 class _IndexExecution(Execution):
-    """Reads its first ``read`` inputs and writes its outputs as flat logical buffers (NC4HW4
-    tensors through NCHW scratch); subclasses plan in ``prepare`` and compute in ``run``.
+    """Reads its first ``read`` inputs and writes its outputs as flat logical buffers.
+
+    NC4HW4 tensors go through NCHW scratch; subclasses plan in ``prepare`` and compute in ``run``.
     """
 
     read = 2

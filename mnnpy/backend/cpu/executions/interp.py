@@ -31,9 +31,11 @@ _CTMS = (
 
 
 class CPUInterp(Execution):
-    """2-D resize of NC4HW4 / NCHW planes (MNN's CPUInterp): nearest and bilinear from
-    per-column / per-row source tables, bilinear blending each needed source row once into
-    per-thread line buffers (tables and lines in DYNAMIC scratch); cubic row by row.
+    """2-D resize of NC4HW4 / NCHW planes (MNN's CPUInterp).
+
+    Nearest and bilinear from per-column / per-row source tables, bilinear blending each needed
+    source row once into per-thread line buffers (tables and lines in DYNAMIC scratch); cubic row by
+    row.
 
     Args:
         backend: the CPU backend.

@@ -21,8 +21,9 @@ _EMPTY = np.zeros(0, np.float32)
 
 
 class CPULayerNorm(Execution):
-    """LayerNorm / RMSNorm over ``[outer][n][inner]`` of the logical shape; a packed ``[N, C]``
-    input goes through NCHW scratch (MNN's CPULayerNorm).
+    """LayerNorm / RMSNorm over ``[outer][n][inner]`` of the logical shape (MNN's CPULayerNorm).
+
+    A packed ``[N, C]`` input goes through NCHW scratch.
     """
 
     # a column is read completely before it is written

@@ -1,5 +1,6 @@
-"""CPU While with a ``LoopParam`` (static models): MNN's CPULoop, semantics in
-``mnnpy/ops/loop.py``. Like MNN, commands address the tensors' storage directly.
+"""CPU While with a ``LoopParam`` (static models): MNN's CPULoop.
+
+Semantics in ``mnnpy/ops/loop.py``. Like MNN, commands address the tensors' storage directly.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ _EMPTY = np.zeros(0, np.float32)
 
 
 def gemm_form(cmd: Command) -> tuple[bool, bool] | None:
-    """``(transpose_a, transpose_b)`` when a MatMul command's views are the dense matrices MNN's
-    GeometryBatchMatMul writes (C ``[e, h]`` per iteration, A ``[e, l]`` or ``[l, e]`` and B
-    ``[l, h]`` or ``[h, l]`` per iteration or shared, a shared bias ``[h]``), else None.
+    """``(transpose_a, transpose_b)`` when a MatMul command's views are dense matrices.
+
+    Dense as MNN's GeometryBatchMatMul writes them: C ``[e, h]`` per iteration, A ``[e, l]`` or
+    ``[l, e]`` and B ``[l, h]`` or ``[h, l]`` per iteration or shared, a shared bias ``[h]``; else
+    None.
     """
     e, k, h = cmd.size
     if any(cmd.offsets) or cmd.iters[0] >= 0 or cmd.steps[0] != e * h:
@@ -56,11 +59,12 @@ def gemm_form(cmd: Command) -> tuple[bool, bool] | None:
 
 
 class CPULoop(Execution):
-    """Runs a checked loop plan over the storage of the op's tensors (MNN's CPULoop). A batched
-    MatMul (one dense MatMul command) is one call of mnnpy's GEMM kernel, MNN's gather path (one
-    copy command: Gather, GatherND, embeddings) one ``kernels.raster`` row per iteration; other
-    loops run each command over every iteration at once where the loop allows it: BinaryOps with
-    a dense output through ``eltwise.binary``, the rest in NumPy (element offsets computed once
+    """Runs a checked loop plan over the storage of the op's tensors (MNN's CPULoop).
+
+    A batched MatMul (one dense MatMul command) is one call of mnnpy's GEMM kernel, MNN's gather
+    path (one copy command: Gather, GatherND, embeddings) one ``kernels.raster`` row per iteration;
+    other loops run each command over every iteration at once where the loop allows it: BinaryOps
+    with a dense output through ``eltwise.binary``, the rest in NumPy (element offsets computed once
     per resize; ``np.matmul`` over strided views for other MatMuls); sequential loops (CumSum)
     iteration by iteration.
     """
@@ -87,9 +91,10 @@ class CPULoop(Execution):
                 self._rows[:, 5:8], self._rows[:, 8:11] = cmd.strides[1], cmd.strides[0]
 
     def _plan_gemm(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> tuple | None:
-        """A loop of one dense MatMul command on float32 tensors as one call of mnnpy's GEMM
-        (``kernels.matmul``): per iteration ``t``, ``C[t] = A[a_idx[t]] @ B[b_idx[t]] + bias``,
-        the indexes ``t``, 0 (a shared matrix) or read from an index tensor at each run.
+        """A loop of one dense MatMul command on float32 tensors as one GEMM call.
+
+        The call is ``kernels.matmul``: per iteration ``t``, ``C[t] = A[a_idx[t]] @ B[b_idx[t]] +
+        bias``, the indexes ``t``, 0 (a shared matrix) or read from an index tensor at each run.
         """
         plan = self.plan
         if len(plan.commands) != 1 or plan.commands[0].kind != MATMUL or not plan.vectorized:
@@ -146,9 +151,11 @@ class CPULoop(Execution):
     def _plan_binaries(
         self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     ) -> dict[int, Callable[[list[np.ndarray]], None]]:
-        """BinaryOp commands over iterations 0..n-1 whose output view is dense (each iteration's
-        box follows the previous one) as calls of the ``eltwise.binary`` kernel over the index
-        space ``(n, z, y, x)``, the inputs addressed by their steps and strides.
+        """BinaryOp commands with a dense output view as ``eltwise.binary`` calls.
+
+        Over iterations 0..n-1 whose output view is dense (each iteration's box follows the previous
+        one), over the index space ``(n, z, y, x)``, the inputs addressed by their steps and
+        strides.
         """
         fast: dict[int, Callable[[list[np.ndarray]], None]] = {}
         n = self.plan.loop_number
@@ -193,9 +200,10 @@ class CPULoop(Execution):
             raise InvalidValueError(f"command: {e}") from None
 
     def _matmul_views(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list | None:
-        """For a loop of one MatMul command over iterations 0..n-1 (a batched MatMul): per
-        view ``(slot, offset, shape, strides)`` of a strided array over every iteration, each
-        checked against its tensor; None for other loops.
+        """Strided views over every iteration for a loop of one MatMul command, or None.
+
+        For a batched MatMul over iterations 0..n-1: per view ``(slot, offset, shape, strides)`` of
+        a strided array over every iteration, each checked against its tensor; None for other loops.
         """
         plan = self.plan
         if len(plan.commands) != 1 or plan.commands[0].kind != MATMUL or not plan.vectorized:

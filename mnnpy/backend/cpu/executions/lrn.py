@@ -17,9 +17,10 @@ from mnnpy.tensor_format import DimensionFormat
 
 
 class CPULRN(Execution):
-    """Squares into a zero-padded scratch, window sums accumulated in the output, then
-    ``x * (bias + alpha * sum / window)^-beta`` in float32 (MNN's GeometryLRN: SQUARE, average
-    pool, MUL, ADD, POW, MUL).
+    """LRN across channels in float32 (MNN's GeometryLRN).
+
+    Squares into a zero-padded scratch, window sums accumulated in the output, then ``x * (bias +
+    alpha * sum / window)^-beta`` (MNN: SQUARE, average pool, MUL, ADD, POW, MUL).
 
     Args:
         backend: the CPU backend.

@@ -16,8 +16,10 @@ from mnnpy.tensor import Tensor
 
 
 class CPULSTM(Execution):
-    """MNN's GeometryLSTM loop on logical arrays: gates ``(B, N*H)``, a temporary, the state and
-    the cell ``(B, H)`` in scratch acquired in ``on_resize``.
+    """MNN's GeometryLSTM loop on logical arrays.
+
+    Gates ``(B, N*H)``, a temporary, the state and the cell ``(B, H)`` in scratch acquired in
+    ``on_resize``.
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:

@@ -41,8 +41,9 @@ def _matrix(shape: tuple[int, ...], transpose: bool, is_a: bool) -> tuple[tuple,
 
 
 class CPUMatMul(Execution):
-    """Plain-layout (NCHW) matrix product with broadcasting batch dims (MNN's CPUMatMul): rows
-    of A as GEMM pixels, B as 16-column weight panels (packed once, STATIC, when constant).
+    """Plain-layout (NCHW) matrix product with broadcasting batch dims (MNN's CPUMatMul).
+
+    Rows of A as GEMM pixels, B as 16-column weight panels (packed once, STATIC, when constant).
 
     ``table`` (LIMIT mode): B given as a compressed ``[N, K]`` WeightTable instead, kept
     compressed in STATIC memory and dequantized, all of it, into DYNAMIC scratch before each
@@ -132,8 +133,10 @@ class CPUMatMul(Execution):
 
 
 class CPUInnerProduct(CPUMatMul):
-    """Fully connected layer on a plain 2-D input: ``x @ W^T + b`` with W packed at creation
-    (or, LIMIT mode, a compressed ``[N, K]`` WeightTable, dequantized before each run).
+    """Fully connected layer on a plain 2-D input: ``x @ W^T + b``.
+
+    W is packed at creation (or, LIMIT mode, a compressed ``[N, K]`` WeightTable, dequantized before
+    each run).
     """
 
     def __init__(
@@ -202,8 +205,9 @@ def create_inner_product(
 def _limit_inner_product(
     backend: CPUBackend, op: OpDef, k: int
 ) -> tuple[WeightTable, np.ndarray] | None:
-    """In LIMIT mode, the compressed ``[outputCount, k]`` table and the bias; else None (and
-    for float32 or transposed weights, which ``weights`` decodes or refuses).
+    """In LIMIT mode, the compressed ``[outputCount, k]`` table and the bias; else None.
+
+    None also for float32 or transposed weights, which ``weights`` decodes or refuses.
     """
     p = op.param
     if not backend.low_memory or p.quanParameter is None or p.transpose or k < 1:

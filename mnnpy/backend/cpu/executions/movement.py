@@ -1,5 +1,7 @@
-"""CPU Permute, Concat, Slice and SliceTf: box copies planned as storage regions on resize
-(MNN's raster, see raster.py), with NumPy copies between logical views as the fall-back.
+"""CPU Permute, Concat, Slice and SliceTf: box copies planned as storage regions.
+
+Planned on resize (MNN's raster, see raster.py), with NumPy copies between logical views as the
+fall-back.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ Box = tuple[int, int, tuple[int, ...], list[int], list[int], list[int]]
 
 
 class CPUMovement(CPURaster):
-    """Copies logical boxes ``out_j[dst] = in_i[src]`` (or transposed) as storage regions, NC4HW4
-    in place (MNN's raster); through NCHW scratch only when the regions would be too many.
+    """Copies logical boxes ``out_j[dst] = in_i[src]`` (or transposed) as storage regions.
+
+    NC4HW4 in place (MNN's raster); through NCHW scratch only when the regions would be too many.
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:

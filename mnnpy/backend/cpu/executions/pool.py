@@ -98,8 +98,9 @@ class CPUPool(Execution):
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
-    """Float 3-D / 4-D (5-D for Pooling3D) NC4HW4 pooling; 2-D max pooling may also write
-    the maxima's indices (a second, int32 output).
+    """Float 3-D / 4-D (5-D for Pooling3D) NC4HW4 pooling.
+
+    2-D max pooling may also write the maxima's indices (a second, int32 output).
     """
     x, p = inputs[0], op.param
     if "int8" in outputs[0].describe.extra:  # int8 model: MNN's CPUPoolInt8

@@ -48,8 +48,9 @@ class RasterOutput:
 
 
 def _onto_itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> bool:
-    """Whether every region copies ``src``'s storage onto the same places of ``dst``'s, the
-    same bytes (what ``raster.pyx`` skips at run time).
+    """Whether every region copies ``src``'s storage onto the same places of ``dst``'s.
+
+    The same bytes: what ``raster.pyx`` skips at run time.
     """
     a, b = src.buffer, dst.buffer
     if a is None or b is None or a.ctypes.data != b.ctypes.data:
@@ -63,8 +64,10 @@ def _sources(pieces: Sequence[Placed]) -> set[int]:
 
 
 class CPURaster(Execution):
-    """Runs planned box copies; subclasses say what to copy (:meth:`pieces`) and may fall back
-    to a plain implementation (:meth:`resize_plain` / :meth:`execute_plain`).
+    """Runs planned box copies (MNN's raster).
+
+    Subclasses say what to copy (:meth:`pieces`) and may fall back to a plain implementation
+    (:meth:`resize_plain` / :meth:`execute_plain`).
     """
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
@@ -158,8 +161,10 @@ class CPURaster(Execution):
         return pieces, copies
 
     def idle(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
-        """Every output is read through by its reader, or is its source's own storage with
-        every region onto itself (an in-place Reshape), and no padding lanes to zero.
+        """Whether this execution has nothing to do with the buffers as planned.
+
+        Every output is read through by its reader, or is its source's own storage with every region
+        onto itself (an in-place Reshape), and no padding lanes to zero.
         """
         if self._copies is None:
             return False

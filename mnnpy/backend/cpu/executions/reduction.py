@@ -18,8 +18,10 @@ from mnnpy.tensor import Tensor
 
 
 class CPUReduction(Execution):
-    """One kernel call per run of reduced dims, through NCHW scratch for NC4HW4 tensors and
-    ping-pong scratch between runs (MNN's GeometryReduce + CPUReduction).
+    """Reduction over any layout (MNN's GeometryReduce + CPUReduction).
+
+    One kernel call per run of reduced dims, through NCHW scratch for NC4HW4 tensors and ping-pong
+    scratch between runs.
     """
 
     def __init__(self, backend: Backend, op: OpDef, code: int) -> None:

@@ -65,8 +65,9 @@ def piece(src: Tensor, dst: Tensor, nhwc: bool) -> C.Piece | None:
 
 
 class CPUReshape(CPURaster):
-    """Logical-order (or NHWC-order) copy between any two layouts as storage regions (MNN's
-    GeometryReshape plus raster); through scratch when the shapes have no common refinement.
+    """Logical-order (or NHWC-order) copy between any two layouts as storage regions.
+
+    MNN's GeometryReshape plus raster; through scratch when the shapes have no common refinement.
     """
 
     support_inplace = True  # when the storage is the same bytes (inplace_fits), nothing moves
@@ -76,8 +77,10 @@ class CPUReshape(CPURaster):
         self.op = op
 
     def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
-        """Plain to plain, or NC4HW4 to NC4HW4 with the same batch, channels and area: the
-        storage holds the same bytes in the same order (the kernel then skips the copy).
+        """Whether input and output storage hold the same bytes in the same order.
+
+        Plain to plain, or NC4HW4 to NC4HW4 with the same batch, channels and area (the kernel then
+        skips the copy).
         """
         if src.dtype != dst.dtype or src.is_packed != dst.is_packed:
             return False

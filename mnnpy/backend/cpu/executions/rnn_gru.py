@@ -16,8 +16,9 @@ from mnnpy.tensor import Tensor
 
 
 class CPURNNSequenceGRU(Execution):
-    """MNN's CPURNNSequenceGRU on logical (seq, batch, input) arrays; scratch ``[x, h]``, gates,
-    candidate and state buffers of the batch, acquired in ``on_resize``.
+    """MNN's CPURNNSequenceGRU on logical (seq, batch, input) arrays.
+
+    Scratch ``[x, h]``, gates, candidate and state buffers of the batch, acquired in ``on_resize``.
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:

@@ -32,8 +32,9 @@ def padded(values: np.ndarray, pack: int) -> np.ndarray:
 
 
 class CPUScale(Execution):
-    """``x * scale[c] + bias[c]`` on NC4HW4 blocks or NCHW planes (MNN's CPUScale; BatchNorm
-    arrives folded).
+    """``x * scale[c] + bias[c]`` on NC4HW4 blocks or NCHW planes (MNN's CPUScale).
+
+    BatchNorm arrives folded.
 
     Args:
         backend: the CPU backend.

@@ -34,8 +34,9 @@ def check_result(bad: int, indices: np.ndarray, what: str) -> None:
 
 
 class ElementsExecution(Execution):
-    """Reads the inputs at ``reads`` and writes the outputs as flat logical buffers (NC4HW4 ones
-    through NCHW scratch); subclasses plan in ``prepare`` and compute in ``run``.
+    """Reads the inputs at ``reads`` and writes the outputs as flat logical buffers.
+
+    NC4HW4 ones go through NCHW scratch; subclasses plan in ``prepare`` and compute in ``run``.
     """
 
     reads: tuple[int, ...] = (0, 1)

@@ -19,8 +19,9 @@ from mnnpy.tensor import Tensor
 
 
 class CPUSoftmax(Execution):
-    """Softmax over (outer, axis, inner) of the logical shape; NC4HW4 goes through NCHW scratch
-    (MNN's CPUSoftmax).
+    """Softmax over (outer, axis, inner) of the logical shape (MNN's CPUSoftmax).
+
+    NC4HW4 goes through NCHW scratch.
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:

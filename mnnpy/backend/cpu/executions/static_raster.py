@@ -1,5 +1,6 @@
-"""CPU Raster of static models (``--saveStaticModel``): MNN's CPURaster over the regions the
-file stores (semantics in ``mnnpy/ops/raster.py``), run by ``kernels.raster``.
+"""CPU Raster of static models (``--saveStaticModel``): MNN's CPURaster.
+
+Over the regions the file stores (semantics in ``mnnpy/ops/raster.py``), run by ``kernels.raster``.
 """
 
 from __future__ import annotations
@@ -60,10 +61,12 @@ def _axis(stride: int, steps: Sequence[int]) -> tuple[int, int]:
 
 
 def _split(dims: Dims, col: int, shape: Sequence[int], offset: int) -> bool | None:
-    """Split one iteration dim so that no flat stride of side ``col`` carries from a logical dim
-    of ``shape`` into the next (a dim of size ``c * S_d`` walking dim ``d`` by ``c`` becomes an
-    outer walk of dim ``d - 1`` and an inner one of ``d``). True: split one; False: nothing to
-    split; None: the side is not a box of the logical dims.
+    """Split one iteration dim whose flat stride on side ``col`` carries across dims.
+
+    No flat stride may carry from a logical dim of ``shape`` into the next (a dim of size ``c *
+    S_d`` walking dim ``d`` by ``c`` becomes an outer walk of dim ``d - 1`` and an inner one of
+    ``d``). True: split one; False: nothing to split; None: the side is not a box of the logical
+    dims.
     """
     steps = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
     start = np.unravel_index(offset, shape)
@@ -105,8 +108,9 @@ def _side(dims: Dims, col: int, t: Tensor, offset: int) -> R.Side:
 
 
 def _direct_rows(region: RegionDef, x: Tensor, out: Tensor) -> np.ndarray | None:
-    """A region with non-negative strides as rows on the storage of NC4HW4 tensors (their
-    logical flat addresses unflattened into boxes of the logical dims), or None.
+    """A region with non-negative strides as rows on NC4HW4 storage, or None.
+
+    The tensors' logical flat addresses are unflattened into boxes of the logical dims.
     """
     dims = [
         [n, s, d]
@@ -128,10 +132,12 @@ def _direct_rows(region: RegionDef, x: Tensor, out: Tensor) -> np.ndarray | None
 
 
 class CPUStaticRaster(Execution):
-    """A static model's Raster op (MNN's CPURaster): its regions as ``kernels.raster`` rows on
-    the storage; NC4HW4 tensors are read and written through NCHW scratch (as MNN's temp
-    tensors), but a whole-tensor copy in flat order is one planned layout conversion. Regions
-    with negative strides or sums (destination stride 0) run as NumPy index copies.
+    """A static model's Raster op (MNN's CPURaster), any layout.
+
+    Its regions run as ``kernels.raster`` rows on the storage; NC4HW4 tensors are read and written
+    through NCHW scratch (as MNN's temp tensors), but a whole-tensor copy in flat order is one
+    planned layout conversion. Regions with negative strides or sums (destination stride 0) run as
+    NumPy index copies.
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
@@ -200,8 +206,10 @@ class CPUStaticRaster(Execution):
         self._base = self._base_copy(inputs, out)
 
     def _base_copy(self, inputs: Sequence[Tensor], out: Tensor) -> Callable | None:
-        """A Raster the file has write the tensor it reads (``OpDef.inplace``) keeps that
-        tensor's values outside its regions: they are copied first (instead of zeros).
+        """The copy of the tensor it reads that an in-place Raster runs first, or None.
+
+        A Raster the file has write the tensor it reads (``OpDef.inplace``) keeps that tensor's
+        values outside its regions: they are copied first (instead of zeros).
         """
         if not self.op.inplace:
             return None
@@ -213,8 +221,9 @@ class CPUStaticRaster(Execution):
         return lambda t: layout_kernel(x, Tensor(x.shape, x.dtype))(x.buffer, tmp.buffer, t)
 
     def _check(self, i: int, region: RegionDef, x: Tensor, out: Tensor) -> bool:
-        """Whether region ``i`` writes anything (it is skipped when it lies wholly past the
-        output); every side must lie inside its tensor.
+        """Whether region ``i`` writes anything.
+
+        It is skipped when it lies wholly past the output; every side must lie inside its tensor.
 
         Raises:
             InvalidValueError: for regions reaching outside a tensor, or too large.
@@ -241,9 +250,10 @@ class CPUStaticRaster(Execution):
     def _direct(
         regions: Sequence[RegionDef], inputs: Sequence[Tensor], out: Tensor
     ) -> dict[int, np.ndarray] | None:
-        """Rows straight on the storage for the regions touching an NC4HW4 tensor; None when
-        the output is NC4HW4 and one of its regions cannot be planned so (then all go through
-        scratch, as MNN's CPURaster).
+        """Rows straight on the storage for the regions touching an NC4HW4 tensor.
+
+        None when the output is NC4HW4 and one of its regions cannot be planned so (then all go
+        through scratch, as MNN's CPURaster).
         """
         rows: dict[int, np.ndarray] = {}
         for i, (r, x) in enumerate(zip(regions, inputs, strict=True)):

@@ -20,8 +20,9 @@ from mnnpy.tensor import Tensor
 
 
 class CPUUnary(Execution):
-    """``f(x)`` element by element over the whole storage, NC4HW4 padding lanes reset when
-    ``f(0) != 0`` (MNN's CPUUnary).
+    """``f(x)`` element by element over the whole storage, any layout (MNN's CPUUnary).
+
+    NC4HW4 padding lanes are reset when ``f(0) != 0``.
     """
 
     # out[i] reads input 0 at i only
