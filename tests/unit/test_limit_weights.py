@@ -1,5 +1,9 @@
 """LIMIT / Memory_Low: quantized and fp16 convolution weights stay compressed in STATIC memory.
 
+Files converted by MNN's converter (tests/data/limit, made by tools/make_limit_models.py, and
+tests/data/variants) run in LIMIT mode within rtol 1e-3 / atol 1e-4 of the output scale of MNN's
+Session output on the same file, holding about the bytes the file stores as STATIC memory.
+
 The execution-level tests build ``WeightTable`` s by quantizing random float weights (every bit
 width, symmetric and asymmetric, per channel and block-wise, fp16) and hand them to the LIMIT
 creator in place of the decoder's; the oracle is the same op run on ``table.floats()`` as a
@@ -8,6 +12,8 @@ are equal bit for bit) and the NumPy reference.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +26,8 @@ from mnnpy._schema.MNN.InnerProduct import InnerProductT
 from mnnpy.backend.cpu.executions import convolution as C
 from mnnpy.backend.cpu.executions import convolution_gemm_limit as GL
 from mnnpy.backend.cpu.executions import matmul as M
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.memory_report import weight_bytes
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import reference_of
 from mnnpy.tensor_format import DimensionFormat
@@ -214,3 +222,80 @@ def test_chunks_of_panels(monkeypatch, case, bits, asym, block, batch):
     np.testing.assert_array_equal(run(x, param, op_type, "LIMIT", threads=3)[0], got)
     # the arena holds one panel of floats (batch 1), not the layer
     assert ex._weight_scratch.size == 4 * 16 * ex.compressed.k * ex._chunk
+
+
+# -- converted files: MNN's converter wrote them, MNN's Session computed their goldens ----------
+DATA = Path(__file__).resolve().parents[1] / "data"
+# (file, whether STATIC <= 1.1 x stored holds: cnn.* has a Deconvolution, which LIMIT keeps as
+# float32, and 8-channel layers padded to 16-lane panels)
+FILES = [
+    *((f"limit/cnn16.{v}", True) for v in ("fp16", "wq8", "wq4", "wq4_asym_b32", "wq8_b32")),
+    *((f"variants/transformer.{v}", True) for v in ("fp16", "wq8", "wq4", "wq4_asym_b32")),
+    *((f"variants/cnn.{v}", False) for v in ("fp16", "wq8", "wq4", "wq2", "wq8_b32")),
+]
+
+
+def session_of(path: Path, memory: str, threads: int = 1, budget: int | None = None):
+    interp = mnnpy.Interpreter(str(path))
+    cfg = mnnpy.BackendConfig(memory=memory, memory_budget=budget)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads, backend_config=cfg))
+    return interp, session
+
+
+def outputs_of(interp, session, inputs):
+    for name, value in inputs.items():
+        interp.get_session_input(session, name).copy_from(value)
+    interp.run_session(session)
+    return {n: t.numpy() for n, t in interp.get_session_output_all(session).items()}
+
+
+def held(session) -> int:
+    m = session.info().memory
+    return m.static + m.dynamic + m.separate
+
+
+@pytest.mark.parametrize(("name", "tight"), FILES)
+def test_converted_file_in_limit(name, tight):
+    path = DATA / f"{name}.mnn"
+    with np.load(DATA / f"{name}.npz") as z:
+        inputs = {k[6:]: z[k] for k in z.files if k.startswith("input:")}
+        golden = {k[7:]: z[k] for k in z.files if k.startswith("output:")}
+    interp, limit = session_of(path, "Memory_Low")
+    got = outputs_of(interp, limit, inputs)
+    for key, want in golden.items():
+        scale = float(np.abs(want).max()) or 1.0
+        np.testing.assert_allclose(got[key], want, rtol=1e-3, atol=1e-4 * scale, err_msg=key)
+    interp2, two = session_of(path, "Memory_Low", threads=2)
+    for key, value in outputs_of(interp2, two, inputs).items():
+        np.testing.assert_array_equal(value, got[key])
+    convs = [u for u in limit.pipelines[0].units if u.op.type in (CONV, DW)]
+    assert convs and all(u.execution.compressed is not None for u in convs)
+    static, stored = limit.info().memory.static, weight_bytes(limit).stored
+    _, normal = session_of(path, "Memory_Normal")
+    assert static < (0.6 if tight else 0.7) * normal.info().memory.static
+    if tight:
+        assert static <= 1.1 * stored, (static, stored)
+
+
+def test_budget_between_compressed_and_float():
+    """The budget counts compressed weights as held: LIMIT fits, NORMAL does not."""
+    path = DATA / "limit" / "cnn16.wq8.mnn"
+    low, normal = (held(session_of(path, m)[1]) for m in ("Memory_Low", "Memory_Normal"))
+    assert low < normal
+    budget = (low + normal) // 2
+    _, limit = session_of(path, "Memory_Low", budget=budget)
+    assert held(limit) <= budget
+    with pytest.raises(MNNError) as err:
+        session_of(path, "Memory_Normal", budget=budget)
+    assert err.value.code == ErrorCode.OUT_OF_MEMORY
+    with pytest.raises(MNNError) as err:  # and LIMIT too when the compressed weights do not fit
+        session_of(path, "Memory_Low", budget=limit.info().memory.static // 2)
+    assert err.value.code == ErrorCode.OUT_OF_MEMORY
+
+
+def test_float32_file_keeps_todays_limit_path():
+    path = DATA / "limit" / "cnn16.fp32.mnn"
+    _, limit = session_of(path, "Memory_Low")
+    convs = [u for u in limit.pipelines[0].units if u.op.type in (CONV, DW)]
+    assert convs and all(getattr(u.execution, "compressed", None) is None for u in convs)
+    assert not any(isinstance(u.execution, GL.CPUConvolutionGemmLimit) for u in convs)

@@ -7,7 +7,8 @@ kept as:
 
 - codes: 2-4 bit codes two per byte (nibbles), 5-8 bit codes one per byte, fp16 as uint16;
 - scales (and offsets for asymmetric codes) per (panel, block, lane), float32;
-- the block of each panel row (``kblock``; im2col's k order is not the file's).
+- the block of each panel row (``kblock``; im2col's k order is not the file's), unless the
+  rows are in block order anyway (one block per row, or a 1x1 kernel).
 
 At run time the whole layer is dequantized (``kernels/dequant.pyx``, threads over panels)
 into DYNAMIC scratch that the execution acquires and releases in ``on_resize`` (so the arena
@@ -96,8 +97,9 @@ class CompressedPanels:
         self.codes = backend.static_copy(data, owner=owner)
         self.scale = backend.static_copy(scale, owner=owner)
         self.offset = backend.static_copy(offset, owner=owner)
-        # one block per row (per-channel scales): every row in block 0, no table needed
-        kblock = kblock if table.blocks > 1 else np.zeros(0, np.int32)
+        # rows already in block order (one block, or a 1x1 kernel's k): no table needed
+        in_order = np.array_equal(kblock, np.arange(k) // table.block)
+        kblock = np.zeros(0, np.int32) if in_order else kblock
         self.kblock = backend.static_copy(kblock, owner=owner)
         self.nbytes = sum(a.nbytes for a in (self.codes, self.scale, self.offset, self.kblock))
 
