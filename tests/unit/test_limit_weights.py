@@ -317,3 +317,20 @@ def test_no_winograd_in_limit(monkeypatch):
     assert kind("LIMIT") is C.CPUConvolutionGemm
     with_table(monkeypatch, table, np.asarray(param.bias))
     assert kind("LIMIT") is GL.CPUConvolutionGemmLimit
+
+
+@pytest.mark.parametrize("name", ["limit/cnn16.wq4_asym_b32", "variants/transformer.fp16"])
+def test_run_with_callbacks_uses_on_execute(name):
+    """With callbacks the pipeline calls ``on_execute`` instead of the bound calls."""
+    path = DATA / f"{name}.mnn"
+    with np.load(DATA / f"{name}.npz") as z:
+        inputs = {k[6:]: z[k] for k in z.files if k.startswith("input:")}
+    interp, session = session_of(path, "Memory_Low")
+    want = outputs_of(interp, session, inputs)
+    seen = []
+    for key, value in inputs.items():
+        interp.get_session_input(session, key).copy_from(value)
+    interp.run_session_with_callback(session, after=lambda ts, op: seen.append(op) or True)
+    assert seen
+    for key, value in interp.get_session_output_all(session).items():
+        np.testing.assert_array_equal(value.numpy(), want[key])
