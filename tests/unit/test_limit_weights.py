@@ -217,10 +217,10 @@ def test_chunks_of_panels(monkeypatch, case, bits, asym, block, batch):
     got, session = run(x, param, op_type, "LIMIT")
     ex = [u.execution for u in session.pipelines[0].units if u.op.name == "op"][0]
     assert isinstance(ex, GL.CPUConvolutionGemmLimit)
-    assert ex._chunk == (1 if batch == 1 else 3)
+    assert ex._chunk == 1
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(run(x, param, op_type, "LIMIT", threads=3)[0], got)
-    # the arena holds one panel of floats (batch 1), not the layer
+    # the arena holds one panel of floats, not the layer
     assert ex._weight_scratch.size == 4 * 16 * ex.compressed.k * ex._chunk
 
 
