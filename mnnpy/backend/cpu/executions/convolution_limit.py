@@ -10,11 +10,13 @@ kept as:
 - the block of each panel row (``kblock``; im2col's k order is not the file's), unless the
   rows are in block order anyway (one block per row, or a 1x1 kernel).
 
-At run time the whole layer is dequantized (``kernels/dequant.pyx``, threads over panels)
-into DYNAMIC scratch that the execution acquires and releases in ``on_resize`` (so the arena
-shares it with every other op's scratch), and the unchanged float kernel runs on it. The
-dequantization is per layer, not per panel: the arena holds the largest layer's float
-weights while it runs (the STATIC weights stay compressed).
+At run time the panels are dequantized (``kernels/dequant.pyx``, threads over panels) into
+DYNAMIC scratch that the execution acquires and releases in ``on_resize`` (so the arena shares
+it with every other op's scratch), and the unchanged float kernel runs on them. Dense
+convolutions (``convolution_gemm_limit.py``) go a ~1 MB chunk of output-channel panels at a
+time, each convolved before the next is dequantized; depthwise and grouped convolutions and
+InnerProduct dequantize their whole layer before each run (their weights are small, or rare),
+so the arena holds that layer's floats while it runs. The STATIC weights stay compressed.
 """
 
 from __future__ import annotations
