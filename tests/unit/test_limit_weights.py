@@ -334,3 +334,24 @@ def test_run_with_callbacks_uses_on_execute(name):
     assert seen
     for key, value in interp.get_session_output_all(session).items():
         np.testing.assert_array_equal(value.numpy(), want[key])
+
+
+def test_cli_mem_low_shows_static_next_to_the_file():
+    import re
+    import subprocess
+    import sys
+
+    def mem(mode):
+        r = subprocess.run(
+            [sys.executable, "-m", "mnnpy", "mem", str(DATA / "limit" / "cnn16.wq8.mnn"),
+             "--memory", mode], capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        static = int(re.search(r"static \(weights\)\s+(\d+) B", r.stdout).group(1))
+        stored = re.search(r"weights in the file\s+(\d+) B .* (\S+) MB as float32", r.stdout)
+        return static, int(stored.group(1)), float(stored.group(2)), r.stdout
+
+    low, stored, as_float, text = mem("low")
+    normal, stored2, _, _ = mem("normal")
+    assert "memory mode LOW" in text and stored == stored2
+    assert low <= 1.1 * stored < normal and stored / 2**20 < as_float
