@@ -355,3 +355,40 @@ def test_cli_mem_low_shows_static_next_to_the_file():
     normal, stored2, _, _ = mem("normal")
     assert "memory mode LOW" in text and stored == stored2
     assert low <= 1.1 * stored < normal and stored / 2**20 < as_float
+
+
+def test_decodable_corrupted_tables_compress_exactly():
+    """Tables the decoder accepts after corruption (codes in MNN's own ranges, odd scales)
+    compress and dequantize to exactly the packed ``floats()``, in every execution's layout."""
+    from mnnpy.backend.cpu.backend import CPUBackend
+    from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels
+    from mnnpy.weights import conv_table
+    from tests.unit.test_weights import conv_op, quan
+    from tests.unit.test_weights_fuzz import IC, OC, K, mutate, tables
+
+    backend = CPUBackend(1, mnnpy.BackendConfig(memory="Memory_Low"))
+    packs = [
+        (C.CPUConvolutionGemm.pack_weight, 16),
+        (lambda w: C.CPUConvolutionGroup.pack_weight(w, 2), 16),
+    ]
+    rng = np.random.default_rng(16)
+    kinds, decoded = tables(rng), 0
+    for case in range(120):
+        name, buf, alpha, kind, extra = kinds[case % len(kinds)]
+        try:
+            table = conv_table(
+                conv_op(OC, IC, K, quan(mutate(buf, rng), alpha, kind=kind, **extra))
+            )
+        except MNNError:
+            continue
+        if table.bits == 32:
+            continue
+        decoded += 1
+        for pack, lanes in packs:
+            panels = CompressedPanels(backend, table, pack, lanes, owner=backend)
+            got = np.full(panels.floats, np.nan, np.float32)
+            panels.bind(got, 2)()
+            want = pack(table.floats())
+            same = (got == want) | (np.isnan(got) & np.isnan(want))
+            assert same.all(), (name, table.bits)
+    assert decoded > 20
