@@ -15,6 +15,10 @@ from mnnpy.errors import InvalidModelError
 __all__ = ["unpack_bits", "decode_index_table", "decode_sparse_table", "sparse_zero_codes"]
 
 _CHUNK = 1 << 20  # values per step of the general unpacker (bounds its temporaries)
+# The four 2-bit fields of every byte value, most significant first.
+_LUT2 = ((np.arange(256, dtype=np.uint8)[:, None] >> np.array([6, 4, 2, 0], np.uint8)) & 3).astype(
+    np.uint8
+)
 
 
 def need_bits(count: int) -> int:

@@ -194,7 +194,7 @@ class Interpreter:
                 raise
             # As MNN, a missing <model>.weight fails when a session is created, so that
             # set_external_file can name another file first.
-            self._external_error = e
+            self._external_error: FileNotExistError | None = e
 
     @classmethod
     def from_buffer(
@@ -216,7 +216,7 @@ class Interpreter:
         self.net = net
         self.source = source
         self.sessions: list[Session] = []
-        self._external_error: FileNotExistError | None = None
+        self._external_error = None
 
     def set_external_file(self, external: ExternalSource) -> None:
         """Read the weights the model keeps outside (``--saveExternalData``) from ``external``

@@ -34,23 +34,29 @@ holds one scale per run (``outputCount * blocks`` runs) or, when ``readType != 0
 pairs; the converter's asymmetric codes start at ``aMin`` so the offset is ``min - aMin * scale``.
 ``scaleStorage`` FP16 keeps them in ``alphaFp16``. An ``index`` with float ``alpha`` and
 ``weightSize`` is a sparse float weight. Weight files written by ``--saveExternalData`` hold
-the tables at ``external[0]``, one after the other, with the lengths in bytes that follow.
+the tables at ``external[0]``, one after the other, with the lengths in bytes that follow
+(:mod:`mnnpy.weight_file` reads them). The packed-bit decoding is :mod:`mnnpy._idst`.
 """
 
 from __future__ import annotations
 
 import math
-import mmap
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mnnpy._idst import decode_index_table, decode_sparse_table
-from mnnpy.errors import FileNotExistError, InvalidModelError, MNNError
-from mnnpy.net import Net, OpDef, OpType
+from mnnpy.errors import InvalidModelError, MNNError
+from mnnpy.net import OpDef, OpType
 from mnnpy.tensor_format import DataType, runtime_dtype
+from mnnpy.weight_file import (
+    ExternalData,
+    attach_external,
+    external_segment,
+    external_spans,
+    op_error,
+)
 
 __all__ = [
     "ExternalData",
@@ -87,6 +93,8 @@ class WeightTable:
         scale: float32 ``[rows, blocks]`` for integer codes, else None.
         offset: float32 ``[rows, blocks]`` for asymmetric integer codes, else None.
         stored_bytes: bytes the file spends on the table.
+        storage: how the file codes it beyond ``bits``: ``"sparse"`` (run-length codes,
+            IDST type 2), ``"sparse index"`` (nonzero floats and their positions), else ``""``.
     """
 
     shape: tuple[int, ...]
@@ -95,6 +103,7 @@ class WeightTable:
     scale: np.ndarray | None = None
     offset: np.ndarray | None = None
     stored_bytes: int = 0
+    storage: str = ""
 
     @property
     def rows(self) -> int:
@@ -132,140 +141,8 @@ class WeightTable:
         return w.reshape(self.shape)
 
 
-class ExternalData:
-    """A weight file written by ``--saveExternalData`` (``model.mnn.weight``), or its bytes.
-
-    A path is mapped (``mmap``) on the first read, so only the pages a session decodes are
-    read; bytes are used in place. Every read is checked against the file's size.
-
-    Args:
-        source: the file's path, or its content.
-        name: how messages name it (default: the path, or ``<external bytes>``).
-
-    Raises:
-        FileNotExistError: when the path cannot be opened.
-    """
-
-    def __init__(self, source: str | os.PathLike[str] | bytes | bytearray | memoryview,
-                 name: str | None = None) -> None:  # fmt: skip
-        self._map: Any = None
-        if isinstance(source, bytes | bytearray | memoryview):
-            self._map = memoryview(source).cast("B")
-            self.name = name or "<external bytes>"
-            self.size = self._map.nbytes
-            return
-        self.path = os.fspath(source)
-        self.name = name or self.path
-        try:
-            self.size = os.path.getsize(self.path)
-            with open(self.path, "rb"):
-                pass
-        except OSError as e:
-            raise FileNotExistError(f"cannot open weight file {self.name!r}: {e}") from e
-
-    def array(self, offset: int, nbytes: int, dtype: Any, what: str) -> np.ndarray:
-        """``nbytes`` at ``offset`` as a read-only array of ``dtype`` (no copy).
-
-        Raises:
-            InvalidModelError: when the span is negative, past the end of the file, or not a
-                whole number of ``dtype`` items.
-        """
-        dt = np.dtype(dtype)
-        if offset < 0 or nbytes < 0 or offset + nbytes > self.size:
-            raise InvalidModelError(
-                f"{what}: {nbytes} bytes at offset {offset} are outside weight file "
-                f"{self.name!r} ({self.size} bytes)"
-            )
-        if nbytes % dt.itemsize:
-            raise InvalidModelError(f"{what}: {nbytes} bytes is not a whole number of {dt}")
-        if nbytes == 0:
-            return np.zeros(0, dt)
-        return np.frombuffer(self._buffer(), dt, nbytes // dt.itemsize, offset)
-
-    def _buffer(self) -> Any:
-        if self._map is None:
-            try:
-                with open(self.path, "rb") as f:
-                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError) as e:
-                raise FileNotExistError(f"cannot map weight file {self.name!r}: {e}") from e
-        return self._map
-
-
-def attach_external(
-    net: Net,
-    external: str | os.PathLike[str] | bytes | bytearray | memoryview | ExternalData | None,
-    default_path: str | None = None,
-) -> None:
-    """Find and check the weight file of a net whose ops keep tables outside the model.
-
-    ``external`` (a path, bytes or :class:`ExternalData`) wins; else ``default_path`` (MNN's
-    ``<model>.weight``) when the net needs one. Every op's spans are checked against the file's
-    size here, so a short file fails when the model is loaded, naming the op.
-
-    Raises:
-        FileNotExistError: when the net needs a weight file and none can be opened.
-        InvalidModelError: when an op's tables reach past the end of the file.
-    """
-    ops = net.external_ops
-    if external is None:
-        if not ops:
-            return
-        if default_path is None or not os.path.exists(default_path):
-            where = repr(default_path) if default_path else "none was given"
-            raise FileNotExistError(
-                f"{len(ops)} ops (first {ops[0].name!r}, {ops[0].type_name}) keep their weights "
-                f"in an external weight file: {where}" + (" does not exist" if default_path else "")
-            )
-        external = default_path
-    data = external if isinstance(external, ExternalData) else ExternalData(external)
-    for op in ops:
-        spans = external_spans(op)
-        end = spans[0] + sum(spans[1:])
-        if end > data.size:
-            raise _bad(
-                op, f"its external tables end at byte {end}, weight file {data.name!r} has "
-                f"{data.size} bytes",
-            )  # fmt: skip
-    net.attach_external(data)
-
-
-def _bad(op: OpDef, message: str) -> MNNError:
-    return InvalidModelError(message).with_op(op.type_name, op.name)
-
-
 def _floats(values: Any) -> np.ndarray:
     return np.asarray(values if values is not None else [], np.float32).ravel()
-
-
-def external_spans(op: OpDef) -> list[int]:
-    """The op's ``external`` field as ints (empty when its tables are all inline).
-
-    Raises:
-        InvalidModelError: for a negative offset or length.
-    """
-    ext = getattr(op.param, "external", None)
-    if ext is None or len(ext) < 2:  # MNN's USE_EXTERNAL_DATA: more than one value
-        return []
-    spans = [int(v) for v in ext]
-    if min(spans) < 0:
-        raise _bad(op, f"external offsets / lengths {spans} must not be negative")
-    return spans
-
-
-def _segment(op: OpDef, spans: list[int], k: int, dtype: Any, what: str) -> np.ndarray:
-    """The ``k``-th table of an external op (0 when its length is not listed)."""
-    if k >= len(spans) or spans[k] == 0:
-        return np.zeros(0, dtype)
-    data = getattr(op, "external_data", None)
-    if data is None:
-        raise FileNotExistError(
-            f"its {what} is in an external weight file (model.mnn.weight), none was found"
-        ).with_op(op.type_name, op.name)
-    try:
-        return data.array(spans[0] + sum(spans[1:k]), spans[k], dtype, what)
-    except MNNError as e:
-        raise e.with_op(op.type_name, op.name) from None
 
 
 @dataclass(frozen=True)
@@ -277,12 +154,13 @@ class _Quant:
     scale: np.ndarray | None
     offset: np.ndarray | None
     stored: int
+    storage: str = ""
 
 
 def _alpha(op: OpDef, q: Any, spans: list[int]) -> np.ndarray:
     fp16 = q.scaleStorage == _FP16_SCALES
     if spans and q.buffer is None:
-        raw = _segment(op, spans, 2, "<u2" if fp16 else "<f4", "alpha")
+        raw = external_segment(op, spans, 2, "<u2" if fp16 else "<f4", "alpha")
     else:
         raw = np.asarray(
             (q.alphaFp16 if fp16 else q.alpha) if (q.alphaFp16 if fp16 else q.alpha) is not None
@@ -297,22 +175,22 @@ def _decode(op: OpDef, q: Any, count: int, spans: list[int]) -> _Quant:
     if q.buffer is not None:
         buf = np.asarray(q.buffer).view(np.uint8)
     else:
-        buf = _segment(op, spans, 1, np.uint8, "quantized weight")
+        buf = external_segment(op, spans, 1, np.uint8, "quantized weight")
     alpha = _alpha(op, q, spans)
     if q.index is not None or (spans and len(spans) > 4 and spans[4] and kind == 0):
         index = (
             np.asarray(q.index, np.uint32) if q.index is not None
-            else _segment(op, spans, 4, "<u4", "sparse index")
+            else external_segment(op, spans, 4, "<u4", "sparse index")
         )  # fmt: skip
         return _sparse_float(op, q, index, alpha, count)
     if kind == 3:
         if buf.size != 2 * count:
-            raise _bad(op, f"fp16 weight is {buf.size} bytes, the op needs {count} x 2")
+            raise op_error(op, f"fp16 weight is {buf.size} bytes, the op needs {count} x 2")
         return _Quant(buf.view("<f2"), 16, None, None, buf.size)
     if kind == 8:
-        w = _segment(op, spans, 1, "<f4", "float weight")
+        w = external_segment(op, spans, 1, "<f4", "float weight")
         if w.size != count:
-            raise _bad(op, f"external float weight has {w.size} values, the op needs {count}")
+            raise op_error(op, f"external float weight has {w.size} values, the op needs {count}")
         return _Quant(w, 32, None, None, w.nbytes)
     try:
         if kind == 1:
@@ -328,22 +206,31 @@ def _decode(op: OpDef, q: Any, count: int, spans: list[int]) -> _Quant:
     except MNNError as e:
         raise e.with_op(op.type_name, op.name) from None
     scale, offset = _scales(op, q, alpha, kind)
-    return _Quant(codes, bits, scale, offset, buf.size + alpha.nbytes)
+    return _Quant(
+        codes, bits, scale, offset, buf.size + alpha.nbytes, "sparse" if kind == 2 else ""
+    )
 
 
 def _scales(op: OpDef, q: Any, alpha: np.ndarray, kind: int) -> tuple[np.ndarray, Any]:
     """One scale (and offset, asymmetric) per run, as MNN folds ``aMin`` and ``quantScale``."""
+    with np.errstate(all="ignore"):  # a corrupted table's inf / nan scales stay as they are
+        return _fold_scales(op, q, alpha, kind)
+
+
+def _fold_scales(op: OpDef, q: Any, alpha: np.ndarray, kind: int) -> tuple[np.ndarray, Any]:
     old4 = kind == 4 and q.aMin == 0 and abs(q.quantScale) < 1e-6
     if q.readType != 0 or old4:
         if alpha.size % 2 or alpha.size == 0:
-            raise _bad(op, f"asymmetric alpha has {alpha.size} values, needs (min, scale) pairs")
+            raise op_error(
+                op, f"asymmetric alpha has {alpha.size} values, needs (min, scale) pairs"
+            )
         scale, offset = alpha[1::2].copy(), alpha[0::2].copy()
         clamp_min = np.float32(-128 if q.aMin == 0 else q.aMin)
         if clamp_min < 0:
             offset = offset - clamp_min * scale
     else:
         if alpha.size == 0:
-            raise _bad(op, "quantized weight has no alpha (scales)")
+            raise op_error(op, "quantized weight has no alpha (scales)")
         scale, offset = alpha.copy(), None
     factor = np.float32(q.quantScale)
     if not q.hasScaleInt and not old4 and factor != 1:
@@ -356,42 +243,48 @@ def _sparse_float(op: OpDef, q: Any, index: np.ndarray, alpha: np.ndarray, count
     """A float weight stored as its nonzero values and their positions."""
     size = int(q.weightSize)
     if size != count:
-        raise _bad(op, f"sparse weight declares weightSize {size}, the op needs {count}")
+        raise op_error(op, f"sparse weight declares weightSize {size}, the op needs {count}")
     if alpha.size != index.size:
-        raise _bad(op, f"sparse weight has {index.size} indexes but {alpha.size} values")
+        raise op_error(op, f"sparse weight has {index.size} indexes but {alpha.size} values")
     if index.size and int(index.max()) >= size:
-        raise _bad(op, f"sparse weight index {int(index.max())} is past weightSize {size}")
+        raise op_error(op, f"sparse weight index {int(index.max())} is past weightSize {size}")
     dense = np.zeros(size, np.float32)
     dense[index.astype(np.int64)] = alpha
-    return _Quant(dense, 32, None, None, index.nbytes + alpha.nbytes)
+    return _Quant(dense, 32, None, None, index.nbytes + alpha.nbytes, "sparse index")
 
 
 def _table(op: OpDef, quant: _Quant, dims: tuple[int, ...], rows: int) -> WeightTable:
     """Shape flat codes and per-run scales into the contract's ``[rows, blocks]`` form."""
     count = quant.codes.size
     if quant.scale is None:
-        return WeightTable(dims, quant.codes.reshape(dims), quant.bits, stored_bytes=quant.stored)
+        return WeightTable(
+            dims, quant.codes.reshape(dims), quant.bits, None, None, quant.stored, quant.storage
+        )
     runs = quant.scale.size
     if runs == 1:  # one scale for the whole weight (MNN's outputCount is then 1)
         scale = np.full((dims[0], 1), quant.scale[0], np.float32)
         offset = None if quant.offset is None else np.full_like(scale, quant.offset[0])
-        return WeightTable(dims, quant.codes.reshape(dims), quant.bits, scale, offset, quant.stored)
+        return WeightTable(
+            dims, quant.codes.reshape(dims), quant.bits, scale, offset, quant.stored, quant.storage
+        )
     lead = dims[0] if runs % dims[0] == 0 else rows
     if lead < 1 or runs % lead or count % runs:
-        raise _bad(
+        raise op_error(
             op, f"{runs} scale runs do not split {count} weights into {lead} rows of equal blocks"
         )
     shape = dims if lead == dims[0] else (lead, count // lead)
     scale = quant.scale.reshape(lead, runs // lead)
     offset = None if quant.offset is None else quant.offset.reshape(lead, runs // lead)
-    return WeightTable(shape, quant.codes.reshape(shape), quant.bits, scale, offset, quant.stored)
+    return WeightTable(
+        shape, quant.codes.reshape(shape), quant.bits, scale, offset, quant.stored, quant.storage
+    )
 
 
 def _conv_dims(op: OpDef, count: int) -> tuple[int, ...]:
     c = op.param.common
     oc, kh, kw = int(c.outputCount), int(c.kernelY), int(c.kernelX)
     if oc < 1 or kh < 1 or kw < 1:
-        raise _bad(op, f"outputCount {oc} and kernel {kh}x{kw} must be positive")
+        raise op_error(op, f"outputCount {oc} and kernel {kh}x{kw} must be positive")
     if op.type in _DECONV_TYPES:
         group = oc if op.type == OpType.DeconvolutionDepthwise else max(1, int(c.group))
         per = (oc // group if oc % group == 0 else oc) * kh * kw
@@ -399,7 +292,7 @@ def _conv_dims(op: OpDef, count: int) -> tuple[int, ...]:
     return (oc, count // (oc * kh * kw), kh, kw)
 
 
-def conv_table(op: OpDef, dims: tuple[int, ...] | None = None) -> WeightTable:
+def conv_table(op: OpDef, dims: tuple[int, ...] | None = None, spelled: str = "") -> WeightTable:
     """The weight table of a Convolution / ConvolutionDepthwise / Deconvolution /
     DeconvolutionDepthwise op (inline, fp16, IDST-quantized, sparse or external).
 
@@ -407,6 +300,7 @@ def conv_table(op: OpDef, dims: tuple[int, ...] | None = None) -> WeightTable:
         op: the op; its weight must be in the op (not an input tensor).
         dims: the logical shape the op needs (``conv_weights`` / ``deconv_weights`` know it);
             without it, one is derived from ``Convolution2DCommon``.
+        spelled: how messages spell ``dims`` out (e.g. ``outputCount x inputCount/group ...``).
 
     Raises:
         InvalidModelError: when a table is truncated or corrupted or its size is not ``dims``.
@@ -414,11 +308,11 @@ def conv_table(op: OpDef, dims: tuple[int, ...] | None = None) -> WeightTable:
     """
     p = op.param
     if p is None or getattr(p, "common", None) is None:
-        raise _bad(op, "has no Convolution2D parameter with a common table")
+        raise op_error(op, "has no Convolution2D parameter with a common table")
     spans = external_spans(op)
     q = p.quanParameter
     if q is None:
-        w = _segment(op, spans, 1, "<f4", "weight") if spans else _floats(p.weight)
+        w = external_segment(op, spans, 1, "<f4", "weight") if spans else _floats(p.weight)
         quant = _Quant(w, 32, None, None, w.nbytes)
     else:
         count = math.prod(dims) if dims is not None else _idst_count(op, q)
@@ -426,7 +320,7 @@ def conv_table(op: OpDef, dims: tuple[int, ...] | None = None) -> WeightTable:
     n = quant.codes.size
     want = tuple(dims) if dims is not None else _conv_dims(op, n)
     if math.prod(want) != n or n == 0:
-        raise _bad(op, f"weight has {n} values, expected {math.prod(want)} = {want}")
+        raise op_error(op, f"weight has {n} values, expected {math.prod(want)} = {spelled or want}")
     return _table(op, quant, want, int(p.common.outputCount))
 
 
@@ -437,7 +331,7 @@ def _idst_count(op: OpDef, q: Any) -> int:
         return int(q.weightSize)
     buf = np.asarray(q.buffer).view(np.uint8) if q.buffer is not None else None
     if buf is None and spans and kind in (1, 2, 3, 4):
-        buf = _segment(op, spans, 1, np.uint8, "quantized weight")
+        buf = external_segment(op, spans, 1, np.uint8, "quantized weight")
     if buf is not None and kind in (3, 4):
         return buf.size // (2 if kind == 3 else 1)
     if buf is not None and kind in (1, 2) and buf.size >= 1:
@@ -457,7 +351,9 @@ def conv_bias(op: OpDef) -> np.ndarray:
     spans = external_spans(op)
     if not spans:
         return _floats(p.bias)
-    return _segment(op, spans, 3 if p.quanParameter is not None else 2, "<f4", "bias").copy()
+    return external_segment(
+        op, spans, 3 if p.quanParameter is not None else 2, "<f4", "bias"
+    ).copy()
 
 
 def inner_product_table(op: OpDef, input_count: int) -> WeightTable:
@@ -466,22 +362,22 @@ def inner_product_table(op: OpDef, input_count: int) -> WeightTable:
     rows = int(p.outputCount)
     dims = (rows, int(input_count))
     if rows < 1 or input_count < 1:
-        raise _bad(op, f"outputCount {rows} and input count {input_count} must be positive")
+        raise op_error(op, f"outputCount {rows} and input count {input_count} must be positive")
     if p.quanParameter is None:
         w = _floats(p.weight)
         quant = _Quant(w, 32, None, None, w.nbytes)
     else:
         quant = _decode(op, p.quanParameter, math.prod(dims), [])
     if quant.codes.size != math.prod(dims):
-        raise _bad(op, f"weight has {quant.codes.size} values, expected {rows} x {input_count}")
+        raise op_error(op, f"weight has {quant.codes.size} values, expected {rows} x {input_count}")
     return _table(op, quant, dims, rows)
 
 
-_BLOB_FIELD = {
+_BLOB_FIELD: dict[int, tuple[str, str]] = {
     DataType.DT_FLOAT: ("float32s", "<f4"),
     DataType.DT_DOUBLE: ("float32s", "<f4"),
     DataType.DT_INT32: ("int32s", "<i4"),
-    DataType.DT_INT64: ("int64s", "<i8"),
+    DataType.DT_INT64: ("int32s", "<i4"),  # the converter keeps int64 constants as int32s
     DataType.DT_UINT8: ("uint8s", "u1"),
     DataType.DT_QUINT8: ("uint8s", "u1"),
     DataType.DT_INT8: ("int8s", "i1"),
@@ -505,24 +401,26 @@ def blob_values(op: OpDef) -> np.ndarray:
     field, raw_type = _BLOB_FIELD.get(blob.dataType, ("int32s", "<i4"))
     spans = external_spans(op)
     if spans:
-        raw = _segment(op, spans, 1, np.uint8, "constant data")
+        raw = external_segment(op, spans, 1, np.uint8, "constant data")
     else:
         values = getattr(blob, field)
-        if values is None and blob.dataType in (DataType.DT_BOOL, DataType.DT_INT64):
-            values = blob.int64s if values is None else values
+        if values is None and blob.dataType == DataType.DT_INT64:
+            values, raw_type = blob.int64s, "<i8"
         raw = np.asarray(values if values is not None else [])
         if field != "uint8s" and raw.dtype != np.dtype(raw_type):
             raw = raw.astype(raw_type)
         raw = np.ascontiguousarray(raw).view(np.uint8)
     item = np.dtype(raw_type).itemsize
     if raw.size % item:
-        raise _bad(op, f"constant data is {raw.size} bytes, not a whole number of {raw_type}")
+        raise op_error(op, f"constant data is {raw.size} bytes, not a whole number of {raw_type}")
     values = raw.view(raw_type)
     if blob.dataType == DataType.DT_BFLOAT16:
         values = (values.astype(np.uint32) << 16).view(np.float32)
     count = math.prod(dims)
     if values.size != count:
-        raise _bad(op, f"constant has {values.size} values for dims {dims!r} ({count} expected)")
+        raise op_error(
+            op, f"constant has {values.size} values for dims {dims!r} ({count} expected)"
+        )
     return values.astype(dtype).reshape(dims)
 
 
@@ -531,8 +429,8 @@ def norm_affine(op: OpDef) -> tuple[np.ndarray, np.ndarray] | None:
     p = op.param
     spans = external_spans(op)
     if spans:
-        gamma = _segment(op, spans, 1, "<f4", "gamma")
-        beta = _segment(op, spans, 2, "<f4", "beta")
+        gamma = external_segment(op, spans, 1, "<f4", "gamma")
+        beta = external_segment(op, spans, 2, "<f4", "beta")
     else:
         gamma, beta = _floats(p.gamma), _floats(p.beta)
     if gamma.size == 0 or beta.size == 0:
@@ -546,13 +444,13 @@ def scale_data(op: OpDef) -> tuple[np.ndarray, np.ndarray]:
     spans = external_spans(op)
     if spans:
         return (
-            _segment(op, spans, 1, "<f4", "scaleData").copy(),
-            _segment(op, spans, 2, "<f4", "biasData").copy(),
+            external_segment(op, spans, 1, "<f4", "scaleData").copy(),
+            external_segment(op, spans, 2, "<f4", "biasData").copy(),
         )
     return _floats(p.scaleData), _floats(p.biasData)
 
 
-_BLOB_NAMES = {DataType.DT_FLOAT: "float32", DataType.DT_HALF: "fp16"}
+_BLOB_NAMES: dict[int, str] = {DataType.DT_FLOAT: "float32", DataType.DT_HALF: "fp16"}
 _FLOAT_BLOBS = (DataType.DT_FLOAT, DataType.DT_HALF, DataType.DT_BFLOAT16, DataType.DT_DOUBLE)
 
 
@@ -576,6 +474,7 @@ def _describe_table(table: WeightTable) -> str:
         text += " asymmetric" if table.offset is not None else " symmetric"
         text += f", block {table.block} ({table.blocks} per row)" if table.blocks > 1 else ""
         text += ", per channel" if table.blocks == 1 else ""
+    text += f", {table.storage}" if table.storage else ""
     return f"{text}, {table.stored_bytes} bytes"
 
 

@@ -158,14 +158,8 @@ def checked_weights(
     p = op.param
     if getattr(p, "symmetricQuan", None) is not None:
         raise NotSupportError(f"{op.type_name} with symmetricQuan is not supported")
-    try:
-        table = conv_table(op, dims)
-    except InvalidModelError as e:
-        if "expected" not in e.message:
-            raise
-        raise InvalidModelError(
-            f"{e.message} = {names} {dims[0]} x {dims[1]} x kernel {dims[2]}x{dims[3]}"
-        ) from None
+    spelled = f"{names} {dims[0]} x {dims[1]} x kernel {dims[2]}x{dims[3]}"
+    table = conv_table(op, dims, spelled)
     bias = conv_bias(op)
     if bias.size == 0:
         bias = np.zeros(out_channels, np.float32)
