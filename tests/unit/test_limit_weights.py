@@ -392,3 +392,20 @@ def test_decodable_corrupted_tables_compress_exactly():
             same = (got == want) | (np.isnan(got) & np.isnan(want))
             assert same.all(), (name, table.bits)
     assert decoded > 20
+
+
+def _compressed_files():
+    from tests.models import test_weight_fuzz as F
+
+    return [p for p in F.FILES if any(t in p.name for t in (".wq", ".fp16", "wq4", "fp16"))]
+
+
+@pytest.mark.parametrize("path", _compressed_files(), ids=lambda p: p.name)
+def test_mutated_compressed_models_in_limit(monkeypatch, path):
+    """The weights fuzz (mutated model and weight-file bytes), in LIMIT mode: MNNError only."""
+    import functools
+
+    from tests.models import test_weight_fuzz as F
+
+    monkeypatch.setattr(F, "BackendConfig", functools.partial(F.BackendConfig, memory="Memory_Low"))
+    F.test_mutated_weight_models(path)
