@@ -409,3 +409,17 @@ def test_mutated_compressed_models_in_limit(monkeypatch, path):
 
     monkeypatch.setattr(F, "BackendConfig", functools.partial(F.BackendConfig, memory="Memory_Low"))
     F.test_mutated_weight_models(path)
+
+
+def test_resize_in_limit():
+    """A LIMIT session resized to a batch and another size: its chunks and scratch follow."""
+    path = DATA / "limit" / "cnn16.wq4_asym_b32.mnn"
+    x = np.random.default_rng(4).standard_normal((3, 16, 13, 11)).astype(np.float32)
+    got = {}
+    for memory in ("Memory_Low", "Memory_Normal"):
+        interp, session = session_of(path, memory)
+        interp.resize_tensor(interp.get_session_input(session, "x"), x.shape)
+        interp.resize_session(session)
+        got[memory] = outputs_of(interp, session, {"x": x})["y"]
+    assert got["Memory_Low"].shape == (3, 32)
+    assert_close(got["Memory_Low"], got["Memory_Normal"])

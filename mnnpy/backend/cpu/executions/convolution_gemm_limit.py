@@ -1,8 +1,8 @@
 """LIMIT mode's dense convolution on compressed (quantized / fp16) weights, chunk by chunk.
 
 The weights stay compressed in STATIC memory (``convolution_limit.CompressedPanels``). Before
-each run the 16-channel panels are dequantized a chunk at a time (about 1 MB of floats, at
-least one panel) into DYNAMIC scratch, and the float GEMM computes those output channels
+each run the 16-channel panels are dequantized a chunk at a time (about 1 MB of floats per
+thread, at least one panel) into DYNAMIC scratch, and the float GEMM computes those output channels
 before the next chunk overwrites them: the arena holds one chunk, not the layer, and the floats
 are read back while they are still in cache. The input is re-read (im2col, the padded copy or
 the gathered batch) once per chunk; chunks hold many channels where the input is small per
@@ -39,7 +39,9 @@ from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
 
-# floats of dequantized weights per chunk (1 MB: an L2's worth)
+# floats of dequantized weights per chunk and thread (1 MB: an L2's worth). Per thread, so that
+# a chunk has output channels for every thread (the GEMM splits channels across threads where
+# they outnumber the pixels, as in a 7x7 layer; too few would leave it tiles of 2 pixels).
 _CHUNK_FLOATS = 256 * 1024
 
 
@@ -70,13 +72,13 @@ class CPUConvolutionGemmLimit(CPUConvolutionGemm):
         ky, kx, sy, sx, _, _, top, left = self._window
         direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
         batch, ic, ih, iw, oc, oh, ow = self._shape
-        self._chunk = min(c.panels, max(1, _CHUNK_FLOATS // (16 * c.k)))
+        threads = self.backend.num_thread
+        self._chunk = min(c.panels, max(1, _CHUNK_FLOATS * threads // (16 * c.k)))
         self._gather = direct and batch > 1 and oh * ow < _GATHER_BELOW
         chunk_oc = min(oc, 16 * self._chunk)
         pixels = oh * ow * (batch if self._gather else 1)
         self._tile = gemm_tile(c.k, chunk_oc, pixels, False, direct)
         shape = (batch, ic, ih, iw, chunk_oc, oh, ow)
-        threads = self.backend.num_thread
         n = G.scratch_size(shape, self._window, self._tile, threads, self._gather, self._shift)
         self._conv_floats = -(-n // 16) * 16  # the chunk output after it stays 64-byte aligned
         out = batch * c4(chunk_oc) * oh * ow * 4 if batch > 1 and self._chunk < c.panels else 0
