@@ -25,7 +25,7 @@ from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.InnerProduct import InnerProductT
 from mnnpy.backend.cpu.executions import convolution as C
 from mnnpy.backend.cpu.executions import convolution_gemm_limit as GL
-from mnnpy.backend.cpu.executions import matmul as M
+from mnnpy.backend.cpu.executions import matmul_limit as ML
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.memory_report import weight_bytes
 from mnnpy.net import OpDef, OpParameter, OpType
@@ -158,9 +158,12 @@ def inner_product(x, param, memory, threads=1):
     return interp.get_session_output(session, "out0").numpy(), session, ex
 
 
+@pytest.mark.parametrize("chunk", ["layer", "panel"])
 @pytest.mark.parametrize(("bits", "asym", "block"), FORMATS)
-def test_inner_product_limit(monkeypatch, bits, asym, block):
-    n, k = 21, 40
+def test_inner_product_limit(monkeypatch, bits, asym, block, chunk):
+    if chunk == "panel":  # one 16-column panel per chunk: 37 columns in 3 chunks
+        monkeypatch.setattr(ML, "_CHUNK_FLOATS", 1)
+    n, k = 37, 40
     rng = np.random.default_rng(bits)
     table = quantize(rng.standard_normal((n, k)).astype(np.float32), bits, asym, 8 * bool(block))
     p = InnerProductT()
@@ -170,10 +173,12 @@ def test_inner_product_limit(monkeypatch, bits, asym, block):
     x = rng.standard_normal((3, k)).astype(np.float32)
     want, _, _ = inner_product(x, p, "LIMIT")
     monkeypatch.setattr(
-        M, "_limit_inner_product", lambda b, op, k: (table, p.bias) if b.low_memory else None
+        ML,
+        "limit_inner_product",
+        lambda b, op, k: ML.CPUInnerProductLimit(b, table, p.bias) if b.low_memory else None,
     )
     got, session, ex = inner_product(x, p, "LIMIT")
-    assert ex.compressed is not None
+    assert isinstance(ex, ML.CPUInnerProductLimit) and ex._chunk == (1 if chunk == "panel" else 3)
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(inner_product(x, p, "LIMIT", threads=2)[0], got)
     assert_close(got, x @ table.floats().T + p.bias)

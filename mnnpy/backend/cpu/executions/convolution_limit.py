@@ -13,10 +13,11 @@ kept as:
 At run time the panels are dequantized (``kernels/dequant.pyx``, threads over panels) into
 DYNAMIC scratch that the execution acquires and releases in ``on_resize`` (so the arena shares
 it with every other op's scratch), and the unchanged float kernel runs on them. Dense
-convolutions (``convolution_gemm_limit.py``) go a ~1 MB chunk of output-channel panels at a
-time, each convolved before the next is dequantized; depthwise and grouped convolutions and
-InnerProduct dequantize their whole layer before each run (their weights are small, or rare),
-so the arena holds that layer's floats while it runs. The STATIC weights stay compressed.
+convolutions (``convolution_gemm_limit.py``) and InnerProduct (``matmul_limit.py``) go a chunk
+of output-channel panels at a time (about 1 MB of floats per thread), each used before the next
+is dequantized; depthwise and grouped convolutions dequantize their whole layer before each run
+(their weights are small, or rare), so the arena holds that layer's floats while it runs. The
+STATIC weights stay compressed.
 """
 
 from __future__ import annotations
