@@ -237,6 +237,7 @@ FILES = [
     *((f"limit/cnn16.{v}", True) for v in ("fp16", "wq8", "wq4", "wq4_asym_b32", "wq8_b32")),
     *((f"variants/transformer.{v}", True) for v in ("fp16", "wq8", "wq4", "wq4_asym_b32")),
     *((f"variants/cnn.{v}", False) for v in ("fp16", "wq8", "wq4", "wq2", "wq8_b32")),
+    ("variants/cnn.wq4_external", False),  # codes read from cnn.wq4_external.mnn.weight
 ]
 
 

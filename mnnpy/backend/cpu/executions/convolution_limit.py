@@ -30,7 +30,7 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import dequant as D
 from mnnpy.errors import InvalidModelError
 from mnnpy.net import OpDef
-from mnnpy.weights import WeightTable
+from mnnpy.weights import WeightTable, conv_bias, conv_table
 
 Pack = Callable[[np.ndarray], np.ndarray]
 _EMPTY = np.zeros(0, np.float32)
@@ -144,12 +144,10 @@ def limit_table(
     p = op.param
     if not backend.low_memory or p is None or p.quanParameter is None:
         return None
-    from mnnpy import weights as W  # the decoders (mnnpy.weights.conv_table / conv_bias)
-
-    table = W.conv_table(op, dims)
+    table = conv_table(op, dims)
     if not compressible(table):
         return None
-    bias = W.conv_bias(op)
+    bias = conv_bias(op)
     if bias.size == 0:
         bias = np.zeros(dims[0], np.float32)
     elif bias.size != dims[0]:
