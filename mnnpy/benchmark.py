@@ -99,12 +99,13 @@ class _Runner:
                 value = np.random.default_rng(0).random(t.getShape(), np.float32)
                 self.inputs[name] = value
             dim = MNN.Tensor_DimensionType_Caffe
+            ints = np.issubdtype(value.dtype, np.integer)  # token ids: int32 tensors
             self.hosts[name] = (
                 t,
                 MNN.Tensor(
                     list(value.shape),
-                    MNN.Halide_Type_Float,
-                    np.ascontiguousarray(value, np.float32),
+                    MNN.Halide_Type_Int if ints else MNN.Halide_Type_Float,
+                    np.ascontiguousarray(value, np.int32 if ints else np.float32),
                     dim,
                 ),
             )

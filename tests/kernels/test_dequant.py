@@ -93,6 +93,18 @@ def test_one_block_needs_no_block_table():
     np.testing.assert_array_equal(dst, reference(codes, scale, offset, kblock))
 
 
+@pytest.mark.parametrize("blocks", [2, 5])
+def test_rows_in_block_order_need_no_block_table(isa, blocks):
+    rng = np.random.default_rng(blocks)
+    for lanes, bits in ((16, 4), (16, 8), (4, 4), (4, 8)):
+        codes, scale, offset, _ = make(rng, 3, 10, lanes, bits, blocks, True)
+        kblock = (np.arange(10) // (10 // blocks)).astype(np.int32)
+        dst = np.zeros(30 * lanes, np.float32)
+        D.dequant(compress(codes, bits), bits, scale.ravel(), offset.ravel(),
+                  np.zeros(0, np.int32), 3, 10, lanes, dst)  # fmt: skip
+        np.testing.assert_array_equal(dst, reference(codes, scale, offset, kblock))
+
+
 def test_empty_weight():
     D.dequant(np.zeros(0, np.uint8), 8, _EMPTY, _EMPTY, np.zeros(0, np.int32), 0, 0, 16, _EMPTY)
 
@@ -127,6 +139,7 @@ def _args(**over):
         ({"kblock": np.array([0, 1, 2], np.int32)}, "kblock\\[2\\] = 2"),
         ({"kblock": np.array([0, -1, 0], np.int32)}, "kblock\\[1\\] = -1"),
         ({"kblock": np.zeros(2, np.int32)}, "kblock has 2"),
+        ({"kblock": np.zeros(0, np.int32)}, "kblock has 0"),  # 3 rows are not 2 equal runs
         ({"scale": np.zeros(33, np.float32)}, "scale has 33"),
         ({"offset": np.zeros(5, np.float32)}, "offset has 5"),
         ({"dst": np.zeros(95, np.float32)}, "dst has 95"),

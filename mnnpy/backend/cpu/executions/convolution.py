@@ -7,7 +7,10 @@ ConvolutionFloatFactory): depthwise (group == input == output channels, 1 includ
 the cost model says it beats im2col + GEMM; every other group-1 convolution ->
 ``CPUConvolutionGemm``. Each packs its weights once, at creation, into STATIC memory
 (``CPUBackend.static_copy``); with weights (and bias) as input tensors, the same execution is
-wrapped in ``CPUConvolutionMultiInput``, which repacks them on every run.
+wrapped in ``CPUConvolutionMultiInput``, which repacks them on every run. In LIMIT mode,
+quantized or fp16 weights (``limit_table``) are kept compressed instead
+(``convolution_limit.py``): depthwise and grouped executions dequantize them before each run,
+and group-1 convolutions run as ``CPUConvolutionGemmLimit``, chunk by chunk.
 """
 
 from __future__ import annotations

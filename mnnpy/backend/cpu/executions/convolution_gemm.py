@@ -68,7 +68,8 @@ class CPUConvolutionBase(Execution):
     activation's clamp bounds, and the LIMIT path of compressed weights (``convolution_limit.py``):
     a subclass given a ``WeightTable`` keeps it compressed (``_keep_weight``), gets DYNAMIC scratch
     for its float panels with its other scratch (``_scratch``) and fills it before each run
-    (``_dequantized``).
+    (``_dequantized``: the whole layer, for depthwise and grouped convolutions;
+    ``CPUConvolutionGemmLimit`` goes chunk by chunk).
     """
 
     weight: np.ndarray  # packed by the subclass (``_keep_weight``); empty when compressed
@@ -140,9 +141,7 @@ class CPUConvolutionBase(Execution):
 
 
 class CPUConvolutionGemm(CPUConvolutionBase):
-    """Group-1 convolution as im2col + GEMM on NC4HW4 panels.
-
-    MNN's DenseConvolutionTiledExecutor.
+    """Group-1 convolution as im2col + GEMM on NC4HW4 (MNN's DenseConvolutionTiledExecutor).
 
     A 1x1, stride-1, unpadded convolution multiplies the input in place; on a batch of small
     images (a MatMul converted to a convolution on ``[M, K, 1, 1]``) it first gathers the batch
@@ -151,16 +150,15 @@ class CPUConvolutionGemm(CPUConvolutionBase):
     multiple of 4 input channels reads a padded copy of its input in place, tap by tap (no
     im2col; ``gemm.pyx``, "shift"). Any other copies pixel tiles into DYNAMIC scratch, one tile
     per thread: up to 128 pixels sized for L2 in NORMAL mode, 16 pixels in LIMIT mode
-    (``gemm_tile``), whose scratch stays that small. The weights are OIHW repacked as
-    16-channel panels; in LIMIT mode quantized or fp16 ones stay compressed in that order and
-    are dequantized, the whole layer before each run, into DYNAMIC scratch
-    (``convolution_limit.py``).
+    (``gemm_tile``), whose scratch stays that small. The weights are the same in both modes, OIHW
+    repacked as 16-channel panels (LIMIT mode's compressed weights: ``CPUConvolutionGemmLimit``,
+    a subclass).
 
     Args:
         backend: the CPU backend.
         op: the Convolution op.
-        weight: OIHW float32 weight, checked by ``conv_weights``, or (LIMIT mode) its
-            compressed ``WeightTable``.
+        weight: OIHW float32 weight, checked by ``conv_weights`` (a compressed ``WeightTable``
+            only from ``CPUConvolutionGemmLimit``, which runs it).
         bias: ``outputCount`` float32 values.
     """
 
@@ -202,19 +200,14 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self._scratch_tensor = self._scratch(n)
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
-        dequant = self._dequantized()
         scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
-        call = G.bind_conv2d(
+        return G.bind_conv2d(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
             self._shift,
         )  # fmt: skip
-        return call if dequant is None else chain(dequant, call)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        dequant = self._dequantized()
-        if dequant is not None:
-            dequant()
         scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         G.conv2d(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,

@@ -1,13 +1,18 @@
 """LIMIT mode's dense convolution on compressed (quantized / fp16) weights, chunk by chunk.
 
 The weights stay compressed in STATIC memory (``convolution_limit.CompressedPanels``). Before
-each run, for one image, the 16-channel panels are dequantized a chunk at a time (about 1 MB of
-floats, at least one panel) into DYNAMIC scratch, and the float GEMM computes those output
-channels before the next chunk overwrites them: the arena holds one chunk, not the layer, and
-the floats are read back while they are still in cache. The input is re-read (im2col or the
-padded copy) once per chunk; chunks are large where the input is (few channels), so that stays
-small next to the GEMM. A batch of several images is dequantized whole, once, so that tiny
-images (a MatMul converted to a 1x1 convolution) can still be gathered into one GEMM.
+each run the 16-channel panels are dequantized a chunk at a time (about 1 MB of floats per
+thread, at least one panel) into DYNAMIC scratch, and the float GEMM computes those output channels
+before the next chunk overwrites them: the arena holds one chunk, not the layer, and the floats
+are read back while they are still in cache. The input is re-read (im2col, the padded copy or
+the gathered batch) once per chunk; chunks hold many channels where the input is small per
+weight, so that stays small next to the GEMM.
+
+With one image, a chunk's output channels are written in place (they are contiguous blocks of
+the NC4HW4 output). With a batch they are not (each image has all channel blocks), so each chunk
+is computed into DYNAMIC scratch laid out for a convolution with the chunk's channels, and
+copied into the output (``np.copyto`` of strided views, no allocation); this keeps tiny images
+(a MatMul converted to a 1x1 convolution) gathered into one GEMM per chunk.
 
 Since the scratch of the weights dominates, the tiling is NORMAL mode's (``gemm_tile``, the
 "shift" path without im2col), not LIMIT's small tiles.
@@ -16,6 +21,7 @@ Since the scratch of the weights dominates, the tiling is NORMAL mode's (``gemm_
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 
@@ -33,7 +39,9 @@ from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
 
-# floats of dequantized weights per chunk (1 MB: an L2's worth)
+# floats of dequantized weights per chunk and thread (1 MB: an L2's worth). Per thread, so that
+# a chunk has output channels for every thread (the GEMM splits channels across threads where
+# they outnumber the pixels, as in a 7x7 layer; too few would leave it tiles of 2 pixels).
 _CHUNK_FLOATS = 256 * 1024
 
 
@@ -55,7 +63,7 @@ class CPUConvolutionGemmLimit(CPUConvolutionGemm):
         assert self.compressed is not None
         self._shift = True
         self._chunk = 0  # panels per chunk
-        self._call_shape: tuple[int, ...] = ()
+        self._conv_floats = 0  # the convolution's own scratch; a batch's chunk output follows
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         CPUConvolutionBase.on_resize(self, inputs, outputs)
@@ -64,55 +72,55 @@ class CPUConvolutionGemmLimit(CPUConvolutionGemm):
         ky, kx, sy, sx, _, _, top, left = self._window
         direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
         batch, ic, ih, iw, oc, oh, ow = self._shape
-        if batch == 1:
-            self._chunk = min(c.panels, max(1, _CHUNK_FLOATS // (16 * c.k)))
-            self._gather = False
-        else:
-            self._chunk = c.panels
-            self._gather = direct and oh * ow < _GATHER_BELOW
+        threads = self.backend.num_thread
+        self._chunk = min(c.panels, max(1, _CHUNK_FLOATS * threads // (16 * c.k)))
+        self._gather = direct and batch > 1 and oh * ow < _GATHER_BELOW
         chunk_oc = min(oc, 16 * self._chunk)
         pixels = oh * ow * (batch if self._gather else 1)
         self._tile = gemm_tile(c.k, chunk_oc, pixels, False, direct)
-        self._call_shape = (batch, ic, ih, iw, chunk_oc, oh, ow)
-        n = G.scratch_size(
-            self._call_shape, self._window, self._tile, self.backend.num_thread, self._gather,
-            self._shift,
-        )  # fmt: skip
-        self._scratch_tensor = self._scratch(n, self._chunk * 16 * c.k)
+        shape = (batch, ic, ih, iw, chunk_oc, oh, ow)
+        n = G.scratch_size(shape, self._window, self._tile, threads, self._gather, self._shift)
+        self._conv_floats = -(-n // 16) * 16  # the chunk output after it stays 64-byte aligned
+        out = batch * c4(chunk_oc) * oh * ow * 4 if batch > 1 and self._chunk < c.panels else 0
+        self._scratch_tensor = self._scratch(self._conv_floats + out, self._chunk * 16 * c.k)
 
     def _calls(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Callable]:
-        """The kernel calls of one run, in order: dequantize a chunk, convolve with it."""
+        """The calls of one run, in order: dequantize a chunk, convolve with it (and, for a
+        batch, copy its channels into the output).
+        """
         c, ws = self.compressed, self._weight_scratch
         assert c is not None and ws is not None
         src, dst, w = inputs[0].buffer, outputs[0].buffer, ws.buffer
+        assert src is not None and dst is not None
         scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         batch, ic, ih, iw, oc, oh, ow = self._shape
-        threads = self.backend.num_thread
-        if self._chunk == c.panels:  # the whole layer at once
-            self.weight = w[: c.floats]
-            return [
-                c.bind(self.weight, threads),
-                G.bind_conv2d(
-                    src, dst, self.weight, self.bias, scratch, self._shape, self._window,
-                    self.lo, self.hi, self._tile, threads, self._gather, self._shift,
-                ),
-            ]  # fmt: skip
-        assert batch == 1
-        plane = oh * ow * 4
+        threads, plane = self.backend.num_thread, oh * ow * 4
+        whole = self._chunk == c.panels
         calls: list[Callable] = []
         for p0 in range(0, c.panels, self._chunk):
             p1 = min(c.panels, p0 + self._chunk)
             o0, chunk_oc = 16 * p0, min(oc, 16 * p1) - 16 * p0
             floats = w[: (p1 - p0) * 16 * c.k]
-            d0 = (o0 // 4) * plane
+            if whole:
+                out = dst
+            elif batch == 1:  # the chunk's channel blocks are one run of the output
+                out = dst[(o0 // 4) * plane : (o0 // 4 + c4(chunk_oc)) * plane]
+            else:
+                out = scratch[self._conv_floats : self._conv_floats + batch * c4(chunk_oc) * plane]
             calls.append(c.bind(floats, threads, p0, p1))
             calls.append(
                 G.bind_conv2d(
-                    src, dst[d0 : d0 + c4(chunk_oc) * plane], floats, self.bias[o0:], scratch,
-                    (1, ic, ih, iw, chunk_oc, oh, ow), self._window, self.lo, self.hi,
-                    self._tile, threads, False, self._shift,
+                    src, out, floats, self.bias[o0:], scratch[: self._conv_floats],
+                    (batch, ic, ih, iw, chunk_oc, oh, ow), self._window, self.lo, self.hi,
+                    self._tile, threads, self._gather, self._shift,
                 )
             )  # fmt: skip
+            if not (whole or batch == 1):
+                view = dst[: batch * c4(oc) * plane].reshape(batch, c4(oc), plane)
+                into = view[:, o0 // 4 : o0 // 4 + c4(chunk_oc)]
+                calls.append(partial(np.copyto, into, out.reshape(batch, c4(chunk_oc), plane)))
+        if whole:
+            self.weight = w[: c.floats]
         return calls
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:

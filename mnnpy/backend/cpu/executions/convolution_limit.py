@@ -7,13 +7,17 @@ kept as:
 
 - codes: 2-4 bit codes two per byte (nibbles), 5-8 bit codes one per byte, fp16 as uint16;
 - scales (and offsets for asymmetric codes) per (panel, block, lane), float32;
-- the block of each panel row (``kblock``; im2col's k order is not the file's).
+- the block of each panel row (``kblock``; im2col's k order is not the file's), unless the
+  rows are in block order anyway (one block per row, or a 1x1 kernel).
 
-At run time the whole layer is dequantized (``kernels/dequant.pyx``, threads over panels)
-into DYNAMIC scratch that the execution acquires and releases in ``on_resize`` (so the arena
-shares it with every other op's scratch), and the unchanged float kernel runs on it. The
-dequantization is per layer, not per panel: the arena holds the largest layer's float
-weights while it runs (the STATIC weights stay compressed).
+At run time the panels are dequantized (``kernels/dequant.pyx``, threads over panels) into
+DYNAMIC scratch that the execution acquires and releases in ``on_resize`` (so the arena shares
+it with every other op's scratch), and the unchanged float kernel runs on them. Dense
+convolutions (``convolution_gemm_limit.py``) and InnerProduct (``matmul_limit.py``) go a chunk
+of output-channel panels at a time (about 1 MB of floats per thread), each used before the next
+is dequantized; depthwise and grouped convolutions dequantize their whole layer before each run
+(their weights are small, or rare), so the arena holds that layer's floats while it runs. The
+STATIC weights stay compressed.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import dequant as D
 from mnnpy.errors import InvalidModelError
 from mnnpy.net import OpDef
-from mnnpy.weights import WeightTable
+from mnnpy.weights import WeightTable, conv_bias, conv_table
 
 Pack = Callable[[np.ndarray], np.ndarray]
 _EMPTY = np.zeros(0, np.float32)
@@ -96,8 +100,9 @@ class CompressedPanels:
         self.codes = backend.static_copy(data, owner=owner)
         self.scale = backend.static_copy(scale, owner=owner)
         self.offset = backend.static_copy(offset, owner=owner)
-        # one block per row (per-channel scales): every row in block 0, no table needed
-        kblock = kblock if table.blocks > 1 else np.zeros(0, np.int32)
+        # rows already in block order (one block, or a 1x1 kernel's k): no table needed
+        in_order = np.array_equal(kblock, np.arange(k) // table.block)
+        kblock = np.zeros(0, np.int32) if in_order else kblock
         self.kblock = backend.static_copy(kblock, owner=owner)
         self.nbytes = sum(a.nbytes for a in (self.codes, self.scale, self.offset, self.kblock))
 
@@ -140,12 +145,10 @@ def limit_table(
     p = op.param
     if not backend.low_memory or p is None or p.quanParameter is None:
         return None
-    from mnnpy import weights as W  # the decoders (mnnpy.weights.conv_table / conv_bias)
-
-    table = W.conv_table(op, dims)
+    table = conv_table(op, dims)
     if not compressible(table):
         return None
-    bias = W.conv_bias(op)
+    bias = conv_bias(op)
     if bias.size == 0:
         bias = np.zeros(dims[0], np.float32)
     elif bias.size != dims[0]:

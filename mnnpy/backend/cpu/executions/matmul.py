@@ -9,27 +9,20 @@ import numpy as np
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, gemm_tile
-from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels, compressible
 from mnnpy.backend.cpu.kernels import matmul as MK
-from mnnpy.errors import ComputeSizeError, InvalidModelError
+from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.inner_product import weights
 from mnnpy.ops.matmul import transposes
 from mnnpy.tensor import Tensor, TensorUsage
-from mnnpy.weights import WeightTable, inner_product_table
 
 _EMPTY = np.zeros(0, np.float32)
 
 
 def pack_b(b: np.ndarray) -> np.ndarray:
     """A ``[K, N]`` matrix as the GEMM's ``[ceil(N/16)][K][16]`` weight panels."""
-    return _pack_rows(np.ascontiguousarray(b.T))
-
-
-def _pack_rows(w: np.ndarray) -> np.ndarray:
-    """An ``[N, K]`` matrix (InnerProduct's weight) as ``[ceil(N/16)][K][16]`` panels."""
-    return CPUConvolutionGemm.pack_weight(w[:, :, None, None])
+    return CPUConvolutionGemm.pack_weight(np.ascontiguousarray(b.T)[:, :, None, None])
 
 
 def _matrix(shape: tuple[int, ...], transpose: bool, is_a: bool) -> tuple[tuple, int, int]:
@@ -44,10 +37,6 @@ class CPUMatMul(Execution):
     """Plain-layout (NCHW) matrix product with broadcasting batch dims (MNN's CPUMatMul).
 
     Rows of A as GEMM pixels, B as 16-column weight panels (packed once, STATIC, when constant).
-
-    ``table`` (LIMIT mode): B given as a compressed ``[N, K]`` WeightTable instead, kept
-    compressed in STATIC memory and dequantized, all of it, into DYNAMIC scratch before each
-    run (``convolution_limit.py``).
     """
 
     def __init__(
@@ -57,21 +46,14 @@ class CPUMatMul(Execution):
         transpose_b: bool,
         const_b: np.ndarray | None = None,
         bias: np.ndarray | None = None,
-        table: WeightTable | None = None,
     ) -> None:
         super().__init__(backend)
         self.transpose_a, self.transpose_b = transpose_a, transpose_b
         self.packed: np.ndarray | None = None
         self.packed_shape: tuple[int, ...] = ()
-        self.compressed: CompressedPanels | None = None
-        self._weight_scratch: Tensor | None = None
         if const_b is not None:  # B [K, N] after its transpose
             self.packed = backend.static_copy(pack_b(const_b), owner=self)
             self.packed_shape = const_b.shape
-        elif table is not None:
-            self.compressed = CompressedPanels(backend, table, _pack_rows, 16, owner=self)
-            self.packed = _EMPTY  # the dequantized panels in scratch, from on_execute on
-            self.packed_shape = (table.shape[1], table.shape[0])
         self.bias = None if bias is None else backend.static_copy(bias, owner=self)
         self._dims: tuple[int, ...] = ()
         self._use_packed = False
@@ -97,13 +79,8 @@ class CPUMatMul(Execution):
             return
         self._tile = gemm_tile(k, n, m * (len(self._a_idx) if nbb == 1 else 1), False, True)
         size = MK.scratch_size(self._dims, self._use_packed, self._tile, backend.num_thread)
-        held = []
-        if self.compressed is not None and self._use_packed:  # acquired together: no overlap
-            self._weight_scratch = backend.acquire_scratch(self.compressed.floats)
-            held.append(self._weight_scratch)
         self._scratch = backend.acquire_scratch(size)
-        for t in [*held, self._scratch]:
-            backend.on_release_buffer(t, StorageType.DYNAMIC)
+        backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         out = outputs[0].buffer
@@ -116,10 +93,6 @@ class CPUMatMul(Execution):
             if nb * m * n:  # K == 0: only the bias (or zeros) remains
                 out[: nb * m * n].reshape(-1, n)[...] = bias if bias.size else 0
             return
-        if self.compressed is not None and self._use_packed:
-            assert self._weight_scratch is not None
-            self.packed = self._weight_scratch.buffer[: self.compressed.floats]
-            self.compressed.bind(self.packed, self.backend.num_thread)()
         if self._use_packed:
             assert self.packed is not None  # _use_packed requires packed panels (on_resize)
             b = self.packed
@@ -133,19 +106,10 @@ class CPUMatMul(Execution):
 
 
 class CPUInnerProduct(CPUMatMul):
-    """Fully connected layer on a plain 2-D input: ``x @ W^T + b``.
+    """Fully connected layer on a plain 2-D input: ``x @ W^T + b`` with W packed at creation."""
 
-    W is packed at creation (or, LIMIT mode, a compressed ``[N, K]`` WeightTable, dequantized before
-    each run).
-    """
-
-    def __init__(
-        self, backend: CPUBackend, weight: np.ndarray | WeightTable, bias: np.ndarray
-    ) -> None:
-        if isinstance(weight, WeightTable):
-            super().__init__(backend, False, False, None, bias, table=weight)
-        else:
-            super().__init__(backend, False, False, np.ascontiguousarray(weight.T), bias)
+    def __init__(self, backend: CPUBackend, weight: np.ndarray, bias: np.ndarray) -> None:
+        super().__init__(backend, False, False, np.ascontiguousarray(weight.T), bias)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if inputs[0].shape[1] != self.packed_shape[0]:
@@ -190,35 +154,16 @@ def create_inner_product(
 ) -> Execution | Unsupported:
     """The InnerProduct execution (MNN's InnerProduct as a MatMul) on plain float32 tensors.
 
-    In LIMIT mode quantized or fp16 weights stay compressed.
+    In LIMIT mode quantized or fp16 weights stay compressed (``matmul_limit.py``).
     """
     if not _plain_float([*inputs, *outputs]):
         return Unsupported("needs float32 tensors in a plain (not NC4HW4) layout")
     assert isinstance(backend, CPUBackend)
-    limit = _limit_inner_product(backend, op, inputs[0].shape[1])
-    if limit is not None:  # LIMIT mode: quantized / fp16 weights stay compressed
-        return CPUInnerProduct(backend, *limit)
+    # LIMIT mode keeps quantized / fp16 weights compressed (imported here: it subclasses ours)
+    from mnnpy.backend.cpu.executions.matmul_limit import limit_inner_product
+
+    limit = limit_inner_product(backend, op, inputs[0].shape[1])
+    if limit is not None:
+        return limit
     w, b = weights(op, inputs[0].shape[1])
     return CPUInnerProduct(backend, w, b)
-
-
-def _limit_inner_product(
-    backend: CPUBackend, op: OpDef, k: int
-) -> tuple[WeightTable, np.ndarray] | None:
-    """In LIMIT mode, the compressed ``[outputCount, k]`` table and the bias; else None.
-
-    None also for float32 or transposed weights, which ``weights`` decodes or refuses.
-    """
-    p = op.param
-    if not backend.low_memory or p.quanParameter is None or p.transpose or k < 1:
-        return None
-    table = inner_product_table(op, k)
-    if not compressible(table):
-        return None
-    n = table.shape[0]
-    bias = np.zeros(n, np.float32)
-    if p.biasTerm and p.bias is not None:
-        if len(p.bias) != n:
-            raise InvalidModelError(f"InnerProduct bias has {len(p.bias)} values, expected {n}")
-        bias = np.asarray(p.bias, np.float32)
-    return table, bias

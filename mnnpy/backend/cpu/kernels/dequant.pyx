@@ -102,9 +102,10 @@ def bind_dequant(const uint8_t[::1] codes, int bits, const float[::1] scale,
         if offset.shape[0] not in (0, scale.shape[0]):
             raise ValueError(
                 f"offset has {offset.shape[0]} values, expected 0 or {scale.shape[0]}")
-        if kblock.shape[0] != k and not (kblock.shape[0] == 0 and blocks == 1):
+        if kblock.shape[0] != k and not (kblock.shape[0] == 0 and blocks and k % blocks == 0):
             raise ValueError(
-                f"kblock has {kblock.shape[0]} entries, expected {k} (or 0 for one block)")
+                f"kblock has {kblock.shape[0]} entries, expected {k} (or 0 when the {blocks} "
+                f"blocks are equal runs of rows in order)")
         for i in range(kblock.shape[0]):
             if not 0 <= kblock[i] < blocks:
                 raise ValueError(f"kblock[{i}] = {kblock[i]} is not a block in 0..{blocks - 1}")
@@ -137,7 +138,8 @@ def dequant(const uint8_t[::1] codes, int bits, const float[::1] scale,
         bits: 2..8 (signed integer codes) or 16 (fp16).
         scale: ``[panels][blocks][lanes]`` float32 (empty for fp16).
         offset: the same shape as ``scale`` for asymmetric codes, else empty.
-        kblock: ``k`` block indexes, the block of each panel row (empty: one block).
+        kblock: ``k`` block indexes, the block of each panel row (empty: rows in block order,
+            ``k / blocks`` per block, e.g. one block).
         panels, k, lanes: the panel count and shape (lanes 4 or 16).
         dst: float32 output.
         num_thread: threads (the result does not depend on it).

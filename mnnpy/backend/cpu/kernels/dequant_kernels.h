@@ -9,7 +9,8 @@
  *   MNNPY_DQ_HALF:   IEEE fp16 bit patterns, one uint16 per value, no scales.
  * Integer codes have per-(panel, block, lane) scales ``sc[(p * blocks + b) * L + l]`` (and
  * offsets, same layout, for asymmetric ones); row k of every panel belongs to block
- * ``kblock[k]`` (NULL: one block). The float is ``code * scale`` then ``+ offset``: two roundings, never a fused
+ * ``kblock[k]`` (NULL: rows in block order, ``K / blocks`` per block). The float is
+ * ``code * scale`` then ``+ offset``: two roundings, never a fused
  * multiply-add (no variant is compiled with FMA), so the result equals NumPy's
  * ``codes.astype(float32) * scale + offset`` bit for bit (fp16: NumPy's ``astype(float32)``,
  * except that a NaN's payload may come back with the quiet bit set).
@@ -50,15 +51,21 @@ MNNPY_INLINE float mnnpy_half_to_float(uint16_t h) {
 /* One panel; ``L`` is a literal at every call, so the lane loop is unrolled / vectorized. */
 MNNPY_INLINE void mnnpy_dq_panel(int kind, const uint8_t* codes, const float* sc,
                                  const float* off, const int32_t* kblock, ptrdiff_t K,
-                                 ptrdiff_t L, float* dst) {
-    ptrdiff_t k, l;
+                                 ptrdiff_t L, ptrdiff_t blen, float* dst) {
+    ptrdiff_t k, l, run = 0, next = 0; /* without kblock: row k is in block run, k < next */
     if (kind == MNNPY_DQ_HALF) {
         const uint16_t* h = (const uint16_t*)codes;
         for (k = 0; k < K * L; k++) dst[k] = mnnpy_half_to_float(h[k]);
         return;
     }
     for (k = 0; k < K; k++) {
-        ptrdiff_t b = kblock ? kblock[k] : 0;
+        ptrdiff_t b;
+        if (kblock) {
+            b = kblock[k];
+        } else {
+            if (k == next) next += blen, run += k > 0;
+            b = run;
+        }
         const float* s = sc + b * L;
         float* d = dst + k * L;
         float q[16];
@@ -90,14 +97,14 @@ MNNPY_INLINE void mnnpy_dq_panels_body(int kind, const uint8_t* codes, const flo
                                        ptrdiff_t p1) {
     /* bytes of codes per panel: K * L values at 1/2, 1 or 2 bytes each */
     ptrdiff_t cb = kind == MNNPY_DQ_NIBBLE ? K * L / 2 : (kind == MNNPY_DQ_BYTE ? K * L : 2 * K * L);
-    ptrdiff_t p;
+    ptrdiff_t p, blen = blocks > 0 ? K / blocks : K; /* rows per block without kblock */
     for (p = p0; p < p1; p++) {
         const float* s = sc ? sc + p * blocks * L : NULL;
         const float* o = off ? off + p * blocks * L : NULL;
         if (L == 16)
-            mnnpy_dq_panel(kind, codes + p * cb, s, o, kblock, K, 16, dst + p * K * 16);
+            mnnpy_dq_panel(kind, codes + p * cb, s, o, kblock, K, 16, blen, dst + p * K * 16);
         else
-            mnnpy_dq_panel(kind, codes + p * cb, s, o, kblock, K, 4, dst + p * K * 4);
+            mnnpy_dq_panel(kind, codes + p * cb, s, o, kblock, K, 4, blen, dst + p * K * 4);
     }
 }
 
@@ -133,8 +140,8 @@ MNNPY_TDQ static inline void mnnpy_dq_store16(__m256i q0, __m256i q1, const floa
 /* One 16-lane panel. */
 MNNPY_TDQ static void mnnpy_dq_panel16_avx2(int kind, const uint8_t* codes, const float* sc,
                                             const float* off, const int32_t* kblock,
-                                            ptrdiff_t K, float* dst) {
-    ptrdiff_t k;
+                                            ptrdiff_t K, ptrdiff_t blen, float* dst) {
+    ptrdiff_t k, run = 0, next = 0;
     if (kind == MNNPY_DQ_HALF) {
         for (k = 0; k < K * 16; k += 8)
             _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(codes + 2 * k))));
@@ -142,7 +149,13 @@ MNNPY_TDQ static void mnnpy_dq_panel16_avx2(int kind, const uint8_t* codes, cons
     }
     const __m128i m4 = _mm_set1_epi8(15), s8 = _mm_set1_epi8(8);
     for (k = 0; k < K; k++) {
-        ptrdiff_t b = kblock ? kblock[k] : 0;
+        ptrdiff_t b;
+        if (kblock) {
+            b = kblock[k];
+        } else {
+            if (k == next) next += blen, run += k > 0;
+            b = run;
+        }
         __m128i c;
         if (kind == MNNPY_DQ_BYTE) {
             c = _mm_loadu_si128((const __m128i*)(codes + 16 * k));
@@ -167,10 +180,11 @@ MNNPY_TDQ static void mnnpy_dq_avx2(int kind, const uint8_t* codes, const float*
         return;
     }
     ptrdiff_t cb = kind == MNNPY_DQ_NIBBLE ? K * 8 : (kind == MNNPY_DQ_BYTE ? K * 16 : 32 * K);
-    ptrdiff_t p;
+    ptrdiff_t p, blen = blocks > 0 ? K / blocks : K;
     for (p = p0; p < p1; p++)
         mnnpy_dq_panel16_avx2(kind, codes + p * cb, sc ? sc + p * blocks * 16 : NULL,
-                              off ? off + p * blocks * 16 : NULL, kblock, K, dst + p * K * 16);
+                              off ? off + p * blocks * 16 : NULL, kblock, K, blen,
+                              dst + p * K * 16);
 }
 #endif
 
