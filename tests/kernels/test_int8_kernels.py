@@ -57,7 +57,7 @@ def im2col_rows(w: np.ndarray) -> np.ndarray:
     kp = -(-packed[0].size // 32) * 32
     rows = np.zeros((o, kp), np.int8)
     rows[:, : packed[0].size] = packed.reshape(o, -1)
-    return rows
+    return np.frombuffer(K.pack_conv_weight(rows), np.int8)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_conv_int8(isa, n, c, h, w, o, k, stride, dilate, pad, relu):
     results = []
     for threads in (1, 2):
         dst = np.full(n * -(-o // 4) * 4 * oh * ow, 99, np.int8)
-        K.conv_int8(src, dst, im2col_rows(wt).ravel(), wsum, alpha, bias, ratio,
+        K.conv_int8(src, dst, im2col_rows(wt), wsum, alpha, bias, ratio,
                     (n, c, h, w, o, oh, ow), (k, k, stride, stride, dilate, dilate, pad, pad),
                     lo, hi, threads)  # fmt: skip
         np.testing.assert_array_equal(unpack_nc4hw4(dst, ref.shape), ref)
@@ -227,7 +227,7 @@ def test_kernels_refuse_short_buffers():
     with pytest.raises(ValueError, match="dst"):
         K.quantize(np.zeros(8, F32), np.zeros(4, np.int8), 1.0, 0.0, -127.0, 127.0)
     with pytest.raises(ValueError, match="weight row"):
-        K.conv_int8(np.zeros(64, np.int8), np.zeros(64, np.int8), np.zeros(8, np.int8),
+        K.conv_int8(np.zeros(64, np.int8), np.zeros(64, np.int8), np.zeros(64, np.int8),
                     np.zeros(1, np.int32), np.ones(1, F32), np.zeros(1, F32), 1.0,
                     (1, 4, 4, 4, 1, 4, 4), (3, 3, 1, 1, 1, 1, 1, 1), -127, 127, 1)  # fmt: skip
     with pytest.raises(ValueError, match="src"):

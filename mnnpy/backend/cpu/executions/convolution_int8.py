@@ -144,7 +144,8 @@ class CPUConvInt8(_ConvInt8Base):
             packed[:, c // 4, :, :, c % 4] = w[:, c]
         rows = np.zeros((oc, kp), np.int8)
         rows[:, : packed[0].size] = packed.reshape(oc, -1)
-        self.weight = backend.static_copy(rows.ravel(), self)
+        packed = np.frombuffer(K.pack_conv_weight(rows), np.int8)
+        self.weight = backend.static_copy(packed, self)
         self.sum_w = codes.astype(np.int64).sum(axis=1)
         self.wsum128 = (128 * self.sum_w).astype(np.int32)
 

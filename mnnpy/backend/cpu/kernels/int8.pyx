@@ -24,12 +24,13 @@ from mnnpy.backend.cpu.kernels.gemm cimport current_isa
 cdef extern from "int8_kernels.h" nogil:
     ctypedef struct mnnpy_i8_geom:
         ptrdiff_t ic4, ih, iw, oc, oh, ow, ky, kx, sy, sx, dy, dx, top, left, kp
-    void mnnpy_i8_im2col(const mnnpy_i8_geom* g, const int8_t* src, int8_t* row, ptrdiff_t p)
-    void mnnpy_i8_dot(int isa, const int8_t* a, const int8_t* w, ptrdiff_t kp, ptrdiff_t n,
-                      int32_t* acc)
+    void mnnpy_i8_im2col4(const mnnpy_i8_geom* g, const int8_t* src, int8_t* tile,
+                          ptrdiff_t p0, ptrdiff_t count)
+    void mnnpy_i8_dot(int isa, const int8_t* tile, const int8_t* w, ptrdiff_t kp, ptrdiff_t oc16,
+                      const int32_t* wsum128, ptrdiff_t oc, int32_t* acc)
     void mnnpy_i8_requant(const int32_t* acc, const int32_t* wsum128, const float* alpha,
                           const float* bias, float ratio, float lo, float hi, ptrdiff_t oc,
-                          int8_t* dst, ptrdiff_t plane)
+                          ptrdiff_t count, int8_t* dst, ptrdiff_t plane)
     int8_t mnnpy_i8_quantize(float x, float inv, float zero, float lo, float hi)
     int8_t mnnpy_i8_dw_post(int32_t d, float scale, int32_t lo, int32_t hi)
 
@@ -69,21 +70,23 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
     """Dense int8 convolution (MNN's DenseConvInt8TiledExecutor, static quantization).
 
     Args:
-        weight: ``[oc][kp]`` int8, the row order of ``mnnpy_i8_im2col`` (channel block, ky, kx,
-            lane), zero-padded.
+        weight: ``pack_conv_weight``'s layout: ``[ceil(oc/16)][kp/4][16][4]`` int8, where a row of
+            ``kp`` bytes runs over (channel block, ky, kx, lane), zero-padded.
         wsum128: ``128 * sum(weight row)``; alpha: the weight scales; bias: MNN's float bias.
         ratio: input scale / output scale. shape: ``(batch, ic, ih, iw, oc, oh, ow)``.
         window: ``(ky, kx, sy, sx, dy, dx, pad_top, pad_left)``.
     """
     cdef mnnpy_i8_geom g
-    cdef Py_ssize_t batch, ic, oc4, plane, p, n, b, kp, im_in, im_out
+    cdef Py_ssize_t batch, ic, oc4, oc8, plane, tiles, tile, b, p0, cnt, kp, im_in, im_out
     batch, ic, g.ih, g.iw, g.oc, g.oh, g.ow = shape
     g.ky, g.kx, g.sy, g.sx, g.dy, g.dx, g.top, g.left = window
-    g.ic4, oc4 = _c4(ic), _c4(g.oc)
-    if g.oc < 1 or weight.shape[0] % g.oc:
-        raise ValueError(f"weight of {weight.shape[0]} values is not {g.oc} rows")
-    kp = weight.shape[0] // g.oc
+    g.ic4, oc4, oc8 = _c4(ic), _c4(g.oc), (g.oc + 15) // 16 * 16
+    if g.oc < 1 or weight.shape[0] % oc8:
+        raise ValueError(f"weight of {weight.shape[0]} values is not {oc8} rows")
+    kp = weight.shape[0] // oc8
     g.kp = kp
+    if kp % 4:
+        raise ValueError(f"weight rows of {kp} bytes are not groups of 4")
     _need(kp, g.ic4 * 4 * g.ky * g.kx, "weight row")
     _need(wsum128.shape[0], g.oc, "wsum128")
     _need(alpha.shape[0], g.oc, "alpha")
@@ -92,14 +95,14 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
     im_in, im_out = g.ic4 * g.ih * g.iw * 4, oc4 * plane * 4
     _need(src.shape[0], batch * im_in, "src")
     _need(dst.shape[0], batch * im_out, "dst")
-    n = batch * plane
-    if n == 0:
+    tiles = (plane + 3) // 4
+    if batch * tiles == 0:
         return
-    num_thread = max(1, min(num_thread, n))
-    cdef int8_t* rows = <int8_t*>malloc(num_thread * kp)
-    cdef int32_t* accs = <int32_t*>malloc(num_thread * g.oc * sizeof(int32_t))
-    if rows == NULL or accs == NULL:
-        free(rows)
+    num_thread = max(1, min(num_thread, batch * tiles))
+    cdef int8_t* tbuf = <int8_t*>malloc(num_thread * kp * 4)
+    cdef int32_t* accs = <int32_t*>malloc(num_thread * oc8 * 4 * sizeof(int32_t))
+    if tbuf == NULL or accs == NULL:
+        free(tbuf)
         free(accs)
         raise MemoryError("conv_int8 scratch")
     cdef int isa = current_isa(), t
@@ -110,16 +113,36 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
             if oc4 * 4 > g.oc:  # padding lanes of the last channel block
                 for b in range(batch):
                     memset(d + b * im_out + (oc4 - 1) * plane * 4, 0, plane * 4)
-            for p in prange(n, num_threads=num_thread, schedule="static"):
+            for tile in prange(batch * tiles, num_threads=num_thread, schedule="static"):
                 t = threadid()
-                b = p // plane
-                mnnpy_i8_im2col(&g, s + b * im_in, rows + t * kp, p % plane)
-                mnnpy_i8_dot(isa, rows + t * kp, &weight[0], kp, g.oc, accs + t * g.oc)
-                mnnpy_i8_requant(accs + t * g.oc, &wsum128[0], &alpha[0], &bias[0], ratio,
-                                 lo, hi, g.oc, d + b * im_out + (p % plane) * 4, plane)
+                b = tile // tiles
+                p0 = (tile % tiles) * 4
+                cnt = min(4, plane - p0)
+                mnnpy_i8_im2col4(&g, s + b * im_in, tbuf + t * kp * 4, p0, cnt)
+                mnnpy_i8_dot(isa, tbuf + t * kp * 4, &weight[0], kp, oc8, &wsum128[0], g.oc,
+                             accs + t * oc8 * 4)
+                mnnpy_i8_requant(accs + t * oc8 * 4, &wsum128[0], &alpha[0], &bias[0], ratio,
+                                 lo, hi, g.oc, cnt, d + b * im_out + p0 * 4, plane)
     finally:
-        free(rows)
+        free(tbuf)
         free(accs)
+
+
+def pack_conv_weight(const int8_t[:, ::1] rows):
+    """``[oc][kp]`` int8 rows -> the ``[ceil(oc/16)][kp/4][16][4]`` layout of ``conv_int8``
+    (zero rows pad the output channels to a multiple of 8)."""
+    cdef Py_ssize_t oc = rows.shape[0], kp = rows.shape[1], oc8 = (oc + 15) // 16 * 16
+    cdef Py_ssize_t o, gi, b
+    if kp % 4:
+        raise ValueError(f"rows of {kp} bytes are not groups of 4")
+    out = bytearray(oc8 * kp)
+    cdef unsigned char[::1] w = out
+    for o in range(oc):
+        for gi in range(kp // 4):
+            for b in range(4):
+                w[((o // 16) * (kp // 4) + gi) * 64 + (o % 16) * 4 + b] = \
+                    <unsigned char>rows[o, gi * 4 + b]
+    return out
 
 
 def depthwise_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
