@@ -179,7 +179,9 @@ class CPUDepthwiseConvInt8(_ConvInt8Base):
         lanes = c4(c) * 4
         w = np.zeros((lanes, ky * kx), np.int8)
         w[:c] = codes
-        self.weight = backend.static_copy(w.ravel(), self)
+        # [channel block][tap][lane]: the 4 lanes of a tap side by side, as the activations
+        packed = w.reshape(lanes // 4, 4, ky * kx).transpose(0, 2, 1)
+        self.weight = backend.static_copy(np.ascontiguousarray(packed).ravel(), self)
         self.sum_w = codes.astype(np.int64).sum(axis=1)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

@@ -12,7 +12,6 @@ depend on the thread count.
 """
 
 from cython.parallel cimport prange, threadid
-from libc.math cimport roundf
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int8_t, int32_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
@@ -32,7 +31,12 @@ cdef extern from "int8_kernels.h" nogil:
                           const float* bias, float ratio, float lo, float hi, ptrdiff_t oc,
                           ptrdiff_t count, int8_t* dst, ptrdiff_t plane)
     int8_t mnnpy_i8_quantize(float x, float inv, float zero, float lo, float hi)
-    int8_t mnnpy_i8_dw_post(int32_t d, float scale, int32_t lo, int32_t hi)
+    void mnnpy_i8_dw_block(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
+                           const int8_t* w, const int32_t* bias, const float* scale, int32_t lo,
+                           int32_t hi, ptrdiff_t valid)
+    void mnnpy_i8_binary(int isa, int code, const int8_t* a, ptrdiff_t sa, const int8_t* b,
+                         ptrdiff_t sb, int8_t* dst, ptrdiff_t n, float s0, float s1, float inv,
+                         int32_t z0, int32_t z1, int32_t zo, int32_t lo, int32_t hi)
 
 
 cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
@@ -152,47 +156,30 @@ def depthwise_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] wei
     ``bias + sum(w * x)`` over the taps inside the input, then ``mnnpy_i8_dw_post``.
 
     Args:
-        weight: ``[ceil(c/4)*4][ky*kx]`` int8 (zero rows for padding channels).
+        weight: ``[ceil(c/4)][ky*kx][4]`` int8 (zeros for padding channels).
         bias, scale: per channel (``ceil(c/4)*4``), MNN's int32 bias and float scale.
         shape: ``(batch, c, ih, iw, oh, ow)``; window as :func:`conv_int8`.
     """
-    cdef Py_ssize_t batch, c, ih, iw, oh, ow, ky, kx, sy, sx, dy, dx, top, left
-    batch, c, ih, iw, oh, ow = shape
-    ky, kx, sy, sx, dy, dx, top, left = window
-    cdef Py_ssize_t c4 = _c4(c), lanes = _c4(c) * 4, k = ky * kx
+    cdef mnnpy_i8_geom g
+    cdef Py_ssize_t batch, c
+    batch, c, g.ih, g.iw, g.oh, g.ow = shape
+    g.ky, g.kx, g.sy, g.sx, g.dy, g.dx, g.top, g.left = window
+    if min(g.ky, g.kx, g.sy, g.sx, g.dy, g.dx) < 1:
+        raise ValueError(f"window {window!r} needs positive kernel, stride and dilation")
+    cdef Py_ssize_t c4 = _c4(c), lanes = _c4(c) * 4, k = g.ky * g.kx
     _need(weight.shape[0], lanes * k, "weight")
     _need(bias.shape[0], lanes, "bias")
     _need(scale.shape[0], lanes, "scale")
-    _need(src.shape[0], batch * c4 * ih * iw * 4, "src")
-    _need(dst.shape[0], batch * c4 * oh * ow * 4, "dst")
-    cdef Py_ssize_t item, items = batch * c4, bc, oy, ox, i, j, y, x, lane, ch
-    cdef int32_t acc
-    cdef const int8_t* s
-    cdef int8_t* d
+    _need(src.shape[0], batch * c4 * g.ih * g.iw * 4, "src")
+    _need(dst.shape[0], batch * c4 * g.oh * g.ow * 4, "dst")
+    cdef Py_ssize_t item, items = batch * c4, bc
     num_thread = max(1, min(num_thread, max(items, 1)))
     with nogil:
         for item in prange(items, num_threads=num_thread, schedule="static"):
             bc = item % c4
-            s = &src[0] + item * ih * iw * 4
-            d = &dst[0] + item * oh * ow * 4
-            for oy in range(oh):
-                for ox in range(ow):
-                    for lane in range(4):
-                        ch = bc * 4 + lane
-                        if ch >= c:
-                            d[(oy * ow + ox) * 4 + lane] = 0
-                            continue
-                        acc = bias[ch]
-                        for i in range(ky):
-                            y = oy * sy - top + i * dy
-                            if y < 0 or y >= ih:
-                                continue
-                            for j in range(kx):
-                                x = ox * sx - left + j * dx
-                                if 0 <= x < iw:
-                                    acc = acc + <int32_t>weight[ch * k + i * kx + j] * \
-                                        <int32_t>s[(y * iw + x) * 4 + lane]
-                        d[(oy * ow + ox) * 4 + lane] = mnnpy_i8_dw_post(acc, scale[ch], lo, hi)
+            mnnpy_i8_dw_block(&g, &src[0] + item * g.ih * g.iw * 4,
+                              &dst[0] + item * g.oh * g.ow * 4, &weight[0] + bc * k * 4,
+                              &bias[0] + bc * 4, &scale[0] + bc * 4, lo, hi, min(4, c - bc * 4))
 
 
 def pool_int8(const int8_t[::1] src, int8_t[::1] dst, tuple shape, tuple window, bint is_max,
@@ -283,26 +270,17 @@ def binary_int8(const int8_t[::1] a, const int8_t[::1] b, int8_t[::1] dst, int c
         raise ValueError(f"operands of {na} and {nb} elements for an output of {n}")
     cdef int sa = 0 if na == 1 else 1, sb = 0 if nb == 1 else 1
     cdef long i0 = <long>(s0 * 65536), i1 = <long>(s1 * 65536)
-    cdef float f0, f1, r = 0
     cdef int v, r0, r1, rr
+    if code != MAXIMUM and code != MINIMUM:
+        with nogil:
+            mnnpy_i8_binary(current_isa(), code, &a[0], sa, &b[0], sb, &dst[0], n, s0, s1, inv,
+                            z0, z1, zo, lo, hi)
+        return
     with nogil:
         for i in range(n):
-            if code == MAXIMUM or code == MINIMUM:
-                r0 = <int>((a[i * sa] - z0) * i0)
-                r1 = <int>((b[i * sb] - z1) * i1)
-                rr = (r0 if r0 > r1 else r1) if code == MAXIMUM else (r0 if r0 < r1 else r1)
-                v = ((rr - 32768) if rr < 0 else (rr + 32768)) // 65536 + zo
-            else:
-                f0 = <float>(a[i * sa] - z0) * s0
-                f1 = <float>(b[i * sb] - z1) * s1
-                if code == ADD:
-                    r = f0 + f1
-                elif code == SUB:
-                    r = f0 - f1
-                elif code == MUL:
-                    r = f0 * f1
-                else:
-                    r = (f0 - f1) * (f0 - f1)
-                v = <int>roundf(r * inv) + zo
+            r0 = <int>((a[i * sa] - z0) * i0)
+            r1 = <int>((b[i * sb] - z1) * i1)
+            rr = (r0 if r0 > r1 else r1) if code == MAXIMUM else (r0 if r0 < r1 else r1)
+            v = ((rr - 32768) if rr < 0 else (rr + 32768)) // 65536 + zo
             v = hi if v > hi else v
             dst[i] = <int8_t>(lo if v < lo else v)

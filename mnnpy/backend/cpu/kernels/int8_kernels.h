@@ -226,4 +226,84 @@ static inline int8_t mnnpy_i8_dw_post(int32_t d, float scale, int32_t lo, int32_
     return (int8_t)(r > lo ? r : lo);
 }
 
+/* One channel block of a depthwise int8 convolution: src [ih][iw][4] int8, w [ky * kx][4],
+ * bias and scale [4]; lanes >= `valid` are written as zeros. Only taps inside the input are
+ * summed (the padding is x = 0). */
+MNNPY_STATIC void mnnpy_i8_dw_block(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
+                                    const int8_t* w, const int32_t* bias, const float* scale,
+                                    int32_t lo, int32_t hi, ptrdiff_t valid) {
+    for (ptrdiff_t oy = 0; oy < g->oh; ++oy) {
+        ptrdiff_t y0 = oy * g->sy - g->top;
+        for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {
+            ptrdiff_t x0 = ox * g->sx - g->left, j0 = 0, j1 = g->kx;
+            while (j0 < j1 && x0 + j0 * g->dx < 0) ++j0;
+            while (j1 > j0 && x0 + (j1 - 1) * g->dx >= g->iw) --j1;
+            int32_t a0 = bias[0], a1 = bias[1], a2 = bias[2], a3 = bias[3];
+            for (ptrdiff_t i = 0; i < g->ky; ++i) {
+                ptrdiff_t y = y0 + i * g->dy;
+                if (y < 0 || y >= g->ih) continue;
+                const int8_t* row = src + (y * g->iw + x0) * 4;
+                const int8_t* wr = w + i * g->kx * 4;
+                for (ptrdiff_t j = j0; j < j1; ++j) {
+                    const int8_t* px = row + j * g->dx * 4;
+                    const int8_t* wt = wr + j * 4;
+                    a0 += (int32_t)px[0] * wt[0], a1 += (int32_t)px[1] * wt[1];
+                    a2 += (int32_t)px[2] * wt[2], a3 += (int32_t)px[3] * wt[3];
+                }
+            }
+            int8_t* d = dst + (oy * g->ow + ox) * 4;
+            int32_t acc[4] = {a0, a1, a2, a3};
+            for (ptrdiff_t l = 0; l < 4; ++l) {
+                d[l] = l < valid ? mnnpy_i8_dw_post(acc[l], scale[l], lo, hi) : 0;
+            }
+        }
+    }
+}
+
+/* roundf (half away from zero) in a form compilers vectorize: exact for every float. */
+static inline float mnnpy_i8_roundf(float x) {
+    float t = truncf(x), d = x - t;
+    return d >= 0.5f ? t + 1.0f : (d <= -0.5f ? t - 1.0f : t);
+}
+
+/* MNN's MNNBinary{Add,Sub,Mul,Sqd}Int8: dequantize, compute in float, roundf(r / s_out),
+ * clamp. `sa` / `sb` are 0 for a one-element operand, else 1. */
+#define MNNPY_I8_BINARY(NAME, ATTR)                                                           \
+    ATTR void NAME(int code, const int8_t* a, ptrdiff_t sa, const int8_t* b, ptrdiff_t sb,    \
+                   int8_t* dst, ptrdiff_t n, float s0, float s1, float inv, int32_t z0,       \
+                   int32_t z1, int32_t zo, int32_t lo, int32_t hi) {                          \
+        for (ptrdiff_t i = 0; i < n; ++i) {                                                   \
+            float f0 = (float)(a[i * sa] - z0) * s0, f1 = (float)(b[i * sb] - z1) * s1, r;    \
+            if (code == 0) r = f0 + f1;                                                       \
+            else if (code == 1) r = f0 - f1;                                                  \
+            else if (code == 2) r = f0 * f1;                                                  \
+            else r = (f0 - f1) * (f0 - f1);                                                   \
+            float q = mnnpy_i8_roundf(r * inv);                                               \
+            int32_t v = (q > 2147483520.0f || q != q) ? INT32_MIN                             \
+                        : (q < -2147483648.0f ? INT32_MIN : (int32_t)q);                      \
+            v = v + zo;                                                                       \
+            v = v > hi ? hi : v;                                                              \
+            dst[i] = (int8_t)(v < lo ? lo : v);                                               \
+        }                                                                                     \
+    }
+
+MNNPY_I8_BINARY(mnnpy_i8_binary_c, MNNPY_STATIC)
+#if MNNPY_X86
+/* AVX2 without FMA: a fused f0 * s0 + f1 would round differently from MNN's plain C */
+MNNPY_I8_BINARY(mnnpy_i8_binary_avx2, MNNPY_STATIC __attribute__((target("avx2"))))
+#endif
+
+MNNPY_STATIC void mnnpy_i8_binary(int isa, int code, const int8_t* a, ptrdiff_t sa,
+                                  const int8_t* b, ptrdiff_t sb, int8_t* dst, ptrdiff_t n,
+                                  float s0, float s1, float inv, int32_t z0, int32_t z1,
+                                  int32_t zo, int32_t lo, int32_t hi) {
+#if MNNPY_X86
+    if (isa != MNNPY_ISA_GENERIC) {
+        mnnpy_i8_binary_avx2(code, a, sa, b, sb, dst, n, s0, s1, inv, z0, z1, zo, lo, hi);
+        return;
+    }
+#endif
+    mnnpy_i8_binary_c(code, a, sa, b, sb, dst, n, s0, s1, inv, z0, z1, zo, lo, hi);
+}
+
 #endif
