@@ -31,9 +31,9 @@ cdef extern from "int8_kernels.h" nogil:
                           const float* bias, float ratio, float lo, float hi, ptrdiff_t oc,
                           ptrdiff_t count, int8_t* dst, ptrdiff_t plane)
     int8_t mnnpy_i8_quantize(float x, float inv, float zero, float lo, float hi)
-    void mnnpy_i8_dw_block(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
+    void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
                            const int8_t* w, const int32_t* bias, const float* scale, int32_t lo,
-                           int32_t hi, ptrdiff_t valid)
+                           int32_t hi, ptrdiff_t valid, int32_t* acc)
     void mnnpy_i8_binary(int isa, int code, const int8_t* a, ptrdiff_t sa, const int8_t* b,
                          ptrdiff_t sb, int8_t* dst, ptrdiff_t n, float s0, float s1, float inv,
                          int32_t z0, int32_t z1, int32_t zo, int32_t lo, int32_t hi)
@@ -173,13 +173,24 @@ def depthwise_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] wei
     _need(src.shape[0], batch * c4 * g.ih * g.iw * 4, "src")
     _need(dst.shape[0], batch * c4 * g.oh * g.ow * 4, "dst")
     cdef Py_ssize_t item, items = batch * c4, bc
-    num_thread = max(1, min(num_thread, max(items, 1)))
-    with nogil:
-        for item in prange(items, num_threads=num_thread, schedule="static"):
-            bc = item % c4
-            mnnpy_i8_dw_block(&g, &src[0] + item * g.ih * g.iw * 4,
-                              &dst[0] + item * g.oh * g.ow * 4, &weight[0] + bc * k * 4,
-                              &bias[0] + bc * 4, &scale[0] + bc * 4, lo, hi, min(4, c - bc * 4))
+    if items == 0 or g.oh * g.ow == 0:
+        return
+    num_thread = max(1, min(num_thread, items))
+    cdef int32_t* accs = <int32_t*>malloc(num_thread * g.ow * 4 * sizeof(int32_t))
+    if accs == NULL:
+        raise MemoryError("depthwise_int8 scratch")
+    cdef int isa = current_isa(), t
+    try:
+        with nogil:
+            for item in prange(items, num_threads=num_thread, schedule="static"):
+                bc = item % c4
+                t = threadid()
+                mnnpy_i8_dw_block(isa, &g, &src[0] + item * g.ih * g.iw * 4,
+                                  &dst[0] + item * g.oh * g.ow * 4, &weight[0] + bc * k * 4,
+                                  &bias[0] + bc * 4, &scale[0] + bc * 4, lo, hi,
+                                  min(4, c - bc * 4), accs + t * g.ow * 4)
+    finally:
+        free(accs)
 
 
 def pool_int8(const int8_t[::1] src, int8_t[::1] dst, tuple shape, tuple window, bint is_max,

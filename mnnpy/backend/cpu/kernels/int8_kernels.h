@@ -226,71 +226,111 @@ static inline int8_t mnnpy_i8_dw_post(int32_t d, float scale, int32_t lo, int32_
     return (int8_t)(r > lo ? r : lo);
 }
 
+/* The int32 sums of one output row of a depthwise block: acc[ox * 4 + l] = bias[l] +
+ * sum over the taps inside the input of w[tap][l] * x. Tap by tap over a run of outputs, so
+ * the inner loop is contiguous for stride 1 (the compiler vectorizes it). */
+#define MNNPY_I8_DW_ROW(NAME, ATTR)                                                           \
+    ATTR void NAME(const mnnpy_i8_geom* g, const int8_t* src, const int8_t* w,               \
+                   const int32_t* bias, ptrdiff_t oy, int32_t* acc) {                         \
+        for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {                                            \
+            for (ptrdiff_t l = 0; l < 4; ++l) acc[ox * 4 + l] = bias[l];                      \
+        }                                                                                     \
+        for (ptrdiff_t i = 0; i < g->ky; ++i) {                                               \
+            ptrdiff_t y = oy * g->sy - g->top + i * g->dy;                                    \
+            if (y < 0 || y >= g->ih) continue;                                                \
+            for (ptrdiff_t j = 0; j < g->kx; ++j) {                                           \
+                ptrdiff_t off = j * g->dx - g->left, lo = 0, hi = g->ow;                      \
+                while (lo < hi && lo * g->sx + off < 0) ++lo;                                 \
+                while (hi > lo && (hi - 1) * g->sx + off >= g->iw) --hi;                      \
+                const int8_t* wt = w + (i * g->kx + j) * 4;                                   \
+                const int8_t* row = src + (y * g->iw + off) * 4;                              \
+                int32_t w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3];                       \
+                if (g->sx == 1) {                                                             \
+                    for (ptrdiff_t ox = lo; ox < hi; ++ox) {                                  \
+                        acc[ox * 4 + 0] += w0 * row[ox * 4 + 0];                              \
+                        acc[ox * 4 + 1] += w1 * row[ox * 4 + 1];                              \
+                        acc[ox * 4 + 2] += w2 * row[ox * 4 + 2];                              \
+                        acc[ox * 4 + 3] += w3 * row[ox * 4 + 3];                              \
+                    }                                                                         \
+                } else {                                                                      \
+                    for (ptrdiff_t ox = lo; ox < hi; ++ox) {                                  \
+                        const int8_t* px = row + ox * g->sx * 4;                              \
+                        acc[ox * 4 + 0] += w0 * px[0], acc[ox * 4 + 1] += w1 * px[1];         \
+                        acc[ox * 4 + 2] += w2 * px[2], acc[ox * 4 + 3] += w3 * px[3];         \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }
+
+MNNPY_I8_DW_ROW(mnnpy_i8_dw_row_c, MNNPY_STATIC)
+#if MNNPY_X86
+MNNPY_I8_DW_ROW(mnnpy_i8_dw_row_avx2, MNNPY_STATIC MNNPY_T256)
+#endif
+
 /* One channel block of a depthwise int8 convolution: src [ih][iw][4] int8, w [ky * kx][4],
- * bias and scale [4]; lanes >= `valid` are written as zeros. Only taps inside the input are
- * summed (the padding is x = 0). */
-MNNPY_STATIC void mnnpy_i8_dw_block(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
-                                    const int8_t* w, const int32_t* bias, const float* scale,
-                                    int32_t lo, int32_t hi, ptrdiff_t valid) {
+ * bias and scale [4], acc [ow * 4] scratch; lanes >= `valid` are written as zeros. The float
+ * step stays in this baseline-compiled function (no FMA). */
+MNNPY_STATIC void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_t* src,
+                                    int8_t* dst, const int8_t* w, const int32_t* bias,
+                                    const float* scale, int32_t lo, int32_t hi, ptrdiff_t valid,
+                                    int32_t* acc) {
     for (ptrdiff_t oy = 0; oy < g->oh; ++oy) {
-        ptrdiff_t y0 = oy * g->sy - g->top;
+#if MNNPY_X86
+        if (isa != MNNPY_ISA_GENERIC) mnnpy_i8_dw_row_avx2(g, src, w, bias, oy, acc);
+        else
+#endif
+            mnnpy_i8_dw_row_c(g, src, w, bias, oy, acc);
+        int8_t* d = dst + oy * g->ow * 4;
         for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {
-            ptrdiff_t x0 = ox * g->sx - g->left, j0 = 0, j1 = g->kx;
-            while (j0 < j1 && x0 + j0 * g->dx < 0) ++j0;
-            while (j1 > j0 && x0 + (j1 - 1) * g->dx >= g->iw) --j1;
-            int32_t a0 = bias[0], a1 = bias[1], a2 = bias[2], a3 = bias[3];
-            for (ptrdiff_t i = 0; i < g->ky; ++i) {
-                ptrdiff_t y = y0 + i * g->dy;
-                if (y < 0 || y >= g->ih) continue;
-                const int8_t* row = src + (y * g->iw + x0) * 4;
-                const int8_t* wr = w + i * g->kx * 4;
-                for (ptrdiff_t j = j0; j < j1; ++j) {
-                    const int8_t* px = row + j * g->dx * 4;
-                    const int8_t* wt = wr + j * 4;
-                    a0 += (int32_t)px[0] * wt[0], a1 += (int32_t)px[1] * wt[1];
-                    a2 += (int32_t)px[2] * wt[2], a3 += (int32_t)px[3] * wt[3];
-                }
-            }
-            int8_t* d = dst + (oy * g->ow + ox) * 4;
-            int32_t acc[4] = {a0, a1, a2, a3};
             for (ptrdiff_t l = 0; l < 4; ++l) {
-                d[l] = l < valid ? mnnpy_i8_dw_post(acc[l], scale[l], lo, hi) : 0;
+                d[ox * 4 + l] = l < valid ? mnnpy_i8_dw_post(acc[ox * 4 + l], scale[l], lo, hi)
+                                          : 0;
             }
         }
     }
 }
 
-/* roundf (half away from zero) in a form compilers vectorize: exact for every float. */
-static inline float mnnpy_i8_roundf(float x) {
-    float t = truncf(x), d = x - t;
-    return d >= 0.5f ? t + 1.0f : (d <= -0.5f ? t - 1.0f : t);
-}
+/* roundf (half away from zero) as an expression compilers vectorize, in the caller's target
+ * (a function compiled for baseline x86-64 would not be inlined into the AVX2 loop): exact for
+ * every float, the remainder x - trunc(x) is exact. */
+#define MNNPY_I8_ROUNDF(x, t, d)                                                              \
+    ((d) <= -0.5f ? (t) - 1.0f : ((d) >= 0.5f ? (t) + 1.0f : (t)))
 
 /* MNN's MNNBinary{Add,Sub,Mul,Sqd}Int8: dequantize, compute in float, roundf(r / s_out),
  * clamp. `sa` / `sb` are 0 for a one-element operand, else 1. */
+#define MNNPY_I8_BINARY_LOOP(SA, SB, EXPR)                                                    \
+    for (ptrdiff_t i = 0; i < n; ++i) {                                                       \
+        float f0 = (float)(a[i * (SA)] - z0) * s0, f1 = (float)(b[i * (SB)] - z1) * s1;       \
+        float r = EXPR;                                                                       \
+        float x = r * inv, t = truncf(x), d = x - t, q = MNNPY_I8_ROUNDF(x, t, d);             \
+        /* x86 converts NaN and out-of-range floats to INT32_MIN, which clamps to lo */       \
+        int ok = q > -2147483648.0f && q < 2147483648.0f;                                     \
+        int32_t v = (int32_t)(ok ? q : 0.0f) + zo;                                            \
+        v = v > hi ? hi : v;                                                                  \
+        dst[i] = (int8_t)(!ok || v < lo ? lo : v);                                            \
+    }
+#define MNNPY_I8_BINARY_CODE(EXPR)                                                            \
+    if (sa && sb) { MNNPY_I8_BINARY_LOOP(1, 1, EXPR) }                                        \
+    else if (sa) { MNNPY_I8_BINARY_LOOP(1, 0, EXPR) }                                         \
+    else if (sb) { MNNPY_I8_BINARY_LOOP(0, 1, EXPR) }                                         \
+    else { MNNPY_I8_BINARY_LOOP(0, 0, EXPR) }
 #define MNNPY_I8_BINARY(NAME, ATTR)                                                           \
     ATTR void NAME(int code, const int8_t* a, ptrdiff_t sa, const int8_t* b, ptrdiff_t sb,    \
                    int8_t* dst, ptrdiff_t n, float s0, float s1, float inv, int32_t z0,       \
                    int32_t z1, int32_t zo, int32_t lo, int32_t hi) {                          \
-        for (ptrdiff_t i = 0; i < n; ++i) {                                                   \
-            float f0 = (float)(a[i * sa] - z0) * s0, f1 = (float)(b[i * sb] - z1) * s1, r;    \
-            if (code == 0) r = f0 + f1;                                                       \
-            else if (code == 1) r = f0 - f1;                                                  \
-            else if (code == 2) r = f0 * f1;                                                  \
-            else r = (f0 - f1) * (f0 - f1);                                                   \
-            float q = mnnpy_i8_roundf(r * inv);                                               \
-            int32_t v = (q > 2147483520.0f || q != q) ? INT32_MIN                             \
-                        : (q < -2147483648.0f ? INT32_MIN : (int32_t)q);                      \
-            v = v + zo;                                                                       \
-            v = v > hi ? hi : v;                                                              \
-            dst[i] = (int8_t)(v < lo ? lo : v);                                               \
-        }                                                                                     \
+        if (code == 0) { MNNPY_I8_BINARY_CODE(f0 + f1) }                                      \
+        else if (code == 1) { MNNPY_I8_BINARY_CODE(f0 - f1) }                                 \
+        else if (code == 2) { MNNPY_I8_BINARY_CODE(f0 * f1) }                                 \
+        else { MNNPY_I8_BINARY_CODE((f0 - f1) * (f0 - f1)) }                                  \
     }
 
 MNNPY_I8_BINARY(mnnpy_i8_binary_c, MNNPY_STATIC)
 #if MNNPY_X86
-/* AVX2 without FMA: a fused f0 * s0 + f1 would round differently from MNN's plain C */
-MNNPY_I8_BINARY(mnnpy_i8_binary_avx2, MNNPY_STATIC __attribute__((target("avx2"))))
+/* AVX2 without FMA (a fused multiply-add would round differently from MNN's plain C), and
+ * without trapping-math, so the selects vectorize; the results are the same floats. */
+MNNPY_I8_BINARY(mnnpy_i8_binary_avx2, MNNPY_STATIC __attribute__((target("avx2"),
+                                                                  optimize("no-trapping-math"))))
 #endif
 
 MNNPY_STATIC void mnnpy_i8_binary(int isa, int code, const int8_t* a, ptrdiff_t sa,
