@@ -39,6 +39,31 @@ MNNPY_STATIC void mnnpy_i8_im2col4(const mnnpy_i8_geom* g, const int8_t* src, in
         return;
     }
     memset(tile, 0, (size_t)(g->kp * 4));
+    if (count == 4 && g->sx == 1 && p0 % g->ow + 3 < g->ow) {
+        /* 4 neighbours of one row, stride 1: a tap reads 16 contiguous bytes when all four
+         * pixels are inside the input, else pixel by pixel */
+        ptrdiff_t oy = p0 / g->ow, ox = p0 % g->ow, k = 0;
+        for (ptrdiff_t c = 0; c < g->ic4; ++c) {
+            const int8_t* plane = src + c * g->ih * g->iw * 4;
+            for (ptrdiff_t i = 0; i < g->ky; ++i) {
+                ptrdiff_t y = oy * g->sy - g->top + i * g->dy;
+                for (ptrdiff_t j = 0; j < g->kx; ++j, ++k) {
+                    ptrdiff_t x = ox - g->left + j * g->dx;
+                    if (y < 0 || y >= g->ih) continue;
+                    if (x >= 0 && x + 3 < g->iw) {
+                        memcpy(tile + k * 16, plane + (y * g->iw + x) * 4, 16);
+                        continue;
+                    }
+                    for (ptrdiff_t e = 0; e < 4; ++e) {
+                        if (x + e >= 0 && x + e < g->iw) {
+                            memcpy(tile + (k * 4 + e) * 4, plane + (y * g->iw + x + e) * 4, 4);
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
     for (ptrdiff_t e = 0; e < count; ++e) {
         ptrdiff_t p = p0 + e, oy = p / g->ow, ox = p % g->ow, k = 0;
         for (ptrdiff_t c = 0; c < g->ic4; ++c) {
