@@ -68,6 +68,7 @@ def im2col_rows(w: np.ndarray) -> np.ndarray:
         (1, 17, 6, 5, 4, 1, 1, 1, 0),
         (1, 4, 11, 10, 5, 5, 2, 1, 2),
         (2, 1, 7, 9, 3, 3, 1, 2, 2),
+        (1, 8, 12, 21, 33, 3, 1, 1, 1),  # rows of 8 neighbours, 33 outputs (16-blocks)
     ],
 )
 @pytest.mark.parametrize("relu", [False, True])

@@ -23,8 +23,9 @@ from mnnpy.backend.cpu.kernels.gemm cimport current_isa
 cdef extern from "int8_kernels.h" nogil:
     ctypedef struct mnnpy_i8_geom:
         ptrdiff_t ic4, ih, iw, oc, oh, ow, ky, kx, sy, sx, dy, dx, top, left, kp
-    void mnnpy_i8_im2col4(const mnnpy_i8_geom* g, const int8_t* src, int8_t* tile,
-                          ptrdiff_t p0, ptrdiff_t count)
+    enum: MNNPY_I8_E
+    void mnnpy_i8_im2col_tile(const mnnpy_i8_geom* g, const int8_t* src, int8_t* tile,
+                              ptrdiff_t p0, ptrdiff_t count)
     void mnnpy_i8_dot(int isa, const int8_t* tile, const int8_t* w, ptrdiff_t kp, ptrdiff_t oc16,
                       const int32_t* wsum128, ptrdiff_t oc, int32_t* acc)
     void mnnpy_i8_requant(const int32_t* acc, const int32_t* wsum128, const float* alpha,
@@ -99,12 +100,13 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
     im_in, im_out = g.ic4 * g.ih * g.iw * 4, oc4 * plane * 4
     _need(src.shape[0], batch * im_in, "src")
     _need(dst.shape[0], batch * im_out, "dst")
-    tiles = (plane + 3) // 4
+    tiles = (plane + MNNPY_I8_E - 1) // MNNPY_I8_E
     if batch * tiles == 0:
         return
     num_thread = max(1, min(num_thread, batch * tiles))
-    cdef int8_t* tbuf = <int8_t*>malloc(num_thread * kp * 4)
-    cdef int32_t* accs = <int32_t*>malloc(num_thread * oc8 * 4 * sizeof(int32_t))
+    cdef Py_ssize_t tsize = kp * MNNPY_I8_E, asize = oc8 * MNNPY_I8_E
+    cdef int8_t* tbuf = <int8_t*>malloc(num_thread * tsize)
+    cdef int32_t* accs = <int32_t*>malloc(num_thread * asize * sizeof(int32_t))
     if tbuf == NULL or accs == NULL:
         free(tbuf)
         free(accs)
@@ -120,12 +122,12 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
             for tile in prange(batch * tiles, num_threads=num_thread, schedule="static"):
                 t = threadid()
                 b = tile // tiles
-                p0 = (tile % tiles) * 4
-                cnt = min(4, plane - p0)
-                mnnpy_i8_im2col4(&g, s + b * im_in, tbuf + t * kp * 4, p0, cnt)
-                mnnpy_i8_dot(isa, tbuf + t * kp * 4, &weight[0], kp, oc8, &wsum128[0], g.oc,
-                             accs + t * oc8 * 4)
-                mnnpy_i8_requant(accs + t * oc8 * 4, &wsum128[0], &alpha[0], &bias[0], ratio,
+                p0 = (tile % tiles) * MNNPY_I8_E
+                cnt = min(MNNPY_I8_E, plane - p0)
+                mnnpy_i8_im2col_tile(&g, s + b * im_in, tbuf + t * tsize, p0, cnt)
+                mnnpy_i8_dot(isa, tbuf + t * tsize, &weight[0], kp, oc8, &wsum128[0], g.oc,
+                             accs + t * asize)
+                mnnpy_i8_requant(accs + t * asize, &wsum128[0], &alpha[0], &bias[0], ratio,
                                  lo, hi, g.oc, cnt, d + b * im_out + p0 * 4, plane)
     finally:
         free(tbuf)

@@ -7,7 +7,7 @@
  * - dense convolutions add a float bias that has MNN's "- 128 * sum(w)" correction in it, so
  *   the dot product is sum(w * (x + 128)), computed here as sum(w * x) + 128 * sum(w).
  *
- * The dot products take 4 output pixels by 16 output channels at a time: a portable loop, an
+ * The dot products take 8 output pixels by 16 output channels at a time: a portable loop, an
  * AVX2 twin (int16 multiply-adds, as MNN's own AVX2 GEMM) and an AVX-512 VNNI one (unsigned x
  * signed byte dot products); the requantization is plain C compiled for baseline x86-64, so no
  * FMA contraction changes it.
@@ -24,23 +24,27 @@ typedef struct {
     ptrdiff_t ic4, ih, iw, oc, oh, ow, ky, kx, sy, sx, dy, dx, top, left, kp;
 } mnnpy_i8_geom;
 
-/* The im2col rows of up to 4 pixels [p0, p0 + count), interleaved by groups of 4 bytes:
- * tile[(g * 4 + e) * 4 + b] = byte b of group g of pixel p0 + e. A group is the 4 lanes of one
+/* Output pixels per tile of the dense convolution. */
+#define MNNPY_I8_E 8
+
+/* The im2col rows of up to E pixels [p0, p0 + count), interleaved by groups of 4 bytes:
+ * tile[(g * E + e) * 4 + b] = byte b of group g of pixel p0 + e. A group is the 4 lanes of one
  * (channel block, ky, kx) tap: zeros in the padding, and for missing pixels and the tail. */
-MNNPY_STATIC void mnnpy_i8_im2col4(const mnnpy_i8_geom* g, const int8_t* src, int8_t* tile,
-                                   ptrdiff_t p0, ptrdiff_t count) {
+MNNPY_STATIC void mnnpy_i8_im2col_tile(const mnnpy_i8_geom* g, const int8_t* src, int8_t* tile,
+                                       ptrdiff_t p0, ptrdiff_t count) {
+    const ptrdiff_t E = MNNPY_I8_E;
     if (g->ky == 1 && g->kx == 1 && g->sy == 1 && g->sx == 1 && g->top == 0 && g->left == 0 &&
-        g->ih == g->oh && g->iw == g->ow && count == 4) {
-        /* 1x1, stride 1, no padding: the 4 pixels of a channel block are 16 contiguous bytes */
+        g->ih == g->oh && g->iw == g->ow && count == E) {
+        /* 1x1, stride 1, no padding: the E pixels of a channel block are contiguous */
         for (ptrdiff_t c = 0; c < g->ic4; ++c) {
-            memcpy(tile + c * 16, src + (c * g->ih * g->iw + p0) * 4, 16);
+            memcpy(tile + c * 4 * E, src + (c * g->ih * g->iw + p0) * 4, 4 * E);
         }
-        memset(tile + g->ic4 * 16, 0, (size_t)((g->kp / 4 - g->ic4) * 16));
+        memset(tile + g->ic4 * 4 * E, 0, (size_t)((g->kp / 4 - g->ic4) * 4 * E));
         return;
     }
-    memset(tile, 0, (size_t)(g->kp * 4));
-    if (count == 4 && g->sx == 1 && p0 % g->ow + 3 < g->ow) {
-        /* 4 neighbours of one row, stride 1: a tap reads 16 contiguous bytes when all four
+    memset(tile, 0, (size_t)(g->kp * E));
+    if (count == E && g->sx == 1 && p0 % g->ow + E - 1 < g->ow) {
+        /* E neighbours of one row, stride 1: a tap reads 4E contiguous bytes when all the
          * pixels are inside the input, else pixel by pixel */
         ptrdiff_t oy = p0 / g->ow, ox = p0 % g->ow, k = 0;
         for (ptrdiff_t c = 0; c < g->ic4; ++c) {
@@ -50,13 +54,13 @@ MNNPY_STATIC void mnnpy_i8_im2col4(const mnnpy_i8_geom* g, const int8_t* src, in
                 for (ptrdiff_t j = 0; j < g->kx; ++j, ++k) {
                     ptrdiff_t x = ox - g->left + j * g->dx;
                     if (y < 0 || y >= g->ih) continue;
-                    if (x >= 0 && x + 3 < g->iw) {
-                        memcpy(tile + k * 16, plane + (y * g->iw + x) * 4, 16);
+                    if (x >= 0 && x + E - 1 < g->iw) {
+                        memcpy(tile + k * 4 * E, plane + (y * g->iw + x) * 4, 4 * E);
                         continue;
                     }
-                    for (ptrdiff_t e = 0; e < 4; ++e) {
+                    for (ptrdiff_t e = 0; e < E; ++e) {
                         if (x + e >= 0 && x + e < g->iw) {
-                            memcpy(tile + (k * 4 + e) * 4, plane + (y * g->iw + x + e) * 4, 4);
+                            memcpy(tile + (k * E + e) * 4, plane + (y * g->iw + x + e) * 4, 4);
                         }
                     }
                 }
@@ -73,7 +77,7 @@ MNNPY_STATIC void mnnpy_i8_im2col4(const mnnpy_i8_geom* g, const int8_t* src, in
                 for (ptrdiff_t j = 0; j < g->kx; ++j, ++k) {
                     ptrdiff_t x = ox * g->sx - g->left + j * g->dx;
                     if (y >= 0 && y < g->ih && x >= 0 && x < g->iw) {
-                        memcpy(tile + (k * 4 + e) * 4, plane + (y * g->iw + x) * 4, 4);
+                        memcpy(tile + (k * E + e) * 4, plane + (y * g->iw + x) * 4, 4);
                     }
                 }
             }
@@ -81,67 +85,76 @@ MNNPY_STATIC void mnnpy_i8_im2col4(const mnnpy_i8_geom* g, const int8_t* src, in
     }
 }
 
-/* acc[o * 4 + e] = sum_k tile(e, k) * w[o][k] for the oc16 rows of w, packed as
+/* acc[o * E + e] = sum_k tile(e, k) * w[o][k] for the oc16 rows of w, packed as
  * [oc16 / 16][kp / 4][16][4] (16 output channels x the 4 bytes of one group). */
 MNNPY_STATIC void mnnpy_i8_dot_c(const int8_t* tile, const int8_t* w, ptrdiff_t kp,
                                  ptrdiff_t oc16, int32_t* acc) {
+    const ptrdiff_t E = MNNPY_I8_E;
     for (ptrdiff_t ob = 0; ob < oc16; ob += 16) {
         const int8_t* wb = w + ob * kp;
-        int32_t sum[16][4] = {{0}};
+        int32_t sum[16][MNNPY_I8_E] = {{0}};
         for (ptrdiff_t gi = 0; gi < kp / 4; ++gi) {
             const int8_t* wg = wb + gi * 64;
-            const int8_t* t = tile + gi * 16;
+            const int8_t* t = tile + gi * 4 * E;
             for (ptrdiff_t o = 0; o < 16; ++o) {
-                for (ptrdiff_t e = 0; e < 4; ++e) {
+                for (ptrdiff_t e = 0; e < E; ++e) {
                     int32_t v = 0;
                     for (ptrdiff_t b = 0; b < 4; ++b) v += (int32_t)wg[o * 4 + b] * t[e * 4 + b];
                     sum[o][e] += v;
                 }
             }
         }
-        memcpy(acc + ob * 4, sum, sizeof(sum));
+        memcpy(acc + ob * E, sum, sizeof(sum));
     }
 }
 
 #if MNNPY_X86
 /* AVX2: per group, 8 x 4 weights as int16 in a register, each pixel's 4 bytes broadcast,
- * _mm256_madd_epi16 into 8 accumulators (pairs of products per lane), for both halves of 16. */
+ * _mm256_madd_epi16 into 8 accumulators (pairs of products per lane); 4 pixels at a time. */
 MNNPY_STATIC MNNPY_T256 void mnnpy_i8_dot_avx2(const int8_t* tile, const int8_t* w,
                                                ptrdiff_t kp, ptrdiff_t oc16, int32_t* acc) {
+    const ptrdiff_t E = MNNPY_I8_E;
     for (ptrdiff_t ob = 0; ob < oc16; ob += 8) {
         const int8_t* wb = w + (ob / 16) * 16 * kp + (ob % 16) * 4;
-        __m256i d00 = _mm256_setzero_si256(), d01 = d00, d02 = d00, d03 = d00;
-        __m256i d10 = d00, d11 = d00, d12 = d00, d13 = d00;
-        for (ptrdiff_t gi = 0; gi < kp / 4; ++gi) {
-            __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(wb + gi * 64)));
-            __m256i w1 =
-                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(wb + gi * 64 + 16)));
-            const int8_t* t = tile + gi * 16;
-            int32_t v0, v1, v2, v3;
-            memcpy(&v0, t, 4), memcpy(&v1, t + 4, 4), memcpy(&v2, t + 8, 4);
-            memcpy(&v3, t + 12, 4);
-            __m256i s0 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v0));
-            __m256i s1 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v1));
-            __m256i s2 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v2));
-            __m256i s3 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v3));
-            d00 = _mm256_add_epi32(d00, _mm256_madd_epi16(w0, s0));
-            d01 = _mm256_add_epi32(d01, _mm256_madd_epi16(w0, s1));
-            d02 = _mm256_add_epi32(d02, _mm256_madd_epi16(w0, s2));
-            d03 = _mm256_add_epi32(d03, _mm256_madd_epi16(w0, s3));
-            d10 = _mm256_add_epi32(d10, _mm256_madd_epi16(w1, s0));
-            d11 = _mm256_add_epi32(d11, _mm256_madd_epi16(w1, s1));
-            d12 = _mm256_add_epi32(d12, _mm256_madd_epi16(w1, s2));
-            d13 = _mm256_add_epi32(d13, _mm256_madd_epi16(w1, s3));
-        }
-        int32_t lanes[8][8]; /* [half * 4 + pixel][pairs of 4 channels] */
-        _mm256_storeu_si256((__m256i*)lanes[0], d00), _mm256_storeu_si256((__m256i*)lanes[1], d01);
-        _mm256_storeu_si256((__m256i*)lanes[2], d02), _mm256_storeu_si256((__m256i*)lanes[3], d03);
-        _mm256_storeu_si256((__m256i*)lanes[4], d10), _mm256_storeu_si256((__m256i*)lanes[5], d11);
-        _mm256_storeu_si256((__m256i*)lanes[6], d12), _mm256_storeu_si256((__m256i*)lanes[7], d13);
-        for (ptrdiff_t o = 0; o < 8; ++o) {
-            for (ptrdiff_t e = 0; e < 4; ++e) {
-                const int32_t* l = lanes[(o >> 2) * 4 + e];
-                acc[(ob + o) * 4 + e] = l[(o & 3) * 2] + l[(o & 3) * 2 + 1];
+        for (ptrdiff_t h = 0; h < E; h += 4) {
+            __m256i d00 = _mm256_setzero_si256(), d01 = d00, d02 = d00, d03 = d00;
+            __m256i d10 = d00, d11 = d00, d12 = d00, d13 = d00;
+            for (ptrdiff_t gi = 0; gi < kp / 4; ++gi) {
+                __m256i w0 =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(wb + gi * 64)));
+                __m256i w1 =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(wb + gi * 64 + 16)));
+                const int8_t* t = tile + gi * 4 * E + h * 4;
+                int32_t v0, v1, v2, v3;
+                memcpy(&v0, t, 4), memcpy(&v1, t + 4, 4), memcpy(&v2, t + 8, 4);
+                memcpy(&v3, t + 12, 4);
+                __m256i s0 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v0));
+                __m256i s1 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v1));
+                __m256i s2 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v2));
+                __m256i s3 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v3));
+                d00 = _mm256_add_epi32(d00, _mm256_madd_epi16(w0, s0));
+                d01 = _mm256_add_epi32(d01, _mm256_madd_epi16(w0, s1));
+                d02 = _mm256_add_epi32(d02, _mm256_madd_epi16(w0, s2));
+                d03 = _mm256_add_epi32(d03, _mm256_madd_epi16(w0, s3));
+                d10 = _mm256_add_epi32(d10, _mm256_madd_epi16(w1, s0));
+                d11 = _mm256_add_epi32(d11, _mm256_madd_epi16(w1, s1));
+                d12 = _mm256_add_epi32(d12, _mm256_madd_epi16(w1, s2));
+                d13 = _mm256_add_epi32(d13, _mm256_madd_epi16(w1, s3));
+            }
+            int32_t lanes[8][8]; /* [half * 4 + pixel][pairs of 4 channels] */
+            _mm256_storeu_si256((__m256i*)lanes[0], d00);
+            _mm256_storeu_si256((__m256i*)lanes[1], d01);
+            _mm256_storeu_si256((__m256i*)lanes[2], d02);
+            _mm256_storeu_si256((__m256i*)lanes[3], d03);
+            _mm256_storeu_si256((__m256i*)lanes[4], d10);
+            _mm256_storeu_si256((__m256i*)lanes[5], d11);
+            _mm256_storeu_si256((__m256i*)lanes[6], d12);
+            _mm256_storeu_si256((__m256i*)lanes[7], d13);
+            for (ptrdiff_t o = 0; o < 8; ++o) {
+                for (ptrdiff_t e = 0; e < 4; ++e) {
+                    const int32_t* l = lanes[(o >> 2) * 4 + e];
+                    acc[(ob + o) * E + h + e] = l[(o & 3) * 2] + l[(o & 3) * 2 + 1];
+                }
             }
         }
     }
@@ -149,33 +162,34 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_i8_dot_avx2(const int8_t* tile, const int8_t*
 
 /* AVX-512 VNNI: _mm512_dpbusd_epi32 multiplies unsigned by signed bytes, 4 per lane, so the
  * pixels go in as x + 128 (the sign bit flipped), MNN's own storage: the sums are MNN's
- * sum(w * (x + 128)); 128 * sum(w) is taken off to give the sum(w * x) of the other paths. */
+ * sum(w * (x + 128)); 128 * sum(w) is taken off to give the sum(w * x) of the other paths.
+ * 8 pixels x 16 output channels per step: one weight load feeds 8 dot products. */
 #define MNNPY_T512VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
 MNNPY_STATIC MNNPY_T512VNNI void mnnpy_i8_dot_vnni(const int8_t* tile, const int8_t* w,
                                                    ptrdiff_t kp, ptrdiff_t oc16,
                                                    const int32_t* wsum128, ptrdiff_t oc,
                                                    int32_t* acc) {
+    const ptrdiff_t E = MNNPY_I8_E;
     const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080u);
     for (ptrdiff_t ob = 0; ob < oc16; ob += 16) {
         const int8_t* wb = w + ob * kp;
-        __m512i d0 = _mm512_setzero_si512(), d1 = d0, d2 = d0, d3 = d0;
+        __m512i d[MNNPY_I8_E];
+        for (ptrdiff_t e = 0; e < E; ++e) d[e] = _mm512_setzero_si512();
         for (ptrdiff_t gi = 0; gi < kp / 4; ++gi) {
             __m512i wv = _mm512_loadu_si512((const void*)(wb + gi * 64));
-            const int8_t* t = tile + gi * 16;
-            int32_t v0, v1, v2, v3;
-            memcpy(&v0, t, 4), memcpy(&v1, t + 4, 4), memcpy(&v2, t + 8, 4);
-            memcpy(&v3, t + 12, 4);
-            d0 = _mm512_dpbusd_epi32(d0, _mm512_xor_si512(_mm512_set1_epi32(v0), flip), wv);
-            d1 = _mm512_dpbusd_epi32(d1, _mm512_xor_si512(_mm512_set1_epi32(v1), flip), wv);
-            d2 = _mm512_dpbusd_epi32(d2, _mm512_xor_si512(_mm512_set1_epi32(v2), flip), wv);
-            d3 = _mm512_dpbusd_epi32(d3, _mm512_xor_si512(_mm512_set1_epi32(v3), flip), wv);
+            const int8_t* t = tile + gi * 4 * E;
+            for (ptrdiff_t e = 0; e < E; ++e) {
+                int32_t v;
+                memcpy(&v, t + e * 4, 4);
+                __m512i sv = _mm512_xor_si512(_mm512_set1_epi32(v), flip);
+                d[e] = _mm512_dpbusd_epi32(d[e], sv, wv);
+            }
         }
-        int32_t lanes[4][16];
-        _mm512_storeu_si512((void*)lanes[0], d0), _mm512_storeu_si512((void*)lanes[1], d1);
-        _mm512_storeu_si512((void*)lanes[2], d2), _mm512_storeu_si512((void*)lanes[3], d3);
+        int32_t lanes[MNNPY_I8_E][16];
+        for (ptrdiff_t e = 0; e < E; ++e) _mm512_storeu_si512((void*)lanes[e], d[e]);
         for (ptrdiff_t o = 0; o < 16; ++o) {
             int32_t off = ob + o < oc ? wsum128[ob + o] : 0;
-            for (ptrdiff_t e = 0; e < 4; ++e) acc[(ob + o) * 4 + e] = lanes[e][o] - off;
+            for (ptrdiff_t e = 0; e < E; ++e) acc[(ob + o) * E + e] = lanes[e][o] - off;
         }
     }
 }
@@ -216,7 +230,7 @@ static inline int8_t mnnpy_i8_post(float f, float lo, float hi) {
     return (int8_t)(int32_t)f;
 }
 
-/* Up to 4 output pixels of a dense int8 convolution from acc[o * 4 + e]; dst is the first
+/* Up to E output pixels of a dense int8 convolution from acc[o * E + e]; dst is the first
  * pixel's lane 0, channel blocks `plane` pixels apart (NC4HW4). */
 static inline void mnnpy_i8_requant(const int32_t* acc, const int32_t* wsum128,
                                     const float* alpha, const float* bias, float ratio,
@@ -224,7 +238,7 @@ static inline void mnnpy_i8_requant(const int32_t* acc, const int32_t* wsum128,
                                     int8_t* dst, ptrdiff_t plane) {
     for (ptrdiff_t o = 0; o < oc; ++o) {
         for (ptrdiff_t e = 0; e < count; ++e) {
-            int32_t d = acc[o * 4 + e] + wsum128[o];
+            int32_t d = acc[o * MNNPY_I8_E + e] + wsum128[o];
             float f = (float)d * alpha[o];
             f = f * ratio;
             f = f + 0.0f; /* MNN adds kernelSum * weightBias, zero for symmetric weights */
