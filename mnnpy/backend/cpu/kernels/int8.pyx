@@ -40,6 +40,11 @@ cdef extern from "int8_kernels.h" nogil:
                          int32_t z0, int32_t z1, int32_t zo, int32_t lo, int32_t hi)
 
 
+# tiles of MNNPY_I8_E pixels a thread convolves together (see conv_int8)
+cdef enum:
+    CHUNK = 4
+
+
 cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
     return (c + 3) // 4
 
@@ -82,7 +87,7 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
         window: ``(ky, kx, sy, sx, dy, dx, pad_top, pad_left)``.
     """
     cdef mnnpy_i8_geom g
-    cdef Py_ssize_t batch, ic, oc4, oc8, plane, tiles, tile, b, p0, cnt, kp, im_in, im_out
+    cdef Py_ssize_t batch, ic, oc4, oc8, plane, tiles, b, p0, kp, im_in, im_out
     batch, ic, g.ih, g.iw, g.oc, g.oh, g.ow = shape
     g.ky, g.kx, g.sy, g.sx, g.dy, g.dx, g.top, g.left = window
     g.ic4, oc4, oc8 = _c4(ic), _c4(g.oc), (g.oc + 15) // 16 * 16
@@ -101,34 +106,52 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
     _need(src.shape[0], batch * im_in, "src")
     _need(dst.shape[0], batch * im_out, "dst")
     tiles = (plane + MNNPY_I8_E - 1) // MNNPY_I8_E
-    if batch * tiles == 0:
+    # chunks of CHUNK tiles: each block of 16 weight rows is used for all of them while it is
+    # in L1, instead of streaming every weight once per tile
+    cdef Py_ssize_t per_image = (tiles + CHUNK - 1) // CHUNK, items = batch * per_image
+    if items == 0:
         return
-    num_thread = max(1, min(num_thread, batch * tiles))
+    num_thread = max(1, min(num_thread, items))
     cdef Py_ssize_t tsize = kp * MNNPY_I8_E, asize = oc8 * MNNPY_I8_E
-    cdef int8_t* tbuf = <int8_t*>malloc(num_thread * tsize)
-    cdef int32_t* accs = <int32_t*>malloc(num_thread * asize * sizeof(int32_t))
+    cdef int8_t* tbuf = <int8_t*>malloc(num_thread * tsize * CHUNK)
+    cdef int32_t* accs = <int32_t*>malloc(num_thread * asize * CHUNK * sizeof(int32_t))
     if tbuf == NULL or accs == NULL:
         free(tbuf)
         free(accs)
         raise MemoryError("conv_int8 scratch")
     cdef int isa = current_isa(), t
+    cdef Py_ssize_t item, first, count, q, ob
     cdef const int8_t* s = &src[0]
     cdef int8_t* d = &dst[0]
+    cdef const int8_t* w = &weight[0]
+    cdef int8_t* tb
+    cdef int32_t* ab
     try:
         with nogil:
             if oc4 * 4 > g.oc:  # padding lanes of the last channel block
                 for b in range(batch):
                     memset(d + b * im_out + (oc4 - 1) * plane * 4, 0, plane * 4)
-            for tile in prange(batch * tiles, num_threads=num_thread, schedule="static"):
+            for item in prange(items, num_threads=num_thread, schedule="static"):
                 t = threadid()
-                b = tile // tiles
-                p0 = (tile % tiles) * MNNPY_I8_E
-                cnt = min(MNNPY_I8_E, plane - p0)
-                mnnpy_i8_im2col_tile(&g, s + b * im_in, tbuf + t * tsize, p0, cnt)
-                mnnpy_i8_dot(isa, tbuf + t * tsize, &weight[0], kp, oc8, &wsum128[0], g.oc,
-                             accs + t * asize)
-                mnnpy_i8_requant(accs + t * asize, &wsum128[0], &alpha[0], &bias[0], ratio,
-                                 lo, hi, g.oc, cnt, d + b * im_out + p0 * 4, plane)
+                b = item // per_image
+                first = (item % per_image) * CHUNK
+                count = min(CHUNK, tiles - first)
+                tb = tbuf + t * tsize * CHUNK
+                ab = accs + t * asize * CHUNK
+                for q in range(count):
+                    p0 = (first + q) * MNNPY_I8_E
+                    mnnpy_i8_im2col_tile(&g, s + b * im_in, tb + q * tsize, p0,
+                                         min(MNNPY_I8_E, plane - p0))
+                for ob in range(0, oc8, 16):
+                    for q in range(count):
+                        mnnpy_i8_dot(isa, tb + q * tsize, w + ob * kp, kp, 16,
+                                     &wsum128[0] + ob, g.oc - ob,
+                                     ab + q * asize + ob * MNNPY_I8_E)
+                for q in range(count):
+                    p0 = (first + q) * MNNPY_I8_E
+                    mnnpy_i8_requant(ab + q * asize, &wsum128[0], &alpha[0], &bias[0], ratio,
+                                     lo, hi, g.oc, min(MNNPY_I8_E, plane - p0),
+                                     d + b * im_out + p0 * 4, plane)
     finally:
         free(tbuf)
         free(accs)
