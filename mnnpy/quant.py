@@ -181,13 +181,20 @@ def _runs_int8(op: OpDef, attrs: dict[int, QuantAttr], floats: set[int]) -> bool
     if op.type == OpType.BinaryOp:
         code = getattr(op.param, "opType", None)
         if code not in BINARY_INT8:
-            raise NotSupportError(f"int8 BinaryOp opType {code!r} is not supported")
+            raise NotSupportError(
+                f"op {op.name!r} (BinaryOp): opType {code!r} between quantized tensors runs in "
+                "int8 in MNN; mnnpy's int8 BinaryOp has ADD, SUB, MUL, MINIMUM, MAXIMUM and "
+                "SquaredDifference"
+            )
         return True
     if op.type == OpType.ReLU:
         slope = getattr(op.param, "slope", 0.0) if op.param is not None else 0.0
         return attrs[ins[0]] is out and slope == 0.0
     if op.type in _INT8_MISSING:
-        raise NotSupportError(f"int8 {_INT8_MISSING[op.type]} is not supported")
+        raise NotSupportError(
+            f"op {op.name!r} ({_INT8_MISSING[op.type]}): MNN runs it in int8 between quantized "
+            "tensors; mnnpy has no int8 kernel for it"
+        )
     return moves and same and op.type in _INT8_MOVES
 
 

@@ -143,7 +143,8 @@ class CPUConvInt8(_ConvInt8Base):
             packed[:, c // 4, :, :, c % 4] = w[:, c]
         rows = np.zeros((oc, kp), np.int8)
         rows[:, : packed[0].size] = packed.reshape(oc, -1)
-        self.weight = backend.static_copy(rows.ravel(), self)
+        packed = np.frombuffer(K.pack_conv_weight(rows), np.int8)
+        self.weight = backend.static_copy(packed, self)
         self.sum_w = codes.astype(np.int64).sum(axis=1)
         self.wsum128 = (128 * self.sum_w).astype(np.int32)
 
@@ -178,7 +179,9 @@ class CPUDepthwiseConvInt8(_ConvInt8Base):
         lanes = c4(c) * 4
         w = np.zeros((lanes, ky * kx), np.int8)
         w[:c] = codes
-        self.weight = backend.static_copy(w.ravel(), self)
+        # [channel block][tap][lane]: the 4 lanes of a tap side by side, as the activations
+        packed = w.reshape(lanes // 4, 4, ky * kx).transpose(0, 2, 1)
+        self.weight = backend.static_copy(np.ascontiguousarray(packed).ravel(), self)
         self.sum_w = codes.astype(np.int64).sum(axis=1)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

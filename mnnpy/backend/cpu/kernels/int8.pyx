@@ -12,7 +12,6 @@ depend on the thread count.
 """
 
 from cython.parallel cimport prange, threadid
-from libc.math cimport roundf
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport int8_t, int32_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
@@ -24,14 +23,26 @@ from mnnpy.backend.cpu.kernels.gemm cimport current_isa
 cdef extern from "int8_kernels.h" nogil:
     ctypedef struct mnnpy_i8_geom:
         ptrdiff_t ic4, ih, iw, oc, oh, ow, ky, kx, sy, sx, dy, dx, top, left, kp
-    void mnnpy_i8_im2col(const mnnpy_i8_geom* g, const int8_t* src, int8_t* row, ptrdiff_t p)
-    void mnnpy_i8_dot(int isa, const int8_t* a, const int8_t* w, ptrdiff_t kp, ptrdiff_t n,
-                      int32_t* acc)
+    enum: MNNPY_I8_E
+    void mnnpy_i8_im2col_tile(const mnnpy_i8_geom* g, const int8_t* src, int8_t* tile,
+                              ptrdiff_t p0, ptrdiff_t count)
+    void mnnpy_i8_dot(int isa, const int8_t* tile, const int8_t* w, ptrdiff_t kp, ptrdiff_t oc16,
+                      const int32_t* wsum128, ptrdiff_t oc, int32_t* acc)
     void mnnpy_i8_requant(const int32_t* acc, const int32_t* wsum128, const float* alpha,
                           const float* bias, float ratio, float lo, float hi, ptrdiff_t oc,
-                          int8_t* dst, ptrdiff_t plane)
+                          ptrdiff_t count, int8_t* dst, ptrdiff_t plane)
     int8_t mnnpy_i8_quantize(float x, float inv, float zero, float lo, float hi)
-    int8_t mnnpy_i8_dw_post(int32_t d, float scale, int32_t lo, int32_t hi)
+    void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
+                           const int8_t* w, const int32_t* bias, const float* scale, int32_t lo,
+                           int32_t hi, ptrdiff_t valid, int32_t* acc)
+    void mnnpy_i8_binary(int isa, int code, const int8_t* a, ptrdiff_t sa, const int8_t* b,
+                         ptrdiff_t sb, int8_t* dst, ptrdiff_t n, float s0, float s1, float inv,
+                         int32_t z0, int32_t z1, int32_t zo, int32_t lo, int32_t hi)
+
+
+# tiles of MNNPY_I8_E pixels a thread convolves together (see conv_int8)
+cdef enum:
+    CHUNK = 4
 
 
 cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
@@ -69,21 +80,23 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
     """Dense int8 convolution (MNN's DenseConvInt8TiledExecutor, static quantization).
 
     Args:
-        weight: ``[oc][kp]`` int8, the row order of ``mnnpy_i8_im2col`` (channel block, ky, kx,
-            lane), zero-padded.
+        weight: ``pack_conv_weight``'s layout: ``[ceil(oc/16)][kp/4][16][4]`` int8, where a row of
+            ``kp`` bytes runs over (channel block, ky, kx, lane), zero-padded.
         wsum128: ``128 * sum(weight row)``; alpha: the weight scales; bias: MNN's float bias.
         ratio: input scale / output scale. shape: ``(batch, ic, ih, iw, oc, oh, ow)``.
         window: ``(ky, kx, sy, sx, dy, dx, pad_top, pad_left)``.
     """
     cdef mnnpy_i8_geom g
-    cdef Py_ssize_t batch, ic, oc4, plane, p, n, b, kp, im_in, im_out
+    cdef Py_ssize_t batch, ic, oc4, oc8, plane, tiles, b, p0, kp, im_in, im_out
     batch, ic, g.ih, g.iw, g.oc, g.oh, g.ow = shape
     g.ky, g.kx, g.sy, g.sx, g.dy, g.dx, g.top, g.left = window
-    g.ic4, oc4 = _c4(ic), _c4(g.oc)
-    if g.oc < 1 or weight.shape[0] % g.oc:
-        raise ValueError(f"weight of {weight.shape[0]} values is not {g.oc} rows")
-    kp = weight.shape[0] // g.oc
+    g.ic4, oc4, oc8 = _c4(ic), _c4(g.oc), (g.oc + 15) // 16 * 16
+    if g.oc < 1 or weight.shape[0] % oc8:
+        raise ValueError(f"weight of {weight.shape[0]} values is not {oc8} rows")
+    kp = weight.shape[0] // oc8
     g.kp = kp
+    if kp % 4:
+        raise ValueError(f"weight rows of {kp} bytes are not groups of 4")
     _need(kp, g.ic4 * 4 * g.ky * g.kx, "weight row")
     _need(wsum128.shape[0], g.oc, "wsum128")
     _need(alpha.shape[0], g.oc, "alpha")
@@ -92,34 +105,73 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
     im_in, im_out = g.ic4 * g.ih * g.iw * 4, oc4 * plane * 4
     _need(src.shape[0], batch * im_in, "src")
     _need(dst.shape[0], batch * im_out, "dst")
-    n = batch * plane
-    if n == 0:
+    tiles = (plane + MNNPY_I8_E - 1) // MNNPY_I8_E
+    # chunks of CHUNK tiles: each block of 16 weight rows is used for all of them while it is
+    # in L1, instead of streaming every weight once per tile
+    cdef Py_ssize_t per_image = (tiles + CHUNK - 1) // CHUNK, items = batch * per_image
+    if items == 0:
         return
-    num_thread = max(1, min(num_thread, n))
-    cdef int8_t* rows = <int8_t*>malloc(num_thread * kp)
-    cdef int32_t* accs = <int32_t*>malloc(num_thread * g.oc * sizeof(int32_t))
-    if rows == NULL or accs == NULL:
-        free(rows)
+    num_thread = max(1, min(num_thread, items))
+    cdef Py_ssize_t tsize = kp * MNNPY_I8_E, asize = oc8 * MNNPY_I8_E
+    cdef int8_t* tbuf = <int8_t*>malloc(num_thread * tsize * CHUNK)
+    cdef int32_t* accs = <int32_t*>malloc(num_thread * asize * CHUNK * sizeof(int32_t))
+    if tbuf == NULL or accs == NULL:
+        free(tbuf)
         free(accs)
         raise MemoryError("conv_int8 scratch")
     cdef int isa = current_isa(), t
+    cdef Py_ssize_t item, first, count, q, ob
     cdef const int8_t* s = &src[0]
     cdef int8_t* d = &dst[0]
+    cdef const int8_t* w = &weight[0]
+    cdef int8_t* tb
+    cdef int32_t* ab
     try:
         with nogil:
             if oc4 * 4 > g.oc:  # padding lanes of the last channel block
                 for b in range(batch):
                     memset(d + b * im_out + (oc4 - 1) * plane * 4, 0, plane * 4)
-            for p in prange(n, num_threads=num_thread, schedule="static"):
+            for item in prange(items, num_threads=num_thread, schedule="static"):
                 t = threadid()
-                b = p // plane
-                mnnpy_i8_im2col(&g, s + b * im_in, rows + t * kp, p % plane)
-                mnnpy_i8_dot(isa, rows + t * kp, &weight[0], kp, g.oc, accs + t * g.oc)
-                mnnpy_i8_requant(accs + t * g.oc, &wsum128[0], &alpha[0], &bias[0], ratio,
-                                 lo, hi, g.oc, d + b * im_out + (p % plane) * 4, plane)
+                b = item // per_image
+                first = (item % per_image) * CHUNK
+                count = min(CHUNK, tiles - first)
+                tb = tbuf + t * tsize * CHUNK
+                ab = accs + t * asize * CHUNK
+                for q in range(count):
+                    p0 = (first + q) * MNNPY_I8_E
+                    mnnpy_i8_im2col_tile(&g, s + b * im_in, tb + q * tsize, p0,
+                                         min(MNNPY_I8_E, plane - p0))
+                for ob in range(0, oc8, 16):
+                    for q in range(count):
+                        mnnpy_i8_dot(isa, tb + q * tsize, w + ob * kp, kp, 16,
+                                     &wsum128[0] + ob, g.oc - ob,
+                                     ab + q * asize + ob * MNNPY_I8_E)
+                for q in range(count):
+                    p0 = (first + q) * MNNPY_I8_E
+                    mnnpy_i8_requant(ab + q * asize, &wsum128[0], &alpha[0], &bias[0], ratio,
+                                     lo, hi, g.oc, min(MNNPY_I8_E, plane - p0),
+                                     d + b * im_out + p0 * 4, plane)
     finally:
-        free(rows)
+        free(tbuf)
         free(accs)
+
+
+def pack_conv_weight(const int8_t[:, ::1] rows):
+    """``[oc][kp]`` int8 rows -> the ``[ceil(oc/16)][kp/4][16][4]`` layout of ``conv_int8``
+    (zero rows pad the output channels to a multiple of 8)."""
+    cdef Py_ssize_t oc = rows.shape[0], kp = rows.shape[1], oc8 = (oc + 15) // 16 * 16
+    cdef Py_ssize_t o, gi, b
+    if kp % 4:
+        raise ValueError(f"rows of {kp} bytes are not groups of 4")
+    out = bytearray(oc8 * kp)
+    cdef unsigned char[::1] w = out
+    for o in range(oc):
+        for gi in range(kp // 4):
+            for b in range(4):
+                w[((o // 16) * (kp // 4) + gi) * 64 + (o % 16) * 4 + b] = \
+                    <unsigned char>rows[o, gi * 4 + b]
+    return out
 
 
 def depthwise_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
@@ -129,47 +181,41 @@ def depthwise_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] wei
     ``bias + sum(w * x)`` over the taps inside the input, then ``mnnpy_i8_dw_post``.
 
     Args:
-        weight: ``[ceil(c/4)*4][ky*kx]`` int8 (zero rows for padding channels).
+        weight: ``[ceil(c/4)][ky*kx][4]`` int8 (zeros for padding channels).
         bias, scale: per channel (``ceil(c/4)*4``), MNN's int32 bias and float scale.
         shape: ``(batch, c, ih, iw, oh, ow)``; window as :func:`conv_int8`.
     """
-    cdef Py_ssize_t batch, c, ih, iw, oh, ow, ky, kx, sy, sx, dy, dx, top, left
-    batch, c, ih, iw, oh, ow = shape
-    ky, kx, sy, sx, dy, dx, top, left = window
-    cdef Py_ssize_t c4 = _c4(c), lanes = _c4(c) * 4, k = ky * kx
+    cdef mnnpy_i8_geom g
+    cdef Py_ssize_t batch, c
+    batch, c, g.ih, g.iw, g.oh, g.ow = shape
+    g.ky, g.kx, g.sy, g.sx, g.dy, g.dx, g.top, g.left = window
+    if min(g.ky, g.kx, g.sy, g.sx, g.dy, g.dx) < 1:
+        raise ValueError(f"window {window!r} needs positive kernel, stride and dilation")
+    cdef Py_ssize_t c4 = _c4(c), lanes = _c4(c) * 4, k = g.ky * g.kx
     _need(weight.shape[0], lanes * k, "weight")
     _need(bias.shape[0], lanes, "bias")
     _need(scale.shape[0], lanes, "scale")
-    _need(src.shape[0], batch * c4 * ih * iw * 4, "src")
-    _need(dst.shape[0], batch * c4 * oh * ow * 4, "dst")
-    cdef Py_ssize_t item, items = batch * c4, bc, oy, ox, i, j, y, x, lane, ch
-    cdef int32_t acc
-    cdef const int8_t* s
-    cdef int8_t* d
-    num_thread = max(1, min(num_thread, max(items, 1)))
-    with nogil:
-        for item in prange(items, num_threads=num_thread, schedule="static"):
-            bc = item % c4
-            s = &src[0] + item * ih * iw * 4
-            d = &dst[0] + item * oh * ow * 4
-            for oy in range(oh):
-                for ox in range(ow):
-                    for lane in range(4):
-                        ch = bc * 4 + lane
-                        if ch >= c:
-                            d[(oy * ow + ox) * 4 + lane] = 0
-                            continue
-                        acc = bias[ch]
-                        for i in range(ky):
-                            y = oy * sy - top + i * dy
-                            if y < 0 or y >= ih:
-                                continue
-                            for j in range(kx):
-                                x = ox * sx - left + j * dx
-                                if 0 <= x < iw:
-                                    acc = acc + <int32_t>weight[ch * k + i * kx + j] * \
-                                        <int32_t>s[(y * iw + x) * 4 + lane]
-                        d[(oy * ow + ox) * 4 + lane] = mnnpy_i8_dw_post(acc, scale[ch], lo, hi)
+    _need(src.shape[0], batch * c4 * g.ih * g.iw * 4, "src")
+    _need(dst.shape[0], batch * c4 * g.oh * g.ow * 4, "dst")
+    cdef Py_ssize_t item, items = batch * c4, bc
+    if items == 0 or g.oh * g.ow == 0:
+        return
+    num_thread = max(1, min(num_thread, items))
+    cdef int32_t* accs = <int32_t*>malloc(num_thread * g.ow * 4 * sizeof(int32_t))
+    if accs == NULL:
+        raise MemoryError("depthwise_int8 scratch")
+    cdef int isa = current_isa(), t
+    try:
+        with nogil:
+            for item in prange(items, num_threads=num_thread, schedule="static"):
+                bc = item % c4
+                t = threadid()
+                mnnpy_i8_dw_block(isa, &g, &src[0] + item * g.ih * g.iw * 4,
+                                  &dst[0] + item * g.oh * g.ow * 4, &weight[0] + bc * k * 4,
+                                  &bias[0] + bc * 4, &scale[0] + bc * 4, lo, hi,
+                                  min(4, c - bc * 4), accs + t * g.ow * 4)
+    finally:
+        free(accs)
 
 
 def pool_int8(const int8_t[::1] src, int8_t[::1] dst, tuple shape, tuple window, bint is_max,
@@ -260,26 +306,17 @@ def binary_int8(const int8_t[::1] a, const int8_t[::1] b, int8_t[::1] dst, int c
         raise ValueError(f"operands of {na} and {nb} elements for an output of {n}")
     cdef int sa = 0 if na == 1 else 1, sb = 0 if nb == 1 else 1
     cdef long i0 = <long>(s0 * 65536), i1 = <long>(s1 * 65536)
-    cdef float f0, f1, r = 0
     cdef int v, r0, r1, rr
+    if code != MAXIMUM and code != MINIMUM:
+        with nogil:
+            mnnpy_i8_binary(current_isa(), code, &a[0], sa, &b[0], sb, &dst[0], n, s0, s1, inv,
+                            z0, z1, zo, lo, hi)
+        return
     with nogil:
         for i in range(n):
-            if code == MAXIMUM or code == MINIMUM:
-                r0 = <int>((a[i * sa] - z0) * i0)
-                r1 = <int>((b[i * sb] - z1) * i1)
-                rr = (r0 if r0 > r1 else r1) if code == MAXIMUM else (r0 if r0 < r1 else r1)
-                v = ((rr - 32768) if rr < 0 else (rr + 32768)) // 65536 + zo
-            else:
-                f0 = <float>(a[i * sa] - z0) * s0
-                f1 = <float>(b[i * sb] - z1) * s1
-                if code == ADD:
-                    r = f0 + f1
-                elif code == SUB:
-                    r = f0 - f1
-                elif code == MUL:
-                    r = f0 * f1
-                else:
-                    r = (f0 - f1) * (f0 - f1)
-                v = <int>roundf(r * inv) + zo
+            r0 = <int>((a[i * sa] - z0) * i0)
+            r1 = <int>((b[i * sb] - z1) * i1)
+            rr = (r0 if r0 > r1 else r1) if code == MAXIMUM else (r0 if r0 < r1 else r1)
+            v = ((rr - 32768) if rr < 0 else (rr + 32768)) // 65536 + zo
             v = hi if v > hi else v
             dst[i] = <int8_t>(lo if v < lo else v)

@@ -7,9 +7,10 @@
  * - dense convolutions add a float bias that has MNN's "- 128 * sum(w)" correction in it, so
  *   the dot product is sum(w * (x + 128)), computed here as sum(w * x) + 128 * sum(w).
  *
- * The dot products have an AVX2 and an AVX-512 twin of the portable loop (same code, compiled
- * with a target attribute, so the compiler vectorizes the int16 multiply-adds); the
- * requantization is plain C compiled for baseline x86-64, so no FMA contraction changes it.
+ * The dot products take 8 output pixels by 16 output channels at a time: a portable loop, an
+ * AVX2 twin (int16 multiply-adds, as MNN's own AVX2 GEMM) and an AVX-512 VNNI one (unsigned x
+ * signed byte dot products); the requantization is plain C compiled for baseline x86-64, so no
+ * FMA contraction changes it.
  */
 #ifndef MNNPY_INT8_KERNELS_H
 #define MNNPY_INT8_KERNELS_H
@@ -23,67 +24,201 @@ typedef struct {
     ptrdiff_t ic4, ih, iw, oc, oh, ow, ky, kx, sy, sx, dy, dx, top, left, kp;
 } mnnpy_i8_geom;
 
-/* Row p of the im2col matrix: per (channel block, ky, kx) the 4 lanes of the pixel the tap
- * reads, zeros for taps in the padding and for the kp - used tail. */
-MNNPY_STATIC void mnnpy_i8_im2col(const mnnpy_i8_geom* g, const int8_t* src, int8_t* row,
-                                  ptrdiff_t p) {
-    ptrdiff_t oy = p / g->ow, ox = p % g->ow, k = 0;
-    for (ptrdiff_t c = 0; c < g->ic4; ++c) {
-        const int8_t* plane = src + c * g->ih * g->iw * 4;
-        for (ptrdiff_t i = 0; i < g->ky; ++i) {
-            ptrdiff_t y = oy * g->sy - g->top + i * g->dy;
-            for (ptrdiff_t j = 0; j < g->kx; ++j, k += 4) {
-                ptrdiff_t x = ox * g->sx - g->left + j * g->dx;
-                if (y < 0 || y >= g->ih || x < 0 || x >= g->iw) {
-                    memset(row + k, 0, 4);
-                } else {
-                    memcpy(row + k, plane + (y * g->iw + x) * 4, 4);
+/* Output pixels per tile of the dense convolution. */
+#define MNNPY_I8_E 8
+
+/* The im2col rows of up to E pixels [p0, p0 + count), interleaved by groups of 4 bytes:
+ * tile[(g * E + e) * 4 + b] = byte b of group g of pixel p0 + e. A group is the 4 lanes of one
+ * (channel block, ky, kx) tap: zeros in the padding, and for missing pixels and the tail. */
+MNNPY_STATIC void mnnpy_i8_im2col_tile(const mnnpy_i8_geom* g, const int8_t* src, int8_t* tile,
+                                       ptrdiff_t p0, ptrdiff_t count) {
+    const ptrdiff_t E = MNNPY_I8_E;
+    if (g->ky == 1 && g->kx == 1 && g->sy == 1 && g->sx == 1 && g->top == 0 && g->left == 0 &&
+        g->ih == g->oh && g->iw == g->ow && count == E) {
+        /* 1x1, stride 1, no padding: the E pixels of a channel block are contiguous */
+        for (ptrdiff_t c = 0; c < g->ic4; ++c) {
+            memcpy(tile + c * 4 * E, src + (c * g->ih * g->iw + p0) * 4, 4 * E);
+        }
+        memset(tile + g->ic4 * 4 * E, 0, (size_t)((g->kp / 4 - g->ic4) * 4 * E));
+        return;
+    }
+    memset(tile, 0, (size_t)(g->kp * E));
+    if (count == E && g->sx == 1 && p0 % g->ow + E - 1 < g->ow) {
+        /* E neighbours of one row, stride 1: a tap reads 4E contiguous bytes when all the
+         * pixels are inside the input, else pixel by pixel */
+        ptrdiff_t oy = p0 / g->ow, ox = p0 % g->ow, k = 0;
+        for (ptrdiff_t c = 0; c < g->ic4; ++c) {
+            const int8_t* plane = src + c * g->ih * g->iw * 4;
+            for (ptrdiff_t i = 0; i < g->ky; ++i) {
+                ptrdiff_t y = oy * g->sy - g->top + i * g->dy;
+                for (ptrdiff_t j = 0; j < g->kx; ++j, ++k) {
+                    ptrdiff_t x = ox - g->left + j * g->dx;
+                    if (y < 0 || y >= g->ih) continue;
+                    if (x >= 0 && x + E - 1 < g->iw) {
+                        memcpy(tile + k * 4 * E, plane + (y * g->iw + x) * 4, 4 * E);
+                        continue;
+                    }
+                    for (ptrdiff_t e = 0; e < E; ++e) {
+                        if (x + e >= 0 && x + e < g->iw) {
+                            memcpy(tile + (k * E + e) * 4, plane + (y * g->iw + x + e) * 4, 4);
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
+    for (ptrdiff_t e = 0; e < count; ++e) {
+        ptrdiff_t p = p0 + e, oy = p / g->ow, ox = p % g->ow, k = 0;
+        for (ptrdiff_t c = 0; c < g->ic4; ++c) {
+            const int8_t* plane = src + c * g->ih * g->iw * 4;
+            for (ptrdiff_t i = 0; i < g->ky; ++i) {
+                ptrdiff_t y = oy * g->sy - g->top + i * g->dy;
+                for (ptrdiff_t j = 0; j < g->kx; ++j, ++k) {
+                    ptrdiff_t x = ox * g->sx - g->left + j * g->dx;
+                    if (y >= 0 && y < g->ih && x >= 0 && x < g->iw) {
+                        memcpy(tile + (k * E + e) * 4, plane + (y * g->iw + x) * 4, 4);
+                    }
                 }
             }
         }
     }
-    memset(row + k, 0, (size_t)(g->kp - k));
 }
 
-#define MNNPY_I8_DOT4(NAME, ATTR)                                                             \
-    ATTR void NAME(const int8_t* a, const int8_t* w, ptrdiff_t kp, ptrdiff_t n,       \
-                          int32_t* acc) {                                                     \
-        ptrdiff_t o = 0;                                                                      \
-        for (; o + 4 <= n; o += 4) {                                                          \
-            const int8_t *w0 = w + o * kp, *w1 = w0 + kp, *w2 = w1 + kp, *w3 = w2 + kp;       \
-            int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;                                           \
-            for (ptrdiff_t k = 0; k < kp; ++k) {                                              \
-                int16_t v = a[k];                                                             \
-                s0 += v * (int16_t)w0[k];                                                     \
-                s1 += v * (int16_t)w1[k];                                                     \
-                s2 += v * (int16_t)w2[k];                                                     \
-                s3 += v * (int16_t)w3[k];                                                     \
-            }                                                                                 \
-            acc[o] = s0, acc[o + 1] = s1, acc[o + 2] = s2, acc[o + 3] = s3;                   \
-        }                                                                                     \
-        for (; o < n; ++o) {                                                                  \
-            const int8_t* w0 = w + o * kp;                                                    \
-            int32_t s0 = 0;                                                                   \
-            for (ptrdiff_t k = 0; k < kp; ++k) s0 += (int16_t)a[k] * (int16_t)w0[k];          \
-            acc[o] = s0;                                                                      \
-        }                                                                                     \
+/* acc[o * E + e] = sum_k tile(e, k) * w[o][k] for the oc16 rows of w, packed as
+ * [oc16 / 16][kp / 4][16][4] (16 output channels x the 4 bytes of one group). */
+MNNPY_STATIC void mnnpy_i8_dot_c(const int8_t* tile, const int8_t* w, ptrdiff_t kp,
+                                 ptrdiff_t oc16, int32_t* acc) {
+    const ptrdiff_t E = MNNPY_I8_E;
+    for (ptrdiff_t ob = 0; ob < oc16; ob += 16) {
+        const int8_t* wb = w + ob * kp;
+        int32_t sum[16][MNNPY_I8_E] = {{0}};
+        for (ptrdiff_t gi = 0; gi < kp / 4; ++gi) {
+            const int8_t* wg = wb + gi * 64;
+            const int8_t* t = tile + gi * 4 * E;
+            for (ptrdiff_t o = 0; o < 16; ++o) {
+                for (ptrdiff_t e = 0; e < E; ++e) {
+                    int32_t v = 0;
+                    for (ptrdiff_t b = 0; b < 4; ++b) v += (int32_t)wg[o * 4 + b] * t[e * 4 + b];
+                    sum[o][e] += v;
+                }
+            }
+        }
+        memcpy(acc + ob * E, sum, sizeof(sum));
     }
+}
 
-MNNPY_I8_DOT4(mnnpy_i8_dot_c, MNNPY_STATIC)
 #if MNNPY_X86
-MNNPY_I8_DOT4(mnnpy_i8_dot_avx2, MNNPY_STATIC MNNPY_T256)
-MNNPY_I8_DOT4(mnnpy_i8_dot_avx512,
-              MNNPY_STATIC __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma"))))
+/* AVX2: per group, 8 x 4 weights as int16 in a register, each pixel's 4 bytes broadcast,
+ * _mm256_madd_epi16 into 8 accumulators (pairs of products per lane); 4 pixels at a time. */
+MNNPY_STATIC MNNPY_T256 void mnnpy_i8_dot_avx2(const int8_t* tile, const int8_t* w,
+                                               ptrdiff_t kp, ptrdiff_t oc16, int32_t* acc) {
+    const ptrdiff_t E = MNNPY_I8_E;
+    for (ptrdiff_t ob = 0; ob < oc16; ob += 8) {
+        const int8_t* wb = w + (ob / 16) * 16 * kp + (ob % 16) * 4;
+        for (ptrdiff_t h = 0; h < E; h += 4) {
+            __m256i d00 = _mm256_setzero_si256(), d01 = d00, d02 = d00, d03 = d00;
+            __m256i d10 = d00, d11 = d00, d12 = d00, d13 = d00;
+            for (ptrdiff_t gi = 0; gi < kp / 4; ++gi) {
+                __m256i w0 =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(wb + gi * 64)));
+                __m256i w1 =
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(wb + gi * 64 + 16)));
+                const int8_t* t = tile + gi * 4 * E + h * 4;
+                int32_t v0, v1, v2, v3;
+                memcpy(&v0, t, 4), memcpy(&v1, t + 4, 4), memcpy(&v2, t + 8, 4);
+                memcpy(&v3, t + 12, 4);
+                __m256i s0 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v0));
+                __m256i s1 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v1));
+                __m256i s2 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v2));
+                __m256i s3 = _mm256_cvtepi8_epi16(_mm_set1_epi32(v3));
+                d00 = _mm256_add_epi32(d00, _mm256_madd_epi16(w0, s0));
+                d01 = _mm256_add_epi32(d01, _mm256_madd_epi16(w0, s1));
+                d02 = _mm256_add_epi32(d02, _mm256_madd_epi16(w0, s2));
+                d03 = _mm256_add_epi32(d03, _mm256_madd_epi16(w0, s3));
+                d10 = _mm256_add_epi32(d10, _mm256_madd_epi16(w1, s0));
+                d11 = _mm256_add_epi32(d11, _mm256_madd_epi16(w1, s1));
+                d12 = _mm256_add_epi32(d12, _mm256_madd_epi16(w1, s2));
+                d13 = _mm256_add_epi32(d13, _mm256_madd_epi16(w1, s3));
+            }
+            int32_t lanes[8][8]; /* [half * 4 + pixel][pairs of 4 channels] */
+            _mm256_storeu_si256((__m256i*)lanes[0], d00);
+            _mm256_storeu_si256((__m256i*)lanes[1], d01);
+            _mm256_storeu_si256((__m256i*)lanes[2], d02);
+            _mm256_storeu_si256((__m256i*)lanes[3], d03);
+            _mm256_storeu_si256((__m256i*)lanes[4], d10);
+            _mm256_storeu_si256((__m256i*)lanes[5], d11);
+            _mm256_storeu_si256((__m256i*)lanes[6], d12);
+            _mm256_storeu_si256((__m256i*)lanes[7], d13);
+            for (ptrdiff_t o = 0; o < 8; ++o) {
+                for (ptrdiff_t e = 0; e < 4; ++e) {
+                    const int32_t* l = lanes[(o >> 2) * 4 + e];
+                    acc[(ob + o) * E + h + e] = l[(o & 3) * 2] + l[(o & 3) * 2 + 1];
+                }
+            }
+        }
+    }
+}
+
+/* AVX-512 VNNI: _mm512_dpbusd_epi32 multiplies unsigned by signed bytes, 4 per lane, so the
+ * pixels go in as x + 128 (the sign bit flipped), MNN's own storage: the sums are MNN's
+ * sum(w * (x + 128)); 128 * sum(w) is taken off to give the sum(w * x) of the other paths.
+ * 8 pixels x 16 output channels per step: one weight load feeds 8 dot products. */
+#define MNNPY_T512VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
+MNNPY_STATIC MNNPY_T512VNNI void mnnpy_i8_dot_vnni(const int8_t* tile, const int8_t* w,
+                                                   ptrdiff_t kp, ptrdiff_t oc16,
+                                                   const int32_t* wsum128, ptrdiff_t oc,
+                                                   int32_t* acc) {
+    const ptrdiff_t E = MNNPY_I8_E;
+    const __m512i flip = _mm512_set1_epi32((int32_t)0x80808080u);
+    for (ptrdiff_t ob = 0; ob < oc16; ob += 16) {
+        const int8_t* wb = w + ob * kp;
+        __m512i d[MNNPY_I8_E];
+        for (ptrdiff_t e = 0; e < E; ++e) d[e] = _mm512_setzero_si512();
+        for (ptrdiff_t gi = 0; gi < kp / 4; ++gi) {
+            __m512i wv = _mm512_loadu_si512((const void*)(wb + gi * 64));
+            const int8_t* t = tile + gi * 4 * E;
+            for (ptrdiff_t e = 0; e < E; ++e) {
+                int32_t v;
+                memcpy(&v, t + e * 4, 4);
+                __m512i sv = _mm512_xor_si512(_mm512_set1_epi32(v), flip);
+                d[e] = _mm512_dpbusd_epi32(d[e], sv, wv);
+            }
+        }
+        int32_t lanes[MNNPY_I8_E][16];
+        for (ptrdiff_t e = 0; e < E; ++e) _mm512_storeu_si512((void*)lanes[e], d[e]);
+        for (ptrdiff_t o = 0; o < 16; ++o) {
+            int32_t off = ob + o < oc ? wsum128[ob + o] : 0;
+            for (ptrdiff_t e = 0; e < E; ++e) acc[(ob + o) * E + e] = lanes[e][o] - off;
+        }
+    }
+}
+
+MNNPY_STATIC int mnnpy_i8_has_vnni(void) {
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512f");
+    }
+    return known;
+}
 #endif
 
-/* acc[o] = sum_k a[k] * w[o][k] for the n rows of w (kp int8 each). */
-MNNPY_STATIC void mnnpy_i8_dot(int isa, const int8_t* a, const int8_t* w, ptrdiff_t kp,
-                               ptrdiff_t n, int32_t* acc) {
+/* The dot products of one tile: VNNI when the ISA is AVX-512 and the CPU has it, else AVX2,
+ * else the portable loop (all give the same integers). */
+MNNPY_STATIC void mnnpy_i8_dot(int isa, const int8_t* tile, const int8_t* w, ptrdiff_t kp,
+                               ptrdiff_t oc16, const int32_t* wsum128, ptrdiff_t oc,
+                               int32_t* acc) {
 #if MNNPY_X86
-    if (isa == MNNPY_ISA_AVX512) { mnnpy_i8_dot_avx512(a, w, kp, n, acc); return; }
-    if (isa == MNNPY_ISA_AVX2) { mnnpy_i8_dot_avx2(a, w, kp, n, acc); return; }
+    if (isa == MNNPY_ISA_AVX512 && mnnpy_i8_has_vnni()) {
+        mnnpy_i8_dot_vnni(tile, w, kp, oc16, wsum128, oc, acc);
+        return;
+    }
+    if (isa != MNNPY_ISA_GENERIC) { mnnpy_i8_dot_avx2(tile, w, kp, oc16, acc); return; }
 #endif
-    mnnpy_i8_dot_c(a, w, kp, n, acc);
+    (void)wsum128, (void)oc;
+    mnnpy_i8_dot_c(tile, w, kp, oc16, acc);
 }
 
 /* MNN's POSTTREAT: clamp in float (as _mm256_min_ps / _mm256_max_ps, NaN gives the bound),
@@ -95,18 +230,21 @@ static inline int8_t mnnpy_i8_post(float f, float lo, float hi) {
     return (int8_t)(int32_t)f;
 }
 
-/* One output pixel of a dense int8 convolution: dst lanes at stride `plane` (NC4HW4). */
+/* Up to E output pixels of a dense int8 convolution from acc[o * E + e]; dst is the first
+ * pixel's lane 0, channel blocks `plane` pixels apart (NC4HW4). */
 static inline void mnnpy_i8_requant(const int32_t* acc, const int32_t* wsum128,
                                     const float* alpha, const float* bias, float ratio,
-                                    float lo, float hi, ptrdiff_t oc, int8_t* dst,
-                                    ptrdiff_t plane) {
+                                    float lo, float hi, ptrdiff_t oc, ptrdiff_t count,
+                                    int8_t* dst, ptrdiff_t plane) {
     for (ptrdiff_t o = 0; o < oc; ++o) {
-        int32_t d = acc[o] + wsum128[o];
-        float f = (float)d * alpha[o];
-        f = f * ratio;
-        f = f + 0.0f; /* MNN adds kernelSum * weightBias, zero for symmetric weights */
-        f = f + bias[o];
-        dst[(o >> 2) * plane * 4 + (o & 3)] = mnnpy_i8_post(f, lo, hi);
+        for (ptrdiff_t e = 0; e < count; ++e) {
+            int32_t d = acc[o * MNNPY_I8_E + e] + wsum128[o];
+            float f = (float)d * alpha[o];
+            f = f * ratio;
+            f = f + 0.0f; /* MNN adds kernelSum * weightBias, zero for symmetric weights */
+            f = f + bias[o];
+            dst[(o >> 2) * plane * 4 + e * 4 + (o & 3)] = mnnpy_i8_post(f, lo, hi);
+        }
     }
 }
 
@@ -125,6 +263,126 @@ static inline int8_t mnnpy_i8_dw_post(int32_t d, float scale, int32_t lo, int32_
     int32_t r = (int32_t)f;
     r = r < hi ? r : hi;
     return (int8_t)(r > lo ? r : lo);
+}
+
+/* The int32 sums of one output row of a depthwise block: acc[ox * 4 + l] = bias[l] +
+ * sum over the taps inside the input of w[tap][l] * x. Tap by tap over a run of outputs, so
+ * the inner loop is contiguous for stride 1 (the compiler vectorizes it). */
+#define MNNPY_I8_DW_ROW(NAME, ATTR)                                                           \
+    ATTR void NAME(const mnnpy_i8_geom* g, const int8_t* src, const int8_t* w,               \
+                   const int32_t* bias, ptrdiff_t oy, int32_t* acc) {                         \
+        for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {                                            \
+            for (ptrdiff_t l = 0; l < 4; ++l) acc[ox * 4 + l] = bias[l];                      \
+        }                                                                                     \
+        for (ptrdiff_t i = 0; i < g->ky; ++i) {                                               \
+            ptrdiff_t y = oy * g->sy - g->top + i * g->dy;                                    \
+            if (y < 0 || y >= g->ih) continue;                                                \
+            for (ptrdiff_t j = 0; j < g->kx; ++j) {                                           \
+                ptrdiff_t off = j * g->dx - g->left, lo = 0, hi = g->ow;                      \
+                while (lo < hi && lo * g->sx + off < 0) ++lo;                                 \
+                while (hi > lo && (hi - 1) * g->sx + off >= g->iw) --hi;                      \
+                const int8_t* wt = w + (i * g->kx + j) * 4;                                   \
+                const int8_t* row = src + (y * g->iw + off) * 4;                              \
+                int32_t w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3];                       \
+                if (g->sx == 1) {                                                             \
+                    for (ptrdiff_t ox = lo; ox < hi; ++ox) {                                  \
+                        acc[ox * 4 + 0] += w0 * row[ox * 4 + 0];                              \
+                        acc[ox * 4 + 1] += w1 * row[ox * 4 + 1];                              \
+                        acc[ox * 4 + 2] += w2 * row[ox * 4 + 2];                              \
+                        acc[ox * 4 + 3] += w3 * row[ox * 4 + 3];                              \
+                    }                                                                         \
+                } else {                                                                      \
+                    for (ptrdiff_t ox = lo; ox < hi; ++ox) {                                  \
+                        const int8_t* px = row + ox * g->sx * 4;                              \
+                        acc[ox * 4 + 0] += w0 * px[0], acc[ox * 4 + 1] += w1 * px[1];         \
+                        acc[ox * 4 + 2] += w2 * px[2], acc[ox * 4 + 3] += w3 * px[3];         \
+                    }                                                                         \
+                }                                                                             \
+            }                                                                                 \
+        }                                                                                     \
+    }
+
+MNNPY_I8_DW_ROW(mnnpy_i8_dw_row_c, MNNPY_STATIC)
+#if MNNPY_X86
+MNNPY_I8_DW_ROW(mnnpy_i8_dw_row_avx2, MNNPY_STATIC MNNPY_T256)
+#endif
+
+/* One channel block of a depthwise int8 convolution: src [ih][iw][4] int8, w [ky * kx][4],
+ * bias and scale [4], acc [ow * 4] scratch; lanes >= `valid` are written as zeros. The float
+ * step stays in this baseline-compiled function (no FMA). */
+MNNPY_STATIC void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_t* src,
+                                    int8_t* dst, const int8_t* w, const int32_t* bias,
+                                    const float* scale, int32_t lo, int32_t hi, ptrdiff_t valid,
+                                    int32_t* acc) {
+    for (ptrdiff_t oy = 0; oy < g->oh; ++oy) {
+#if MNNPY_X86
+        if (isa != MNNPY_ISA_GENERIC) mnnpy_i8_dw_row_avx2(g, src, w, bias, oy, acc);
+        else
+#endif
+            mnnpy_i8_dw_row_c(g, src, w, bias, oy, acc);
+        int8_t* d = dst + oy * g->ow * 4;
+        for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {
+            for (ptrdiff_t l = 0; l < 4; ++l) {
+                d[ox * 4 + l] = l < valid ? mnnpy_i8_dw_post(acc[ox * 4 + l], scale[l], lo, hi)
+                                          : 0;
+            }
+        }
+    }
+}
+
+/* roundf (half away from zero) as an expression compilers vectorize, in the caller's target
+ * (a function compiled for baseline x86-64 would not be inlined into the AVX2 loop): exact for
+ * every float, the remainder x - trunc(x) is exact. */
+#define MNNPY_I8_ROUNDF(x, t, d)                                                              \
+    ((d) <= -0.5f ? (t) - 1.0f : ((d) >= 0.5f ? (t) + 1.0f : (t)))
+
+/* MNN's MNNBinary{Add,Sub,Mul,Sqd}Int8: dequantize, compute in float, roundf(r / s_out),
+ * clamp. `sa` / `sb` are 0 for a one-element operand, else 1. */
+#define MNNPY_I8_BINARY_LOOP(SA, SB, EXPR)                                                    \
+    for (ptrdiff_t i = 0; i < n; ++i) {                                                       \
+        float f0 = (float)(a[i * (SA)] - z0) * s0, f1 = (float)(b[i * (SB)] - z1) * s1;       \
+        float r = EXPR;                                                                       \
+        float x = r * inv, t = truncf(x), d = x - t, q = MNNPY_I8_ROUNDF(x, t, d);             \
+        /* x86 converts NaN and out-of-range floats to INT32_MIN, which clamps to lo */       \
+        int ok = q > -2147483648.0f && q < 2147483648.0f;                                     \
+        int32_t v = (int32_t)(ok ? q : 0.0f) + zo;                                            \
+        v = v > hi ? hi : v;                                                                  \
+        dst[i] = (int8_t)(!ok || v < lo ? lo : v);                                            \
+    }
+#define MNNPY_I8_BINARY_CODE(EXPR)                                                            \
+    if (sa && sb) { MNNPY_I8_BINARY_LOOP(1, 1, EXPR) }                                        \
+    else if (sa) { MNNPY_I8_BINARY_LOOP(1, 0, EXPR) }                                         \
+    else if (sb) { MNNPY_I8_BINARY_LOOP(0, 1, EXPR) }                                         \
+    else { MNNPY_I8_BINARY_LOOP(0, 0, EXPR) }
+#define MNNPY_I8_BINARY(NAME, ATTR)                                                           \
+    ATTR void NAME(int code, const int8_t* a, ptrdiff_t sa, const int8_t* b, ptrdiff_t sb,    \
+                   int8_t* dst, ptrdiff_t n, float s0, float s1, float inv, int32_t z0,       \
+                   int32_t z1, int32_t zo, int32_t lo, int32_t hi) {                          \
+        if (code == 0) { MNNPY_I8_BINARY_CODE(f0 + f1) }                                      \
+        else if (code == 1) { MNNPY_I8_BINARY_CODE(f0 - f1) }                                 \
+        else if (code == 2) { MNNPY_I8_BINARY_CODE(f0 * f1) }                                 \
+        else { MNNPY_I8_BINARY_CODE((f0 - f1) * (f0 - f1)) }                                  \
+    }
+
+MNNPY_I8_BINARY(mnnpy_i8_binary_c, MNNPY_STATIC)
+#if MNNPY_X86
+/* AVX2 without FMA (a fused multiply-add would round differently from MNN's plain C), and
+ * without trapping-math, so the selects vectorize; the results are the same floats. */
+MNNPY_I8_BINARY(mnnpy_i8_binary_avx2, MNNPY_STATIC __attribute__((target("avx2"),
+                                                                  optimize("no-trapping-math"))))
+#endif
+
+MNNPY_STATIC void mnnpy_i8_binary(int isa, int code, const int8_t* a, ptrdiff_t sa,
+                                  const int8_t* b, ptrdiff_t sb, int8_t* dst, ptrdiff_t n,
+                                  float s0, float s1, float inv, int32_t z0, int32_t z1,
+                                  int32_t zo, int32_t lo, int32_t hi) {
+#if MNNPY_X86
+    if (isa != MNNPY_ISA_GENERIC) {
+        mnnpy_i8_binary_avx2(code, a, sa, b, sb, dst, n, s0, s1, inv, z0, z1, zo, lo, hi);
+        return;
+    }
+#endif
+    mnnpy_i8_binary_c(code, a, sa, b, sb, dst, n, s0, s1, inv, z0, z1, zo, lo, hi);
 }
 
 #endif
