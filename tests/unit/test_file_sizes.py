@@ -35,7 +35,6 @@ ALLOWED = {
     "mnnpy/backend/cpu/executions/convolution.py": 227,
     "mnnpy/backend/cpu/executions/convolution_gemm.py": 223,
     "mnnpy/backend/cpu/executions/convolution_int8.py": 227,
-    "mnnpy/backend/cpu/executions/deconvolution.py": 204,
     "mnnpy/backend/cpu/executions/loop.py": 290,
     "mnnpy/backend/cpu/executions/static_raster.py": 318,
 }
