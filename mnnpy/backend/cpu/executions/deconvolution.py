@@ -26,8 +26,8 @@ from mnnpy.backend.cpu.executions.deconvolution_base import (
 from mnnpy.backend.cpu.executions.deconvolution_gemm import CPUDeconvolutionGemm
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops.convolution import ConvGeometry
 from mnnpy.ops.deconvolution import (
-    DeconvGeometry,
     deconv_geometry,
     deconv_weights,
     output_shape_input,
@@ -46,7 +46,7 @@ def _refused(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
     return refused_tables(p, x, inputs[1 : len(inputs) - n_shape])
 
 
-def _choose(geo: DeconvGeometry) -> tuple[type[CPUDeconvolution], Pack]:
+def _choose(geo: ConvGeometry) -> tuple[type[CPUDeconvolution], Pack]:
     """The execution class for ``geo`` and its weight packing (for weights given as inputs)."""
     if geo.group == geo.in_channels == geo.out_channels:
         return CPUDeconvolutionDepthwise, CPUDeconvolutionDepthwise.pack_weight

@@ -17,8 +17,8 @@ from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution
 from mnnpy.layout import c4
 from mnnpy.net import OpDef
-from mnnpy.ops.convolution import activation_bounds, conv_common
-from mnnpy.ops.deconvolution import DeconvGeometry, deconv_geometry, output_shape_input
+from mnnpy.ops.convolution import ConvGeometry, activation_bounds, conv_common
+from mnnpy.ops.deconvolution import deconv_geometry, output_shape_input
 from mnnpy.tensor import Tensor
 
 __all__ = ["CPUDeconvolution", "CPUDeconvolutionDepthwise", "pack_grouped", "pad_bias"]
@@ -73,7 +73,7 @@ class CPUDeconvolution(Execution):
         self,
         backend: CPUBackend,
         op: OpDef,
-        geo: DeconvGeometry,
+        geo: ConvGeometry,
         weight: np.ndarray,
         bias: np.ndarray,
     ) -> None:
