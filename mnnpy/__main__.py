@@ -1,9 +1,9 @@
-"""``python -m mnnpy``: see :mod:`mnnpy.cli`."""
+"""``python -m mnnpy``: see :mod:`mnnpy.tooling.cli`."""
 
 from __future__ import annotations
 
 import sys
 
-from mnnpy.cli import main
+from mnnpy.tooling.cli import main
 
 sys.exit(main())

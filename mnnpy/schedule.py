@@ -21,7 +21,7 @@ from mnnpy.tensor_format import DataType, DimensionFormat, runtime_dtype
 from mnnpy.weights import blob_values
 
 if TYPE_CHECKING:
-    from mnnpy.interpreter import ScheduleConfig
+    from mnnpy.config import ScheduleConfig
 
 __all__ = ["ConstInfo", "InputInfo", "PipelineInfo", "ScheduleInfo", "TensorInfo", "schedule"]
 

@@ -33,7 +33,7 @@ from mnnpy.schedule import ScheduleInfo
 from mnnpy.tensor import Tensor, TensorUsage
 
 if TYPE_CHECKING:
-    from mnnpy.interpreter import ScheduleConfig
+    from mnnpy.config import ScheduleConfig
 
 __all__ = ["Session", "SessionInfo"]
 

@@ -49,7 +49,10 @@ def type_of(fmt: DimensionFormat) -> DimensionType:
 
 
 class DataType(IntEnum):
-    """The model file's ``DataType`` enum (TensorFlow's numbering, as MNN's schema has it)."""
+    """The model file's ``DataType`` enum (TensorFlow's numbering, as MNN's schema has it).
+
+    A copy of ``mnnpy._schema.MNN.DataType``; ``tests/unit/test_schema_enums.py`` ties them.
+    """
 
     DT_INVALID = 0
     DT_FLOAT = 1

@@ -1,4 +1,4 @@
-"""Benchmark mnnpy against the MNN wheel and ONNX Runtime: see mnnpy/benchmark.py.
+"""Benchmark mnnpy against the MNN wheel and ONNX Runtime: see mnnpy/tooling/benchmark.py.
 
 python tools/bench.py [model.mnn ...] --threads 1,2 [--profile] [--json out.json]
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from mnnpy.benchmark import main
+from mnnpy.tooling.benchmark import main
 
 if __name__ == "__main__":
     sys.exit(main())

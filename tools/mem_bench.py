@@ -35,7 +35,7 @@ if engine == "mnnpy":
         t.copy_from(np.zeros(t.shape, t.dtype))
     interp.run_session(s)
     info = s.info()
-    from mnnpy.memory_report import weight_bytes
+    from mnnpy.tooling.memory_report import weight_bytes
     stored = weight_bytes(s).stored
     out = {"memory_mb": info.memory_mb, "arena": info.memory.dynamic, "stored": stored,
            "lower_bound": info.memory.lower_bound, "static": info.memory.static,

@@ -8,7 +8,7 @@ scale), the median run time of mnnpy and of the ``mnn`` wheel in NORMAL mode, an
 each engine reports for a session in NORMAL and in LIMIT / ``Memory_Low`` (mnnpy:
 ``session.info()``, MB with the STATIC part in brackets; MNN: ``getSessionInfo`` MEMORY).
 Both engines run in this process, one after the other, with the benchmark's runners
-(:mod:`mnnpy.benchmark`), so use it for the table in a report, not for close speed
+(:mod:`mnnpy.tooling.benchmark`), so use it for the table in a report, not for close speed
 comparisons (``python -m mnnpy bench --variants`` interleaves engines in separate processes).
 
     python tools/variant_table.py [--runs 20] [--threads 1] [files ...]
@@ -28,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mnnpy.benchmark import _Runner  # noqa: E402  (after the path insert)
+from mnnpy.tooling.bench_worker import _Runner  # noqa: E402  (after the path insert)
 
 
 def _golden(model: Path) -> dict[str, np.ndarray]:

@@ -1,39 +1,26 @@
-"""The Backend contract, storage types, forward types and the backend registry.
+"""The backend layer: the Backend contract (:mod:`mnnpy.backend.base`) and the registry.
 
-A Backend owns tensor memory and creates Executions for ops through its per-class creator
-registry. During a resize the session calls, in order: ``on_clear_buffer`` (drop the previous
-plan), ``on_resize_begin``, for every op ``on_create`` / ``on_acquire_buffer`` / the execution's
-``on_resize`` / ``on_release_buffer``, then ``on_resize_end`` and ``on_allocate_buffer``, after
-which every tensor has memory. Each run is bracketed by ``on_execute_begin`` / ``on_execute_end``.
-
-Storage types and their life cycles (MNN's ``Backend::StorageType``):
-
-* ``STATIC``: not reusable. Memory is allocated when ``on_acquire_buffer`` is called and freed by
-  ``on_release_buffer`` or when the backend goes away; ``on_clear_buffer`` leaves it alone. For an
-  execution's own weights and transformed weights.
-* ``DYNAMIC``: reusable. ``on_acquire_buffer`` reserves memory, preferring bytes that an earlier
-  ``on_release_buffer`` gave back; ``on_clear_buffer`` frees it all. For activations and scratch.
-* ``DYNAMIC_SEPERATE``: not reused within a resize. ``on_release_buffer`` does nothing;
-  ``on_clear_buffer`` frees it. For session inputs and constants, which must survive.
-
-A backend may record requests and decide addresses only in ``on_allocate_buffer`` (the CPU backend
-plans one arena that way), so no tensor data may be touched before it.
+The classes live in :mod:`mnnpy.backend.base`, the creator table in
+:mod:`mnnpy.backend.registry`, lookups that load in-tree backends and plugins on first use in
+:mod:`mnnpy.backend.lookup`; this package re-exports them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import IntEnum
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from mnnpy.errors import InvalidValueError
-from mnnpy.execution import Creator, Execution, Unsupported
-from mnnpy.tensor_format import DimensionFormat
-
-if TYPE_CHECKING:
-    from mnnpy.net import OpDef
-    from mnnpy.tensor import Tensor
+from mnnpy.backend.base import (
+    API_VERSION,
+    Backend,
+    BackendInfo,
+    ForwardType,
+    MemoryInfo,
+    StorageType,
+)
+from mnnpy.backend.lookup import create_backend, get_backend, registered_forward_types
+from mnnpy.backend.registry import (
+    BackendCreator,
+    insert_extra_backend_creator,
+    register_backend,
+)
 
 __all__ = [
     "API_VERSION",
@@ -49,236 +36,3 @@ __all__ = [
     "register_backend",
     "registered_forward_types",
 ]
-
-# The backend API version plugins declare: compatible when the major is equal and the plugin's
-# minor is not newer than ours (Arm NN's rule).
-API_VERSION = (1, 0)
-
-
-class StorageType(IntEnum):
-    """How a buffer is held; see the module docstring for each life cycle."""
-
-    STATIC = 0
-    DYNAMIC = 1
-    DYNAMIC_SEPERATE = 2
-
-
-@dataclass
-class MemoryInfo:
-    """Bytes a backend holds for a session, by storage type.
-
-    Attributes:
-        static: STATIC buffers (weights and their transforms), allocated at creation.
-        dynamic: the planned DYNAMIC arena (activations and scratch share it).
-        separate: the DYNAMIC_SEPERATE arena (inputs, constants, folded shape tensors).
-        scratch: the part of the DYNAMIC requests that was op scratch (bytes requested).
-        lower_bound: the most DYNAMIC bytes alive at one time; no plan can use fewer.
-        peak_op: name of the op being prepared when the DYNAMIC bytes peaked.
-    """
-
-    static: int = 0
-    dynamic: int = 0
-    separate: int = 0
-    scratch: int = 0
-    lower_bound: int = 0
-    peak_op: str = ""
-
-    @property
-    def total(self) -> int:
-        """All bytes held."""
-        return self.static + self.dynamic + self.separate
-
-
-class ForwardType(IntEnum):
-    """MNN's ``MNNForwardType`` values."""
-
-    CPU = 0
-    METAL = 1
-    CUDA = 2
-    OPENCL = 3
-    AUTO = 4
-    NN = 5
-    OPENGL = 6
-    VULKAN = 7
-    USER_0 = 8
-    USER_1 = 9
-    USER_2 = 10
-    USER_3 = 11
-
-
-@dataclass
-class BackendInfo:
-    """What a backend creator is told (MNN's ``Backend::Info``).
-
-    Attributes:
-        forward_type: the forward type being created.
-        num_thread: threads per op.
-        memory: the memory mode (0 normal, 1 high, 2 low / limit).
-        config: the session's full BackendConfig, if any.
-        user: anything the application passed through ``ScheduleConfig.user``.
-    """
-
-    forward_type: ForwardType
-    num_thread: int = 1
-    memory: int = 0
-    config: Any = None
-    user: Any = None
-
-
-class Backend:
-    """Base class of backends.
-
-    Subclasses set ``forward_type``, implement the memory hooks, and register op creators with
-    ``@TheBackend.register_creator(OpType.X)``; each subclass has its own registry.
-
-    Args:
-        num_thread: threads the backend may use for one op.
-    """
-
-    forward_type: ForwardType = ForwardType.CPU  # per class; an instance may override it
-    # Where tensor bytes live. Backends of the same kind can read each other's tensors without a
-    # copy when they also store them in the same format (see can_share).
-    memory_kind: str = "host"
-    Info: ClassVar[type[BackendInfo]] = BackendInfo
-    _creators: ClassVar[dict[int, Creator]] = {}
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._creators = {}
-
-    def __init__(self, num_thread: int = 1) -> None:
-        if int(num_thread) < 1:
-            raise InvalidValueError(f"num_thread must be >= 1, got {num_thread!r}")
-        self.num_thread = int(num_thread)
-        # The op being prepared, set by the pipeline during a resize, so memory requests can be
-        # attributed to ops (plans, reports, the op at the peak in an OUT_OF_MEMORY message).
-        self.current_op: OpDef | None = None
-        # Set by the pipeline while a run has per-op callbacks: every op output must then be
-        # computed, including those a later op reads through (CPU raster executions).
-        self.observed = False
-
-    @property
-    def name(self) -> str:
-        """A readable name for messages, e.g. ``CPU``."""
-        return self.forward_type.name
-
-    # -- creator registry ---------------------------------------------------------------------
-    @classmethod
-    def add_creator(cls, op_type: int, creator: Creator, replace: bool = False) -> None:
-        """Register ``creator`` for ``op_type``; a second registration raises unless ``replace``."""
-        if op_type in cls._creators and not replace:
-            raise InvalidValueError(
-                f"{cls.__name__} already has a creator for op type {_op_name(op_type)}"
-            )
-        cls._creators[op_type] = creator
-
-    @classmethod
-    def register_creator(cls, *op_types: int) -> Callable[[Creator], Creator]:
-        """Decorator form of :meth:`add_creator` for one or more op types."""
-
-        def wrap(creator: Creator) -> Creator:
-            for op_type in op_types:
-                cls.add_creator(op_type, creator)
-            return creator
-
-        return wrap
-
-    @classmethod
-    def supported_op_types(cls) -> list[str]:
-        """Names of the op types this backend has creators for."""
-        return sorted(_op_name(t) for t in cls._creators)
-
-    def is_op_supported(self, op: OpDef, inputs: Sequence[Tensor]) -> bool:
-        """Whether this backend can run ``op`` on these inputs (shapes are known).
-
-        Asked before any execution is created, to place ops (Glow's isOpSupported, Arm NN's
-        ILayerSupport). The default says yes for op types with a creator; a creator may still
-        return None for parameters it cannot handle.
-        """
-        return op.type in self._creators
-
-    def storage_format(self, tensor: Tensor) -> DimensionFormat:
-        """The layout this backend stores ``tensor`` in (the CPU keeps the tensor's format)."""
-        return tensor.dimension_format
-
-    def can_share(self, tensor: Tensor, owner: Backend) -> bool:
-        """Whether executions of this backend can read ``tensor``, held by ``owner``, in place.
-
-        True when the memory is of the same kind and in the same storage format (Arm NN's
-        tensor-handle compatibility); otherwise the pipeline inserts a copy.
-        """
-        return owner is self or (
-            owner.memory_kind == self.memory_kind
-            and owner.storage_format(tensor) == self.storage_format(tensor)
-        )
-
-    def on_create(
-        self, op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
-    ) -> Execution | Unsupported | None:
-        """Create the Execution for ``op``; None, or ``Unsupported(reason)``, when it cannot."""
-        creator = self._creators.get(op.type)
-        if creator is None:
-            return None
-        return creator(op, inputs, outputs, self)
-
-    # -- life cycle hooks ---------------------------------------------------------------------
-    def on_resize_begin(self) -> None:
-        """A resize starts: executions will be created and buffers requested."""
-
-    def on_resize_end(self) -> None:
-        """Every op of the resize has been prepared."""
-
-    def on_execute_begin(self) -> None:
-        """A run starts."""
-
-    def on_execute_end(self) -> None:
-        """A run ended."""
-
-    # -- memory hooks -------------------------------------------------------------------------
-    def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
-        """Request memory for ``tensor`` with the life cycle of ``storage_type``."""
-        raise NotImplementedError
-
-    def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
-        """Give ``tensor``'s memory back according to ``storage_type``'s life cycle."""
-        raise NotImplementedError
-
-    def on_acquire_inplace(self, tensor: Tensor, source: Tensor) -> bool:
-        """Let ``tensor`` take over ``source``'s memory, for an in-place execution.
-
-        Called instead of :meth:`on_acquire_buffer` when the execution declares
-        ``support_inplace`` and ``source`` dies at this op. Returning False (the default) means
-        "not here": the pipeline then acquires ``tensor`` normally.
-        """
-        return False
-
-    def on_allocate_buffer(self) -> None:
-        """Turn the requests of this resize into real memory; after it, tensors have data."""
-
-    def on_clear_buffer(self) -> None:
-        """Free all DYNAMIC and DYNAMIC_SEPERATE memory (STATIC stays)."""
-        raise NotImplementedError
-
-    def on_copy_buffer(self, src: Tensor, dst: Tensor) -> None:
-        """Copy ``src`` into ``dst``, converting layout; either may belong to this backend."""
-        raise NotImplementedError
-
-    def memory_info(self) -> MemoryInfo:
-        """Bytes this backend holds for its session; backends that do not track report zeros."""
-        return MemoryInfo()
-
-
-def _op_name(op_type: int) -> str:
-    from mnnpy.net import op_type_name
-
-    return op_type_name(op_type)
-
-
-from mnnpy.backend.registry import (  # noqa: E402 - the registry needs the classes above
-    BackendCreator,
-    create_backend,
-    get_backend,
-    insert_extra_backend_creator,
-    register_backend,
-    registered_forward_types,
-)

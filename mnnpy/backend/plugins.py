@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mnnpy.backend.base import API_VERSION, ForwardType
+from mnnpy.backend.registry import insert_extra_backend_creator
 from mnnpy.errors import MNNError
 
 __all__ = ["PluginRecord", "RuntimeOptions", "load_plugins", "load_default_plugins", "loaded"]
@@ -86,8 +88,6 @@ def parse_version(value: Any) -> tuple[int, int]:
 
 def compatible(version: tuple[int, int]) -> bool:
     """Arm NN's rule: same major, and the plugin's minor is not newer than ours."""
-    from mnnpy.backend import API_VERSION
-
     return version[0] == API_VERSION[0] and version[1] <= API_VERSION[1]
 
 
@@ -99,8 +99,6 @@ def _skip(source: str, reason: str) -> PluginRecord:
 
 def register_plugin(module: Any, source: str) -> PluginRecord:
     """Check a loaded plugin module and register its creator; never raises."""
-    from mnnpy.backend import ForwardType, insert_extra_backend_creator
-
     try:
         version = parse_version(module.BACKEND_API_VERSION)
     except AttributeError:
@@ -108,8 +106,6 @@ def register_plugin(module: Any, source: str) -> PluginRecord:
     except (TypeError, ValueError):
         return _skip(source, f"BACKEND_API_VERSION {module.BACKEND_API_VERSION!r} is malformed")
     if not compatible(version):
-        from mnnpy.backend import API_VERSION
-
         return _skip(source, f"it needs backend API {version}, this runtime has {API_VERSION}")
     try:
         value = module.FORWARD_TYPE

@@ -28,8 +28,8 @@ from typing import Any
 
 from mnnpy.backend import ForwardType, registered_forward_types
 from mnnpy.compat.tensor import InvalidArgumentError
+from mnnpy.config import BackendConfig, MemoryMode, PowerMode, PrecisionMode, ScheduleConfig
 from mnnpy.errors import InvalidValueError, NotSupportError
-from mnnpy.interpreter import BackendConfig, MemoryMode, PowerMode, PrecisionMode, ScheduleConfig
 
 __all__ = ["SessionOptions", "parse_config"]
 

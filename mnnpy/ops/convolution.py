@@ -25,9 +25,9 @@ _FLT_MAX = float(np.finfo(np.float32).max)
 
 @dataclass(frozen=True)
 class ConvGeometry:
-    """A 2-D convolution with shapes known, in NCHW order.
+    """A 2-D convolution or transposed convolution with shapes known, in NCHW order.
 
-    ``pad`` is (top, left); ``window`` is what the kernels take.
+    ``pad`` is (top, left); ``window`` is what the kernels take. ``deconv_geometry`` makes them too.
     """
 
     batch: int

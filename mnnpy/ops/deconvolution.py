@@ -9,7 +9,6 @@ kW]``; MNN's converter splits other groups into one op per group, mnnpy also run
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,30 +17,15 @@ from mnnpy._schema.MNN.PadMode import PadMode
 from mnnpy.errors import ComputeSizeError, NotSupportError
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import content_of, register_reference, register_shape
-from mnnpy.ops.convolution import activation_bounds, checked_weights, conv_common, nchw_shape
+from mnnpy.ops.convolution import (
+    ConvGeometry,
+    activation_bounds,
+    checked_weights,
+    conv_common,
+    nchw_shape,
+)
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
-
-
-@dataclass(frozen=True)
-class DeconvGeometry:
-    """A 2-D transposed convolution with shapes known, NCHW order; ``pad`` is (top, left)."""
-
-    batch: int
-    in_channels: int
-    in_hw: tuple[int, int]
-    out_channels: int
-    out_hw: tuple[int, int]
-    group: int
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    dilate: tuple[int, int]
-    pad: tuple[int, int]
-
-    @property
-    def window(self) -> tuple[int, ...]:
-        """``(ky, kx, sy, sx, dy, dx, pad_top, pad_left)``."""
-        return (*self.kernel, *self.stride, *self.dilate, *self.pad)
 
 
 def _group(op: OpDef, common: Any, channels: int, oc: int) -> int:
@@ -84,7 +68,7 @@ def _out_size(common: Any, size: tuple[int, int], k: tuple[int, int], out_shape:
 
 def deconv_geometry(
     op: OpDef, shape: Sequence[int], out_shape: np.ndarray | None = None
-) -> DeconvGeometry:
+) -> ConvGeometry:
     """Resolve the op for an NCHW-ordered input ``shape``.
 
     Args:
@@ -114,10 +98,10 @@ def deconv_geometry(
         pad = (int(common.pads[0]), int(common.pads[1]))
     else:
         pad = (common.padY, common.padX)
-    return DeconvGeometry(n, c, (h, w), oc, (oh, ow), group, k, s, d, pad)
+    return ConvGeometry(n, c, (h, w), oc, (oh, ow), group, k, s, d, pad)
 
 
-def deconv_weights(op: OpDef, geo: DeconvGeometry) -> tuple[np.ndarray, np.ndarray]:
+def deconv_weights(op: OpDef, geo: ConvGeometry) -> tuple[np.ndarray, np.ndarray]:
     """The ``[C_in, C_out / group, kH, kW]`` float32 weight and the bias (zeros when absent)."""
     dims = (geo.in_channels, geo.out_channels // geo.group, *geo.kernel)
     return checked_weights(op, dims, "input channels x outputCount/group", geo.out_channels)

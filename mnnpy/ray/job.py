@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy.config import MemoryMode, ScheduleConfig
 from mnnpy.errors import InvalidValueError
-from mnnpy.interpreter import Interpreter, MemoryMode, ScheduleConfig
+from mnnpy.interpreter import Interpreter
 from mnnpy.ray._lazy import require_pyarrow, require_ray
 from mnnpy.ray.model import load_model, make_config
 from mnnpy.ray.predictor import ERROR_COLUMN, MNNPredictor

@@ -6,8 +6,8 @@ import dataclasses
 import os
 from typing import Any
 
+from mnnpy.config import MemoryMode, ScheduleConfig
 from mnnpy.errors import FileNotExistError, InvalidValueError
-from mnnpy.interpreter import MemoryMode, ScheduleConfig
 from mnnpy.ray._lazy import require_ray
 
 __all__ = ["ModelSource", "load_model", "make_config"]

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy.config import MemoryMode, ScheduleConfig
 from mnnpy.errors import (
     ComputeSizeError,
     InputDataError,
@@ -24,7 +25,7 @@ from mnnpy.errors import (
     NotSupportError,
     OutOfMemoryError,
 )
-from mnnpy.interpreter import Interpreter, MemoryMode, ScheduleConfig
+from mnnpy.interpreter import Interpreter
 from mnnpy.ray.arrow import input_columns, output_table
 from mnnpy.ray.model import ModelSource, load_model, make_config
 from mnnpy.tensor import Tensor

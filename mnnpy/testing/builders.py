@@ -20,7 +20,8 @@ from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.Op import OpT
 from mnnpy._schema.MNN.OpParameter import OpParameter
 from mnnpy._schema.MNN.OpType import OpType
-from mnnpy.interpreter import Interpreter, ScheduleConfig
+from mnnpy.config import ScheduleConfig
+from mnnpy.interpreter import Interpreter
 from mnnpy.net import pack_net
 from mnnpy.session import Session
 from mnnpy.tensor_format import DataType, DimensionFormat

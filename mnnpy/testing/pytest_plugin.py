@@ -23,7 +23,7 @@ import pytest
 
 if TYPE_CHECKING:
     from mnnpy.backend import ForwardType
-    from mnnpy.interpreter import ScheduleConfig
+    from mnnpy.config import ScheduleConfig
     from mnnpy.testing.report import CaseResult
 
 ENTRY_POINT = "mnnpy"  # the plugin's name in the pytest11 entry point group
@@ -183,7 +183,7 @@ def mnnpy_backend(pytestconfig: pytest.Config) -> ForwardType:
 @pytest.fixture
 def schedule_config(pytestconfig: pytest.Config, mnnpy_backend: ForwardType) -> ScheduleConfig:
     """A fresh ``ScheduleConfig`` for the backend under test (backup, strict from the options)."""
-    from mnnpy.interpreter import ScheduleConfig
+    from mnnpy.config import ScheduleConfig
     from mnnpy.testing.runner import parse_forward_type
 
     options = pytestconfig.stash[_KEY]

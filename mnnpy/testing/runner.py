@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from mnnpy.backend import ForwardType
+from mnnpy.config import ScheduleConfig
 from mnnpy.errors import NotSupportError
-from mnnpy.interpreter import ScheduleConfig
 from mnnpy.session import Session
 from mnnpy.testing.builders import run_net
 from mnnpy.testing.cases import ModelCase, OpCase, compare

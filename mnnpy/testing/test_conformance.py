@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from mnnpy.interpreter import ScheduleConfig
+from mnnpy.config import ScheduleConfig
 from mnnpy.testing import ModelCase, OpCase, model_cases, op_cases, run_case
 from mnnpy.testing.report import CaseResult
 

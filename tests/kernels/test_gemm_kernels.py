@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from mnnpy import layout
-from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, pad_to
+from mnnpy.backend.cpu.executions.convolution_base import pad_to
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.executions.convolution_winograd import CPUConvolutionWinograd
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.backend.cpu.kernels import winograd as WG

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mnnpy import bench_variants
-from mnnpy.benchmark import main as bench_main
+from mnnpy.tooling import bench_variants
+from mnnpy.tooling.benchmark import main as bench_main
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 KINDS = ["fp32", "fp16", "wq8", "wq4", "int8"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from mnnpy.benchmark import bench_model, print_table
+from mnnpy.tooling.benchmark import bench_model, print_table
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

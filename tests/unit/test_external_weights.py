@@ -98,7 +98,7 @@ def test_short_weight_file(tmp_path: Path, keep: int) -> None:
 
 
 def test_dump_shows_storage(tmp_path: Path, capsys) -> None:
-    from mnnpy.cli import main
+    from mnnpy.tooling.cli import main
 
     model, weights = externalize(MODEL)
     (tmp_path / "m.mnn").write_bytes(model)

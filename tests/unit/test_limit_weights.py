@@ -27,10 +27,10 @@ from mnnpy.backend.cpu.executions import convolution as C
 from mnnpy.backend.cpu.executions import convolution_gemm_limit as GL
 from mnnpy.backend.cpu.executions import matmul_limit as ML
 from mnnpy.errors import ErrorCode, MNNError
-from mnnpy.memory_report import weight_bytes
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import reference_of
 from mnnpy.tensor_format import DimensionFormat
+from mnnpy.tooling.memory_report import weight_bytes
 from mnnpy.weights import WeightTable
 from tests.helpers import assert_close, make_single_op_net
 

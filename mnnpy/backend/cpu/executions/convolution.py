@@ -21,12 +21,8 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.convolution_gemm import (
-    CPUConvolutionBase,
-    CPUConvolutionGemm,
-    chain,
-    pad_to,
-)
+from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase, chain, pad_to
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.executions.convolution_gemm_limit import CPUConvolutionGemmLimit
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
 from mnnpy.backend.cpu.executions.convolution_limit import limit_table

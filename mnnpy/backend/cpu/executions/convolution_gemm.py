@@ -1,4 +1,4 @@
-"""CPU dense convolution as im2col + GEMM on NC4HW4, and what every CPU convolution shares."""
+"""CPU dense convolution as im2col + GEMM on NC4HW4 (the shared base: ``convolution_base.py``)."""
 
 from __future__ import annotations
 
@@ -6,138 +6,21 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels, Pack
+from mnnpy.backend.cpu.executions.convolution_base import (
+    EMPTY,
+    CPUConvolutionBase,
+    gemm_tile,
+    pad_to,
+)
 from mnnpy.backend.cpu.kernels import gemm as G
-from mnnpy.errors import ComputeSizeError
-from mnnpy.execution import Execution
 from mnnpy.net import OpDef
-from mnnpy.ops.convolution import activation_bounds, conv_common, conv_geometry
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
 
-# An im2col tile of this many floats (256 KB) stays in L2 while all its channel panels run.
-_L2_TILE_FLOATS = 64 * 1024
-_TILE_MAX = 128  # more pixels per tile measured no faster, only more scratch
-_TILE_LOW = 16  # LIMIT mode: one AVX-512 micro-kernel block of pixels per thread
-_EMPTY = np.zeros(0, np.float32)
 # Direct 1x1 convolutions on images smaller than this many pixels run the batch as one GEMM
 # (``gather``): per image, the micro-kernel's 16-pixel blocks would be mostly empty.
 _GATHER_BELOW = 64
-
-
-def pad_to(values: np.ndarray, multiple: int, dtype: np.dtype | type = np.float32) -> np.ndarray:
-    """``values`` as ``dtype`` (float32), zero-padded to a multiple of ``multiple``."""
-    out = np.zeros(-(-values.size // multiple) * multiple, dtype)
-    out[: values.size] = values.ravel()
-    return out
-
-
-def gemm_tile(k: int, oc: int, pixels: int, low_memory: bool, direct: bool) -> int:
-    """Pixels per work item for a GEMM.
-
-    The GEMM is over ``k`` values per pixel, ``oc`` outputs, ``pixels`` output pixels per image.
-
-    NORMAL: as many as keep an im2col tile in a 256 KB share of L2 (16 to 128, a multiple of
-    16 pixels, the AVX-512 micro-kernel's block); when the weights outweigh the image (more
-    channels than pixels), up to 4 times that, so the weights stream from memory once. LIMIT:
-    16, so scratch is one small tile per thread; a direct 1x1 convolution has no scratch, so it
-    keeps the NORMAL size.
-    """
-    if low_memory and not direct:
-        return _TILE_LOW
-    tile = max(_TILE_LOW, min(_TILE_MAX, _L2_TILE_FLOATS // k) // 16 * 16)
-    return pixels if oc >= pixels and pixels <= 4 * tile else tile
-
-
-def chain(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
-    """A call that runs ``first`` then ``then`` (a dequantization, then its kernel)."""
-
-    def run() -> None:
-        first()
-        then()
-
-    return run
-
-
-class CPUConvolutionBase(Execution):
-    """Shared by the CPU convolutions (NC4HW4).
-
-    Checks shapes in ``on_resize``, keeps the kernels' ``shape`` / ``window`` tuples and the fused
-    activation's clamp bounds, and the LIMIT path of compressed weights (``convolution_limit.py``):
-    a subclass given a ``WeightTable`` keeps it compressed (``_keep_weight``), gets DYNAMIC scratch
-    for its float panels with its other scratch (``_scratch``) and fills it before each run
-    (``_dequantized``: the whole layer, for depthwise and grouped convolutions;
-    ``CPUConvolutionGemmLimit`` goes chunk by chunk).
-    """
-
-    weight: np.ndarray  # packed by the subclass (``_keep_weight``); empty when compressed
-    bias: np.ndarray  # padded to the subclass's lanes, in STATIC memory
-
-    def __init__(self, backend: CPUBackend, op: OpDef, in_channels: int) -> None:
-        super().__init__(backend)
-        self.op = op
-        self.in_channels = in_channels
-        self.lo, self.hi = activation_bounds(conv_common(op))
-        self._shape: tuple[int, ...] = ()
-        self._window: tuple[int, ...] = ()
-        self.compressed: CompressedPanels | None = None
-        self._weight_scratch: Tensor | None = None
-
-    def _keep_weight(self, weight: np.ndarray | WeightTable, pack: Pack, lanes: int) -> np.ndarray:
-        """``pack(weight)`` in STATIC memory, or the compressed panels.
-
-        For a ``WeightTable`` (LIMIT mode, integer or fp16 codes): the compressed panels instead,
-        and an empty array that ``_dequantized`` points at the float panels in scratch.
-        """
-        backend = cpu_backend(self.backend)
-        if isinstance(weight, WeightTable):
-            self.compressed = CompressedPanels(backend, weight, pack, lanes, owner=self)
-            return _EMPTY
-        return backend.static_copy(pack(weight), owner=self)
-
-    def _dequantized(self) -> Callable[[], None] | None:
-        """LIMIT with compressed weights: the call that dequantizes them; else None.
-
-        It points ``weight`` at its scratch (valid once memory is planned).
-        """
-        if self.compressed is None:
-            return None
-        scratch = self._weight_scratch
-        assert scratch is not None, "on_resize acquires it"
-        self.weight = scratch.buffer[: self.compressed.floats]
-        return self.compressed.bind(self.weight, self.backend.num_thread)
-
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        geo = conv_geometry(self.op, inputs[0].shape)
-        if geo.in_channels != self.in_channels:
-            raise ComputeSizeError(
-                f"input has {geo.in_channels} channels, the weights were built for "
-                f"{self.in_channels}"
-            )
-        assert outputs[0].shape == (geo.batch, geo.out_channels, *geo.out_hw), outputs[0].shape
-        self._shape = (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw)
-        self._window = geo.window
-
-    def _scratch(self, elements: int, weight_floats: int | None = None) -> Tensor | None:
-        """DYNAMIC scratch of ``elements`` floats (None for 0), and compressed weights'.
-
-        With compressed weights, room for ``weight_floats`` (default: all) of their float panels:
-        all acquired before any is released, so they do not overlap, and released at once: valid
-        only while this op executes.
-        """
-        backend = cpu_backend(self.backend)
-        held = []
-        if self.compressed is not None:
-            floats = self.compressed.floats if weight_floats is None else weight_floats
-            self._weight_scratch = backend.acquire_scratch(floats)
-            held.append(self._weight_scratch)
-        scratch = backend.acquire_scratch(elements) if elements else None
-        held += [scratch] if scratch is not None else []
-        for t in held:
-            backend.on_release_buffer(t, StorageType.DYNAMIC)
-        return scratch
 
 
 class CPUConvolutionGemm(CPUConvolutionBase):
@@ -200,7 +83,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self._scratch_tensor = self._scratch(n)
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
-        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
+        scratch = EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         return G.bind_conv2d(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
@@ -208,7 +91,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         )  # fmt: skip
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
+        scratch = EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         G.conv2d(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,

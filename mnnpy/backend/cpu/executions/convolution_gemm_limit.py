@@ -26,13 +26,8 @@ from functools import partial
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.convolution_gemm import (
-    _EMPTY,
-    _GATHER_BELOW,
-    CPUConvolutionBase,
-    CPUConvolutionGemm,
-    gemm_tile,
-)
+from mnnpy.backend.cpu.executions.convolution_base import EMPTY, CPUConvolutionBase, gemm_tile
+from mnnpy.backend.cpu.executions.convolution_gemm import _GATHER_BELOW, CPUConvolutionGemm
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.layout import c4
 from mnnpy.net import OpDef
@@ -92,7 +87,7 @@ class CPUConvolutionGemmLimit(CPUConvolutionGemm):
         assert c is not None and ws is not None
         src, dst, w = inputs[0].buffer, outputs[0].buffer, ws.buffer
         assert src is not None and dst is not None
-        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
+        scratch = EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         batch, ic, ih, iw, oc, oh, ow = self._shape
         threads, plane = self.backend.num_thread, oh * ow * 4
         whole = self._chunk == c.panels

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions.convolution_gemm import (
-    _EMPTY,
+from mnnpy.backend.cpu.executions.convolution_base import (
+    EMPTY,
     CPUConvolutionBase,
-    CPUConvolutionGemm,
     gemm_tile,
     pad_to,
 )
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
@@ -85,7 +85,7 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         dequant = self._dequantized()
         if dequant is not None:
             dequant()
-        scratch = _EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
+        scratch = EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         K.conv2d_grouped(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.group, self.lo, self.hi, self._tile, self.backend.num_thread,

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionBase, pad_to
+from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase, pad_to
 from mnnpy.backend.cpu.kernels import winograd as WG
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor

@@ -17,137 +17,22 @@ from mnnpy.backend.cpu.executions.convolution_multi import (
     Pack,
     refused_tables,
 )
-from mnnpy.backend.cpu.kernels import deconv as K
-from mnnpy.errors import ComputeSizeError
+from mnnpy.backend.cpu.executions.deconvolution_base import (
+    CPUDeconvolution,
+    CPUDeconvolutionDepthwise,
+    pack_grouped,
+    pad_bias,
+)
+from mnnpy.backend.cpu.executions.deconvolution_gemm import CPUDeconvolutionGemm
 from mnnpy.execution import Execution, Unsupported
-from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpParameter, OpType
-from mnnpy.ops.convolution import activation_bounds, conv_common
+from mnnpy.ops.convolution import ConvGeometry
 from mnnpy.ops.deconvolution import (
-    DeconvGeometry,
     deconv_geometry,
     deconv_weights,
     output_shape_input,
 )
 from mnnpy.tensor import Tensor
-
-
-def _pad_bias(bias: np.ndarray) -> np.ndarray:
-    out = np.zeros(c4(bias.size) * 4, bias.dtype)
-    out[: bias.size] = bias
-    return out
-
-
-def pack_grouped(weight: np.ndarray, group: int) -> tuple[np.ndarray, np.ndarray]:
-    """``[I, O/g, KH, KW]`` -> per output block ``[blocks][KH][KW][4 I][4 O]`` and its table.
-
-    An output block reads only the input blocks its groups cover; weights between channels of
-    different groups are zero. Returns the flat weights and ``(offset, first block, count)``
-    per output block (what ``deconv2d`` takes). The weights keep their dtype.
-    """
-    ic, ocg, kh, kw = weight.shape
-    oc, icg = ocg * group, ic // group
-    parts, table, offset = [], [], 0
-    for o4 in range(c4(oc)):
-        chans = range(o4 * 4, min(o4 * 4 + 4, oc))
-        first, last = chans[0] // ocg * icg, (chans[-1] // ocg + 1) * icg
-        b0, nb = first // 4, c4(last) - first // 4
-        block = np.zeros((nb * 4, 4, kh, kw), weight.dtype)
-        for lane, o in enumerate(chans):
-            lo = o // ocg * icg
-            block[lo - b0 * 4 : lo - b0 * 4 + icg, lane] = weight[lo : lo + icg, o % ocg]
-        parts.append(block.reshape(nb, 4, 4, kh, kw).transpose(0, 3, 4, 1, 2).ravel())
-        table += [offset, b0, nb]
-        offset += parts[-1].size
-    return np.concatenate(parts), np.asarray(table, np.int64)
-
-
-class CPUDeconvolution(Execution):
-    """Transposed convolution of any group on NC4HW4, 4 output channels at a time.
-
-    Each output pixel's taps are gathered without scratch (used for groups; MNN splits those into
-    group-1 CPUDeconvolutions).
-
-    Args:
-        backend: the CPU backend.
-        op: the Deconvolution op.
-        geo: the geometry the creator saw (weights depend only on channels and kernel).
-        weight: ``[I, O/g, KH, KW]`` float32, checked by ``deconv_weights``.
-        bias: ``outputCount`` float32 values.
-    """
-
-    def __init__(
-        self,
-        backend: CPUBackend,
-        op: OpDef,
-        geo: DeconvGeometry,
-        weight: np.ndarray,
-        bias: np.ndarray,
-    ) -> None:
-        super().__init__(backend)
-        self.op = op
-        self.in_channels = geo.in_channels
-        self.pack(backend, weight, geo.group)
-        self.bias = backend.static_copy(_pad_bias(bias), owner=self)
-        self.lo, self.hi = activation_bounds(conv_common(op))
-        self._shape: tuple[int, ...] = ()
-        self._window: tuple[int, ...] = ()
-
-    def pack(self, backend: CPUBackend, weight: np.ndarray, group: int) -> None:
-        """Pack ``weight`` into STATIC memory (see :func:`pack_grouped`)."""
-        packed, blocks = pack_grouped(weight, group)
-        self.weight = backend.static_copy(packed, owner=self)
-        self.blocks = blocks
-
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        shape_input = output_shape_input(self.op, inputs)
-        out_shape = None if shape_input is None else shape_input.describe.content
-        geo = deconv_geometry(self.op, inputs[0].shape, out_shape)
-        if geo.in_channels != self.in_channels:
-            raise ComputeSizeError(
-                f"input has {geo.in_channels} channels, the weights were built for "
-                f"{self.in_channels}"
-            )
-        assert outputs[0].shape == (geo.batch, geo.out_channels, *geo.out_hw), outputs[0].shape
-        self._shape = (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw)
-        self._window = geo.window
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst, threads = inputs[0].buffer, outputs[0].buffer, self.backend.num_thread
-        K.deconv2d(
-            src,
-            dst,
-            self.weight,
-            self.blocks,
-            self.bias,
-            self._shape,
-            self._window,
-            self.lo,
-            self.hi,
-            threads,
-        )
-
-
-class CPUDeconvolutionDepthwise(CPUDeconvolution):
-    """Depthwise transposed convolution on NC4HW4 blocks (MNN's CPUDeconvolutionDepthwise)."""
-
-    def pack(self, backend: CPUBackend, weight: np.ndarray, group: int) -> None:
-        """:meth:`pack_weight` into STATIC memory."""
-        self.weight = backend.static_copy(self.pack_weight(weight), owner=self)
-
-    @staticmethod
-    def pack_weight(weight: np.ndarray) -> np.ndarray:
-        """(C, 1, KH, KW) -> ``[C/4][KH][KW][4]``, zero-padded, flat (dtype kept)."""
-        c, _, kh, kw = weight.shape
-        w = np.zeros((c4(c) * 4, kh, kw), weight.dtype)
-        w[:c] = weight[:, 0]
-        return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        src, dst, threads = inputs[0].buffer, outputs[0].buffer, self.backend.num_thread
-        K.deconv2d_depthwise(
-            src, dst, self.weight, self.bias, self._shape, self._window, self.lo, self.hi, threads
-        )
 
 
 def _refused(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:
@@ -161,11 +46,8 @@ def _refused(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
     return refused_tables(p, x, inputs[1 : len(inputs) - n_shape])
 
 
-def _choose(geo: DeconvGeometry) -> tuple[type[CPUDeconvolution], Pack]:
+def _choose(geo: ConvGeometry) -> tuple[type[CPUDeconvolution], Pack]:
     """The execution class for ``geo`` and its weight packing (for weights given as inputs)."""
-    # deconvolution_gemm subclasses CPUDeconvolution: imported here, not at the top
-    from mnnpy.backend.cpu.executions.deconvolution_gemm import CPUDeconvolutionGemm
-
     if geo.group == geo.in_channels == geo.out_channels:
         return CPUDeconvolutionDepthwise, CPUDeconvolutionDepthwise.pack_weight
     if geo.group == 1:
@@ -199,6 +81,6 @@ def create(
     zero_bias = np.zeros(geo.out_channels, np.float32)
     inner = cls(backend, op, geo, np.zeros(dims, np.float32), zero_bias)
     return CPUConvolutionMultiInput(
-        backend, inner, (pack, dims), (_pad_bias, geo.out_channels), n_weights > 1,
+        backend, inner, (pack, dims), (pad_bias, geo.out_channels), n_weights > 1,
         keep_last=shape_input is not None,
     )  # fmt: skip

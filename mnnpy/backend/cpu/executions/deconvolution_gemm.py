@@ -8,8 +8,8 @@ import numpy as np
 
 from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions.convolution_gemm import gemm_tile
-from mnnpy.backend.cpu.executions.deconvolution import CPUDeconvolution
+from mnnpy.backend.cpu.executions.convolution_base import gemm_tile
+from mnnpy.backend.cpu.executions.deconvolution_base import CPUDeconvolution
 from mnnpy.backend.cpu.kernels import deconv as K
 from mnnpy.layout import c4
 from mnnpy.tensor import Tensor

@@ -13,7 +13,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions.convolution_gemm import gemm_tile
+from mnnpy.backend.cpu.executions.convolution_base import gemm_tile
 from mnnpy.backend.cpu.kernels import eltwise as E
 from mnnpy.backend.cpu.kernels import matmul as MK
 from mnnpy.backend.cpu.kernels import raster as K

@@ -8,7 +8,8 @@ import numpy as np
 
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, gemm_tile
+from mnnpy.backend.cpu.executions.convolution_base import gemm_tile
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.kernels import matmul as MK
 from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution, Unsupported

@@ -16,7 +16,8 @@ import numpy as np
 
 from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, gemm_tile
+from mnnpy.backend.cpu.executions.convolution_base import gemm_tile
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels, compressible
 from mnnpy.backend.cpu.executions.matmul import CPUInnerProduct, CPUMatMul
 from mnnpy.backend.cpu.kernels import matmul as MK

@@ -14,9 +14,9 @@ import numpy as np
 
 import mnnpy
 from mnnpy.errors import FileNotExistError, InputDataError, MNNError
-from mnnpy.memory_report import plan_svg, plan_table, weight_bytes
 from mnnpy.models import DEFAULT_INPUTS, DEFAULT_MODEL
 from mnnpy.net import load_net
+from mnnpy.tooling.memory_report import plan_svg, plan_table, weight_bytes
 from mnnpy.weights import attach_external, describe
 
 
@@ -228,8 +228,8 @@ def batch(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m mnnpy``; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:  # its own parser: see mnnpy/benchmark.py
-        from mnnpy.benchmark import main as bench_main
+    if argv[:1] == ["bench"]:  # its own parser: see mnnpy/tooling/benchmark.py
+        from mnnpy.tooling.benchmark import main as bench_main
 
         return bench_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mnnpy", description=__doc__)

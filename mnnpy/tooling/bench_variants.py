@@ -9,13 +9,13 @@ to it as ``<stem>.<kind>.mnn`` (+ ``<stem>.<kind>.npz`` holding the model's inpu
   (pixels mapped to the range of the model's stored input) or, for inputs that are not 3-channel
   images, on 10 random ``input_type: sequence`` samples.
 
-Each file then runs in mnnpy and in MNN with the protocol of :mod:`mnnpy.benchmark` (one worker
-process per engine, model loaded and warmed up once, timed runs interleaved in turns): median
-(min) ms per engine in NORMAL memory mode, the ratio, max |mnnpy - MNN| on the same file, and
-the memory each engine reports for a session in NORMAL and in LIMIT / ``Memory_Low`` (mnnpy:
-``session.info()``, with the STATIC part, which holds the weights; MNN: ``getSessionInfo``
-MEMORY), measured in separate worker processes, one per engine and mode. An engine that fails
-on a file (e.g. mnnpy refusing a format) is reported in the row, not fatal.
+Each file then runs in mnnpy and in MNN with the protocol of :mod:`mnnpy.tooling.benchmark`
+(one worker process per engine, model loaded and warmed up once, timed runs interleaved in
+turns): median (min) ms per engine in NORMAL memory mode, the ratio, max |mnnpy - MNN| on the
+same file, and the memory each engine reports for a session in NORMAL and in LIMIT /
+``Memory_Low`` (mnnpy: ``session.info()``, with the STATIC part, which holds the weights; MNN:
+``getSessionInfo`` MEMORY), measured in separate worker processes, one per engine and mode. An
+engine that fails on a file (e.g. mnnpy refusing a format) is reported in the row, not fatal.
 
 Making the variants needs a source checkout (``tools/_mnn_convert.py``, which runs
 ``_tools.mnnconvert`` in a subprocess) and the ``mnn`` wheel; never ``MNN.tools``.
@@ -34,7 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from mnnpy.benchmark import SETTLE_S, _load_inputs, _Worker
+from mnnpy.tooling.bench_worker import SETTLE_S, _load_inputs
+from mnnpy.tooling.benchmark import _Worker
 
 KINDS: dict[str, list[str]] = {
     "fp32": [],
@@ -49,7 +50,7 @@ ENGINES = ("mnnpy", "mnn")
 
 def _tools() -> tuple[ModuleType, ModuleType]:
     """``tools/_mnn_convert.py`` and ``tools/make_variant_models.py`` from the source checkout."""
-    tools = Path(__file__).resolve().parents[1] / "tools"
+    tools = Path(__file__).resolve().parents[2] / "tools"
     if not (tools / "make_variant_models.py").exists():
         raise SystemExit(
             "bench --variants makes its files with tools/make_variant_models.py from a source "

@@ -1,0 +1,127 @@
+"""Session configuration (MNN's ``ScheduleConfig`` and ``BackendConfig`` with their modes).
+
+A leaf module: the schedule, the session and the interpreter all read these classes, so they
+live below all three (:mod:`mnnpy.interpreter` and :mod:`mnnpy` re-export them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from mnnpy.backend.base import ForwardType
+from mnnpy.errors import InvalidValueError
+
+__all__ = ["BackendConfig", "MemoryMode", "PowerMode", "PrecisionMode", "ScheduleConfig"]
+
+
+class MemoryMode(IntEnum):
+    """MNN's ``BackendConfig::MemoryMode``; ``LIMIT`` is another name for ``LOW``.
+
+    In ``LOW`` / ``LIMIT`` mode every execution picks its low-memory variant (no weight
+    transforms that grow weights, small scratch, in place where possible).
+    """
+
+    NORMAL = 0
+    HIGH = 1
+    LOW = 2
+    LIMIT = 2
+
+    @classmethod
+    def parse(cls, value: MemoryMode | int | str) -> MemoryMode:
+        """A mode from itself, its number, or a name: ``LIMIT``, ``Memory_Low``, ``normal``..."""
+        if isinstance(value, str):
+            key = value.strip().upper().removeprefix("MEMORY_")
+            if key not in cls.__members__:
+                names = "NORMAL, HIGH, LOW/LIMIT (or MNN's Memory_Normal, Memory_High, Memory_Low)"
+                raise InvalidValueError(f"unknown memory mode {value!r}; use {names}")
+            return cls[key]
+        try:
+            return cls(value)
+        except ValueError:
+            raise InvalidValueError(f"unknown memory mode {value!r}") from None
+
+
+class PowerMode(IntEnum):
+    """MNN's ``BackendConfig::PowerMode``."""
+
+    NORMAL = 0
+    HIGH = 1
+    LOW = 2
+
+
+class PrecisionMode(IntEnum):
+    """MNN's ``BackendConfig::PrecisionMode``; mnnpy computes in float32 in every mode."""
+
+    NORMAL = 0
+    HIGH = 1
+    LOW = 2
+    LOW_BF16 = 3
+
+
+@dataclass
+class BackendConfig:
+    """Hints to a backend, as MNN's ``BackendConfig``.
+
+    Attributes:
+        memory: the memory mode.
+        power: the power mode (a hint; mnnpy ignores it).
+        precision: the precision mode (mnnpy computes in float32 in every mode).
+        memory_budget: the most bytes a backend may hold for the session's tensors (weights
+            copies, arenas); None means half of the machine's physical memory. A plan that does
+            not fit raises ``MNNError(OUT_OF_MEMORY)`` while resizing, before anything runs.
+    """
+
+    memory: MemoryMode = MemoryMode.NORMAL
+    power: PowerMode = PowerMode.NORMAL
+    precision: PrecisionMode = PrecisionMode.NORMAL
+    memory_budget: int | None = None
+
+    def __post_init__(self) -> None:
+        self.memory = MemoryMode.parse(self.memory)
+        self.power = PowerMode(self.power)
+        self.precision = PrecisionMode(self.precision)
+        if self.memory_budget is not None and int(self.memory_budget) <= 0:
+            raise InvalidValueError(f"memory_budget must be positive, got {self.memory_budget!r}")
+
+
+@dataclass
+class ScheduleConfig:
+    """How a session runs, as MNN's ``ScheduleConfig``, plus placement controls.
+
+    Attributes:
+        type: the backend to run ops on.
+        num_thread: threads per op (MNN's default is 4).
+        backup_type: the backend for ops ``type`` cannot run.
+        backend_config: hints to the backends.
+        backends: a preference list of backends, replacing ``type``; ``backup_type`` is added
+            at the end when missing.
+        op_backend: backends for particular ops, by op name or op type name
+            (``{"conv1": ForwardType.CPU, "Softmax": ForwardType.USER_0}``).
+        strict: raise instead of warning when an op falls back to another backend.
+        user: passed to backend creators as ``Backend.Info.user``.
+    """
+
+    type: ForwardType = ForwardType.CPU
+    num_thread: int = 4
+    backup_type: ForwardType = ForwardType.CPU
+    backend_config: BackendConfig = field(default_factory=BackendConfig)
+    backends: Sequence[ForwardType] | None = None
+    op_backend: Mapping[str, ForwardType] | None = None
+    strict: bool = False
+    user: Any = None
+
+    def __post_init__(self) -> None:
+        self.type = ForwardType(self.type)
+        self.backup_type = ForwardType(self.backup_type)
+        if int(self.num_thread) < 1:
+            raise InvalidValueError(f"num_thread must be >= 1, got {self.num_thread!r}")
+        self.num_thread = int(self.num_thread)
+        if self.backends is not None:
+            self.backends = [ForwardType(t) for t in self.backends]
+            if not self.backends:
+                raise InvalidValueError("backends must name at least one backend")
+        if self.op_backend is not None:
+            self.op_backend = {str(k): ForwardType(v) for k, v in self.op_backend.items()}
