@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from mnnpy import _idst
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.kernels import int8 as K
@@ -26,6 +25,8 @@ from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.convolution import ConvGeometry, conv_geometry, nchw_shape
 from mnnpy.tensor import Tensor
+from mnnpy.weights import conv_bias as stored_bias
+from mnnpy.weights import conv_table
 
 F32 = np.float32
 
@@ -42,60 +43,25 @@ def int8_weights(op: OpDef, rows: int, row_size: int) -> tuple[np.ndarray, np.nd
     """The int8 codes ``[rows, row_size]`` and the per-row scales of a quantized convolution.
 
     Raises:
-        InvalidModelError: when the table or the scales do not have ``rows`` rows.
+        InvalidModelError: when the table is corrupted or does not have ``rows`` rows.
         NotSupportError: for asymmetric or block-wise scales, or no int8 table.
     """
-    q = getattr(op.param, "quanParameter", None)
-    if q is None:
+    if getattr(op.param, "quanParameter", None) is None:
         raise NotSupportError(f"{op.type_name} {op.name!r} has no int8 weight table")
-    if q.buffer is None or len(q.buffer) == 0:
-        raise InvalidModelError(f"{op.type_name} {op.name!r} has an empty int8 weight table")
-    alpha = np.asarray(q.alpha if q.alpha is not None else [], F32)
-    if alpha.size != rows:
-        what = "asymmetric or block-wise " if alpha.size and alpha.size % rows == 0 else ""
-        raise (NotSupportError if what else InvalidModelError)(
-            f"{op.type_name} {op.name!r} has {alpha.size} {what}weight scales for {rows} "
-            "output channels (int8 convolutions take one per channel)"
+    table = conv_table(op, (rows, row_size))
+    if table.scale is None or table.codes.dtype != np.int8:
+        raise NotSupportError(f"{op.type_name} {op.name!r}: weights are not int8 codes")
+    if table.offset is not None or table.blocks != 1:
+        raise NotSupportError(
+            f"{op.type_name} {op.name!r} has asymmetric or block-wise weight scales "
+            "(int8 convolutions take one per channel)"
         )
-    codes = _decode(op, q, rows * row_size)
-    return codes.reshape(rows, row_size), alpha
-
-
-def _decode(op: OpDef, q: Any, count: int) -> np.ndarray:
-    """The table's ``count`` int8 codes (IDST ``type`` 1, index-coded, as mnnquant writes)."""
-    buf = np.frombuffer(bytes(bytearray(int(v) & 0xFF for v in q.buffer)), np.uint8)
-    what = f"{op.type_name} {op.name!r} quanParameter.buffer"
-    if q.type != 1:
-        if q.type == 2:  # the shared decoder of every IDST format
-            alpha = np.asarray(q.alpha, F32)
-            return _idst.decode_sparse_table(buf, count, bool(q.shapeInt32), alpha, what)[0]
-        raise NotSupportError(f"{what}: IDST type {q.type} in an int8 convolution")
-    if _idst is not None:
-        return _idst.decode_index_table(buf, count, bool(q.shapeInt32), what)[0]
-    pos, width = 1, 4 if q.shapeInt32 else 2
-    if buf.size < 1 or not 1 <= buf[0] <= 4:
-        raise InvalidModelError(f"{what} has no valid dim count")
-    dims = buf[pos : pos + buf[0] * width].view("<u4" if width == 4 else "<u2")
-    pos += int(buf[0]) * width
-    if dims.size != buf[0] or int(np.prod(dims, dtype=np.int64)) != count or pos >= buf.size:
-        raise InvalidModelError(f"{what} declares dims {dims.tolist()}, the op needs {count}")
-    n_samples = int(buf[pos]) or 256
-    samples = np.sort(buf[pos + 1 : pos + 1 + n_samples].view(np.int8))
-    pos += 1 + n_samples
-    bits = max(1, (n_samples - 1).bit_length())
-    packed = buf[pos:]
-    if samples.size != n_samples or packed.size != -(-bits * count // 8):
-        raise InvalidModelError(f"{what} is {buf.size} bytes, not {pos + -(-bits * count // 8)}")
-    idx = np.unpackbits(packed)[: bits * count].reshape(count, bits)
-    idx = idx.dot(1 << np.arange(bits - 1, -1, -1))
-    if count and int(idx.max()) >= n_samples:
-        raise InvalidModelError(f"{what} has index {int(idx.max())} into {n_samples} samples")
-    return samples[idx]
+    return table.codes.reshape(rows, row_size), table.scale[:, 0].astype(F32)
 
 
 def conv_bias(op: OpDef, rows: int) -> np.ndarray:
     """The float bias (zeros when absent), ``rows`` values."""
-    bias = np.asarray(op.param.bias if op.param.bias is not None else [], F32)
+    bias = stored_bias(op).astype(F32)
     if bias.size == 0:
         return np.zeros(rows, F32)
     if bias.size != rows:
