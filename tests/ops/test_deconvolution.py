@@ -10,7 +10,9 @@ import pytest
 import mnnpy
 from mnnpy._schema.MNN.Convolution2D import Convolution2DT
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
+from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.PadMode import PadMode
+from mnnpy._schema.MNN.QuantizedFloatParam import QuantizedFloatParamT
 from mnnpy.backend.cpu.executions import deconvolution_gemm as DG
 from mnnpy.backend.cpu.kernels import deconv as K
 from mnnpy.backend.cpu.kernels import gemm as G
@@ -350,3 +352,39 @@ def test_bias_wrong_length() -> None:
 def test_nchw_input_not_supported() -> None:
     code = error_code(deconv(3, 4), data((1, 3, 5, 5)), fmt=DimensionFormat.NCHW)
     assert code == ErrorCode.NOT_SUPPORT
+
+
+@pytest.mark.parametrize("memory", ["NORMAL", "LOW"])
+def test_int8_weights_run_in_float(memory: str) -> None:
+    """mnnquant's Deconvolution: int8 codes in ``quanParameter`` (and a ``symmetricQuan``).
+
+    MNN 3.6.1 runs it in float (its CPU has no int8 deconvolution): ``ConvolutionCommon::load``
+    multiplies the codes by their scale, one scale per equal run of the stored table (here 4
+    runs over a ``[c=8, oc=4, 2, 2]`` weight: the runs cover input channels, as MNN's loop does).
+    """
+    rng = np.random.default_rng(3)
+    param = deconv(8, 4, (2, 2), strideX=2, strideY=2)
+    codes = rng.integers(-127, 128, param.weight.size).astype(np.int8)
+    alpha = rng.uniform(0.01, 0.1, 4).astype(np.float32)
+    param.weight = None
+    param.quanParameter = IDSTQuanT(type=4, quantScale=1.0)
+    param.quanParameter.buffer = codes.view(np.uint8).tolist()
+    param.quanParameter.alpha = alpha
+    param.symmetricQuan = QuantizedFloatParamT()
+    floats = deconv(8, 4, (2, 2), strideX=2, strideY=2)
+    floats.weight = (codes.reshape(4, -1).astype(np.float32) * alpha[:, None]).ravel()
+    x = data((1, 8, 5, 5))
+    model = make_single_op_net(DECONV, [x], param, OpParameter.Convolution2D)
+    interp = mnnpy.Interpreter.from_buffer(model)
+    config = mnnpy.ScheduleConfig(backend_config=mnnpy.BackendConfig(memory=memory))
+    session = interp.create_session(config)
+    interp.get_session_input(session).copy_from(x)
+    interp.run_session(session)
+    assert_close(interp.get_session_output(session).numpy(), reference(floats, x))
+
+
+def test_symmetric_quan_without_table_refused() -> None:
+    """An int8 table only in ``symmetricQuan`` (no ``quanParameter``) is refused by name."""
+    param = deconv(3, 4)
+    param.symmetricQuan = QuantizedFloatParamT()
+    assert error_code(param, data((1, 3, 5, 5))) == ErrorCode.NOT_SUPPORT

@@ -43,12 +43,13 @@ def index_map(pack: Pack, dims: tuple[int, ...]) -> np.ndarray:
 def refused_tables(p: Any, x: Tensor, weight_inputs: Sequence[Tensor]) -> str:
     """Why a (de)convolution creator cannot run these parameters and tensors ('' when it can).
 
-    Shared by Convolution and Deconvolution: int8 convolution tables (``symmetricQuan``), an
+    Shared by Convolution and Deconvolution: int8 tables only in ``symmetricQuan`` (with an IDST
+    ``quanParameter`` too, as ``mnnquant`` writes, the float op runs on the dequantized codes), an
     input that is not float32 NC4HW4 of rank 4, and weight / bias inputs that are not plain
     float32. fp16, IDST-quantized, sparse and external weights are decoded by
     :mod:`mnnpy.weights` (once, when the execution is created).
     """
-    if p.symmetricQuan is not None:
+    if p.symmetricQuan is not None and p.quanParameter is None:
         return "symmetricQuan=set (int8 convolution)"
     if weight_inputs and (p.quanParameter is not None or len(p.external or ()) > 1):
         return "weights both as inputs and as a stored table"
