@@ -44,10 +44,12 @@ _INT8_MOVES = {
 }  # fmt: skip
 # Ops MNN's CPU backend runs in int8 that mnnpy has no int8 execution for: refused, not run in
 # float, which would give other numbers than MNN.
-_INT8_MISSING = {
-    OpType.Softmax: "Softmax", OpType.LayerNorm: "LayerNorm", OpType.Scale: "Scale",
-    OpType.Interp: "Interp", OpType.PReLU: "PReLU",
-}  # fmt: skip
+_INT8_MISSING = {OpType.Scale: "Scale", OpType.Interp: "Interp", OpType.PReLU: "PReLU"}
+# Ops whose int8 execution in MNN dequantizes its input, computes in float and quantizes the
+# result with CPUCastCreator::cast (CPULayerNorm, CPUSoftmax): planned as exactly that, the
+# float op between an Int8ToFloat and a FloatToInt8 of the tensors' own scales.
+_FLOAT_BETWEEN_CASTS = {OpType.LayerNorm, OpType.Softmax}
+_UNARY_INT8_ARITH = {0: "ABS", 1: "NEG", 22: "SIGN"}  # MNN's int8 UnaryOp kernels without a table
 # Outputs that are never float, whatever the inputs.
 _INT_RESULTS = {
     OpType.Shape, OpType.Rank, OpType.Size, OpType.ArgMax, OpType.ArgMin, OpType.Where,
@@ -179,6 +181,8 @@ def _runs_int8(op: OpDef, attrs: dict[int, QuantAttr], floats: set[int]) -> bool
     if op.type in (OpType.Pooling, OpType.Pooling3D):
         return same and op.param is not None and op.param.type in (0, 1)  # MAXPOOL AVEPOOL
     if op.type == OpType.BinaryOp:
+        if any(t not in floats for t in op.inputs):
+            return False  # an int32 operand (ids): MNN's creator takes its int32 CPUBinary
         code = getattr(op.param, "opType", None)
         if code not in BINARY_INT8:
             raise NotSupportError(
@@ -190,6 +194,18 @@ def _runs_int8(op: OpDef, attrs: dict[int, QuantAttr], floats: set[int]) -> bool
     if op.type == OpType.ReLU:
         slope = getattr(op.param, "slope", 0.0) if op.param is not None else 0.0
         return attrs[ins[0]] is out and slope == 0.0
+    if op.type == OpType.UnaryOp:
+        code = getattr(op.param, "opType", None)
+        if getattr(op.param, "tableInt8", None) is not None:
+            return True
+        if code in _UNARY_INT8_ARITH:
+            raise NotSupportError(
+                f"op {op.name!r} (UnaryOp): MNN runs {_UNARY_INT8_ARITH[code]} in int8 between "
+                "quantized tensors; mnnpy's int8 UnaryOp has the lookup table (tableInt8) only"
+            )
+        return False
+    if op.type in _FLOAT_BETWEEN_CASTS:
+        return True
     if op.type in _INT8_MISSING:
         raise NotSupportError(
             f"op {op.name!r} ({_INT8_MISSING[op.type]}): MNN runs it in int8 between quantized "
@@ -251,7 +267,14 @@ def plan_quant(net: Net) -> QuantPlan:
         retype = {OpType.Convolution: OpType.ConvInt8}
         retype[OpType.ConvolutionDepthwise] = OpType.DepthwiseConvInt8
         kind = retype.get(op.type, op.type) if quant else op.type
-        ops.append(dataclasses.replace(op, type=kind, inputs=tuple(inputs), outputs=tuple(out)))
+        if quant and op.type in _FLOAT_BETWEEN_CASTS:  # dequantize, float op, quantize
+            inputs = [cast(op, t, False) if t in int8 else t for t in inputs]
+            wide = [new_tensor(f"{names[t]}__float", t, False) for t in out]
+            ops.append(dataclasses.replace(op, inputs=tuple(inputs), outputs=tuple(wide)))
+            for w, t in zip(wide, out, strict=True):
+                ops.append(_cast_op(op, OpType.FloatToInt8, w, t))
+        else:
+            ops.append(dataclasses.replace(op, type=kind, inputs=tuple(inputs), outputs=tuple(out)))
         for k, t in enumerate(op.outputs):
             if out[k] != t:
                 ops.append(_cast_op(op, OpType.Int8ToFloat, out[k], t))

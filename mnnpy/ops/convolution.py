@@ -150,15 +150,13 @@ def checked_weights(
     decodes it once, here.
 
     Raises:
-        NotSupportError: for ``symmetricQuan`` without ``quanParameter`` (old int8 tables); with
-            ``quanParameter`` too (``mnnquant``'s Deconvolution), MNN 3.6.1 runs the op in
-            float on the dequantized codes (``ConvolutionCommon::load``), and so does mnnpy.
+        NotSupportError: for ``symmetricQuan`` without ``quanParameter`` (with it, as in
+            ``mnnquant``'s Deconvolution, the codes are dequantized, as MNN's load does).
         InvalidModelError: when the weight or bias length does not match the parameters, or a
             table is corrupted.
         FileNotExistError: when an external weight file is needed and missing.
     """
-    p = op.param
-    if getattr(p, "symmetricQuan", None) is not None and p.quanParameter is None:
+    if getattr(op.param, "symmetricQuan", None) is not None and op.param.quanParameter is None:
         raise NotSupportError(f"{op.type_name} with symmetricQuan and no quanParameter")
     spelled = f"{names} {dims[0]} x {dims[1]} x kernel {dims[2]}x{dims[3]}"
     table = conv_table(op, dims, spelled)

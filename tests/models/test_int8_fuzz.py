@@ -80,7 +80,7 @@ def test_quant_info_index_out_of_range():
 
 
 def test_op_mnn_runs_in_int8_without_an_int8_kernel_is_refused():
-    """A Softmax between quantized tensors runs in int8 in MNN: refused, not run in float."""
+    """A PReLU between quantized tensors runs in int8 in MNN: refused, not run in float."""
     from mnnpy._schema.MNN.Op import OpT
 
     def edit(raw):
@@ -88,7 +88,7 @@ def test_op_mnn_runs_in_int8_without_an_int8_kernel_is_refused():
         out = fc.outputIndexes[0]
         raw.tensorName.append("soft")
         soft = OpT()
-        soft.type, soft.name = OpType.Softmax, "soft"
+        soft.type, soft.name = OpType.PReLU, "soft"
         soft.inputIndexes, soft.outputIndexes = [out], [len(raw.tensorName) - 1]
         for op in raw.oplists:
             if op is not fc and op.inputIndexes is not None:
@@ -103,4 +103,4 @@ def test_op_mnn_runs_in_int8_without_an_int8_kernel_is_refused():
         extra.index = soft.outputIndexes[0]
         raw.extraTensorDescribe.append(extra)
 
-    expect(mutated(edit), ErrorCode.NOT_SUPPORT, "Softmax")
+    expect(mutated(edit), ErrorCode.NOT_SUPPORT, "PReLU")

@@ -46,17 +46,21 @@ def int8_weights(op: OpDef, rows: int, row_size: int) -> tuple[np.ndarray, np.nd
         InvalidModelError: when the table is corrupted or does not have ``rows`` rows.
         NotSupportError: for asymmetric or block-wise scales, or no int8 table.
     """
-    if getattr(op.param, "quanParameter", None) is None:
+    q = getattr(op.param, "quanParameter", None)
+    if q is None:
         raise NotSupportError(f"{op.type_name} {op.name!r} has no int8 weight table")
-    table = conv_table(op, (rows, row_size))
-    if table.scale is None or table.codes.dtype != np.int8:
-        raise NotSupportError(f"{op.type_name} {op.name!r}: weights are not int8 codes")
-    if table.offset is not None or table.blocks != 1:
-        raise NotSupportError(
-            f"{op.type_name} {op.name!r} has asymmetric or block-wise weight scales "
-            "(int8 convolutions take one per channel)"
+    n = len(q.alpha if q.alpha is not None else q.alphaFp16 if q.alphaFp16 is not None else ())
+    if n != rows and q.buffer is not None:  # inline scales: one per channel, checked first
+        what = "asymmetric or block-wise " if n and n % rows == 0 else ""
+        raise (NotSupportError if what else InvalidModelError)(
+            f"{op.type_name} {op.name!r} has {n} {what}weight scales for {rows} "
+            "output channels (int8 convolutions take one per channel)"
         )
-    return table.codes.reshape(rows, row_size), table.scale[:, 0].astype(F32)
+    table = conv_table(op, (rows, row_size))
+    scale, codes = table.scale, table.codes
+    if scale is None or table.offset is not None or table.blocks != 1 or codes.dtype != np.int8:
+        raise NotSupportError(f"{op.type_name} {op.name!r}: weights are not symmetric int8 codes")
+    return codes.reshape(rows, row_size), scale[:, 0].astype(F32)
 
 
 def conv_bias(op: OpDef, rows: int) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions import unary_int8
 from mnnpy.backend.cpu.executions.logical_io import bca
 from mnnpy.backend.cpu.kernels import eltwise as E
 from mnnpy.backend.cpu.kernels import specialize
@@ -51,6 +52,8 @@ def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
     """The UnaryOp execution (MNN's CPUUnary) for the operations its kernels have."""
+    if "int8" in outputs[0].describe.extra:  # int8 model: the tableInt8 lookup
+        return unary_int8.create_unary_int8(op, inputs, outputs, backend)
     try:
         code = unary_op.op_code(op)
     except NotSupportError as e:
