@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
+from mnnpy.errors import NotSupportError
 from mnnpy.net import Net, OpDef, OpType, TensorQuantInfo
 from mnnpy.quant import plan_quant
 from mnnpy.tensor_format import DimensionFormat
@@ -90,3 +93,54 @@ def test_one_cast_per_tensor_for_several_readers():
     ]
     plan = plan_quant(net(names, ops, {0: 0.1, 1: 0.2, 2: 0.3}, ["a", "b"]))
     assert sum(o.type == OpType.FloatToInt8 for o in plan.ops) == 1
+
+
+def test_binary_on_int32_ids_runs_in_int32():
+    # mnnquant gives integer ids quantization too (scale 0); MNN's BinaryOp creator sees int32
+    # operands and takes its int32 CPUBinary: no casts, nothing stored as int8, MOD not refused
+    names = ["ids", "k", "sum", "mod"]
+    ops = [
+        op(OpType.Input, "ids", [], [0], SimpleNamespace(dtype=3)),
+        op(OpType.Const, "k", [], [1], SimpleNamespace(dataType=3)),
+        op(OpType.BinaryOp, "add", [0, 1], [2], SimpleNamespace(opType=0)),
+        op(OpType.BinaryOp, "mod", [2, 1], [3], SimpleNamespace(opType=19)),
+    ]
+    plan = plan_quant(net(names, ops, {0: 0.0, 1: 0.0, 2: 0.0, 3: 0.0}, ["mod"]))
+    assert [o.type_name for o in plan.ops] == ["Input", "Const", "BinaryOp", "BinaryOp"]
+    assert not plan.int8
+
+
+def test_float_mod_between_quantized_tensors_is_refused():
+    names = ["x", "c", "m"]
+    ops = [
+        op(OpType.Input, "x", [], [0], INPUT),
+        op(OpType.Convolution, "conv", [0], [1], conv_param()),
+        op(OpType.BinaryOp, "mod", [1, 1], [2], SimpleNamespace(opType=19)),
+    ]
+    with pytest.raises(NotSupportError, match="opType 19"):
+        plan_quant(net(names, ops, {0: 0.1, 1: 0.2, 2: 0.3}, ["m"]))
+
+
+def test_softmax_and_table_unary_run_int8():
+    # conv -> Softmax (dequantize, float, quantize) -> UnaryOp with tableInt8 (int8 lookup)
+    names = ["x", "c", "s", "u"]
+    ops = [
+        op(OpType.Input, "x", [], [0], INPUT),
+        op(OpType.Convolution, "conv", [0], [1], conv_param()),
+        op(OpType.Softmax, "soft", [1], [2], SimpleNamespace(axis=1)),
+        op(OpType.UnaryOp, "erf", [2], [3], SimpleNamespace(opType=25, tableInt8=[0] * 255)),
+    ]
+    plan = plan_quant(net(names, ops, {0: 0.1, 1: 0.2, 2: 0.01, 3: 0.02}, ["u"]))
+    seq = [(o.type_name, [plan.names[i] for i in o.inputs], [plan.names[i] for i in o.outputs])
+           for o in plan.ops]  # fmt: skip
+    assert seq == [
+        ("Input", [], ["x"]),
+        ("FloatToInt8", ["x"], ["x__int8"]),
+        ("ConvInt8", ["x__int8"], ["c"]),
+        ("Int8ToFloat", ["c"], ["c__float"]),
+        ("Softmax", ["c__float"], ["s__float"]),
+        ("FloatToInt8", ["s__float"], ["s"]),
+        ("UnaryOp", ["s"], ["u__int8"]),
+        ("Int8ToFloat", ["u__int8"], ["u"]),
+    ]
+    assert plan.attrs[plan.names.index("s__float")].scale == 0.01
