@@ -1,7 +1,8 @@
 """UnaryOp: one elementwise function of the input (MNN's CPUUnary, ``UnaryUtils.hpp``).
 
 float32 supports every ``UnaryOpOperation``; int32 only ABS, NEG, SQUARE and SIGN (MNN's
-``selectForInt``); int8 tables (``tableInt8``) are NOT_SUPPORT. MNN's quirks are kept: EXP and
+``selectForInt``); int8 tables (``tableInt8``) run only in int8 models, as a lookup
+(``executions/unary_int8.py``), and are NOT_SUPPORT here. MNN's quirks are kept: EXP and
 EXPM1 clamp their argument to [-87, 87] (``MNNExp``), so they stay finite; LOG1P is
 ``log(1 + x)``; ROUND rounds halves away from zero; ERFINV is TensorFlow's polynomial and gives
 FLT_MAX (also for -1) at |x| = 1; integer ABS goes through float (``fabsf((float)x)``), NEG and
