@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mnnpy.backend import Backend, ForwardType, StorageType
 from mnnpy.errors import MNNError, OutOfMemoryError
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from mnnpy.execution import Execution
     from mnnpy.net import OpDef
 
-__all__ = ["OpInfo", "Pipeline", "Unit", "storage_type_of"]
+__all__ = ["OpInfo", "Pipeline", "RunStep", "Unit", "storage_type_of"]
 
 # before(inputs, info) / after(outputs, info) of run_session_with_callback: False skips the op /
 # stops the run.
@@ -47,6 +47,27 @@ class OpInfo:
     type: str
     flops: float
     backend: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunStep:
+    """One op of the run loop without callbacks, resolved once memory is planned.
+
+    Attributes:
+        copies: ``(copier, src, mirror)`` cross-backend copies to make before the op.
+        call: the execution's bound call (``Execution.bind``), or None to call ``on_execute``.
+        execution: the op's execution.
+        inputs: what the execution reads (mirrors in place of inputs held elsewhere).
+        outputs: what it writes.
+        unit: the unit it runs, for error messages.
+    """
+
+    copies: tuple[tuple[Backend, Tensor, Tensor], ...]
+    call: Callable[[], object] | None
+    execution: Execution
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    unit: Unit
 
 
 logger = logging.getLogger(__name__)
@@ -117,9 +138,8 @@ class Pipeline:
         self.strict = strict
         self.backends = list(dict.fromkeys([*self.preference, *self.overrides.values(), host]))
         self._active: list[Unit] = []
-        # what a run without callbacks does, per active unit: (copies, bound call or None,
-        # execution, inputs, outputs, unit), built by ``plan_steps`` once memory is planned
-        self._steps: list[tuple[Any, Any, Any, list[Tensor], list[Tensor], Unit]] = []
+        # what a run without callbacks does, built by ``plan_steps`` once memory is planned
+        self._steps: list[RunStep] = []
 
     def prepare(self, use_counts: Sequence[int]) -> None:
         """Shape, create, acquire, resize and release every unit, in order.
@@ -173,7 +193,7 @@ class Pipeline:
                 raise self._execute_error(e, u, "resize") from (
                     None if isinstance(e, MNNError) else e
                 )
-            steps.append((tuple(u.copies), call, ex, u.exec_inputs, u.outputs, u))
+            steps.append(RunStep(tuple(u.copies), call, ex, u.exec_inputs, u.outputs, u))
         self._steps = steps
 
     def clear_steps(self) -> None:
@@ -296,15 +316,15 @@ class Pipeline:
         step = None
         try:
             for step in self._steps:
-                for copier, src, mirror in step[0]:
+                for copier, src, mirror in step.copies:
                     copier.on_copy_buffer(src, mirror)
-                if step[1] is None:  # looked up now: an execution may be patched between runs
-                    step[2].on_execute(step[3], step[4])
+                if step.call is None:  # looked up now: an execution may be patched between runs
+                    step.execution.on_execute(step.inputs, step.outputs)
                 else:
-                    step[1]()
+                    step.call()
         except Exception as e:
             assert step is not None
-            raise self._execute_error(e, step[5]) from (None if isinstance(e, MNNError) else e)
+            raise self._execute_error(e, step.unit) from (None if isinstance(e, MNNError) else e)
         return True
 
     def _execute_error(self, error: Exception, unit: Unit, phase: str = "execute") -> MNNError:

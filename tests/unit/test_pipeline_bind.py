@@ -31,7 +31,7 @@ def test_bound_steps_give_what_on_execute_gives(threads: int) -> None:
     interp = mnnpy.Interpreter(DATA / "batch2.mnn")
     session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
     steps = session.pipelines[0]._steps
-    bound = {type(s[2]).__name__ for s in steps if s[1] is not None}
+    bound = {type(s.execution).__name__ for s in steps if s.call is not None}
     assert bound == {"CPUConvolutionGemm", "CPUConvolutionDepthwise"}
     outs = []
     for callback in (False, True):  # the bound run loop, then on_execute through callbacks
@@ -138,7 +138,7 @@ def test_bound_calls_do_not_outlive_the_buffers() -> None:
     interp.resize_session(session)
     gc.collect()
     assert old() is None
-    assert any(s[1] is not None for s in session.pipelines[0]._steps)
+    assert any(s.call is not None for s in session.pipelines[0]._steps)
     current = weakref.ref(_memory(session.backend._arena))
     interp.release_session(session)
     gc.collect()

@@ -149,7 +149,7 @@ def test_shuffle_units_read_through(shape: tuple, dtype: type, fmt: DimensionFor
     copies = [u.op.name for u in units if moves(u)]
     assert len(copies) <= (2 * 2 + 1 if shape[1] % 2 == 0 else 3 * 2 + 1), copies
     # the run loop (which gave the outputs above) leaves out exactly the ops with nothing to do
-    stepped = {id(step[5]) for p in session.pipelines for step in p._steps}
+    stepped = {id(step.unit) for p in session.pipelines for step in p._steps}
     left_out = [u for u in units if id(u) not in stepped and u.execution is not None]
     assert left_out and not any(moves(u) for u in left_out)
     assert all(moves(u) for u in units if id(u) in stepped and u.op.type != OpType.Input)
