@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from mnnpy.execution import Execution
     from mnnpy.net import OpDef
 
-__all__ = ["OpInfo", "Pipeline", "RunStep", "Unit", "storage_type_of"]
+__all__ = ["OpInfo", "Pipeline", "RunStep", "Unit", "UnitPlan", "storage_type_of"]
 
 # before(inputs, info) / after(outputs, info) of run_session_with_callback: False skips the op /
 # stops the run.
@@ -82,34 +82,150 @@ def storage_type_of(tensor: Tensor) -> StorageType:
     return StorageType.DYNAMIC
 
 
-class Unit:
-    """One op of a pipeline with its tensors and, after prepare, its execution."""
+@dataclass(frozen=True, slots=True)
+class UnitPlan:
+    """What :meth:`Unit.prepare` decided in one resize; the next resize replaces it.
 
-    __slots__ = (
-        "op",
-        "inputs",
-        "outputs",
-        "execution",
-        "backend",
-        "folded",
-        "placement",
-        "exec_inputs",
-        "copies",
-        "info",
-    )
+    Attributes:
+        execution: the op's execution, or None when the op folded (its outputs were computed
+            while resizing, into ``describe.content``): nothing runs.
+        backend: the backend that runs the op (the host one for a folded op).
+        inputs: what the execution reads: the op's inputs, with mirrors in place of those held
+            where ``backend`` cannot read them.
+        copies: ``(copier, src, mirror)`` per mirror, made before every run (MNN's WrapExecution).
+        info: what callbacks learn about the op (None for a folded op).
+    """
+
+    execution: Execution | None
+    backend: Backend
+    inputs: list[Tensor]
+    copies: tuple[tuple[Backend, Tensor, Tensor], ...]
+    info: OpInfo | None
+
+
+class Unit:
+    """One op of a pipeline: its tensors, its execution (kept across resizes) and its plan."""
+
+    __slots__ = ("op", "inputs", "outputs", "execution", "backend", "placement", "plan")
 
     def __init__(self, op: OpDef, inputs: list[Tensor], outputs: list[Tensor]) -> None:
         self.op = op
         self.inputs = inputs
         self.outputs = outputs
-        self.execution: Execution | None = None
+        self.execution: Execution | None = None  # created on the first resize, with its weights
         self.backend: Backend | None = None
-        self.folded = False  # computed while resizing; nothing to run
         self.placement: Placement | None = None
-        # what the execution reads: inputs, with mirrors for those held elsewhere
-        self.exec_inputs: list[Tensor] = inputs
-        self.copies: list[tuple[Backend, Tensor, Tensor]] = []  # (copier, src, mirror)
-        self.info: OpInfo | None = None
+        self.plan: UnitPlan | None = None  # the last resize's, set by Pipeline.prepare
+
+    @property
+    def folded(self) -> bool:
+        """Whether the last resize computed the op's outputs, so nothing runs."""
+        return self.plan is not None and self.plan.execution is None
+
+    def prepare(
+        self,
+        host: Backend,
+        preference: Sequence[Backend],
+        overrides: Mapping[str, Backend],
+        strict: bool,
+    ) -> UnitPlan:
+        """Shape, fold or create, acquire, resize and release (MNN's ``Pipeline::Unit::prepare``).
+
+        Args:
+            host: the CPU backend, which holds the outputs of a folded op.
+            preference: the backends to place the op on, in order (see ``placement.place``).
+            overrides: backends chosen by op name or op type name.
+            strict: refuse, instead of record, a fallback.
+
+        Returns:
+            The plan for this resize; the caller keeps it as ``plan``.
+        """
+        op = self.op
+        compute_shape(op, self.inputs, self.outputs)
+        if try_fold(op, self.inputs, self.outputs):
+            for t in self.outputs:
+                host.on_acquire_buffer(t, storage_type_of(t))
+            self._release_inputs()
+            return UnitPlan(None, host, self.inputs, (), None)
+        if self.execution is None:  # executions (and their weights) outlive resizes
+            self.execution, self.backend, self.placement = place(
+                op, self.inputs, self.outputs, preference, overrides, strict
+            )
+        execution, backend = self.execution, self.backend
+        assert backend is not None
+        inputs, copies = self._wrap_inputs(backend)
+        outputs = self.outputs
+        if execution.support_inplace and not copies and self._can_reuse_input(execution):
+            if backend.on_acquire_inplace(outputs[0], self.inputs[0]):
+                outputs = outputs[1:]
+        for t in outputs:
+            backend.on_acquire_buffer(t, storage_type_of(t))
+        execution.on_resize(inputs, self.outputs)
+        for _, _, mirror in copies:  # like scratch: valid during this op's execute
+            backend.on_release_buffer(mirror, StorageType.DYNAMIC)
+        self._release_inputs()
+        logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
+        macs = count_macs(op, self.inputs, self.outputs)
+        info = OpInfo(op.name, op.type_name, macs / 1e6, backend.name)
+        return UnitPlan(execution, backend, inputs, copies, info)
+
+    def bind(self) -> RunStep | None:
+        """The run loop's step for the current plan, once memory is planned; None: leave it out.
+
+        An execution with nothing to do in this plan (``Execution.idle``) and no copies is left
+        out; the others may bind their buffers (``Execution.bind``).
+        """
+        plan = self.plan
+        ex = None if plan is None else plan.execution
+        if plan is None or ex is None or (not plan.copies and ex.idle(plan.inputs, self.outputs)):
+            return None
+        call = ex.bind(plan.inputs, self.outputs)
+        return RunStep(plan.copies, call, ex, plan.inputs, self.outputs, self)
+
+    def _can_reuse_input(self, execution: Execution) -> bool:
+        """Input 0 dies at this op, is read only once here, and fits output 0.
+
+        Fitting is the execution's ``inplace_fits``: by default the same shape, layout and dtype.
+        """
+        if not self.inputs or not self.outputs:
+            return False
+        src, dst = self.inputs[0], self.outputs[0]
+        return (
+            src.describe.use_count == 1
+            and self.inputs.count(src) == 1
+            and storage_type_of(src) == StorageType.DYNAMIC
+            and storage_type_of(dst) == StorageType.DYNAMIC
+            and execution.inplace_fits(src, dst)
+        )
+
+    def _release_inputs(self) -> None:
+        for t in self.inputs:
+            t.describe.use_count -= 1
+            if t.describe.use_count == 0 and t.describe.backend is not None:
+                t.describe.backend.on_release_buffer(t, storage_type_of(t))
+
+    def _wrap_inputs(
+        self, backend: Backend
+    ) -> tuple[list[Tensor], tuple[tuple[Backend, Tensor, Tensor], ...]]:
+        """Mirror inputs that ``backend`` cannot read where they are (MNN's WrapExecution).
+
+        Returns what the execution reads and the copies that fill the mirrors.
+        """
+        copies = []
+        inputs = []
+        for t in self.inputs:
+            owner = t.describe.backend
+            assert owner is not None, f"tensor {t.name!r} has no memory"
+            if backend.can_share(t, owner):
+                inputs.append(t)
+                continue
+            mirror = Tensor(t.shape, t.dtype, t.dimension_format, name=f"{t.name}@{backend.name}")
+            backend.on_acquire_buffer(mirror, StorageType.DYNAMIC)
+            # the device side copies (it knows both layouts); CPU-to-CPU never gets here
+            copier = backend if backend.forward_type != ForwardType.CPU else owner
+            copies.append((copier, t, mirror))
+            inputs.append(mirror)
+        return (inputs if copies else self.inputs), tuple(copies)
 
 
 class Pipeline:
@@ -158,7 +274,9 @@ class Pipeline:
                 for backend in self.backends:
                     backend.current_op = unit.op
                 try:
-                    self._prepare_unit(unit)
+                    unit.plan = unit.prepare(
+                        self.host, self.preference, self.overrides, self.strict
+                    )
                 except MNNError as e:
                     name = unit.backend.name if unit.backend else None
                     raise e.with_op(
@@ -170,10 +288,6 @@ class Pipeline:
             for backend in self.backends:
                 backend.current_op = None
         self._active = [u for u in self.units if not u.folded]
-        for u in self._active:
-            macs = count_macs(u.op, u.inputs, u.outputs)
-            name = u.backend.name if u.backend else ""
-            u.info = OpInfo(u.op.name, u.op.type_name, macs / 1e6, name)
 
     def plan_steps(self) -> None:
         """The flat run loop's steps, built by the session once memory is planned.
@@ -184,96 +298,23 @@ class Pipeline:
         """
         steps = []
         for u in self._active:
-            ex = u.execution
-            if ex is None or (not u.copies and ex.idle(u.exec_inputs, u.outputs)):
-                continue
             try:
-                call = ex.bind(u.exec_inputs, u.outputs)
+                step = u.bind()
             except Exception as e:
                 raise self._execute_error(e, u, "resize") from (
                     None if isinstance(e, MNNError) else e
                 )
-            steps.append(RunStep(tuple(u.copies), call, ex, u.exec_inputs, u.outputs, u))
+            if step is not None:
+                steps.append(step)
         self._steps = steps
 
     def clear_steps(self) -> None:
         """Drop the run loop's steps (before buffers are freed: bound calls hold them)."""
         self._steps = []
 
-    def _prepare_unit(self, unit: Unit) -> None:
-        op = unit.op
-        compute_shape(op, unit.inputs, unit.outputs)
-        unit.folded = try_fold(op, unit.inputs, unit.outputs)
-        if unit.folded:
-            for t in unit.outputs:
-                self.host.on_acquire_buffer(t, storage_type_of(t))
-            self._release_inputs(unit)
-            return
-        if unit.execution is None:  # executions (and their weights) outlive resizes
-            unit.execution, unit.backend, unit.placement = place(
-                op, unit.inputs, unit.outputs, self.preference, self.overrides, self.strict
-            )
-        execution, backend = unit.execution, unit.backend
-        assert backend is not None
-        self._wrap_inputs(unit, backend)
-        outputs = unit.outputs
-        if execution.support_inplace and not unit.copies and self._can_reuse_input(unit):
-            if backend.on_acquire_inplace(outputs[0], unit.inputs[0]):
-                outputs = outputs[1:]
-        for t in outputs:
-            backend.on_acquire_buffer(t, storage_type_of(t))
-        execution.on_resize(unit.exec_inputs, unit.outputs)
-        for _, _, mirror in unit.copies:  # like scratch: valid during this op's execute
-            backend.on_release_buffer(mirror, StorageType.DYNAMIC)
-        self._release_inputs(unit)
-        logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
-
-    @staticmethod
-    def _can_reuse_input(unit: Unit) -> bool:
-        """Input 0 dies at this op, is read only once here, and fits output 0.
-
-        Fitting is the execution's ``inplace_fits``: by default the same shape, layout and dtype.
-        """
-        if not unit.inputs or not unit.outputs or unit.execution is None:
-            return False
-        src, dst = unit.inputs[0], unit.outputs[0]
-        return (
-            src.describe.use_count == 1
-            and unit.inputs.count(src) == 1
-            and storage_type_of(src) == StorageType.DYNAMIC
-            and storage_type_of(dst) == StorageType.DYNAMIC
-            and unit.execution.inplace_fits(src, dst)
-        )
-
-    @staticmethod
-    def _release_inputs(unit: Unit) -> None:
-        for t in unit.inputs:
-            t.describe.use_count -= 1
-            if t.describe.use_count == 0 and t.describe.backend is not None:
-                t.describe.backend.on_release_buffer(t, storage_type_of(t))
-
-    @staticmethod
-    def _wrap_inputs(unit: Unit, backend: Backend) -> None:
-        """Mirror inputs that ``backend`` cannot read where they are (MNN's WrapExecution)."""
-        unit.copies = []
-        exec_inputs = []
-        for t in unit.inputs:
-            owner = t.describe.backend
-            assert owner is not None, f"tensor {t.name!r} has no memory"
-            if backend.can_share(t, owner):
-                exec_inputs.append(t)
-                continue
-            mirror = Tensor(t.shape, t.dtype, t.dimension_format, name=f"{t.name}@{backend.name}")
-            backend.on_acquire_buffer(mirror, StorageType.DYNAMIC)
-            # the device side copies (it knows both layouts); CPU-to-CPU never gets here
-            copier = backend if backend.forward_type != ForwardType.CPU else owner
-            unit.copies.append((copier, t, mirror))
-            exec_inputs.append(mirror)
-        unit.exec_inputs = exec_inputs if unit.copies else unit.inputs
-
     def copy_stats(self) -> tuple[int, int]:
         """(number, bytes) of cross-backend copies each run makes."""
-        copies = [c for u in self._active for c in u.copies]
+        copies = [c for u in self._active if u.plan is not None for c in u.plan.copies]
         return len(copies), sum(src.size for _, src, _ in copies)
 
     def placements(self) -> list[Placement]:
@@ -298,13 +339,14 @@ class Pipeline:
         unit = None
         try:
             for unit in self._active:
-                assert unit.info is not None and unit.execution is not None
-                for copier, src, mirror in unit.copies:
+                plan = unit.plan
+                assert plan is not None and plan.info is not None and plan.execution is not None
+                for copier, src, mirror in plan.copies:
                     copier.on_copy_buffer(src, mirror)
-                if before is not None and not before(unit.exec_inputs, unit.info):
+                if before is not None and not before(plan.inputs, plan.info):
                     continue
-                unit.execution.on_execute(unit.exec_inputs, unit.outputs)
-                if after is not None and not after(unit.outputs, unit.info):
+                plan.execution.on_execute(plan.inputs, unit.outputs)
+                if after is not None and not after(unit.outputs, plan.info):
                     return False
         except Exception as e:
             assert unit is not None

@@ -399,7 +399,7 @@ class Session:
             return
         self._clear_buffers()
         for unit in (u for p in self.pipelines for u in p.units):
-            unit.execution = None
+            unit.execution, unit.plan = None, None
         self.released = True
 
     def _check_alive(self) -> None:
