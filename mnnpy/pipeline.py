@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -269,24 +270,21 @@ class Pipeline:
         for unit in self.units:
             for t in unit.inputs + unit.outputs:
                 t.describe.use_count = use_counts[t.describe.index]
-        try:
-            for unit in self.units:
-                for backend in self.backends:
-                    backend.current_op = unit.op
-                try:
+        for unit in self.units:
+            try:
+                with ExitStack() as scopes:
+                    for backend in self.backends:
+                        scopes.enter_context(backend.resize_scope(unit.op))
                     unit.plan = unit.prepare(
                         self.host, self.preference, self.overrides, self.strict
                     )
-                except MNNError as e:
-                    name = unit.backend.name if unit.backend else None
-                    raise e.with_op(
-                        unit.op.type_name, unit.op.name, backend=name, phase="resize"
-                    ) from None
-                except Exception as e:
-                    raise self._wrap(e, unit, "resize") from e
-        finally:
-            for backend in self.backends:
-                backend.current_op = None
+            except MNNError as e:
+                name = unit.backend.name if unit.backend else None
+                raise e.with_op(
+                    unit.op.type_name, unit.op.name, backend=name, phase="resize"
+                ) from None
+            except Exception as e:
+                raise self._wrap(e, unit, "resize") from e
         self._active = [u for u in self.units if not u.folded]
 
     def plan_steps(self) -> None:
@@ -328,14 +326,20 @@ class Pipeline:
 
         They are called around every op: ``before`` returning False skips the op, ``after``
         returning False stops the run. Returns False when stopped. With callbacks and ``observe``
-        the backends compute every op output (``Backend.observed``), even those a later op reads
-        through.
+        the run is inside ``Backend.observing`` on every backend, so the backends compute every op
+        output, even those a later op reads through.
         """
-        observed = observe and (before is not None or after is not None)
-        for backend in self.backends:
-            backend.observed = observed
         if before is None and after is None:
             return self._execute()
+        if not observe:
+            return self._execute_each(before, after)
+        with ExitStack() as scopes:
+            for backend in self.backends:
+                scopes.enter_context(backend.observing())
+            return self._execute_each(before, after)
+
+    def _execute_each(self, before: Callback | None, after: Callback | None) -> bool:
+        """The run with callbacks: ``on_execute`` for every op, between the callbacks."""
         unit = None
         try:
             for unit in self._active:

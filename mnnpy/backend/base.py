@@ -22,7 +22,8 @@ plans one arena that way), so no tensor data may be touched before it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -145,12 +146,45 @@ class Backend:
         if int(num_thread) < 1:
             raise InvalidValueError(f"num_thread must be >= 1, got {num_thread!r}")
         self.num_thread = int(num_thread)
-        # The op being prepared, set by the pipeline during a resize, so memory requests can be
-        # attributed to ops (plans, reports, the op at the peak in an OUT_OF_MEMORY message).
-        self.current_op: OpDef | None = None
-        # Set by the pipeline while a run has per-op callbacks: every op output must then be
-        # computed, including those a later op reads through (CPU raster executions).
-        self.observed = False
+        self._scope_op: OpDef | None = None
+        self._observed = False
+
+    @property
+    def current_op(self) -> OpDef | None:
+        """The op of the innermost open :meth:`resize_scope`, or None outside one."""
+        return self._scope_op
+
+    @contextmanager
+    def resize_scope(self, op: OpDef | None) -> Iterator[None]:
+        """Memory requests made inside are made for ``op``.
+
+        The pipeline opens one on every backend around each op's ``prepare``, so the hooks can
+        attribute memory to ops (plans, reports, the op named in an OUT_OF_MEMORY message) by
+        reading :attr:`current_op`.
+        """
+        outer, self._scope_op = self._scope_op, op
+        try:
+            yield
+        finally:
+            self._scope_op = outer
+
+    @property
+    def observed(self) -> bool:
+        """Whether a run with per-op callbacks is under way (inside :meth:`observing`)."""
+        return self._observed
+
+    @contextmanager
+    def observing(self) -> Iterator[None]:
+        """A run with per-op callbacks: every op output must be computed inside.
+
+        That includes outputs a later op would read through (the CPU raster executions), so
+        callbacks see every op's output.
+        """
+        outer, self._observed = self._observed, True
+        try:
+            yield
+        finally:
+            self._observed = outer
 
     @property
     def name(self) -> str:

@@ -96,17 +96,20 @@ def test_refused_static_buffer_names_the_pool_and_op():
         from mnnpy.tensor import Tensor
         net = mnnpy.Interpreter("tests/data/conv_relu_pool_fc.mnn")
         backend = CPUBackend(1)
-        backend.current_op = [op for op in net.net.ops if op.name == "conv_11"][0]
+        op = [op for op in net.net.ops if op.name == "conv_11"][0]
         limit_address_space(1 << 30)
         out = {}
         try:
-            backend.on_acquire_buffer(Tensor((3 << 28,), np.float32, name="w"), StorageType.STATIC)
+            with backend.resize_scope(op):
+                w = Tensor((3 << 28,), np.float32, name="w")
+                backend.on_acquire_buffer(w, StorageType.STATIC)
         except MNNError as e:
             out["code"], out["msg"] = e.code.name, str(e)
+        out["after"] = backend.current_op
         out["static"] = backend.static_bytes
         print(json.dumps(out))
     """)
-    assert out["code"] == "OUT_OF_MEMORY" and out["static"] == 0, out
+    assert out["code"] == "OUT_OF_MEMORY" and out["static"] == 0 and out["after"] is None, out
     msg = out["msg"]
     assert "STATIC buffer 'w'" in msg and "3221225472 bytes" in msg and "'conv_11'" in msg, msg
 
