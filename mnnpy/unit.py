@@ -1,0 +1,223 @@
+"""Unit: one op of a pipeline, and what preparing it for one resize decides.
+
+``Unit.prepare`` is MNN's ``Pipeline::Unit::prepare``: compute the output shapes, fold the op or
+create its execution (placed on the first backend that supports it), acquire the outputs, call the
+execution's ``on_resize``, then drop each input's use count and release it at zero. Releasing as we
+go is what lets later tensors reuse the memory of dead ones. An input held by a backend whose
+memory the op's backend cannot read gets a mirror on the op's backend and a copy before each run
+(MNN's WrapExecution), through ``on_copy_buffer``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mnnpy.backend import Backend, ForwardType, StorageType
+from mnnpy.ops import compute_shape, count_macs, try_fold
+from mnnpy.placement import Placement, place
+from mnnpy.tensor import Tensor, TensorUsage
+
+if TYPE_CHECKING:
+    from mnnpy.execution import Execution
+    from mnnpy.net import OpDef
+
+__all__ = ["OpInfo", "RunStep", "Unit", "UnitPlan", "storage_type_of"]
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    """What callbacks learn about an op (MNN's ``OperatorInfo``).
+
+    Attributes:
+        name: the op's name.
+        type: the op type's name.
+        flops: millions of multiply-accumulates of one run (MNN's ``flops``).
+        backend: name of the backend that runs it.
+    """
+
+    name: str
+    type: str
+    flops: float
+    backend: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunStep:
+    """One op of the run loop without callbacks, resolved once memory is planned.
+
+    Attributes:
+        copies: ``(copier, src, mirror)`` cross-backend copies to make before the op.
+        call: the execution's bound call (``Execution.bind``), or None to call ``on_execute``.
+        execution: the op's execution.
+        inputs: what the execution reads (mirrors in place of inputs held elsewhere).
+        outputs: what it writes.
+        unit: the unit it runs, for error messages.
+    """
+
+    copies: tuple[tuple[Backend, Tensor, Tensor], ...]
+    call: Callable[[], object] | None
+    execution: Execution
+    inputs: list[Tensor]
+    outputs: list[Tensor]
+    unit: Unit
+
+
+logger = logging.getLogger(__name__)
+
+
+def storage_type_of(tensor: Tensor) -> StorageType:
+    """Storage type by role: inputs and constants (folded ones too) survive, the rest is reused."""
+    if tensor.describe.usage in (TensorUsage.INPUT, TensorUsage.CONSTANT):
+        return StorageType.DYNAMIC_SEPERATE
+    if tensor.describe.content is not None:
+        return StorageType.DYNAMIC_SEPERATE
+    return StorageType.DYNAMIC
+
+
+@dataclass(frozen=True, slots=True)
+class UnitPlan:
+    """What :meth:`Unit.prepare` decided in one resize; the next resize replaces it.
+
+    Attributes:
+        execution: the op's execution, or None when the op folded (its outputs were computed
+            while resizing, into ``describe.content``): nothing runs.
+        backend: the backend that runs the op (the host one for a folded op).
+        inputs: what the execution reads: the op's inputs, with mirrors in place of those held
+            where ``backend`` cannot read them.
+        copies: ``(copier, src, mirror)`` per mirror, made before every run (MNN's WrapExecution).
+        info: what callbacks learn about the op (None for a folded op).
+    """
+
+    execution: Execution | None
+    backend: Backend
+    inputs: list[Tensor]
+    copies: tuple[tuple[Backend, Tensor, Tensor], ...]
+    info: OpInfo | None
+
+
+class Unit:
+    """One op of a pipeline: its tensors, its execution (kept across resizes) and its plan."""
+
+    __slots__ = ("op", "inputs", "outputs", "execution", "backend", "placement", "plan")
+
+    def __init__(self, op: OpDef, inputs: list[Tensor], outputs: list[Tensor]) -> None:
+        self.op = op
+        self.inputs = inputs
+        self.outputs = outputs
+        self.execution: Execution | None = None  # created on the first resize, with its weights
+        self.backend: Backend | None = None
+        self.placement: Placement | None = None
+        self.plan: UnitPlan | None = None  # the last resize's, set by Pipeline.prepare
+
+    @property
+    def folded(self) -> bool:
+        """Whether the last resize computed the op's outputs, so nothing runs."""
+        return self.plan is not None and self.plan.execution is None
+
+    def prepare(
+        self,
+        host: Backend,
+        preference: Sequence[Backend],
+        overrides: Mapping[str, Backend],
+        strict: bool,
+    ) -> UnitPlan:
+        """Shape, fold or create, acquire, resize and release (MNN's ``Pipeline::Unit::prepare``).
+
+        Args:
+            host: the CPU backend, which holds the outputs of a folded op.
+            preference: the backends to place the op on, in order (see ``placement.place``).
+            overrides: backends chosen by op name or op type name.
+            strict: refuse, instead of record, a fallback.
+
+        Returns:
+            The plan for this resize; the caller keeps it as ``plan``.
+        """
+        op = self.op
+        compute_shape(op, self.inputs, self.outputs)
+        if try_fold(op, self.inputs, self.outputs):
+            for t in self.outputs:
+                host.on_acquire_buffer(t, storage_type_of(t))
+            self._release_inputs()
+            return UnitPlan(None, host, self.inputs, (), None)
+        if self.execution is None:  # executions (and their weights) outlive resizes
+            self.execution, self.backend, self.placement = place(
+                op, self.inputs, self.outputs, preference, overrides, strict
+            )
+        execution, backend = self.execution, self.backend
+        assert backend is not None
+        inputs, copies = self._wrap_inputs(backend)
+        outputs = self.outputs
+        if execution.support_inplace and not copies and self._can_reuse_input(execution):
+            if backend.on_acquire_inplace(outputs[0], self.inputs[0]):
+                outputs = outputs[1:]
+        for t in outputs:
+            backend.on_acquire_buffer(t, storage_type_of(t))
+        execution.on_resize(inputs, self.outputs)
+        for _, _, mirror in copies:  # like scratch: valid during this op's execute
+            backend.on_release_buffer(mirror, StorageType.DYNAMIC)
+        self._release_inputs()
+        logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
+        macs = count_macs(op, self.inputs, self.outputs)
+        info = OpInfo(op.name, op.type_name, macs / 1e6, backend.name)
+        return UnitPlan(execution, backend, inputs, copies, info)
+
+    def bind(self) -> RunStep | None:
+        """The run loop's step for the current plan, once memory is planned; None: leave it out.
+
+        An execution with nothing to do in this plan (``Execution.idle``) and no copies is left
+        out; the others may bind their buffers (``Execution.bind``).
+        """
+        plan = self.plan
+        ex = None if plan is None else plan.execution
+        if plan is None or ex is None or (not plan.copies and ex.idle(plan.inputs, self.outputs)):
+            return None
+        call = ex.bind(plan.inputs, self.outputs)
+        return RunStep(plan.copies, call, ex, plan.inputs, self.outputs, self)
+
+    def _can_reuse_input(self, execution: Execution) -> bool:
+        """Input 0 dies at this op, is read only once here, and fits output 0.
+
+        Fitting is the execution's ``inplace_fits``: by default the same shape, layout and dtype.
+        """
+        if not self.inputs or not self.outputs:
+            return False
+        src, dst = self.inputs[0], self.outputs[0]
+        return (
+            src.describe.use_count == 1
+            and self.inputs.count(src) == 1
+            and storage_type_of(src) == StorageType.DYNAMIC
+            and storage_type_of(dst) == StorageType.DYNAMIC
+            and execution.inplace_fits(src, dst)
+        )
+
+    def _release_inputs(self) -> None:
+        for t in self.inputs:
+            t.describe.use_count -= 1
+            if t.describe.use_count == 0 and t.describe.backend is not None:
+                t.describe.backend.on_release_buffer(t, storage_type_of(t))
+
+    def _wrap_inputs(
+        self, backend: Backend
+    ) -> tuple[list[Tensor], tuple[tuple[Backend, Tensor, Tensor], ...]]:
+        """Mirror inputs that ``backend`` cannot read where they are (MNN's WrapExecution).
+
+        Returns what the execution reads and the copies that fill the mirrors.
+        """
+        copies = []
+        inputs = []
+        for t in self.inputs:
+            owner = t.describe.backend
+            assert owner is not None, f"tensor {t.name!r} has no memory"
+            if backend.can_share(t, owner):
+                inputs.append(t)
+                continue
+            mirror = Tensor(t.shape, t.dtype, t.dimension_format, name=f"{t.name}@{backend.name}")
+            backend.on_acquire_buffer(mirror, StorageType.DYNAMIC)
+            # the device side copies (it knows both layouts); CPU-to-CPU never gets here
+            copier = backend if backend.forward_type != ForwardType.CPU else owner
+            copies.append((copier, t, mirror))
+            inputs.append(mirror)
+        return (inputs if copies else self.inputs), tuple(copies)
