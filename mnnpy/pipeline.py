@@ -14,9 +14,9 @@ from mnnpy.backend import Backend
 from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.placement import Placement
 from mnnpy.tensor import Tensor
-from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, storage_type_of
+from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, Waiting, storage_type_of
 
-__all__ = ["OpInfo", "Pipeline", "RunStep", "Unit", "UnitPlan", "storage_type_of"]
+__all__ = ["OpInfo", "Pipeline", "RunStep", "Unit", "UnitPlan", "Waiting", "storage_type_of"]
 
 # before(inputs, info) / after(outputs, info) of run_session_with_callback: False skips the op /
 # stops the run.
@@ -52,11 +52,15 @@ class Pipeline:
         # what a run without callbacks does, built by ``plan_steps`` once memory is planned
         self._steps: list[RunStep] = []
 
-    def prepare(self, use_counts: Sequence[int]) -> None:
+    def prepare(self, use_counts: Sequence[int]) -> Waiting | None:
         """Shape, create, acquire, resize and release every unit, in order.
 
         Args:
             use_counts: per tensor index, the number of reads to expect (from the schedule).
+
+        Returns:
+            None when every unit is planned; else the first unit's ``Waiting`` (its shapes need
+            values known only at run time), and the units after it are not prepared.
 
         Raises:
             MNNError: naming the op that failed.
@@ -69,9 +73,7 @@ class Pipeline:
                 with ExitStack() as scopes:
                     for backend in self.backends:
                         scopes.enter_context(backend.resize_scope(unit.op))
-                    unit.plan = unit.prepare(
-                        self.host, self.preference, self.overrides, self.strict
-                    )
+                    plan = unit.prepare(self.host, self.preference, self.overrides, self.strict)
             except MNNError as e:
                 name = unit.backend.name if unit.backend else None
                 raise e.with_op(
@@ -79,7 +81,11 @@ class Pipeline:
                 ) from None
             except Exception as e:
                 raise self._wrap(e, unit, "resize") from e
+            if isinstance(plan, Waiting):
+                return plan
+            unit.plan = plan
         self._active = [u for u in self.units if not u.folded]
+        return None
 
     def plan_steps(self) -> None:
         """The flat run loop's steps, built by the session once memory is planned.

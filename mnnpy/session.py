@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,7 +27,7 @@ from mnnpy.backend import (
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NoExecutionError
 from mnnpy.evaluate import evaluate
 from mnnpy.net import Net
-from mnnpy.ops import NeedContent, count_macs
+from mnnpy.ops import count_macs
 from mnnpy.pipeline import Callback, Pipeline, Unit
 from mnnpy.placement import Placement
 from mnnpy.schedule import ScheduleInfo
@@ -201,24 +202,55 @@ class Session:
             self.need_resize = True
 
     # -- life cycle ---------------------------------------------------------------------------
-    def resize(self) -> None:
+    def resize(self, known: Mapping[int, np.ndarray] | None = None) -> None:
         """Compute shapes, create executions and plan memory for the current input shapes.
 
         When a shape depends on values computed at run time (a Reshape fed by a tensor computed
         from an input, say), only the inputs get memory now; ``run`` evaluates those values from
-        the inputs, resizes with them, and resizes again whenever they change.
+        the inputs and resizes with them as ``known`` (by tensor index), again when they change.
 
         Raises:
-            MNNError: naming the op whose shape, creation or resize failed.
+            MNNError: naming the op whose shape, creation or resize failed; the session then
+                needs another resize before it runs.
         """
         self._check_alive()
-        self._needed: set[int] = set()
-        self._known: dict[int, np.ndarray] | None = None
+        if known is None:  # the user's resize: forget the values earlier runs needed
+            self._needed, known = set(), {}
+        self._known, self.need_resize = None, True  # until planned: a failure leaves no steps
+        self._clear_buffers()
         try:
-            self._resize_with({})
-        except NeedContent as e:
-            self._needed.add(e.tensor.describe.index)
-            self._allocate_inputs_only()
+            for t in self.tensors:  # inputs and constants keep their shapes; the rest starts over
+                d, kept = t.describe, t.describe.usage in (TensorUsage.INPUT, TensorUsage.CONSTANT)
+                t.host, d.backend, d.storage_type = None, None, None
+                if d.usage != TensorUsage.CONSTANT:
+                    d.content = known.get(d.index)
+                if kept:
+                    self.host_backend.on_acquire_buffer(t, StorageType.DYNAMIC_SEPERATE)
+                else:
+                    t.shape = ()
+            for backend in self.backends:
+                backend.on_resize_begin()
+            # the first pipeline whose shapes wait for run-time values stops the resize
+            waiting = next(
+                filter(None, (p.prepare(self._use_counts) for p in self.pipelines)), None
+            )
+            if waiting is not None:
+                self._needed.add(waiting.tensor.describe.index)
+                self._inputs_only()
+            else:
+                for backend in self.backends:
+                    backend.on_resize_end()
+                    backend.on_allocate_buffer()
+                for pipeline in self.pipelines:
+                    pipeline.plan_steps()
+                for t in self.tensors:
+                    if t.describe.content is not None and t.host is not None:
+                        t.copy_from(t.describe.content)
+                self._known = dict(known)
+                self._warn_fallbacks()
+        except BaseException:
+            self._clear_buffers()
+            raise
         self.need_resize = False
         logger.debug("session resized: %d tensors", len(self.tensors))
 
@@ -226,38 +258,6 @@ class Session:
     def content_dependent(self) -> bool:
         """Whether shapes depend on run-time values, so ``run`` may re-plan."""
         return bool(self._needed)
-
-    def _resize_with(self, known: dict[int, np.ndarray]) -> None:
-        self._clear_buffers()
-        self._reset_shapes()
-        for index, value in known.items():
-            self.tensors[index].describe.content = value
-        for t in self.tensors:
-            if t.describe.usage in (TensorUsage.INPUT, TensorUsage.CONSTANT):
-                self.host_backend.on_acquire_buffer(t, StorageType.DYNAMIC_SEPERATE)
-        for backend in self.backends:
-            backend.on_resize_begin()
-        try:
-            for pipeline in self.pipelines:
-                pipeline.prepare(self._use_counts)
-        except BaseException:
-            self.need_resize = True
-            self._clear_buffers()
-            raise
-        try:  # a failure leaves no steps: the session must not run until resized again
-            for backend in self.backends:
-                backend.on_resize_end()
-                backend.on_allocate_buffer()
-            for pipeline in self.pipelines:
-                pipeline.plan_steps()
-        except BaseException:
-            self.need_resize = True
-            self._clear_buffers()
-            raise
-        for t in self.tensors:
-            if t.describe.content is not None and t.host is not None:
-                t.copy_from(t.describe.content)
-        self._warn_fallbacks()
 
     def _clear_buffers(self) -> None:
         """Free every backend's buffers, and the run loop's steps.
@@ -269,8 +269,8 @@ class Session:
         for backend in self.backends:
             backend.on_clear_buffer()
 
-    def _allocate_inputs_only(self) -> None:
-        """Memory for the inputs alone (shapes computed so far are kept for evaluation)."""
+    def _inputs_only(self) -> None:
+        """Memory for the inputs alone (shapes computed so far are kept for ``evaluate``)."""
         self._clear_buffers()
         for t in self.tensors:
             t.host, t.describe.backend = None, None
@@ -288,15 +288,10 @@ class Session:
             if self._known is not None and _same(values, self._known):
                 return
             saved = {i: t.numpy() for i, t in self._input_tensors().items()}
-            self._known = None
             try:
-                self._resize_with(values)
-                self._known = values
-            except NeedContent as e:
-                self._needed.add(e.tensor.describe.index)
-                self._allocate_inputs_only()
+                self.resize(values)
             except BaseException:
-                self._allocate_inputs_only()
+                self._inputs_only()
                 raise
             finally:
                 self.need_resize = False
@@ -317,18 +312,8 @@ class Session:
                 f"{len(fallen)} op(s) fell back from {self.backend.name}: {ops}{more}; "
                 "see session.placement(), or ScheduleConfig(strict=True) to refuse",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=3,
             )
-
-    def _reset_shapes(self) -> None:
-        for t in self.tensors:
-            if t.describe.usage != TensorUsage.CONSTANT:
-                t.describe.content = None
-            if t.describe.usage not in (TensorUsage.INPUT, TensorUsage.CONSTANT):
-                t.shape = ()
-            t.host = None
-            t.describe.backend = None
-            t.describe.storage_type = None
 
     def run(self) -> None:
         """Run every pipeline once on the data currently in the input tensors.

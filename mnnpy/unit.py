@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from mnnpy.execution import Execution
     from mnnpy.net import OpDef
 
-__all__ = ["OpInfo", "RunStep", "Unit", "UnitPlan", "storage_type_of"]
+__all__ = ["OpInfo", "RunStep", "Unit", "UnitPlan", "Waiting", "storage_type_of"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,20 @@ class UnitPlan:
     info: OpInfo | None
 
 
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """What :meth:`Unit.prepare` answers when the op's output shapes need run-time values.
+
+    Like MNN's resize status, an answer rather than an error: the session then gives memory to the
+    inputs alone and, at run, evaluates ``tensor`` from them and resizes with its values.
+
+    Attributes:
+        tensor: the tensor whose values the shapes need, not known while resizing.
+    """
+
+    tensor: Tensor
+
+
 class Unit:
     """One op of a pipeline: its tensors, its execution (kept across resizes) and its plan."""
 
@@ -123,7 +137,7 @@ class Unit:
         preference: Sequence[Backend],
         overrides: Mapping[str, Backend],
         strict: bool,
-    ) -> UnitPlan:
+    ) -> UnitPlan | Waiting:
         """Shape, fold or create, acquire, resize and release (MNN's ``Pipeline::Unit::prepare``).
 
         Args:
@@ -133,10 +147,13 @@ class Unit:
             strict: refuse, instead of record, a fallback.
 
         Returns:
-            The plan for this resize; the caller keeps it as ``plan``.
+            The plan for this resize, which the caller keeps as ``plan``; or ``Waiting`` when the
+            output shapes need values known only at run time (nothing acquired then).
         """
         op = self.op
-        compute_shape(op, self.inputs, self.outputs)
+        needed = compute_shape(op, self.inputs, self.outputs)
+        if needed is not None:
+            return Waiting(needed)
         if try_fold(op, self.inputs, self.outputs):
             for t in self.outputs:
                 host.on_acquire_buffer(t, storage_type_of(t))

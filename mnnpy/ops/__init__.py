@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NotSupportError
+from mnnpy.ops._content import NeedContent, content_of
 
 if TYPE_CHECKING:
     from mnnpy.net import OpDef
@@ -66,32 +67,6 @@ def _registrar(table: dict[int, Any], what: str, op_types: tuple[int, ...]) -> C
         return fn
 
     return wrap
-
-
-class NeedContent(NotSupportError):
-    """A shape depends on the values of a tensor that are only known when the session runs.
-
-    The session then evaluates that tensor from the current inputs at ``run_session`` and
-    resizes with the values (again whenever they change).
-    """
-
-    def __init__(self, tensor: Tensor, what: str = "") -> None:
-        what = f"{what} " if what else ""
-        super().__init__(
-            f"the shape depends on the values of {what}tensor {tensor.name!r}, known only at run"
-        )
-        self.tensor = tensor
-
-
-def content_of(tensor: Tensor, what: str = "") -> np.ndarray:
-    """The values of ``tensor`` known while resizing (constants, folded or run-time values).
-
-    Raises:
-        NeedContent: when they are not known yet.
-    """
-    if tensor.describe.content is None:
-        raise NeedContent(tensor, what)
-    return tensor.describe.content
 
 
 def register_shape(*op_types: int) -> Callable[[F], F]:
@@ -185,8 +160,12 @@ def load_all() -> None:
         importlib.import_module(f"{__name__}.{info.name}")
 
 
-def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Tensor | None:
     """Set the outputs' shape, dtype and format from the inputs (MNN's SizeComputer).
+
+    Returns:
+        None when the outputs have their shapes; else the tensor whose values they depend on,
+        not known while resizing (a Reshape's shape computed from an input, say).
 
     Raises:
         ComputeSizeError: when the shapes are inconsistent or an input is missing.
@@ -201,12 +180,15 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
 
         fn = static_shape_function(fn)
     if fn is not None:
-        fn(op, inputs, outputs)
+        try:
+            fn(op, inputs, outputs)
+        except NeedContent as e:
+            return e.tensor
         for out in outputs:  # shape functions may compute with NumPy: keep plain ints
             out.shape = tuple(int(d) for d in out.shape)
             if any(d < 0 for d in out.shape):
                 raise ComputeSizeError(f"output {out.name!r} got a negative dim: {out.shape!r}")
-        return
+        return None
     if not inputs or not outputs:
         raise ComputeSizeError(
             f"needs at least one input and one output, has {len(inputs)} and {len(outputs)}"
@@ -215,3 +197,4 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
         out.shape = inputs[0].shape
         out.dtype = inputs[0].dtype
         out.dimension_format = inputs[0].dimension_format
+    return None

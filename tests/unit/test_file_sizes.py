@@ -24,9 +24,7 @@ LIMITS = {
 # Today's offenders and their line counts (ceilings). Lower a ceiling when a file shrinks;
 # never raise one: split the file instead.
 ALLOWED = {
-    "mnnpy/session.py": 407,
     "mnnpy/weights.py": 519,
-    "mnnpy/ops/__init__.py": 217,
     "mnnpy/ops/binary_op.py": 208,
     "mnnpy/ops/convolution.py": 234,
     "mnnpy/ops/loop.py": 258,
