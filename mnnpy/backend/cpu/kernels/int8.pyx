@@ -31,6 +31,10 @@ cdef extern from "int8_kernels.h" nogil:
     void mnnpy_i8_requant(const int32_t* acc, const int32_t* wsum128, const float* alpha,
                           const float* bias, float ratio, float lo, float hi, ptrdiff_t oc,
                           ptrdiff_t count, int8_t* dst, ptrdiff_t plane)
+    void mnnpy_i8_conv_chunk(int isa, const mnnpy_i8_geom* g, const int8_t* src, int8_t* tiles,
+                             int32_t* acc, ptrdiff_t first, ptrdiff_t count, const int8_t* w,
+                             const int32_t* wsum128, const float* alpha, const float* bias,
+                             float ratio, float lo, float hi, int8_t* dst)
     int8_t mnnpy_i8_quantize(float x, float inv, float zero, float lo, float hi)
     void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
                            const int8_t* w, const int32_t* bias, const float* scale, int32_t lo,
@@ -87,7 +91,7 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
         window: ``(ky, kx, sy, sx, dy, dx, pad_top, pad_left)``.
     """
     cdef mnnpy_i8_geom g
-    cdef Py_ssize_t batch, ic, oc4, oc8, plane, tiles, b, p0, kp, im_in, im_out
+    cdef Py_ssize_t batch, ic, oc4, oc8, plane, tiles, b, kp, im_in, im_out
     batch, ic, g.ih, g.iw, g.oc, g.oh, g.ow = shape
     g.ky, g.kx, g.sy, g.sx, g.dy, g.dx, g.top, g.left = window
     g.ic4, oc4, oc8 = _c4(ic), _c4(g.oc), (g.oc + 15) // 16 * 16
@@ -120,12 +124,10 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
         free(accs)
         raise MemoryError("conv_int8 scratch")
     cdef int isa = current_isa(), t
-    cdef Py_ssize_t item, first, count, q, ob
+    cdef Py_ssize_t item, first, count
     cdef const int8_t* s = &src[0]
     cdef int8_t* d = &dst[0]
     cdef const int8_t* w = &weight[0]
-    cdef int8_t* tb
-    cdef int32_t* ab
     try:
         with nogil:
             if oc4 * 4 > g.oc:  # padding lanes of the last channel block
@@ -136,22 +138,9 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
                 b = item // per_image
                 first = (item % per_image) * CHUNK
                 count = min(CHUNK, tiles - first)
-                tb = tbuf + t * tsize * CHUNK
-                ab = accs + t * asize * CHUNK
-                for q in range(count):
-                    p0 = (first + q) * MNNPY_I8_E
-                    mnnpy_i8_im2col_tile(&g, s + b * im_in, tb + q * tsize, p0,
-                                         min(MNNPY_I8_E, plane - p0))
-                for ob in range(0, oc8, 16):
-                    for q in range(count):
-                        mnnpy_i8_dot(isa, tb + q * tsize, w + ob * kp, kp, 16,
-                                     &wsum128[0] + ob, g.oc - ob,
-                                     ab + q * asize + ob * MNNPY_I8_E)
-                for q in range(count):
-                    p0 = (first + q) * MNNPY_I8_E
-                    mnnpy_i8_requant(ab + q * asize, &wsum128[0], &alpha[0], &bias[0], ratio,
-                                     lo, hi, g.oc, min(MNNPY_I8_E, plane - p0),
-                                     d + b * im_out + p0 * 4, plane)
+                mnnpy_i8_conv_chunk(isa, &g, s + b * im_in, tbuf + t * tsize * CHUNK,
+                                    accs + t * asize * CHUNK, first, count, w, &wsum128[0],
+                                    &alpha[0], &bias[0], ratio, lo, hi, d + b * im_out)
     finally:
         free(tbuf)
         free(accs)

@@ -164,7 +164,7 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_i8_dot_avx2(const int8_t* tile, const int8_t*
  * pixels go in as x + 128 (the sign bit flipped), MNN's own storage: the sums are MNN's
  * sum(w * (x + 128)); 128 * sum(w) is taken off to give the sum(w * x) of the other paths.
  * 8 pixels x 16 output channels per step: one weight load feeds 8 dot products. */
-#define MNNPY_T512VNNI __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma")))
+#define MNNPY_T512VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma")))
 MNNPY_STATIC MNNPY_T512VNNI void mnnpy_i8_dot_vnni(const int8_t* tile, const int8_t* w,
                                                    ptrdiff_t kp, ptrdiff_t oc16,
                                                    const int32_t* wsum128, ptrdiff_t oc,
@@ -194,11 +194,78 @@ MNNPY_STATIC MNNPY_T512VNNI void mnnpy_i8_dot_vnni(const int8_t* tile, const int
     }
 }
 
+/* The VNNI path end to end for one tile of up to E pixels and 16 output channels [ob, ob + n):
+ * the tile's bytes are already x + 128 (mnnpy_i8_flip), so a lane's dpbusd sum is MNN's
+ * sum(w * (x + 128)) itself, requantized in registers as mnnpy_i8_requant does it (the same
+ * float operations in the same order, no FMA: fp-contract is off here) and stored as the
+ * NC4HW4 lanes of up to 4 channel blocks; lanes >= n are written as zeros. */
+MNNPY_STATIC MNNPY_T512VNNI __attribute__((optimize("fp-contract=off"))) void
+mnnpy_i8_tile_vnni(const int8_t* tile, const int8_t* w, ptrdiff_t kp, const float* alpha,
+                   const float* bias, float ratio, float lo, float hi, ptrdiff_t n,
+                   ptrdiff_t count, int8_t* dst, ptrdiff_t plane) {
+    __m512i d0 = _mm512_setzero_si512(), d1 = d0, d2 = d0, d3 = d0, d4 = d0, d5 = d0, d6 = d0,
+            d7 = d0;
+    for (ptrdiff_t gi = 0; gi < kp / 4; ++gi) {
+        __m512i wv = _mm512_loadu_si512((const void*)(w + gi * 64));
+        int32_t t[8];
+        memcpy(t, tile + gi * 32, sizeof(t));
+        d0 = _mm512_dpbusd_epi32(d0, _mm512_set1_epi32(t[0]), wv);
+        d1 = _mm512_dpbusd_epi32(d1, _mm512_set1_epi32(t[1]), wv);
+        d2 = _mm512_dpbusd_epi32(d2, _mm512_set1_epi32(t[2]), wv);
+        d3 = _mm512_dpbusd_epi32(d3, _mm512_set1_epi32(t[3]), wv);
+        d4 = _mm512_dpbusd_epi32(d4, _mm512_set1_epi32(t[4]), wv);
+        d5 = _mm512_dpbusd_epi32(d5, _mm512_set1_epi32(t[5]), wv);
+        d6 = _mm512_dpbusd_epi32(d6, _mm512_set1_epi32(t[6]), wv);
+        d7 = _mm512_dpbusd_epi32(d7, _mm512_set1_epi32(t[7]), wv);
+    }
+    __mmask16 valid = (__mmask16)((n >= 16 ? 0x10000u : (1u << n)) - 1u);
+    const __m512 a = _mm512_maskz_loadu_ps(valid, alpha), b = _mm512_maskz_loadu_ps(valid, bias);
+    const __m512 r = _mm512_set1_ps(ratio), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f);
+    const __m512 nhalf = _mm512_set1_ps(-0.5f);
+    __m512i dv[8] = {d0, d1, d2, d3, d4, d5, d6, d7};
+    __m128i bytes[8];
+    for (int e = 0; e < 8; ++e) {
+        __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(dv[e]), a);
+        f = _mm512_mul_ps(f, r);
+        f = _mm512_add_ps(f, zero);
+        f = _mm512_add_ps(f, b);
+        f = _mm512_min_ps(f, vhi); /* f < hi ? f : hi */
+        f = _mm512_max_ps(f, vlo); /* f > lo ? f : lo */
+        __mmask16 neg = _mm512_cmp_ps_mask(f, zero, _CMP_LT_OQ);
+        f = _mm512_add_ps(f, _mm512_mask_blend_ps(neg, half, nhalf));
+        bytes[e] = _mm512_cvtepi32_epi8(_mm512_maskz_cvttps_epi32(valid, f));
+    }
+    /* [e][block][lane] -> [block][e][lane]: 32-bit words e * 4 + block of two registers */
+    __m512i lo4 = _mm512_castsi128_si512(bytes[0]), hi4 = _mm512_castsi128_si512(bytes[4]);
+    lo4 = _mm512_inserti32x4(lo4, bytes[1], 1), hi4 = _mm512_inserti32x4(hi4, bytes[5], 1);
+    lo4 = _mm512_inserti32x4(lo4, bytes[2], 2), hi4 = _mm512_inserti32x4(hi4, bytes[6], 2);
+    lo4 = _mm512_inserti32x4(lo4, bytes[3], 3), hi4 = _mm512_inserti32x4(hi4, bytes[7], 3);
+    __mmask8 pixels = (__mmask8)((1u << count) - 1u);
+    for (int blk = 0; blk < 4 && blk * 4 < n; ++blk) {
+        __m512i idx = _mm512_setr_epi32(blk, 4 + blk, 8 + blk, 12 + blk, 16 + blk, 20 + blk,
+                                        24 + blk, 28 + blk, 0, 0, 0, 0, 0, 0, 0, 0);
+        __m512i v = _mm512_permutex2var_epi32(lo4, idx, hi4);
+        _mm256_mask_storeu_epi32((void*)(dst + blk * plane * 4), pixels,
+                                 _mm512_castsi512_si256(v));
+    }
+}
+
+/* tile bytes x -> x + 128 (MNN's uint8 storage), n a multiple of 32 */
+MNNPY_STATIC MNNPY_T512VNNI void mnnpy_i8_flip(int8_t* t, ptrdiff_t n) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80);
+    for (ptrdiff_t i = 0; i < n; i += 32) {
+        __m256i v = _mm256_loadu_si256((const __m256i*)(t + i));
+        _mm256_storeu_si256((__m256i*)(t + i), _mm256_xor_si256(v, flip));
+    }
+}
+
 MNNPY_STATIC int mnnpy_i8_has_vnni(void) {
     static int known = -1;
     if (known < 0) {
         __builtin_cpu_init();
         known = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") &&
                 __builtin_cpu_supports("avx512f");
     }
     return known;
@@ -245,6 +312,47 @@ static inline void mnnpy_i8_requant(const int32_t* acc, const int32_t* wsum128,
             f = f + bias[o];
             dst[(o >> 2) * plane * 4 + e * 4 + (o & 3)] = mnnpy_i8_post(f, lo, hi);
         }
+    }
+}
+
+/* `count` tiles of E pixels from tile `first` of one image: im2col into `tiles` (kp * E bytes
+ * each), dot products 16 output channels at a time (each block of weights is used for all the
+ * tiles while it is in L1), requantization into dst (the image's output); `acc` holds
+ * oc16 * E int32 per tile for the paths that requantize after the dot products. */
+MNNPY_STATIC void mnnpy_i8_conv_chunk(int isa, const mnnpy_i8_geom* g, const int8_t* src,
+                                      int8_t* tiles, int32_t* acc, ptrdiff_t first,
+                                      ptrdiff_t count, const int8_t* w, const int32_t* wsum128,
+                                      const float* alpha, const float* bias, float ratio,
+                                      float lo, float hi, int8_t* dst) {
+    const ptrdiff_t E = MNNPY_I8_E, kp = g->kp, oc16 = (g->oc + 15) / 16 * 16;
+    const ptrdiff_t plane = g->oh * g->ow, tsize = kp * E, asize = oc16 * E;
+    for (ptrdiff_t q = 0; q < count; ++q) {
+        ptrdiff_t p0 = (first + q) * E, n = plane - p0 < E ? plane - p0 : E;
+        mnnpy_i8_im2col_tile(g, src, tiles + q * tsize, p0, n);
+    }
+#if MNNPY_X86
+    if (isa == MNNPY_ISA_AVX512 && mnnpy_i8_has_vnni()) {
+        mnnpy_i8_flip(tiles, count * tsize);
+        for (ptrdiff_t ob = 0; ob < oc16; ob += 16) {
+            for (ptrdiff_t q = 0; q < count; ++q) {
+                ptrdiff_t p0 = (first + q) * E, n = plane - p0 < E ? plane - p0 : E;
+                mnnpy_i8_tile_vnni(tiles + q * tsize, w + ob * kp, kp, alpha + ob, bias + ob,
+                                   ratio, lo, hi, g->oc - ob, n, dst + ob * plane + p0 * 4, plane);
+            }
+        }
+        return;
+    }
+#endif
+    for (ptrdiff_t ob = 0; ob < oc16; ob += 16) {
+        for (ptrdiff_t q = 0; q < count; ++q) {
+            mnnpy_i8_dot(isa, tiles + q * tsize, w + ob * kp, kp, 16, wsum128 + ob, g->oc - ob,
+                         acc + q * asize + ob * E);
+        }
+    }
+    for (ptrdiff_t q = 0; q < count; ++q) {
+        ptrdiff_t p0 = (first + q) * E, n = plane - p0 < E ? plane - p0 : E;
+        mnnpy_i8_requant(acc + q * asize, wsum128, alpha, bias, ratio, lo, hi, g->oc, n,
+                         dst + p0 * 4, plane);
     }
 }
 
