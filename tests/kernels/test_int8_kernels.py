@@ -96,26 +96,48 @@ def test_conv_int8(isa, n, c, h, w, o, k, stride, dilate, pad, relu):
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def dw_ref(x, w, bias, scale, stride, pad, lo, hi):
+def dw_ref(x, w, bias, scale, stride, pad, lo, hi, dilate=1):
     n, c, h, wd = x.shape
     _, ky, kx = w.shape
-    oh, ow = (h + 2 * pad - ky) // stride + 1, (wd + 2 * pad - kx) // stride + 1
-    xp = np.zeros((n, c, h + 2 * pad + stride * oh, wd + 2 * pad + stride * ow), np.int64)
+    oh = (h + 2 * pad - (ky - 1) * dilate - 1) // stride + 1
+    ow = (wd + 2 * pad - (kx - 1) * dilate - 1) // stride + 1
+    xp = np.zeros(
+        (n, c, h + 2 * pad + stride * oh + dilate * ky, wd + 2 * pad + stride * ow + dilate * kx),
+        np.int64,
+    )
     xp[:, :, pad : pad + h, pad : pad + wd] = x
     acc = np.zeros((n, c, oh, ow), np.int64) + bias[None, :c, None, None]
     for i in range(ky):
         for j in range(kx):
-            patch = xp[:, :, i : i + stride * oh : stride, j : j + stride * ow : stride]
+            y0, x0 = i * dilate, j * dilate
+            patch = xp[:, :, y0 : y0 + stride * oh : stride, x0 : x0 + stride * ow : stride]
             acc += patch * w[None, :, i, j, None, None].astype(np.int64)
     f = (acc.astype(F32) * scale[None, :c, None, None]).astype(F32)
     r = np.trunc((f + np.where(f < 0, F32(-0.5), F32(0.5))).astype(F32)).astype(np.int64)
     return np.clip(r, lo, hi).astype(np.int8)
 
 
-@pytest.mark.parametrize("c,stride,pad", [(1, 1, 1), (5, 2, 1), (8, 1, 0), (17, 2, 2)])
-def test_depthwise_int8(c, stride, pad):
-    rng = np.random.RandomState(c)
-    n, h, w, k = 2, 9, 8, 3
+@pytest.mark.parametrize(
+    "c,stride,pad,k,h,w,dilate",
+    [
+        (1, 1, 1, 3, 9, 8, 1),
+        (5, 2, 1, 3, 9, 8, 1),
+        (8, 1, 0, 3, 9, 8, 1),
+        (17, 2, 2, 3, 9, 8, 1),
+        # wide rows: the AVX-512 path's 4-pixel blocks, their tails and both borders
+        (6, 1, 1, 3, 5, 23, 1),
+        (7, 2, 1, 3, 6, 30, 1),
+        (4, 1, 2, 5, 7, 19, 1),
+        (9, 3, 1, 3, 5, 26, 1),
+        (3, 1, 2, 3, 6, 21, 2),
+        (4, 2, 0, 3, 4, 3, 1),  # no output inside the row on the right
+    ],
+)
+@pytest.mark.parametrize("relu", [False, True])
+def test_depthwise_int8(isa, c, stride, pad, k, h, w, dilate, relu):
+    rng = np.random.RandomState(c * 7 + k + w)
+    n = 2
+    lo, hi = (3, 127) if relu else (-127, 127)
     x = rng.randint(-127, 128, (n, c, h, w)).astype(np.int8)
     wt = rng.randint(-127, 128, (c, k, k)).astype(np.int8)
     lanes = -(-c // 4) * 4
@@ -123,7 +145,7 @@ def test_depthwise_int8(c, stride, pad):
     bias[:c] = rng.randint(-5000, 5000, c)
     scale = np.zeros(lanes, F32)
     scale[:c] = rng.rand(c) * 0.002
-    ref = dw_ref(x, wt, bias, scale, stride, pad, -127, 127)
+    ref = dw_ref(x, wt, bias, scale, stride, pad, lo, hi, dilate)
     oh, ow = ref.shape[2:]
     wp = np.zeros((lanes, k * k), np.int8)
     wp[:c] = wt.reshape(c, -1)
@@ -131,9 +153,13 @@ def test_depthwise_int8(c, stride, pad):
     outs = []
     for threads in (1, 2):
         dst = np.full(n * lanes * oh * ow, 99, np.int8)
-        K.depthwise_int8(pack_nc4hw4(x), dst, wp.ravel(), bias, scale, (n, c, h, w, oh, ow),
-                         (k, k, stride, stride, 1, 1, pad, pad), -127, 127, threads)  # fmt: skip
+        window = (k, k, stride, stride, dilate, dilate, pad, pad)
+        shape = (n, c, h, w, oh, ow)
+        K.depthwise_int8(
+            pack_nc4hw4(x), dst, wp.ravel(), bias, scale, shape, window, lo, hi, threads
+        )
         np.testing.assert_array_equal(unpack_nc4hw4(dst, ref.shape), ref)
+        assert not dst.reshape(n, -1, oh * ow, 4)[:, -1, :, c % 4 or 4 :].any()  # pad lanes
         outs.append(dst)
     np.testing.assert_array_equal(outs[0], outs[1])
 

@@ -415,6 +415,89 @@ MNNPY_I8_DW_ROW(mnnpy_i8_dw_row_c, MNNPY_STATIC)
 MNNPY_I8_DW_ROW(mnnpy_i8_dw_row_avx2, MNNPY_STATIC MNNPY_T256)
 #endif
 
+#if MNNPY_X86
+#define MNNPY_I8_DW_MAXK 64
+/* AVX-512: 4 output pixels (16 int32 lanes) at a time, all the taps summed in a register
+ * (int32 products of sign-extended bytes, exact), then mnnpy_i8_dw_post in vector form
+ * (multiply, +-0.5 by sign, truncate, clamp as integers: the same float steps, fp-contract
+ * off). Blocks of more than MNNPY_I8_DW_MAXK taps take the row kernels below. */
+MNNPY_STATIC MNNPY_T512VNNI __attribute__((optimize("fp-contract=off"))) void
+mnnpy_i8_dw_block_avx512(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
+                         const int8_t* w, const int32_t* bias, const float* scale, int32_t lo,
+                         int32_t hi, ptrdiff_t valid) {
+    const ptrdiff_t kx = g->kx, sx = g->sx, ow = g->ow, iw = g->iw;
+    __m512i wv[MNNPY_I8_DW_MAXK];
+    for (ptrdiff_t k = 0; k < g->ky * kx; ++k) {
+        int32_t v;
+        memcpy(&v, w + k * 4, 4);
+        wv[k] = _mm512_cvtepi8_epi32(_mm_set1_epi32(v));
+    }
+    const __m512i vb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)bias));
+    const __m512 vs = _mm512_broadcast_f32x4(_mm_loadu_ps(scale));
+    const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
+    const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f);
+    const __m512 nhalf = _mm512_set1_ps(-0.5f);
+    const __mmask16 lanes = (__mmask16)(0x1111u * ((1u << valid) - 1u));
+    const __m256i odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    /* [xa, xb): the outputs whose kx taps are all inside the input row; blocks of 4 outputs
+     * that are not all inside mask off the pixels of each tap that fall outside (they read as
+     * zero, a sum over the taps inside, as the plain C kernel) */
+    ptrdiff_t xa = (g->left + sx - 1) / sx, last = iw - 1 + g->left - (kx - 1) * g->dx;
+    ptrdiff_t xb = last >= 0 ? last / sx + 1 : 0;
+    for (ptrdiff_t oy = 0; oy < g->oh; ++oy) {
+        int8_t* drow = dst + oy * ow * 4;
+        for (ptrdiff_t ox = 0; ox < ow; ox += 4) {
+            ptrdiff_t n = ow - ox < 4 ? ow - ox : 4;
+            int inside = ox >= xa && ox + n <= xb;
+            __mmask16 pm = (__mmask16)((1u << (4 * n)) - 1u);
+            __m512i acc = vb;
+            for (ptrdiff_t i = 0; i < g->ky; ++i) {
+                ptrdiff_t y = oy * g->sy - g->top + i * g->dy;
+                if (y < 0 || y >= g->ih) continue;
+                const int8_t* row = src + y * iw * 4;
+                for (ptrdiff_t j = 0; j < kx; ++j) {
+                    ptrdiff_t x0 = ox * sx - g->left + j * g->dx;
+                    unsigned m = 0; /* the pixels e < n whose x0 + e * sx is inside */
+                    if (inside) {
+                        m = (1u << n) - 1u;
+                    } else {
+                        for (ptrdiff_t e = 0; e < n; ++e) {
+                            ptrdiff_t x = x0 + e * sx;
+                            m |= (unsigned)(x >= 0 && x < iw) << e;
+                        }
+                        if (!m) continue;
+                    }
+                    const int8_t* p = row + x0 * 4;
+                    __m128i x;
+                    if (sx == 1) {
+                        x = _mm_maskz_loadu_epi32((__mmask8)m, p);
+                    } else if (sx == 2) {
+                        unsigned m2 = (m & 1u) | (m & 2u) << 1 | (m & 4u) << 2 | (m & 8u) << 3;
+                        __m256i v = _mm256_maskz_loadu_epi32((__mmask8)m2, p);
+                        x = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(v, odd));
+                    } else {
+                        int32_t px[4] = {0, 0, 0, 0};
+                        for (ptrdiff_t e = 0; e < n; ++e) {
+                            if (m >> e & 1u) memcpy(px + e, p + e * sx * 4, 4);
+                        }
+                        x = _mm_loadu_si128((const __m128i*)px);
+                    }
+                    __m512i prod = _mm512_mullo_epi32(_mm512_cvtepi8_epi32(x), wv[i * kx + j]);
+                    acc = _mm512_add_epi32(acc, prod);
+                }
+            }
+            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), vs);
+            __mmask16 neg = _mm512_cmp_ps_mask(f, zero, _CMP_LT_OQ);
+            f = _mm512_add_ps(f, _mm512_mask_blend_ps(neg, half, nhalf));
+            __m512i r = _mm512_cvttps_epi32(f);
+            r = _mm512_min_epi32(r, vhi);
+            r = _mm512_maskz_max_epi32(lanes, r, vlo);
+            _mm_mask_storeu_epi8(drow + ox * 4, pm, _mm512_cvtepi32_epi8(r));
+        }
+    }
+}
+#endif
+
 /* One channel block of a depthwise int8 convolution: src [ih][iw][4] int8, w [ky * kx][4],
  * bias and scale [4], acc [ow * 4] scratch; lanes >= `valid` are written as zeros. The float
  * step stays in this baseline-compiled function (no FMA). */
@@ -422,6 +505,12 @@ MNNPY_STATIC void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_
                                     int8_t* dst, const int8_t* w, const int32_t* bias,
                                     const float* scale, int32_t lo, int32_t hi, ptrdiff_t valid,
                                     int32_t* acc) {
+#if MNNPY_X86
+    if (isa == MNNPY_ISA_AVX512 && mnnpy_i8_has_vnni() && g->ky * g->kx <= MNNPY_I8_DW_MAXK) {
+        mnnpy_i8_dw_block_avx512(g, src, dst, w, bias, scale, lo, hi, valid);
+        return;
+    }
+#endif
     for (ptrdiff_t oy = 0; oy < g->oh; ++oy) {
 #if MNNPY_X86
         if (isa != MNNPY_ISA_GENERIC) mnnpy_i8_dw_row_avx2(g, src, w, bias, oy, acc);
