@@ -417,6 +417,15 @@ MNNPY_I8_DW_ROW(mnnpy_i8_dw_row_avx2, MNNPY_STATIC MNNPY_T256)
 
 #if MNNPY_X86
 #define MNNPY_I8_DW_MAXK 64
+/* mnnpy_i8_dw_post of 16 int32 sums (4 pixels x 4 lanes), as 16 bytes; lanes >= valid are 0 */
+#define MNNPY_I8_DW_POST(acc)                                                                 \
+    __extension__({                                                                           \
+        __m512 f_ = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), vs);                               \
+        __mmask16 neg_ = _mm512_cmp_ps_mask(f_, zero, _CMP_LT_OQ);                            \
+        f_ = _mm512_add_ps(f_, _mm512_mask_blend_ps(neg_, half, nhalf));                      \
+        __m512i r_ = _mm512_min_epi32(_mm512_cvttps_epi32(f_), vhi);                          \
+        _mm512_cvtepi32_epi8(_mm512_maskz_max_epi32(lanes, r_, vlo));                         \
+    })
 /* AVX-512: 4 output pixels (16 int32 lanes) at a time, all the taps summed in a register
  * (int32 products of sign-extended bytes, exact), then mnnpy_i8_dw_post in vector form
  * (multiply, +-0.5 by sign, truncate, clamp as integers: the same float steps, fp-contract
@@ -439,6 +448,7 @@ mnnpy_i8_dw_block_avx512(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
     const __m512 nhalf = _mm512_set1_ps(-0.5f);
     const __mmask16 lanes = (__mmask16)(0x1111u * ((1u << valid) - 1u));
     const __m256i odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
     /* [xa, xb): the outputs whose kx taps are all inside the input row; blocks of 4 outputs
      * that are not all inside mask off the pixels of each tap that fall outside (they read as
      * zero, a sum over the taps inside, as the plain C kernel) */
@@ -446,7 +456,36 @@ mnnpy_i8_dw_block_avx512(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
     ptrdiff_t xb = last >= 0 ? last / sx + 1 : 0;
     for (ptrdiff_t oy = 0; oy < g->oh; ++oy) {
         int8_t* drow = dst + oy * ow * 4;
-        for (ptrdiff_t ox = 0; ox < ow; ox += 4) {
+        for (ptrdiff_t ox = 0; ox < ow;) {
+            if (ox >= xa && ox + 8 <= xb && sx <= 2) { /* 8 pixels inside, no masks */
+                __m512i a0 = vb, a1 = vb;
+                for (ptrdiff_t i = 0; i < g->ky; ++i) {
+                    ptrdiff_t y = oy * g->sy - g->top + i * g->dy;
+                    if (y < 0 || y >= g->ih) continue;
+                    const int8_t* row = src + (y * iw + ox * sx - g->left) * 4;
+                    for (ptrdiff_t j = 0; j < kx; ++j) {
+                        const int8_t* p = row + j * g->dx * 4;
+                        __m128i x0, x1;
+                        if (sx == 1) {
+                            x0 = _mm_loadu_si128((const __m128i*)p);
+                            x1 = _mm_loadu_si128((const __m128i*)(p + 16));
+                        } else { /* the even 32-bit words of 15 (the 16th may be outside) */
+                            __m512i v = _mm512_maskz_loadu_epi32((__mmask16)0x7fff, p);
+                            __m512i c = _mm512_permutexvar_epi32(even, v);
+                            x0 = _mm512_castsi512_si128(c);
+                            x1 = _mm512_extracti32x4_epi32(c, 1);
+                        }
+                        a0 = _mm512_add_epi32(
+                            a0, _mm512_mullo_epi32(_mm512_cvtepi8_epi32(x0), wv[i * kx + j]));
+                        a1 = _mm512_add_epi32(
+                            a1, _mm512_mullo_epi32(_mm512_cvtepi8_epi32(x1), wv[i * kx + j]));
+                    }
+                }
+                _mm_storeu_si128((__m128i*)(drow + ox * 4), MNNPY_I8_DW_POST(a0));
+                _mm_storeu_si128((__m128i*)(drow + ox * 4 + 16), MNNPY_I8_DW_POST(a1));
+                ox += 8;
+                continue;
+            }
             ptrdiff_t n = ow - ox < 4 ? ow - ox : 4;
             int inside = ox >= xa && ox + n <= xb;
             __mmask16 pm = (__mmask16)((1u << (4 * n)) - 1u);
@@ -486,13 +525,8 @@ mnnpy_i8_dw_block_avx512(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
                     acc = _mm512_add_epi32(acc, prod);
                 }
             }
-            __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), vs);
-            __mmask16 neg = _mm512_cmp_ps_mask(f, zero, _CMP_LT_OQ);
-            f = _mm512_add_ps(f, _mm512_mask_blend_ps(neg, half, nhalf));
-            __m512i r = _mm512_cvttps_epi32(f);
-            r = _mm512_min_epi32(r, vhi);
-            r = _mm512_maskz_max_epi32(lanes, r, vlo);
-            _mm_mask_storeu_epi8(drow + ox * 4, pm, _mm512_cvtepi32_epi8(r));
+            _mm_mask_storeu_epi8(drow + ox * 4, pm, MNNPY_I8_DW_POST(acc));
+            ox += 4;
         }
     }
 }
