@@ -254,6 +254,20 @@ def test_quantize_and_dequantize():
     np.testing.assert_array_equal(back, ((dst.astype(F32) - F32(1)) * F32(0.0213)).astype(F32))
 
 
+@pytest.mark.parametrize("n", [16, 1003])
+def test_quantize_every_isa(isa, n):
+    """The vector loop (16 at a time) and its tail: rounding edges, clamps, NaN, a zero point."""
+    rng = np.random.RandomState(n)
+    x = (rng.randn(n) * 3).astype(F32)
+    x[:8] = [0.49999997, -0.49999997, 1e9, -1e9, 2.5, -2.5, np.nan, -0.0]
+    x[-3:] = [0.49999997, np.nan, -7.5]
+    inv = F32(1) / F32(0.0213)
+    for zero, lo, hi in ((0.0, -127.0, 127.0), (-3.0, -128.0, 127.0), (5.0, 5.0, 127.0)):
+        dst = np.zeros(n, np.int8)
+        K.quantize(x, dst, inv, zero, lo, hi)
+        np.testing.assert_array_equal(dst, quantize_ref(x, inv, zero, lo, hi))
+
+
 def test_kernels_refuse_short_buffers():
     with pytest.raises(ValueError, match="dst"):
         K.quantize(np.zeros(8, F32), np.zeros(4, np.int8), 1.0, 0.0, -127.0, 127.0)

@@ -35,7 +35,8 @@ cdef extern from "int8_kernels.h" nogil:
                              int32_t* acc, ptrdiff_t first, ptrdiff_t count, const int8_t* w,
                              const int32_t* wsum128, const float* alpha, const float* bias,
                              float ratio, float lo, float hi, int8_t* dst)
-    int8_t mnnpy_i8_quantize(float x, float inv, float zero, float lo, float hi)
+    void mnnpy_i8_quantize_n(int isa, const float* src, int8_t* dst, ptrdiff_t n, float inv,
+                             float zero, float lo, float hi)
     void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
                            const int8_t* w, const int32_t* bias, const float* scale, int32_t lo,
                            int32_t hi, ptrdiff_t valid, int32_t* acc)
@@ -61,11 +62,12 @@ def _need(Py_ssize_t have, Py_ssize_t need, str what):
 def quantize(const float[::1] src, int8_t[::1] dst, float inv_scale, float zero, float lo,
              float hi):
     """``dst = round(src * inv_scale + zero)`` clamped to ``[lo, hi]`` (MNN's FloatToInt8)."""
-    cdef Py_ssize_t i, n = src.shape[0]
+    cdef Py_ssize_t n = src.shape[0]
     _need(dst.shape[0], n, "dst")
+    if n == 0:
+        return
     with nogil:
-        for i in range(n):
-            dst[i] = mnnpy_i8_quantize(src[i], inv_scale, zero, lo, hi)
+        mnnpy_i8_quantize_n(current_isa(), &src[0], &dst[0], n, inv_scale, zero, lo, hi)
 
 
 def dequantize(const int8_t[::1] src, float[::1] dst, float scale, float zero):
