@@ -184,17 +184,21 @@ def pool_ref(x, k, s, pad, oh, ow, is_max):
 
 
 @pytest.mark.parametrize("c", [3, 4, 17])
-@pytest.mark.parametrize("k,s,pad", [(2, 2, 0), (3, 1, 1), (3, 2, 1)])
+@pytest.mark.parametrize("k,s,pad", [(2, 2, 0), (3, 1, 1), (3, 2, 1), (3, 3, 1), (4, 1, 3)])
 @pytest.mark.parametrize("is_max", [True, False])
-def test_pool_int8(c, k, s, pad, is_max):
+def test_pool_int8(isa, c, k, s, pad, is_max):
     rng = np.random.RandomState(c + k)
-    n, h, w = 2, 7, 9
-    x = rng.randint(-127, 128, (n, c, h, w)).astype(np.int8)
+    n, h, w = 2, 7, 13
+    x = rng.randint(-128, 128, (n, c, h, w)).astype(np.int8)
     oh, ow = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
     ref = pool_ref(x, k, s, pad, oh, ow, is_max)
-    dst = np.zeros(n * -(-c // 4) * 4 * oh * ow, np.int8)
-    K.pool_int8(pack_nc4hw4(x), dst, (n, c, h, w, oh, ow), (k, k, s, s, pad, pad), is_max, 2)
+    src = pack_nc4hw4(x)
+    if c % 4:  # the input's padding lanes are not read: the output's stay 0
+        src.reshape(n, -1, h * w, 4)[:, -1, :, c % 4 :] = 77
+    dst = np.full(n * -(-c // 4) * 4 * oh * ow, 99, np.int8)
+    K.pool_int8(src, dst, (n, c, h, w, oh, ow), (k, k, s, s, pad, pad), is_max, 2)
     np.testing.assert_array_equal(unpack_nc4hw4(dst, ref.shape), ref)
+    assert not dst.reshape(n, -1, oh * ow, 4)[:, -1, :, c % 4 or 4 :].any()
 
 
 def test_pool_max_ranks_negative_values_first():

@@ -40,6 +40,8 @@ cdef extern from "int8_kernels.h" nogil:
     void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
                            const int8_t* w, const int32_t* bias, const float* scale, int32_t lo,
                            int32_t hi, ptrdiff_t valid, int32_t* acc)
+    int mnnpy_i8_maxpool_fast(int isa, const int8_t* src, int8_t* dst, const ptrdiff_t* g,
+                              ptrdiff_t valid)
     void mnnpy_i8_binary(int isa, int code, const int8_t* a, ptrdiff_t sa, const int8_t* b,
                          ptrdiff_t sb, int8_t* dst, ptrdiff_t n, float s0, float s1, float inv,
                          int32_t z0, int32_t z1, int32_t zo, int32_t lo, int32_t hi)
@@ -231,10 +233,15 @@ def pool_int8(const int8_t[::1] src, int8_t[::1] dst, tuple shape, tuple window,
     cdef const int8_t* s
     cdef int8_t* d
     num_thread = max(1, min(num_thread, max(items, 1)))
+    cdef ptrdiff_t geom[10]
+    geom[:] = [ih, iw, oh, ow, ky, kx, sy, sx, top, left]
+    cdef int isa = current_isa() if is_max else 0
     with nogil:
         for item in prange(items, num_threads=num_thread, schedule="static"):
             s = &src[0] + item * ih * iw * 4
             d = &dst[0] + item * oh * ow * 4
+            if isa and mnnpy_i8_maxpool_fast(isa, s, d, geom, min(4, c - (item % c4) * 4)):
+                continue
             for oy in range(oh):
                 y0 = oy * sy - top
                 y1 = min(y0 + ky, ih)

@@ -596,6 +596,71 @@ MNNPY_STATIC void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_
     }
 }
 
+#if MNNPY_X86
+/* MNN's int8 max pooling (see pool_int8 in int8.pyx) of one channel block, 4 output pixels at
+ * a time: keys x ^ 0x80 compared as signed bytes; taps outside the input are loaded as 0, the
+ * key -128 that never wins (an empty window gives 0, as the plain loop). */
+MNNPY_STATIC MNNPY_T512VNNI void mnnpy_i8_maxpool_avx512(const int8_t* src, int8_t* dst,
+                                                         const ptrdiff_t* g, ptrdiff_t valid) {
+    const ptrdiff_t ih = g[0], iw = g[1], oh = g[2], ow = g[3], ky = g[4], kx = g[5];
+    const ptrdiff_t sy = g[6], sx = g[7], top = g[8], left = g[9];
+    const __m128i flip = _mm_set1_epi8((char)0x80);
+    const __m128i keep = _mm_set1_epi32((int32_t)(0xffffffffu >> (8 * (4 - valid))));
+    const __m256i odd = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (ptrdiff_t oy = 0; oy < oh; ++oy) {
+        ptrdiff_t y0 = oy * sy - top, y1 = y0 + ky < ih ? y0 + ky : ih;
+        y0 = y0 > 0 ? y0 : 0;
+        for (ptrdiff_t ox = 0; ox < ow; ox += 4) {
+            ptrdiff_t n = ow - ox < 4 ? ow - ox : 4;
+            __m128i best = _mm_set1_epi8((char)-128);
+            for (ptrdiff_t y = y0; y < y1; ++y) {
+                for (ptrdiff_t j = 0; j < kx; ++j) {
+                    ptrdiff_t x0 = ox * sx - left + j;
+                    unsigned m = 0;
+                    for (ptrdiff_t e = 0; e < n; ++e) {
+                        ptrdiff_t x = x0 + e * sx;
+                        m |= (unsigned)(x >= 0 && x < iw) << e;
+                    }
+                    if (!m) continue;
+                    const int8_t* p = src + (y * iw + x0) * 4;
+                    __m128i v;
+                    if (sx == 1) {
+                        v = _mm_maskz_loadu_epi32((__mmask8)m, p);
+                    } else if (sx == 2) {
+                        unsigned m2 = (m & 1u) | (m & 2u) << 1 | (m & 4u) << 2 | (m & 8u) << 3;
+                        __m256i w = _mm256_maskz_loadu_epi32((__mmask8)m2, p);
+                        v = _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(w, odd));
+                    } else {
+                        int32_t px[4] = {0, 0, 0, 0};
+                        for (ptrdiff_t e = 0; e < n; ++e) {
+                            if (m >> e & 1u) memcpy(px + e, p + e * sx * 4, 4);
+                        }
+                        v = _mm_loadu_si128((const __m128i*)px);
+                    }
+                    best = _mm_max_epi8(best, _mm_xor_si128(v, flip));
+                }
+            }
+            __m128i out = _mm_and_si128(_mm_xor_si128(best, flip), keep);
+            _mm_mask_storeu_epi8(dst + (oy * ow + ox) * 4, (__mmask16)((1u << (4 * n)) - 1u),
+                                 out);
+        }
+    }
+}
+#endif
+
+/* 1 when the AVX-512 max pooling ran on this channel block, 0 when the caller must. */
+MNNPY_STATIC int mnnpy_i8_maxpool_fast(int isa, const int8_t* src, int8_t* dst,
+                                       const ptrdiff_t* g, ptrdiff_t valid) {
+#if MNNPY_X86
+    if (isa == MNNPY_ISA_AVX512 && mnnpy_i8_has_vnni()) {
+        mnnpy_i8_maxpool_avx512(src, dst, g, valid);
+        return 1;
+    }
+#endif
+    (void)isa, (void)src, (void)dst, (void)g, (void)valid;
+    return 0;
+}
+
 /* roundf (half away from zero) as an expression compilers vectorize, in the caller's target
  * (a function compiled for baseline x86-64 would not be inlined into the AVX2 loop): exact for
  * every float, the remainder x - trunc(x) is exact. */
