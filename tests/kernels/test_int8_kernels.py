@@ -235,9 +235,10 @@ def test_binary_int8(isa, code, broadcast):
         q = (res.astype(F32) * inv).astype(F32)
         v = (np.sign(q) * np.floor(np.abs(q) + F32(0.5))).astype(np.int64) + zo  # roundf
     ref = np.clip(v, -127, 120).astype(np.int8)
-    dst = np.zeros(n, np.int8)
-    K.binary_int8(a, b, dst, code, (s0, s1, inv), (z0, z1, zo), -127, 120)
-    np.testing.assert_array_equal(dst, ref)
+    for threads in (1, 2, 3):  # runs of 16384 values per thread, the tail shorter
+        dst = np.zeros(n, np.int8)
+        K.binary_int8(a, b, dst, code, (s0, s1, inv), (z0, z1, zo), -127, 120, threads)
+        np.testing.assert_array_equal(dst, ref)
 
 
 def test_quantize_and_dequantize():

@@ -285,9 +285,12 @@ cdef enum:
 
 BINARY_CODES = (ADD, SUB, MUL, MAXIMUM, MINIMUM, SQD)
 
+cdef enum:
+    BINARY_RUN = 16384
+
 
 def binary_int8(const int8_t[::1] a, const int8_t[::1] b, int8_t[::1] dst, int code,
-                tuple scales, tuple zeros, int lo, int hi):
+                tuple scales, tuple zeros, int lo, int hi, int num_thread=1):
     """MNN's MNNBinary*Int8 (x86, reference C). ``a`` or ``b`` may have one element
     (broadcast). ``scales = (s0, s1, 1 / s_out)``, ``zeros = (z0, z1, z_out)``.
 
@@ -305,10 +308,17 @@ def binary_int8(const int8_t[::1] a, const int8_t[::1] b, int8_t[::1] dst, int c
     cdef int sa = 0 if na == 1 else 1, sb = 0 if nb == 1 else 1
     cdef long i0 = <long>(s0 * 65536), i1 = <long>(s1 * 65536)
     cdef int v, r0, r1, rr
+    # threads take runs of BINARY_RUN values (elementwise: the same results for any count)
+    cdef Py_ssize_t runs = (n + BINARY_RUN - 1) // BINARY_RUN, r, first, count
+    cdef int isa = current_isa()
+    num_thread = max(1, min(num_thread, runs))
     if code != MAXIMUM and code != MINIMUM:
         with nogil:
-            mnnpy_i8_binary(current_isa(), code, &a[0], sa, &b[0], sb, &dst[0], n, s0, s1, inv,
-                            z0, z1, zo, lo, hi)
+            for r in prange(runs, num_threads=num_thread, schedule="static"):
+                first = r * BINARY_RUN
+                count = min(BINARY_RUN, n - first)
+                mnnpy_i8_binary(isa, code, &a[0] + first * sa, sa, &b[0] + first * sb, sb,
+                                &dst[0] + first, count, s0, s1, inv, z0, z1, zo, lo, hi)
         return
     with nogil:
         for i in range(n):
