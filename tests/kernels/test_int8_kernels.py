@@ -69,6 +69,8 @@ def im2col_rows(w: np.ndarray) -> np.ndarray:
         (1, 4, 11, 10, 5, 5, 2, 1, 2),
         (2, 1, 7, 9, 3, 3, 1, 2, 2),
         (1, 8, 12, 21, 33, 3, 1, 1, 1),  # rows of 8 neighbours, 33 outputs (16-blocks)
+        (1, 3, 9, 37, 8, 7, 2, 1, 3),  # stride 2 rows of 8 neighbours, inside and at borders
+        (1, 6, 5, 40, 20, 3, 2, 2, 1),
     ],
 )
 @pytest.mark.parametrize("relu", [False, True])

@@ -43,24 +43,30 @@ MNNPY_STATIC void mnnpy_i8_im2col_tile(const mnnpy_i8_geom* g, const int8_t* src
         return;
     }
     memset(tile, 0, (size_t)(g->kp * E));
-    if (count == E && g->sx == 1 && p0 % g->ow + E - 1 < g->ow) {
-        /* E neighbours of one row, stride 1: a tap reads 4E contiguous bytes when all the
-         * pixels are inside the input, else pixel by pixel */
+    if (count == E && p0 % g->ow + E - 1 < g->ow) {
+        /* E neighbours of one row: a tap reads 4E contiguous bytes (stride 1) or E words sx
+         * apart when all the pixels are inside the input, else pixel by pixel */
         ptrdiff_t oy = p0 / g->ow, ox = p0 % g->ow, k = 0;
         for (ptrdiff_t c = 0; c < g->ic4; ++c) {
             const int8_t* plane = src + c * g->ih * g->iw * 4;
             for (ptrdiff_t i = 0; i < g->ky; ++i) {
                 ptrdiff_t y = oy * g->sy - g->top + i * g->dy;
                 for (ptrdiff_t j = 0; j < g->kx; ++j, ++k) {
-                    ptrdiff_t x = ox - g->left + j * g->dx;
+                    ptrdiff_t x = ox * g->sx - g->left + j * g->dx, sx = g->sx;
                     if (y < 0 || y >= g->ih) continue;
-                    if (x >= 0 && x + E - 1 < g->iw) {
-                        memcpy(tile + k * 4 * E, plane + (y * g->iw + x) * 4, 4 * E);
+                    const int8_t* in = plane + (y * g->iw + x) * 4;
+                    if (x >= 0 && x + (E - 1) * sx < g->iw) {
+                        if (sx == 1) {
+                            memcpy(tile + k * 4 * E, in, 4 * E);
+                        } else {
+                            for (ptrdiff_t e = 0; e < E; ++e)
+                                memcpy(tile + (k * E + e) * 4, in + e * sx * 4, 4);
+                        }
                         continue;
                     }
                     for (ptrdiff_t e = 0; e < E; ++e) {
-                        if (x + e >= 0 && x + e < g->iw) {
-                            memcpy(tile + (k * E + e) * 4, plane + (y * g->iw + x + e) * 4, 4);
+                        if (x + e * sx >= 0 && x + e * sx < g->iw) {
+                            memcpy(tile + (k * E + e) * 4, in + e * sx * 4, 4);
                         }
                     }
                 }
