@@ -482,6 +482,7 @@ mnnpy_i8_dw_block_avx512(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
         memcpy(&v, w + k * 4, 4);
         wv[k] = _mm512_cvtepi8_epi32(_mm_set1_epi32(v));
     }
+    for (ptrdiff_t k = g->ky * kx; k < 9; ++k) wv[k] = _mm512_setzero_si512(); /* w00..w22 */
     const __m512i vb = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i*)bias));
     const __m512 vs = _mm512_broadcast_f32x4(_mm_loadu_ps(scale));
     const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
@@ -495,9 +496,33 @@ mnnpy_i8_dw_block_avx512(const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
      * zero, a sum over the taps inside, as the plain C kernel) */
     ptrdiff_t xa = (g->left + sx - 1) / sx, last = iw - 1 + g->left - (kx - 1) * g->dx;
     ptrdiff_t xb = last >= 0 ? last / sx + 1 : 0;
+    /* 3x3, stride and dilation 1: the 9 taps unrolled, their weights in registers */
+    const int k33 = g->ky == 3 && kx == 3 && sx == 1 && g->sy == 1 && g->dx == 1 && g->dy == 1;
+    const __m512i w00 = wv[0], w01 = wv[1], w02 = wv[2], w10 = wv[3], w11 = wv[4];
+    const __m512i w12 = wv[5], w20 = wv[6], w21 = wv[7], w22 = wv[8];
     for (ptrdiff_t oy = 0; oy < g->oh; ++oy) {
         int8_t* drow = dst + oy * ow * 4;
+        const int y3 = oy - g->top >= 0 && oy - g->top + 2 < g->ih; /* the 3 rows inside */
         for (ptrdiff_t ox = 0; ox < ow;) {
+            if (k33 && y3 && ox >= xa && ox + 8 <= xb) { /* 3x3 stride 1, all 9 taps inside */
+                const int8_t* r0 = src + ((oy - g->top) * iw + ox - g->left) * 4;
+                __m512i a0 = vb, a1 = vb;
+#define MNNPY_I8_DW_TAP(P, W)                                                                 \
+    a0 = _mm512_add_epi32(a0, _mm512_mullo_epi32(                                              \
+                                  _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(P))), W)); \
+    a1 = _mm512_add_epi32(                                                                    \
+        a1, _mm512_mullo_epi32(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)((P) + 16))), \
+                               W));
+                MNNPY_I8_DW_TAP(r0, w00) MNNPY_I8_DW_TAP(r0 + 4, w01) MNNPY_I8_DW_TAP(r0 + 8, w02)
+                MNNPY_I8_DW_TAP(r0 + iw * 4, w10) MNNPY_I8_DW_TAP(r0 + iw * 4 + 4, w11)
+                MNNPY_I8_DW_TAP(r0 + iw * 4 + 8, w12) MNNPY_I8_DW_TAP(r0 + iw * 8, w20)
+                MNNPY_I8_DW_TAP(r0 + iw * 8 + 4, w21) MNNPY_I8_DW_TAP(r0 + iw * 8 + 8, w22)
+#undef MNNPY_I8_DW_TAP
+                _mm_storeu_si128((__m128i*)(drow + ox * 4), MNNPY_I8_DW_POST(a0));
+                _mm_storeu_si128((__m128i*)(drow + ox * 4 + 16), MNNPY_I8_DW_POST(a1));
+                ox += 8;
+                continue;
+            }
             if (ox >= xa && ox + 8 <= xb && sx <= 2) { /* 8 pixels inside, no masks */
                 __m512i a0 = vb, a1 = vb;
                 for (ptrdiff_t i = 0; i < g->ky; ++i) {
