@@ -69,6 +69,8 @@ def im2col_rows(w: np.ndarray) -> np.ndarray:
         (1, 4, 11, 10, 5, 5, 2, 1, 2),
         (2, 1, 7, 9, 3, 3, 1, 2, 2),
         (1, 8, 12, 21, 33, 3, 1, 1, 1),  # rows of 8 neighbours, 33 outputs (16-blocks)
+        (1, 3, 9, 37, 8, 7, 2, 1, 3),  # stride 2 rows of 8 neighbours, inside and at borders
+        (1, 6, 5, 40, 20, 3, 2, 2, 1),
     ],
 )
 @pytest.mark.parametrize("relu", [False, True])
@@ -96,26 +98,48 @@ def test_conv_int8(isa, n, c, h, w, o, k, stride, dilate, pad, relu):
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def dw_ref(x, w, bias, scale, stride, pad, lo, hi):
+def dw_ref(x, w, bias, scale, stride, pad, lo, hi, dilate=1):
     n, c, h, wd = x.shape
     _, ky, kx = w.shape
-    oh, ow = (h + 2 * pad - ky) // stride + 1, (wd + 2 * pad - kx) // stride + 1
-    xp = np.zeros((n, c, h + 2 * pad + stride * oh, wd + 2 * pad + stride * ow), np.int64)
+    oh = (h + 2 * pad - (ky - 1) * dilate - 1) // stride + 1
+    ow = (wd + 2 * pad - (kx - 1) * dilate - 1) // stride + 1
+    xp = np.zeros(
+        (n, c, h + 2 * pad + stride * oh + dilate * ky, wd + 2 * pad + stride * ow + dilate * kx),
+        np.int64,
+    )
     xp[:, :, pad : pad + h, pad : pad + wd] = x
     acc = np.zeros((n, c, oh, ow), np.int64) + bias[None, :c, None, None]
     for i in range(ky):
         for j in range(kx):
-            patch = xp[:, :, i : i + stride * oh : stride, j : j + stride * ow : stride]
+            y0, x0 = i * dilate, j * dilate
+            patch = xp[:, :, y0 : y0 + stride * oh : stride, x0 : x0 + stride * ow : stride]
             acc += patch * w[None, :, i, j, None, None].astype(np.int64)
     f = (acc.astype(F32) * scale[None, :c, None, None]).astype(F32)
     r = np.trunc((f + np.where(f < 0, F32(-0.5), F32(0.5))).astype(F32)).astype(np.int64)
     return np.clip(r, lo, hi).astype(np.int8)
 
 
-@pytest.mark.parametrize("c,stride,pad", [(1, 1, 1), (5, 2, 1), (8, 1, 0), (17, 2, 2)])
-def test_depthwise_int8(c, stride, pad):
-    rng = np.random.RandomState(c)
-    n, h, w, k = 2, 9, 8, 3
+@pytest.mark.parametrize(
+    "c,stride,pad,k,h,w,dilate",
+    [
+        (1, 1, 1, 3, 9, 8, 1),
+        (5, 2, 1, 3, 9, 8, 1),
+        (8, 1, 0, 3, 9, 8, 1),
+        (17, 2, 2, 3, 9, 8, 1),
+        # wide rows: the AVX-512 path's 4-pixel blocks, their tails and both borders
+        (6, 1, 1, 3, 5, 23, 1),
+        (7, 2, 1, 3, 6, 30, 1),
+        (4, 1, 2, 5, 7, 19, 1),
+        (9, 3, 1, 3, 5, 26, 1),
+        (3, 1, 2, 3, 6, 21, 2),
+        (4, 2, 0, 3, 4, 3, 1),  # no output inside the row on the right
+    ],
+)
+@pytest.mark.parametrize("relu", [False, True])
+def test_depthwise_int8(isa, c, stride, pad, k, h, w, dilate, relu):
+    rng = np.random.RandomState(c * 7 + k + w)
+    n = 2
+    lo, hi = (3, 127) if relu else (-127, 127)
     x = rng.randint(-127, 128, (n, c, h, w)).astype(np.int8)
     wt = rng.randint(-127, 128, (c, k, k)).astype(np.int8)
     lanes = -(-c // 4) * 4
@@ -123,7 +147,7 @@ def test_depthwise_int8(c, stride, pad):
     bias[:c] = rng.randint(-5000, 5000, c)
     scale = np.zeros(lanes, F32)
     scale[:c] = rng.rand(c) * 0.002
-    ref = dw_ref(x, wt, bias, scale, stride, pad, -127, 127)
+    ref = dw_ref(x, wt, bias, scale, stride, pad, lo, hi, dilate)
     oh, ow = ref.shape[2:]
     wp = np.zeros((lanes, k * k), np.int8)
     wp[:c] = wt.reshape(c, -1)
@@ -131,9 +155,13 @@ def test_depthwise_int8(c, stride, pad):
     outs = []
     for threads in (1, 2):
         dst = np.full(n * lanes * oh * ow, 99, np.int8)
-        K.depthwise_int8(pack_nc4hw4(x), dst, wp.ravel(), bias, scale, (n, c, h, w, oh, ow),
-                         (k, k, stride, stride, 1, 1, pad, pad), -127, 127, threads)  # fmt: skip
+        window = (k, k, stride, stride, dilate, dilate, pad, pad)
+        shape = (n, c, h, w, oh, ow)
+        K.depthwise_int8(
+            pack_nc4hw4(x), dst, wp.ravel(), bias, scale, shape, window, lo, hi, threads
+        )
         np.testing.assert_array_equal(unpack_nc4hw4(dst, ref.shape), ref)
+        assert not dst.reshape(n, -1, oh * ow, 4)[:, -1, :, c % 4 or 4 :].any()  # pad lanes
         outs.append(dst)
     np.testing.assert_array_equal(outs[0], outs[1])
 
@@ -158,17 +186,21 @@ def pool_ref(x, k, s, pad, oh, ow, is_max):
 
 
 @pytest.mark.parametrize("c", [3, 4, 17])
-@pytest.mark.parametrize("k,s,pad", [(2, 2, 0), (3, 1, 1), (3, 2, 1)])
+@pytest.mark.parametrize("k,s,pad", [(2, 2, 0), (3, 1, 1), (3, 2, 1), (3, 3, 1), (4, 1, 3)])
 @pytest.mark.parametrize("is_max", [True, False])
-def test_pool_int8(c, k, s, pad, is_max):
+def test_pool_int8(isa, c, k, s, pad, is_max):
     rng = np.random.RandomState(c + k)
-    n, h, w = 2, 7, 9
-    x = rng.randint(-127, 128, (n, c, h, w)).astype(np.int8)
+    n, h, w = 2, 7, 13
+    x = rng.randint(-128, 128, (n, c, h, w)).astype(np.int8)
     oh, ow = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
     ref = pool_ref(x, k, s, pad, oh, ow, is_max)
-    dst = np.zeros(n * -(-c // 4) * 4 * oh * ow, np.int8)
-    K.pool_int8(pack_nc4hw4(x), dst, (n, c, h, w, oh, ow), (k, k, s, s, pad, pad), is_max, 2)
+    src = pack_nc4hw4(x)
+    if c % 4:  # the input's padding lanes are not read: the output's stay 0
+        src.reshape(n, -1, h * w, 4)[:, -1, :, c % 4 :] = 77
+    dst = np.full(n * -(-c // 4) * 4 * oh * ow, 99, np.int8)
+    K.pool_int8(src, dst, (n, c, h, w, oh, ow), (k, k, s, s, pad, pad), is_max, 2)
     np.testing.assert_array_equal(unpack_nc4hw4(dst, ref.shape), ref)
+    assert not dst.reshape(n, -1, oh * ow, 4)[:, -1, :, c % 4 or 4 :].any()
 
 
 def test_pool_max_ranks_negative_values_first():
@@ -205,9 +237,10 @@ def test_binary_int8(isa, code, broadcast):
         q = (res.astype(F32) * inv).astype(F32)
         v = (np.sign(q) * np.floor(np.abs(q) + F32(0.5))).astype(np.int64) + zo  # roundf
     ref = np.clip(v, -127, 120).astype(np.int8)
-    dst = np.zeros(n, np.int8)
-    K.binary_int8(a, b, dst, code, (s0, s1, inv), (z0, z1, zo), -127, 120)
-    np.testing.assert_array_equal(dst, ref)
+    for threads in (1, 2, 3):  # runs of 16384 values per thread, the tail shorter
+        dst = np.zeros(n, np.int8)
+        K.binary_int8(a, b, dst, code, (s0, s1, inv), (z0, z1, zo), -127, 120, threads)
+        np.testing.assert_array_equal(dst, ref)
 
 
 def test_quantize_and_dequantize():
@@ -226,6 +259,20 @@ def test_quantize_and_dequantize():
     back = np.zeros(x.size, F32)
     K.dequantize(dst, back, 0.0213, 1.0)
     np.testing.assert_array_equal(back, ((dst.astype(F32) - F32(1)) * F32(0.0213)).astype(F32))
+
+
+@pytest.mark.parametrize("n", [16, 1003])
+def test_quantize_every_isa(isa, n):
+    """The vector loop (16 at a time) and its tail: rounding edges, clamps, NaN, a zero point."""
+    rng = np.random.RandomState(n)
+    x = (rng.randn(n) * 3).astype(F32)
+    x[:8] = [0.49999997, -0.49999997, 1e9, -1e9, 2.5, -2.5, np.nan, -0.0]
+    x[-3:] = [0.49999997, np.nan, -7.5]
+    inv = F32(1) / F32(0.0213)
+    for zero, lo, hi in ((0.0, -127.0, 127.0), (-3.0, -128.0, 127.0), (5.0, 5.0, 127.0)):
+        dst = np.zeros(n, np.int8)
+        K.quantize(x, dst, inv, zero, lo, hi)
+        np.testing.assert_array_equal(dst, quantize_ref(x, inv, zero, lo, hi))
 
 
 def test_kernels_refuse_short_buffers():

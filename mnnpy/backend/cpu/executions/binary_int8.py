@@ -43,7 +43,10 @@ class CPUBinaryInt8(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         a, b = (t.buffer[:k] for t, k in zip(inputs, self.n, strict=True))
-        K.binary_int8(a, b, outputs[0].buffer, self.code, self.scales, self.zeros, self.lo, self.hi)
+        K.binary_int8(
+            a, b, outputs[0].buffer, self.code, self.scales, self.zeros, self.lo, self.hi,
+            self.backend.num_thread,
+        )  # fmt: skip
 
 
 class CPUReluInt8(Execution):

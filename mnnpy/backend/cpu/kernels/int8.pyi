@@ -49,5 +49,6 @@ def binary_int8(
     zeros: tuple[int, int, int],
     lo: int,
     hi: int,
+    num_thread: int = 1,
 ) -> None: ...
 def pack_conv_weight(rows: np.ndarray) -> bytearray: ...

@@ -31,10 +31,17 @@ cdef extern from "int8_kernels.h" nogil:
     void mnnpy_i8_requant(const int32_t* acc, const int32_t* wsum128, const float* alpha,
                           const float* bias, float ratio, float lo, float hi, ptrdiff_t oc,
                           ptrdiff_t count, int8_t* dst, ptrdiff_t plane)
-    int8_t mnnpy_i8_quantize(float x, float inv, float zero, float lo, float hi)
+    void mnnpy_i8_conv_chunk(int isa, const mnnpy_i8_geom* g, const int8_t* src, int8_t* tiles,
+                             int32_t* acc, ptrdiff_t first, ptrdiff_t count, const int8_t* w,
+                             const int32_t* wsum128, const float* alpha, const float* bias,
+                             float ratio, float lo, float hi, int8_t* dst)
+    void mnnpy_i8_quantize_n(int isa, const float* src, int8_t* dst, ptrdiff_t n, float inv,
+                             float zero, float lo, float hi)
     void mnnpy_i8_dw_block(int isa, const mnnpy_i8_geom* g, const int8_t* src, int8_t* dst,
                            const int8_t* w, const int32_t* bias, const float* scale, int32_t lo,
                            int32_t hi, ptrdiff_t valid, int32_t* acc)
+    int mnnpy_i8_maxpool_fast(int isa, const int8_t* src, int8_t* dst, const ptrdiff_t* g,
+                              ptrdiff_t valid)
     void mnnpy_i8_binary(int isa, int code, const int8_t* a, ptrdiff_t sa, const int8_t* b,
                          ptrdiff_t sb, int8_t* dst, ptrdiff_t n, float s0, float s1, float inv,
                          int32_t z0, int32_t z1, int32_t zo, int32_t lo, int32_t hi)
@@ -57,11 +64,12 @@ def _need(Py_ssize_t have, Py_ssize_t need, str what):
 def quantize(const float[::1] src, int8_t[::1] dst, float inv_scale, float zero, float lo,
              float hi):
     """``dst = round(src * inv_scale + zero)`` clamped to ``[lo, hi]`` (MNN's FloatToInt8)."""
-    cdef Py_ssize_t i, n = src.shape[0]
+    cdef Py_ssize_t n = src.shape[0]
     _need(dst.shape[0], n, "dst")
+    if n == 0:
+        return
     with nogil:
-        for i in range(n):
-            dst[i] = mnnpy_i8_quantize(src[i], inv_scale, zero, lo, hi)
+        mnnpy_i8_quantize_n(current_isa(), &src[0], &dst[0], n, inv_scale, zero, lo, hi)
 
 
 def dequantize(const int8_t[::1] src, float[::1] dst, float scale, float zero):
@@ -87,7 +95,7 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
         window: ``(ky, kx, sy, sx, dy, dx, pad_top, pad_left)``.
     """
     cdef mnnpy_i8_geom g
-    cdef Py_ssize_t batch, ic, oc4, oc8, plane, tiles, b, p0, kp, im_in, im_out
+    cdef Py_ssize_t batch, ic, oc4, oc8, plane, tiles, b, kp, im_in, im_out
     batch, ic, g.ih, g.iw, g.oc, g.oh, g.ow = shape
     g.ky, g.kx, g.sy, g.sx, g.dy, g.dx, g.top, g.left = window
     g.ic4, oc4, oc8 = _c4(ic), _c4(g.oc), (g.oc + 15) // 16 * 16
@@ -120,12 +128,10 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
         free(accs)
         raise MemoryError("conv_int8 scratch")
     cdef int isa = current_isa(), t
-    cdef Py_ssize_t item, first, count, q, ob
+    cdef Py_ssize_t item, first, count
     cdef const int8_t* s = &src[0]
     cdef int8_t* d = &dst[0]
     cdef const int8_t* w = &weight[0]
-    cdef int8_t* tb
-    cdef int32_t* ab
     try:
         with nogil:
             if oc4 * 4 > g.oc:  # padding lanes of the last channel block
@@ -136,22 +142,9 @@ def conv_int8(const int8_t[::1] src, int8_t[::1] dst, const int8_t[::1] weight,
                 b = item // per_image
                 first = (item % per_image) * CHUNK
                 count = min(CHUNK, tiles - first)
-                tb = tbuf + t * tsize * CHUNK
-                ab = accs + t * asize * CHUNK
-                for q in range(count):
-                    p0 = (first + q) * MNNPY_I8_E
-                    mnnpy_i8_im2col_tile(&g, s + b * im_in, tb + q * tsize, p0,
-                                         min(MNNPY_I8_E, plane - p0))
-                for ob in range(0, oc8, 16):
-                    for q in range(count):
-                        mnnpy_i8_dot(isa, tb + q * tsize, w + ob * kp, kp, 16,
-                                     &wsum128[0] + ob, g.oc - ob,
-                                     ab + q * asize + ob * MNNPY_I8_E)
-                for q in range(count):
-                    p0 = (first + q) * MNNPY_I8_E
-                    mnnpy_i8_requant(ab + q * asize, &wsum128[0], &alpha[0], &bias[0], ratio,
-                                     lo, hi, g.oc, min(MNNPY_I8_E, plane - p0),
-                                     d + b * im_out + p0 * 4, plane)
+                mnnpy_i8_conv_chunk(isa, &g, s + b * im_in, tbuf + t * tsize * CHUNK,
+                                    accs + t * asize * CHUNK, first, count, w, &wsum128[0],
+                                    &alpha[0], &bias[0], ratio, lo, hi, d + b * im_out)
     finally:
         free(tbuf)
         free(accs)
@@ -240,10 +233,15 @@ def pool_int8(const int8_t[::1] src, int8_t[::1] dst, tuple shape, tuple window,
     cdef const int8_t* s
     cdef int8_t* d
     num_thread = max(1, min(num_thread, max(items, 1)))
+    cdef ptrdiff_t geom[10]
+    geom[:] = [ih, iw, oh, ow, ky, kx, sy, sx, top, left]
+    cdef int isa = current_isa() if is_max else 0
     with nogil:
         for item in prange(items, num_threads=num_thread, schedule="static"):
             s = &src[0] + item * ih * iw * 4
             d = &dst[0] + item * oh * ow * 4
+            if isa and mnnpy_i8_maxpool_fast(isa, s, d, geom, min(4, c - (item % c4) * 4)):
+                continue
             for oy in range(oh):
                 y0 = oy * sy - top
                 y1 = min(y0 + ky, ih)
@@ -287,9 +285,12 @@ cdef enum:
 
 BINARY_CODES = (ADD, SUB, MUL, MAXIMUM, MINIMUM, SQD)
 
+cdef enum:
+    BINARY_RUN = 16384
+
 
 def binary_int8(const int8_t[::1] a, const int8_t[::1] b, int8_t[::1] dst, int code,
-                tuple scales, tuple zeros, int lo, int hi):
+                tuple scales, tuple zeros, int lo, int hi, int num_thread=1):
     """MNN's MNNBinary*Int8 (x86, reference C). ``a`` or ``b`` may have one element
     (broadcast). ``scales = (s0, s1, 1 / s_out)``, ``zeros = (z0, z1, z_out)``.
 
@@ -307,10 +308,17 @@ def binary_int8(const int8_t[::1] a, const int8_t[::1] b, int8_t[::1] dst, int c
     cdef int sa = 0 if na == 1 else 1, sb = 0 if nb == 1 else 1
     cdef long i0 = <long>(s0 * 65536), i1 = <long>(s1 * 65536)
     cdef int v, r0, r1, rr
+    # threads take runs of BINARY_RUN values (elementwise: the same results for any count)
+    cdef Py_ssize_t runs = (n + BINARY_RUN - 1) // BINARY_RUN, r, first, count
+    cdef int isa = current_isa()
+    num_thread = max(1, min(num_thread, runs))
     if code != MAXIMUM and code != MINIMUM:
         with nogil:
-            mnnpy_i8_binary(current_isa(), code, &a[0], sa, &b[0], sb, &dst[0], n, s0, s1, inv,
-                            z0, z1, zo, lo, hi)
+            for r in prange(runs, num_threads=num_thread, schedule="static"):
+                first = r * BINARY_RUN
+                count = min(BINARY_RUN, n - first)
+                mnnpy_i8_binary(isa, code, &a[0] + first * sa, sa, &b[0] + first * sb, sb,
+                                &dst[0] + first, count, s0, s1, inv, z0, z1, zo, lo, hi)
         return
     with nogil:
         for i in range(n):
