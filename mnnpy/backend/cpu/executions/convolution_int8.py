@@ -105,8 +105,7 @@ class CPUConvInt8(_ConvInt8Base):
         oc, ic, (ky, kx) = geo.out_channels, geo.in_channels, geo.kernel
         codes, self.alpha = int8_weights(op, oc, ic * ky * kx)
         self.bias = conv_bias(op, oc)
-        # rows in the im2col order: channel block, ky, kx, lane (groups of 4 bytes, no padding:
-        # the kernels step 4 bytes at a time, zero columns would only add work)
+        # rows in im2col order (channel block, ky, kx, lane); no padding: kernels step 4 bytes
         kp = c4(ic) * 4 * ky * kx
         packed = np.zeros((oc, c4(ic), ky, kx, 4), np.int8)
         w = codes.reshape(oc, ic, ky, kx)
