@@ -112,3 +112,15 @@ def to_format(x: np.ndarray, src: DimensionFormat, dst: DimensionFormat) -> np.n
     if src_nhwc:
         return np.moveaxis(x, -1, 1)
     return np.moveaxis(x, 1, -1)
+
+
+def pack_depthwise_weight(weight: np.ndarray) -> np.ndarray:
+    """A depthwise weight ``(C, 1, KH, KW)`` as ``[C/4][KH][KW][4]``, zero-padded, flat.
+
+    The order the CPU depthwise (de)convolution kernels read, one 4-channel lane per tap (dtype
+    kept).
+    """
+    c, _, kh, kw = weight.shape
+    w = np.zeros((c4(c) * 4, kh, kw), weight.dtype)
+    w[:c] = weight[:, 0]
+    return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()

@@ -36,7 +36,7 @@ from mnnpy.backend.cpu.executions.convolution_winograd import (
 )
 from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.execution import Execution, Unsupported
-from mnnpy.layout import c4
+from mnnpy.layout import c4, pack_depthwise_weight
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
 from mnnpy.tensor import Tensor
@@ -117,13 +117,7 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
         self.weight = self._keep_weight(weight, self.pack_weight, 4)
         self.bias = backend.static_copy(pad_to(bias, 4), owner=self)
 
-    @staticmethod
-    def pack_weight(weight: np.ndarray) -> np.ndarray:
-        """(C, 1, KH, KW) -> ``[C/4][KH][KW][4]``, zero-padded, flat (dtype kept)."""
-        c, _, kh, kw = weight.shape
-        w = np.zeros((c4(c) * 4, kh, kw), weight.dtype)
-        w[:c] = weight[:, 0]
-        return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
+    pack_weight = staticmethod(pack_depthwise_weight)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)

@@ -12,7 +12,7 @@ from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels, Pac
 from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution
 from mnnpy.net import OpDef
-from mnnpy.ops.convolution import activation_bounds, conv_common, conv_geometry
+from mnnpy.ops.convolution import ConvGeometry, activation_bounds, conv_common, conv_geometry
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
 
@@ -57,6 +57,22 @@ def chain(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], N
         then()
 
     return run
+
+
+def kernel_shape(
+    geo: ConvGeometry, in_channels: int, out_shape: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The CPU kernels' ``shape`` (N, C, H, W, OC, OH, OW) and ``window`` tuples for ``geo``.
+
+    Raises:
+        ComputeSizeError: when the input's channels differ from those the weights were built for.
+    """
+    if geo.in_channels != in_channels:
+        raise ComputeSizeError(
+            f"input has {geo.in_channels} channels, the weights were built for {in_channels}"
+        )
+    assert out_shape == (geo.batch, geo.out_channels, *geo.out_hw), out_shape
+    return (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw), geo.window
 
 
 class CPUConvolutionBase(Execution):
@@ -109,14 +125,7 @@ class CPUConvolutionBase(Execution):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         geo = conv_geometry(self.op, inputs[0].shape)
-        if geo.in_channels != self.in_channels:
-            raise ComputeSizeError(
-                f"input has {geo.in_channels} channels, the weights were built for "
-                f"{self.in_channels}"
-            )
-        assert outputs[0].shape == (geo.batch, geo.out_channels, *geo.out_hw), outputs[0].shape
-        self._shape = (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw)
-        self._window = geo.window
+        self._shape, self._window = kernel_shape(geo, self.in_channels, outputs[0].shape)
 
     def _scratch(self, elements: int, weight_floats: int | None = None) -> Tensor | None:
         """DYNAMIC scratch of ``elements`` floats (None for 0), and compressed weights'.

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.convolution_base import kernel_shape
 from mnnpy.backend.cpu.kernels import deconv as K
-from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution
-from mnnpy.layout import c4
+from mnnpy.layout import c4, pack_depthwise_weight
 from mnnpy.net import OpDef
 from mnnpy.ops.convolution import ConvGeometry, activation_bounds, conv_common
 from mnnpy.ops.deconvolution import deconv_geometry, output_shape_input
@@ -96,14 +96,7 @@ class CPUDeconvolution(Execution):
         shape_input = output_shape_input(self.op, inputs)
         out_shape = None if shape_input is None else shape_input.describe.content
         geo = deconv_geometry(self.op, inputs[0].shape, out_shape)
-        if geo.in_channels != self.in_channels:
-            raise ComputeSizeError(
-                f"input has {geo.in_channels} channels, the weights were built for "
-                f"{self.in_channels}"
-            )
-        assert outputs[0].shape == (geo.batch, geo.out_channels, *geo.out_hw), outputs[0].shape
-        self._shape = (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw)
-        self._window = geo.window
+        self._shape, self._window = kernel_shape(geo, self.in_channels, outputs[0].shape)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src, dst, threads = inputs[0].buffer, outputs[0].buffer, self.backend.num_thread
@@ -128,13 +121,7 @@ class CPUDeconvolutionDepthwise(CPUDeconvolution):
         """:meth:`pack_weight` into STATIC memory."""
         self.weight = backend.static_copy(self.pack_weight(weight), owner=self)
 
-    @staticmethod
-    def pack_weight(weight: np.ndarray) -> np.ndarray:
-        """(C, 1, KH, KW) -> ``[C/4][KH][KW][4]``, zero-padded, flat (dtype kept)."""
-        c, _, kh, kw = weight.shape
-        w = np.zeros((c4(c) * 4, kh, kw), weight.dtype)
-        w[:c] = weight[:, 0]
-        return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
+    pack_weight = staticmethod(pack_depthwise_weight)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         src, dst, threads = inputs[0].buffer, outputs[0].buffer, self.backend.num_thread
