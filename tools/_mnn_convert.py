@@ -16,11 +16,13 @@ import io
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
 import uuid
 import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,6 +30,8 @@ import numpy as np
 
 __all__ = [
     "mnnconvert",
+    "mnnquant",
+    "write_png",
     "convert_onnx",
     "dump_json",
     "json_to_mnn",
@@ -65,6 +69,48 @@ def mnnconvert(args: Sequence[str], expect: str | os.PathLike | None = None) -> 
         sys.stderr.write(p.stdout)
         raise RuntimeError(f"mnnconvert {' '.join(argv[1:])} failed (rc={p.returncode})")
     return p.stdout
+
+
+def mnnquant(src: str | os.PathLike, dst: str | os.PathLike, config: str | os.PathLike) -> str:
+    """Full int8 post-training quantization: ``_tools.mnnquant`` in a subprocess.
+
+    Args:
+        src: the float ``.mnn`` file.
+        dst: the int8 file to write (removed first if present).
+        config: the quantizer's JSON configuration file (calibration folder, methods, ...).
+
+    Returns:
+        The quantizer's console output.
+
+    Raises:
+        RuntimeError: when the quantizer fails or writes no ``dst``.
+    """
+    argv = ["quantized.out", str(src), str(dst), str(config)]  # ONE argv-style list
+    code = f"import _tools; _tools.mnnquant({argv!r})"
+    if os.path.exists(dst):
+        os.remove(dst)
+    p = subprocess.run(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    if p.returncode != 0 or not os.path.exists(dst):
+        raise RuntimeError(f"mnnquant {src} failed (rc={p.returncode}):\n{p.stdout[-2000:]}")
+    return p.stdout
+
+
+def write_png(path: str | os.PathLike, rgb: np.ndarray) -> None:
+    """A minimal 8-bit RGB PNG (no filter) from an HxWx3 uint8 array, with zlib only (for
+    mnnquant's calibration folders)."""
+    h, w, _ = rgb.shape
+    raw = b"".join(b"\x00" + rgb[i].tobytes() for i in range(h))
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        body = tag + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr))
+        f.write(chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
 def convert_onnx(src: str | os.PathLike, dst: str | os.PathLike) -> str:

@@ -31,11 +31,8 @@ import argparse
 import json
 import os
 import shutil
-import struct
-import subprocess
 import sys
 import tempfile
-import zlib
 
 import numpy as np
 
@@ -102,36 +99,6 @@ MODELS = {
 }
 
 
-def write_png(path: str, img: np.ndarray) -> None:
-    """An 8-bit RGB PNG (no PIL needed)."""
-    h, w, _ = img.shape
-    raw = b"".join(b"\x00" + img[y].tobytes() for y in range(h))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(kind + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
-
-    header = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)))
-        f.write(chunk(b"IEND", b""))
-
-
-def mnnquant(src: str, dst: str, config: str) -> str:
-    """``_tools.mnnquant`` in a subprocess; returns its log."""
-    argv = ["quantized.out", src, dst, config]
-    code = f"import _tools; _tools.mnnquant({argv!r})"
-    if os.path.exists(dst):
-        os.remove(dst)
-    p = subprocess.run(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    if p.returncode != 0 or not os.path.exists(dst):
-        sys.stderr.write(p.stdout)
-        raise RuntimeError(f"mnnquant {src} failed (rc={p.returncode})")
-    return p.stdout
-
-
 def make(name: str, out: str, tmp: str) -> None:
     model, shape = MODELS[name]()
     onnx_path, float_path = os.path.join(tmp, name + ".onnx"), os.path.join(tmp, name + ".mnn")
@@ -142,7 +109,9 @@ def make(name: str, out: str, tmp: str) -> None:
     os.makedirs(images)
     rng = np.random.RandomState(0)
     for i in range(10):
-        write_png(os.path.join(images, f"{i}.png"), rng.randint(0, 256, (*shape[2:], 3), np.uint8))
+        mc.write_png(
+            os.path.join(images, f"{i}.png"), rng.randint(0, 256, (*shape[2:], 3), np.uint8)
+        )
     config = dict(
         format="RGB", mean=[127.5] * 3, normal=[1 / 127.5] * 3, width=shape[3], height=shape[2],
         path=images + "/", used_sample_num=10, feature_quantize_method="KL",
@@ -152,7 +121,7 @@ def make(name: str, out: str, tmp: str) -> None:
     with open(config_path, "w") as f:
         json.dump(config, f)
     dst = os.path.join(out, name + ".mnn")
-    mnnquant(float_path, dst, config_path)
+    mc.mnnquant(float_path, dst, config_path)
     if os.path.exists(dst + ".json"):  # the quantizer's own log of scales
         os.remove(dst + ".json")
     x = np.random.RandomState(1).randn(*shape).astype(np.float32)

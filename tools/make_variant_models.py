@@ -93,11 +93,8 @@ import argparse
 import json
 import os
 import shutil
-import struct
-import subprocess
 import sys
 import tempfile
-import zlib
 from collections.abc import Mapping
 from types import ModuleType
 from typing import Any
@@ -284,18 +281,8 @@ def _mc() -> ModuleType:
 
 
 def write_png(path: str, rgb: np.ndarray) -> None:
-    """A minimal 8-bit RGB PNG (no filter) from an HxWx3 uint8 array, with zlib only."""
-    h, w, _ = rgb.shape
-    raw = b"".join(b"\x00" + rgb[i].tobytes() for i in range(h))
-
-    def chunk(tag: bytes, data: bytes) -> bytes:
-        body = tag + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
-    with open(path, "wb") as f:
-        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr))
-        f.write(chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+    """A minimal RGB PNG for the calibration folder (``_mnn_convert.write_png``)."""
+    _mc().write_png(path, rgb)
 
 
 def calibration_set(
@@ -340,16 +327,7 @@ def mnnquant(src: str, dst: str, config: dict[str, Any], tmp: str) -> str:
     cfg = os.path.join(tmp, "quant.json")
     with open(cfg, "w") as f:
         json.dump(config, f)
-    argv = ["quantized.out", src, dst, cfg]
-    code = f"import _tools; _tools.mnnquant({argv!r})"
-    if os.path.exists(dst):
-        os.remove(dst)
-    p = subprocess.run(
-        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    if p.returncode != 0 or not os.path.exists(dst):
-        raise RuntimeError(f"mnnquant failed (rc={p.returncode}):\n{p.stdout[-2000:]}")
-    return p.stdout
+    return _mc().mnnquant(src, dst, cfg)
 
 
 def quant_config(name: str, inputs: Mapping[str, np.ndarray], tmp: str) -> dict[str, Any]:
