@@ -14,6 +14,7 @@ from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.PadMode import PadMode
 from mnnpy._schema.MNN.QuantizedFloatParam import QuantizedFloatParamT
 from mnnpy.backend.cpu.executions import convolution as C
+from mnnpy.backend.cpu.executions.convolution_choice import winograd_eligible
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
@@ -91,7 +92,7 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     """The creator's own choice, or Winograd F(2,3) / F(4,3) wherever it is allowed."""
     if request.param != "model":
         unit = int(request.param[-1])
-        monkeypatch.setattr(C, "choose", lambda geo, low: unit * C.winograd_eligible(geo, low))
+        monkeypatch.setattr(C, "choose", lambda geo, low: unit * winograd_eligible(geo, low))
     return request.param
 
 

@@ -30,7 +30,6 @@ ALLOWED = {
     "mnnpy/ops/loop.py": 258,
     "mnnpy/ops/pool.py": 232,
     "mnnpy/backend/cpu/executions/binary.py": 211,
-    "mnnpy/backend/cpu/executions/convolution.py": 227,
     "mnnpy/backend/cpu/executions/loop.py": 290,
     "mnnpy/backend/cpu/executions/static_raster.py": 318,
 }

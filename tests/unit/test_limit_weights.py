@@ -307,24 +307,6 @@ def test_float32_file_keeps_todays_limit_path():
     assert not any(isinstance(u.execution, GL.CPUConvolutionGemmLimit) for u in convs)
 
 
-def test_no_winograd_in_limit(monkeypatch):
-    """A 3x3 stride-1 convolution that NORMAL runs with Winograd is plain GEMM in LIMIT."""
-    rng = np.random.default_rng(2)
-    w = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
-    table = quantize(w, 8)
-    param = conv_param(64, 64, 3, 1, table, padX=1, padY=1)
-    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
-
-    def kind(memory):
-        session = run(x, param, CONV, memory)[1]
-        return type([u.execution for u in session.pipelines[0].units if u.op.name == "op"][0])
-
-    assert kind("NORMAL").__name__ == "CPUConvolutionWinograd"
-    assert kind("LIMIT") is C.CPUConvolutionGemm
-    with_table(monkeypatch, table, np.asarray(param.bias))
-    assert kind("LIMIT") is GL.CPUConvolutionGemmLimit
-
-
 @pytest.mark.parametrize("name", ["limit/cnn16.wq4_asym_b32", "variants/transformer.fp16"])
 def test_run_with_callbacks_uses_on_execute(name):
     """With callbacks the pipeline calls ``on_execute`` instead of the bound calls."""

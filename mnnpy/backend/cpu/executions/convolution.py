@@ -1,16 +1,17 @@
 """CPU Convolution / ConvolutionDepthwise on NC4HW4: the creator, its choice, depthwise.
 
-The creator picks the execution from the parameters and the memory mode (``choose``, MNN's
-ConvolutionFloatFactory): depthwise (group == input == output channels, 1 included) ->
-``CPUConvolutionDepthwise``; other groups (depthwise with a multiplier too) ->
-``CPUConvolutionGroup``; dense 3x3 stride 1 in NORMAL mode -> ``CPUConvolutionWinograd`` when
-the cost model says it beats im2col + GEMM; every other group-1 convolution ->
-``CPUConvolutionGemm``. Each packs its weights once, at creation, into STATIC memory
-(``CPUBackend.static_copy``); with weights (and bias) as input tensors, the same execution is
-wrapped in ``CPUConvolutionMultiInput``, which repacks them on every run. In LIMIT mode,
-quantized or fp16 weights (``limit_table``) are kept compressed instead
-(``convolution_limit.py``): depthwise and grouped executions dequantize them before each run,
-and group-1 convolutions run as ``CPUConvolutionGemmLimit``, chunk by chunk.
+The creator picks the execution from the parameters and the memory mode (the cost models of
+``convolution_choice.py``, MNN's ConvolutionFloatFactory): depthwise (group == input == output
+channels, 1 included) -> ``CPUConvolutionDepthwise``; other groups (depthwise with a multiplier
+too) -> ``CPUConvolutionGroup``; dense 3x3 stride 1 -> ``CPUConvolutionWinograd`` when the cost
+model says it beats im2col + GEMM; every other group-1 convolution -> ``CPUConvolutionGemm``.
+Each packs its weights once, at creation, into STATIC memory (``CPUBackend.static_copy``); with
+weights (and bias) as input tensors, the same execution is wrapped in
+``CPUConvolutionMultiInput``, which repacks them on every run. In LIMIT mode, quantized or fp16
+weights (``limit_table``) are kept compressed instead (``convolution_limit.py``): depthwise and
+grouped executions dequantize them before each run, and group-1 convolutions run chunk by chunk
+as ``CPUConvolutionWinogradLimit`` (3x3 stride 1, when ``choose_limit`` says so) or
+``CPUConvolutionGemmLimit``; float32 weights in LIMIT mode never use Winograd (its weights grow).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase, chain, pad_to
+from mnnpy.backend.cpu.executions.convolution_choice import choose, choose_limit
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.executions.convolution_gemm_limit import CPUConvolutionGemmLimit
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
@@ -30,77 +32,15 @@ from mnnpy.backend.cpu.executions.convolution_multi import (
     CPUConvolutionMultiInput,
     refused_tables,
 )
-from mnnpy.backend.cpu.executions.convolution_winograd import (
-    CPUConvolutionWinograd,
-    winograd_block,
-)
+from mnnpy.backend.cpu.executions.convolution_winograd import CPUConvolutionWinograd
+from mnnpy.backend.cpu.executions.convolution_winograd_limit import CPUConvolutionWinogradLimit
 from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.execution import Execution, Unsupported
-from mnnpy.layout import c4, pack_depthwise_weight
+from mnnpy.layout import pack_depthwise_weight
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
-
-# The cost model of ``choose``, fit to per-layer times of this package's kernels inside ResNet-18,
-# SqueezeNet and a small U-Net (AVX-512, one thread): GEMM multiply-adds per second, less an
-# epilogue worth 4 k steps per output; bytes per second of weights streaming from L3 (once per
-# block of tiles), or from memory when they are larger than about half the L3 (16 MB: F(4,3)'s
-# 37.7 MB for 512 x 512 channels, where F(2,3) measured as fast at one thread and 25% faster
-# at two, 0.92 vs 1.22 ms); seconds per (tile, 4-channel block) for an input or output
-# transform, by Winograd unit (measured with the transforms on 4 tiles per AVX-512 register:
-# F(4,3) about 38 ns in and 30 ns out, F(2,3) 12 and 10); seconds per value im2col copies one at
-# a time (input channels not a multiple of 4, where the GEMM path cannot read shifted panels in
-# place).
-_GEMM_MACS = 57e9
-_GEMM_EPILOGUE = 4
-_WEIGHT_BYTES = 40e9
-_CACHED_WEIGHTS = 16 * 2**20
-_DRAM_WEIGHT_BYTES = 20e9
-_TRANSFORM = {2: 11e-9, 4: 34e-9}
-_IM2COL_VALUE = 0.5e-9
-
-
-def _gemm_seconds(pixels: int, k: int, oc: int) -> float:
-    return pixels * oc * (k + _GEMM_EPILOGUE) / _GEMM_MACS
-
-
-def winograd_eligible(geo: ConvGeometry, low_memory: bool) -> bool:
-    """Dense 3x3, stride-1, dilation-1, and not in LIMIT mode (Winograd weights grow)."""
-    dense_3x3 = geo.group == 1 and geo.kernel == (3, 3)
-    return not low_memory and dense_3x3 and geo.stride == (1, 1) and geo.dilate == (1, 1)
-
-
-def choose(geo: ConvGeometry, low_memory: bool) -> int:
-    """0 for im2col + GEMM, else the Winograd unit (2 or 4) with the lowest modeled time.
-
-    The model adds GEMM time, transform time and the time to stream the weights once per
-    block of tiles, slower when they do not fit the cache (what makes F(4,3) lose on 7x7 maps
-    with 512 channels). It is evaluated for
-    the shape seen at creation; a resized session keeps the execution.
-    """
-    if not winograd_eligible(geo, low_memory):
-        return 0
-    ic, oc, (oh, ow) = geo.in_channels, geo.out_channels, geo.out_hw
-    pixels = geo.batch * oh * ow
-    best, best_cost = 0, _gemm_seconds(pixels, 9 * ic, oc)
-    if ic % 4:
-        best_cost += pixels * 9 * ic * _IM2COL_VALUE
-    for unit, per_block in _TRANSFORM.items():
-        a2 = (unit + 2) ** 2
-        tiles = -(-oh // unit) * -(-ow // unit)
-        blocks = geo.batch * -(-tiles // winograd_block(unit, ic, oc, tiles))
-        tiles *= geo.batch
-        weights = a2 * ic * oc * 4
-        rate = _WEIGHT_BYTES if weights <= _CACHED_WEIGHTS else _DRAM_WEIGHT_BYTES
-        cost = (
-            _gemm_seconds(tiles * a2, ic, oc)
-            + tiles * (c4(ic) + c4(oc)) * per_block
-            + blocks * weights / rate
-        )
-        if cost < best_cost:
-            best, best_cost = unit, cost
-    return best
 
 
 class CPUConvolutionDepthwise(CPUConvolutionBase):
@@ -177,13 +117,16 @@ def _build(
             lambda w: grp.pack_weight(w, g),
             lambda b: grp.pack_bias(b, g),
         )
+    if isinstance(weight, WeightTable):  # LIMIT mode, compressed: never repacked at run time
+        unit = choose_limit(geo, backend.num_thread)
+        if unit:  # Winograd weights transformed a chunk at a time, each run
+            return CPUConvolutionWinogradLimit(backend, op, weight, bias, unit), _none, _none
+        return CPUConvolutionGemmLimit(backend, op, weight, bias), _none, _none
     unit = 0 if len(op.inputs) > 1 else choose(geo, backend.low_memory)
-    if unit:  # never in LIMIT mode (``winograd_eligible``), so never for a WeightTable
+    if unit:
         assert isinstance(weight, np.ndarray)
         return CPUConvolutionWinograd(backend, op, weight, bias, unit), _none, _none
     gemm = CPUConvolutionGemm
-    if isinstance(weight, WeightTable):  # LIMIT mode, compressed: never repacked at run time
-        return CPUConvolutionGemmLimit(backend, op, weight, bias), _none, _none
     return gemm(backend, op, weight, bias), gemm.pack_weight, lambda b: pad_to(b, 16, b.dtype)
 
 

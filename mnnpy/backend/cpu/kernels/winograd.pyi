@@ -36,3 +36,9 @@ def conv2d(
     block: int,
     num_thread: int = 1,
 ) -> None: ...
+
+class WeightCall(KernelCall): ...
+
+def bind_weight_transform(
+    src: np.ndarray, dst: np.ndarray, panels: int, ic: int, unit: int, num_thread: int = 1
+) -> WeightCall: ...

@@ -32,6 +32,11 @@ cdef extern from "winograd_kernels.h" nogil:
                            ptrdiff_t t0, ptrdiff_t nt, ptrdiff_t lanes, float lo, float hi)
 
 
+cdef extern from "winograd_weight.h" nogil:
+    void mnnpy_wino_weight(int isa, int a, const float* src, ptrdiff_t ic, ptrdiff_t cp,
+                           ptrdiff_t p0, ptrdiff_t p1, float* dst)
+
+
 cdef struct Plan:
     Py_ssize_t batch, ic, ih, iw, oc, oh, ow, top, left, ic4, oc4, n16
     Py_ssize_t unit, a, tw, tiles, block, nblock, cp, nchunk, items, xs_in, xs_out, slot
@@ -171,3 +176,51 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
         mnnpy_wino_output(g.isa, g.a, tout + cb * ts, xs_out, bias + o0 + 4 * cb,
                           out + (o0 // 4 + cb) * g.oh * g.ow * 4, g.oh, g.ow, g.tw, t0, nt,
                           min(4, g.oc - o0 - 4 * cb), lo, hi)
+
+
+cdef class WeightCall(KernelCall):
+    """A weight transform (``bind_weight_transform``), threads over panels."""
+    cdef Py_ssize_t a, ic, panels, step
+
+    cdef void run(self) noexcept:
+        cdef Py_ssize_t it, step = self.step, panels = self.panels, ic = self.ic
+        cdef Py_ssize_t items = cdiv(panels, step)
+        cdef int a = <int>self.a, isa = current_isa()
+        with nogil:
+            if self.num_thread == 1 or items == 1:
+                mnnpy_wino_weight(isa, a, self.w, ic, panels, 0, panels, self.d)
+            else:
+                for it in prange(items, num_threads=self.num_thread, schedule="static"):
+                    mnnpy_wino_weight(isa, a, self.w, ic, panels, it * step,
+                                      min(panels, (it + 1) * step), self.d)
+
+
+def bind_weight_transform(const float[::1] src, float[::1] dst, Py_ssize_t panels,
+                          Py_ssize_t ic, Py_ssize_t unit, int num_thread=1):
+    """A call that fills ``dst`` with the Winograd weights ``G g G^T`` of 3x3 kernels.
+
+    Args:
+        src: ``[panels][ic * 9][16]`` float panels (16 output channels each, taps in
+            (channel, ky, kx) order), as ``dequant`` writes them.
+        dst: ``[(unit + 2)^2][panels][ic][16]``, the layout ``conv2d`` reads.
+        panels: 16-channel panels; ic: input channels; unit: 2 or 4.
+        num_thread: threads (over panels).
+
+    Raises:
+        ValueError: for bad sizes or buffers too small.
+    """
+    cdef WeightCall call = WeightCall.__new__(WeightCall)
+    cdef Py_ssize_t a = unit + 2
+    if unit not in (2, 4) or panels < 1 or ic < 1 or num_thread < 1:
+        raise ValueError(
+            f"unit must be 2 or 4, panels, ic and threads positive; got unit {unit}, panels "
+            f"{panels}, ic {ic}, num_thread {num_thread}")
+    if src.shape[0] < panels * ic * 9 * 16 or dst.shape[0] < a * a * panels * ic * 16:
+        raise ValueError(
+            f"buffers too small: src {src.shape[0]} (needs {panels * ic * 9 * 16}), dst "
+            f"{dst.shape[0]} (needs {a * a * panels * ic * 16})")
+    call.a, call.ic, call.panels, call.num_thread = a, ic, panels, num_thread
+    call.step = max(1, cdiv(panels, 4 * num_thread))
+    call.buffers = (src, dst)
+    call.w, call.d = &src[0], &dst[0]
+    return call

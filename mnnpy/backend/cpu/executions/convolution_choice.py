@@ -1,0 +1,105 @@
+"""How the CPU backend runs a dense convolution: im2col + GEMM or Winograd F(2,3) / F(4,3).
+
+``choose`` is NORMAL mode's cost model (MNN's ConvolutionFloatFactory makes the same choice from
+its own); ``choose_limit`` is LIMIT mode's for compressed weights, where Winograd weights are
+not kept but transformed a chunk at a time on every run (``convolution_winograd_limit.py``), so
+that transform and the input tiles transformed again for every chunk are part of the cost.
+"""
+
+from __future__ import annotations
+
+from mnnpy.backend.cpu.executions.convolution_winograd import winograd_block
+from mnnpy.backend.cpu.executions.convolution_winograd_limit import limit_chunk
+from mnnpy.layout import c4
+from mnnpy.ops.convolution import ConvGeometry
+
+# The cost model of ``choose``, fit to per-layer times of this package's kernels inside ResNet-18,
+# SqueezeNet and a small U-Net (AVX-512, one thread): GEMM multiply-adds per second, less an
+# epilogue worth 4 k steps per output; bytes per second of weights streaming from L3 (once per
+# block of tiles), or from memory when they are larger than about half the L3 (16 MB: F(4,3)'s
+# 37.7 MB for 512 x 512 channels, where F(2,3) measured as fast at one thread and 25% faster
+# at two, 0.92 vs 1.22 ms); seconds per (tile, 4-channel block) for an input or output
+# transform, by Winograd unit (measured with the transforms on 4 tiles per AVX-512 register:
+# F(4,3) about 38 ns in and 30 ns out, F(2,3) 12 and 10); seconds per value im2col copies one at
+# a time (input channels not a multiple of 4, where the GEMM path cannot read shifted panels in
+# place).
+_GEMM_MACS = 57e9
+_GEMM_EPILOGUE = 4
+_WEIGHT_BYTES = 40e9
+_CACHED_WEIGHTS = 16 * 2**20
+_DRAM_WEIGHT_BYTES = 20e9
+_TRANSFORM = {2: 11e-9, 4: 34e-9}
+_IM2COL_VALUE = 0.5e-9
+# LIMIT: seconds per Winograd weight value written by the per-run transform (measured on
+# ResNet-18's 3x3 layers, AVX-512, one thread: about 0.19 ns for F(2,3) and F(4,3) alike)
+_WEIGHT_TRANSFORM = 0.19e-9
+
+
+def _gemm_seconds(pixels: int, k: int, oc: int) -> float:
+    return pixels * oc * (k + _GEMM_EPILOGUE) / _GEMM_MACS
+
+
+def winograd_eligible(geo: ConvGeometry, low_memory: bool) -> bool:
+    """Dense 3x3, stride-1, dilation-1, and not in LIMIT mode (Winograd weights grow)."""
+    dense_3x3 = geo.group == 1 and geo.kernel == (3, 3)
+    return not low_memory and dense_3x3 and geo.stride == (1, 1) and geo.dilate == (1, 1)
+
+
+def choose(geo: ConvGeometry, low_memory: bool) -> int:
+    """0 for im2col + GEMM, else the Winograd unit (2 or 4) with the lowest modeled time.
+
+    The model adds GEMM time, transform time and the time to stream the weights once per
+    block of tiles, slower when they do not fit the cache (what makes F(4,3) lose on 7x7 maps
+    with 512 channels). It is evaluated for
+    the shape seen at creation; a resized session keeps the execution.
+    """
+    if not winograd_eligible(geo, low_memory):
+        return 0
+    ic, oc, (oh, ow) = geo.in_channels, geo.out_channels, geo.out_hw
+    pixels = geo.batch * oh * ow
+    best, best_cost = 0, _gemm_seconds(pixels, 9 * ic, oc)
+    if ic % 4:
+        best_cost += pixels * 9 * ic * _IM2COL_VALUE
+    for unit, per_block in _TRANSFORM.items():
+        a2 = (unit + 2) ** 2
+        tiles = -(-oh // unit) * -(-ow // unit)
+        blocks = geo.batch * -(-tiles // winograd_block(unit, ic, oc, tiles))
+        tiles *= geo.batch
+        weights = a2 * ic * oc * 4
+        rate = _WEIGHT_BYTES if weights <= _CACHED_WEIGHTS else _DRAM_WEIGHT_BYTES
+        cost = (
+            _gemm_seconds(tiles * a2, ic, oc)
+            + tiles * (c4(ic) + c4(oc)) * per_block
+            + blocks * weights / rate
+        )
+        if cost < best_cost:
+            best, best_cost = unit, cost
+    return best
+
+
+def choose_limit(geo: ConvGeometry, num_thread: int) -> int:
+    """``choose`` for compressed weights in LIMIT mode: 0 (GEMM) or the Winograd unit.
+
+    Winograd's cost here has no weight streaming (a chunk's weights are made in cache) but the
+    per-run weight transform, and the input transform once per chunk of output channels
+    (``limit_chunk``): what makes GEMM win on small maps with many channels (7x7 x 512).
+    """
+    if not winograd_eligible(geo, False):
+        return 0
+    ic, oc, (oh, ow) = geo.in_channels, geo.out_channels, geo.out_hw
+    pixels, panels = geo.batch * oh * ow, -(-oc // 16)
+    best, best_cost = 0, _gemm_seconds(pixels, 9 * ic, oc)
+    if ic % 4:
+        best_cost += pixels * 9 * ic * _IM2COL_VALUE
+    for unit, per_block in _TRANSFORM.items():
+        a2 = (unit + 2) ** 2
+        tiles = geo.batch * -(-oh // unit) * -(-ow // unit)
+        chunks = -(-panels // limit_chunk(panels, ic, unit, num_thread))
+        cost = (
+            _gemm_seconds(tiles * a2, ic, oc)
+            + tiles * (c4(ic) * chunks + c4(oc)) * per_block
+            + a2 * ic * oc * _WEIGHT_TRANSFORM
+        )
+        if cost < best_cost:
+            best, best_cost = unit, cost
+    return best
