@@ -1,8 +1,9 @@
-"""LIMIT mode's Winograd convolution on compressed weights (``convolution_winograd_limit.py``).
+"""The Winograd weight transform in C, and LIMIT mode's Winograd convolution on compressed
+weights (``convolution_winograd_limit.py``).
 
-Oracles: NORMAL mode's Winograd weights (``CPUConvolutionWinograd.pack_weight``, float64 NumPy)
-for the C weight transform, and for whole convolutions NORMAL mode on the same decoded numbers
-and the NumPy reference of the op.
+Oracles: ``G g G^T`` in float64 NumPy for the C weight transform (which NORMAL mode's
+``CPUConvolutionWinograd.pack_weight`` uses too), and for whole convolutions NORMAL mode on the
+same decoded numbers and the NumPy reference of the op.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from mnnpy.backend.cpu.executions import convolution as C
 from mnnpy.backend.cpu.executions import convolution_winograd_limit as WL
 from mnnpy.backend.cpu.executions.convolution_choice import choose, choose_limit
 from mnnpy.backend.cpu.executions.convolution_gemm_limit import CPUConvolutionGemmLimit
-from mnnpy.backend.cpu.executions.convolution_winograd import CPUConvolutionWinograd
+from mnnpy.backend.cpu.executions.convolution_winograd import CPUConvolutionWinograd, pack_taps
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.backend.cpu.kernels import winograd as WG
 from mnnpy.net import OpDef, OpParameter, OpType
@@ -25,6 +26,30 @@ from tests.helpers import assert_close
 from tests.unit.test_limit_weights import conv_param, quantize, run, with_table
 
 CONV = OpType.Convolution
+# Winograd G matrices (Lavin & Gray, points 0, +-1, +-2): U = G g G^T
+WINOGRAD_G = {
+    2: np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]]),
+    4: np.array(
+        [
+            [1 / 4, 0, 0],
+            [-1 / 6, -1 / 6, -1 / 6],
+            [-1 / 6, 1 / 6, -1 / 6],
+            [1 / 24, 1 / 12, 1 / 6],
+            [1 / 24, -1 / 12, 1 / 6],
+            [0, 0, 1],
+        ]
+    ),
+}
+
+
+def winograd_weight_reference(weight: np.ndarray, unit: int) -> np.ndarray:
+    """OIHW 3x3 -> ``G g G^T`` in float64 as ``[(unit+2)^2][ceil(O/16)][I][16]``."""
+    o, i = weight.shape[:2]
+    g, a, n16 = WINOGRAD_G[unit], unit + 2, -(-o // 16)
+    u = np.einsum("ak,oikl,bl->oiab", g, weight.astype(np.float64), g)
+    out = np.zeros((n16 * 16, i, a * a))
+    out[:o] = u.reshape(o, i, a * a)
+    return out.reshape(n16, 16, i, a * a).transpose(3, 0, 2, 1).ravel()
 
 
 @pytest.fixture(params=G.available_isas())
@@ -39,12 +64,13 @@ def isa(request: pytest.FixtureRequest):
 @pytest.mark.parametrize(("oc", "ic"), [(40, 7), (16, 1), (3, 5), (64, 33)])
 def test_weight_transform_matches_numpy(unit, oc, ic):
     w = np.random.default_rng(oc * ic).standard_normal((oc, ic, 3, 3)).astype(np.float32)
-    want = CPUConvolutionWinograd.pack_weight(w, unit)
-    taps = WL.pack_taps(w).ravel()
+    want = winograd_weight_reference(w, unit)
+    taps = pack_taps(w).ravel()
     got = np.full(want.size, np.nan, np.float32)
     WG.bind_weight_transform(taps, got, -(-oc // 16), ic, unit, 3)()
-    # float32 arithmetic against NumPy's float64: a few ulp of the largest value
+    # float32 arithmetic against float64: a few ulp of the largest value
     np.testing.assert_allclose(got, want, rtol=0, atol=4e-7 * np.abs(want).max())
+    np.testing.assert_array_equal(CPUConvolutionWinograd.pack_weight(w, unit, 2), got)
 
 
 def test_weight_transform_checks_sizes():
@@ -62,7 +88,7 @@ def test_weight_transform_checks_sizes():
 @pytest.mark.parametrize(("bits", "asym", "block"), [(8, False, 0), (4, True, 9), (16, 0, 0)])
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("chunked", [False, True])
-def test_matches_normal_winograd(monkeypatch, unit, bits, asym, block, batch, chunked):
+def test_limit_matches_normal_winograd(monkeypatch, unit, bits, asym, block, batch, chunked):
     """Compressed weights through Winograd in LIMIT = NORMAL's Winograd on the decoded floats."""
     oc, c, hw = 37, 6, (9, 7)  # three 16-channel panels, the last one partial
     rng = np.random.default_rng(bits + batch + unit)

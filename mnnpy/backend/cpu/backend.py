@@ -243,12 +243,20 @@ class CPUBackend(Backend):
                 f"for {name!r}"
                 f"{self._at_op()}"
             ) from e
-        t = Tensor((src.size,), src.dtype, name=name)
+        out = self.static_empty(src.size, src.dtype, owner)
+        out[:] = src.reshape(-1)
+        return out.reshape(src.shape)
+
+    def static_empty(self, size: int, dtype: np.dtype | type, owner: object) -> np.ndarray:
+        """``size`` zeroed values of ``dtype`` in STATIC memory that lives as long as ``owner``.
+
+        For an execution to fill in place (``static_copy`` without the copy).
+        """
+        t = Tensor((int(size),), np.dtype(dtype), name=f"static:{type(owner).__name__}")
         self.on_acquire_buffer(t, StorageType.STATIC)
         assert t.host is not None
-        t.host[:] = src.reshape(-1)
         weakref.finalize(owner, self._release_static, t.size)
-        return t.host.reshape(src.shape)
+        return t.host
 
     def _release_static(self, nbytes: int) -> None:
         self.static_bytes -= nbytes

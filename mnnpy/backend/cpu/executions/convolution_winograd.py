@@ -12,23 +12,21 @@ from mnnpy.backend.cpu.kernels import winograd as WG
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 
-# Winograd G matrices (Lavin & Gray, points 0, +-1, +-2): U = G g G^T.
-WINOGRAD_G = {
-    2: np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]]),
-    4: np.array(
-        [
-            [1 / 4, 0, 0],
-            [-1 / 6, -1 / 6, -1 / 6],
-            [-1 / 6, 1 / 6, -1 / 6],
-            [1 / 24, 1 / 12, 1 / 6],
-            [1 / 24, -1 / 12, 1 / 6],
-            [0, 0, 1],
-        ]
-    ),
-}
 # A thread's transformed tiles (input and output) take about this many bytes.
 _SLOT_BYTES = 512 * 1024
 _BLOCK_MIN, _BLOCK_MAX = 12, 96
+
+
+def pack_taps(weight: np.ndarray) -> np.ndarray:
+    """OIHW 3x3 (any dtype) -> ``[ceil(O/16)][I * 9][16]``, zero-padded output channels.
+
+    The panels the weight transform reads (and LIMIT mode keeps compressed).
+    """
+    o, i = weight.shape[:2]
+    n16 = -(-o // 16)
+    padded = np.zeros((n16 * 16, i * 9), weight.dtype)
+    padded[:o] = weight.reshape(o, i * 9)
+    return np.ascontiguousarray(padded.reshape(n16, 16, i * 9).transpose(0, 2, 1))
 
 
 def winograd_block(unit: int, in_channels: int, out_channels: int, tiles: int) -> int:
@@ -65,25 +63,29 @@ class CPUConvolutionWinograd(CPUConvolutionBase):
     ) -> None:
         super().__init__(backend, op, weight.shape[1])
         self.unit = unit
-        self.weight = backend.static_copy(self.pack_weight(weight, unit), owner=self)
+        o, i = weight.shape[:2]
+        self.weight = backend.static_empty((unit + 2) ** 2 * -(-o // 16) * 16 * i, np.float32, self)
+        self.pack_weight(weight, unit, backend.num_thread, self.weight)  # in place: no copy
         self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
         self._block = 0
         self._scratch_tensor: Tensor | None = None
 
     @staticmethod
-    def pack_weight(weight: np.ndarray, unit: int) -> np.ndarray:
-        """OIHW 3x3 -> ``G g G^T`` as ``[(unit+2)^2][ceil(O/16)][I][16]``, zero-padded."""
+    def pack_weight(
+        weight: np.ndarray, unit: int, num_thread: int = 1, out: np.ndarray | None = None
+    ) -> np.ndarray:
+        """OIHW 3x3 -> ``G g G^T`` as ``[(unit+2)^2][ceil(O/16)][I][16]``, zero-padded.
+
+        The transform runs in C (``winograd.bind_weight_transform``, float32, threads over
+        16-channel panels), from the panels of ``pack_taps``, into ``out`` if given.
+        """
         o, i = weight.shape[:2]
-        g = WINOGRAD_G[unit]
-        a = unit + 2
-        n16 = -(-o // 16)
-        # G W G^T for every (o, i) as two tensordots (one BLAS product each, float64; a
-        # 3-operand einsum took ~70 ms per ResNet layer), then one transposing copy into the
-        # panel layout. t[o, i, b, a] = sum_k,l G[a, k] W[o, i, k, l] G[b, l]
-        t = np.tensordot(np.tensordot(weight.astype(np.float64), g, ([3], [1])), g, ([2], [1]))
-        u = np.zeros((n16 * 16, i, a * a), np.float32)
-        u[:o] = t.transpose(0, 1, 3, 2).reshape(o, i, a * a)
-        return np.ascontiguousarray(u.reshape(n16, 16, i, a * a).transpose(3, 0, 2, 1)).ravel()
+        n16, a = -(-o // 16), unit + 2
+        taps = pack_taps(np.asarray(weight, np.float32)).ravel()
+        if out is None:
+            out = np.empty(a * a * n16 * i * 16, np.float32)
+        WG.bind_weight_transform(taps, out, n16, i, unit, num_thread)()
+        return out
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)

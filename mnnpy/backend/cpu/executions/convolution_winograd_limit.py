@@ -27,6 +27,7 @@ from mnnpy.backend.cpu.executions.convolution_base import EMPTY, CPUConvolutionB
 from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels
 from mnnpy.backend.cpu.executions.convolution_winograd import (
     CPUConvolutionWinograd,
+    pack_taps,
     winograd_block,
 )
 from mnnpy.backend.cpu.kernels import winograd as WG
@@ -37,15 +38,6 @@ from mnnpy.weights import WeightTable
 
 # floats of a chunk's weights (taps + transformed) per thread: 1 MB, an L2's worth
 _CHUNK_FLOATS = 256 * 1024
-
-
-def pack_taps(weight: np.ndarray) -> np.ndarray:
-    """OIHW 3x3 (any dtype) -> ``[ceil(O/16)][I * 9][16]``, zero-padded output channels."""
-    o, i = weight.shape[:2]
-    n16 = -(-o // 16)
-    padded = np.zeros((n16 * 16, i * 9), weight.dtype)
-    padded[:o] = weight.reshape(o, i * 9)
-    return np.ascontiguousarray(padded.reshape(n16, 16, i * 9).transpose(0, 2, 1))
 
 
 def limit_chunk(panels: int, ic: int, unit: int, num_thread: int) -> int:
