@@ -5,7 +5,8 @@ compiled with per-function target attributes and picked at run time, so no ``-ma
 needed. OpenMP is used when the compiler accepts ``-fopenmp``; otherwise kernels build
 single-threaded.
 Set ``MNNPY_CYTHON_DEBUG=1`` to turn bounds checks and wraparound back on, ``MNNPY_NO_OPENMP=1`` to
-build without OpenMP.
+build without OpenMP. The modules are cythonized and compiled in parallel, one job per usable
+core (``MNNPY_BUILD_JOBS`` overrides).
 """
 
 from __future__ import annotations
@@ -20,6 +21,13 @@ import tempfile
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+try:
+    JOBS = len(os.sched_getaffinity(0))
+except AttributeError:  # not Linux
+    JOBS = os.cpu_count() or 1
+JOBS = int(os.environ.get("MNNPY_BUILD_JOBS", JOBS))
 
 DEBUG = os.environ.get("MNNPY_CYTHON_DEBUG") == "1"
 DIRECTIVES = {
@@ -70,6 +78,17 @@ extensions = [
     for path in sorted(glob.glob(os.path.join(KERNELS, "*.pyx")))
 ]
 
+
+class ParallelBuildExt(build_ext):
+    """``build_ext`` compiling ``JOBS`` extensions at once unless ``--parallel`` says otherwise."""
+
+    def finalize_options(self) -> None:
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = JOBS
+
+
 setup(
-    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES),
+    ext_modules=cythonize(extensions, compiler_directives=DIRECTIVES, nthreads=JOBS),
+    cmdclass={"build_ext": ParallelBuildExt},
 )
