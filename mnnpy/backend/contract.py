@@ -149,7 +149,7 @@ def copy_buffer(copier: Backend, src: Tensor, dst: Tensor) -> None:
     finally:
         running.discard(key)
     if before is not None and dst.host is not before:
-        got = dst.host
+        got, dst.host = dst.host, before  # put back the memory the owner planned
         what = "None" if got is None else f"{type(got).__name__} {getattr(got, 'dtype', '')}"
         raise InvalidValueError(
             f"{_where(copier, 'on_copy_buffer', src, dst)} replaced the host memory of "
