@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 
 from mnnpy.backend import Backend
+from mnnpy.backend.contract import copy_buffer
 from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.placement import Placement
 from mnnpy.tensor import Tensor
@@ -146,7 +147,7 @@ class Pipeline:
                 plan = unit.plan
                 assert plan is not None and plan.info is not None and plan.execution is not None
                 for copier, src, mirror in plan.copies:
-                    copier.on_copy_buffer(src, mirror)
+                    copy_buffer(copier, src, mirror)
                 if before is not None and not before(plan.inputs, plan.info):
                     continue
                 plan.execution.on_execute(plan.inputs, unit.outputs)
@@ -163,7 +164,7 @@ class Pipeline:
         try:
             for step in self._steps:
                 for copier, src, mirror in step.copies:
-                    copier.on_copy_buffer(src, mirror)
+                    copy_buffer(copier, src, mirror)
                 if step.call is None:  # looked up now: an execution may be patched between runs
                     step.execution.on_execute(step.inputs, step.outputs)
                 else:

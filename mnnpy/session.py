@@ -24,6 +24,7 @@ from mnnpy.backend import (
     StorageType,
     create_backend,
 )
+from mnnpy.backend.contract import allocate_buffer, clear_buffer
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NoExecutionError
 from mnnpy.evaluate import evaluate
 from mnnpy.net import Net
@@ -240,7 +241,7 @@ class Session:
             else:
                 for backend in self.backends:
                     backend.on_resize_end()
-                    backend.on_allocate_buffer()
+                    allocate_buffer(backend)
                 for pipeline in self.pipelines:
                     pipeline.plan_steps()
                 for t in self.tensors:
@@ -267,7 +268,7 @@ class Session:
         for pipeline in self.pipelines:
             pipeline.clear_steps()
         for backend in self.backends:
-            backend.on_clear_buffer()
+            clear_buffer(backend)
 
     def _inputs_only(self) -> None:
         """Memory for the inputs alone (shapes computed so far are kept for ``evaluate``)."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mnnpy import layout
+from mnnpy.backend.contract import copy_buffer
 from mnnpy.errors import InputDataError, NoExecutionError
 from mnnpy.tensor_format import DataType, DimensionFormat, DimensionType, format_of, type_of
 
@@ -185,7 +186,7 @@ class Tensor:
         if backend is not None and backend.memory_kind != "host":
             staging = Tensor(self.shape, self.dtype, self.dimension_format, name=self.name)
             staging.host = np.zeros(staging.storage_elements, self.dtype)
-            backend.on_copy_buffer(self, staging)
+            copy_buffer(backend, self, staging)
             return staging.numpy()
         host = self._require_host()
         if self.is_packed:
@@ -195,7 +196,7 @@ class Tensor:
     def _write_logical(self, arr: np.ndarray) -> None:
         backend = self.describe.backend
         if backend is not None and backend.memory_kind != "host":
-            backend.on_copy_buffer(Tensor.from_numpy(arr, self.dimension_type), self)
+            copy_buffer(backend, Tensor.from_numpy(arr, self.dimension_type), self)
             return
         host = self._require_host()
         if self.is_packed:

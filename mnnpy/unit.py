@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mnnpy.backend import Backend, ForwardType, StorageType
+from mnnpy.backend.contract import acquire_buffer, check_memory, release_buffer
+from mnnpy.errors import InvalidValueError
 from mnnpy.ops import compute_shape, count_macs, try_fold
 from mnnpy.placement import Placement, place
 from mnnpy.tensor import Tensor, TensorUsage
@@ -156,7 +158,7 @@ class Unit:
             return Waiting(needed)
         if try_fold(op, self.inputs, self.outputs):
             for t in self.outputs:
-                host.on_acquire_buffer(t, storage_type_of(t))
+                acquire_buffer(host, t, storage_type_of(t))
             self._release_inputs()
             return UnitPlan(None, host, self.inputs, (), None)
         if self.execution is None:  # executions (and their weights) outlive resizes
@@ -171,10 +173,10 @@ class Unit:
             if backend.on_acquire_inplace(outputs[0], self.inputs[0]):
                 outputs = outputs[1:]
         for t in outputs:
-            backend.on_acquire_buffer(t, storage_type_of(t))
+            acquire_buffer(backend, t, storage_type_of(t))
         execution.on_resize(inputs, self.outputs)
         for _, _, mirror in copies:  # like scratch: valid during this op's execute
-            backend.on_release_buffer(mirror, StorageType.DYNAMIC)
+            release_buffer(backend, mirror, StorageType.DYNAMIC)
         self._release_inputs()
         logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
         macs = count_macs(op, self.inputs, self.outputs)
@@ -189,7 +191,10 @@ class Unit:
         """
         plan = self.plan
         ex = None if plan is None else plan.execution
-        if plan is None or ex is None or (not plan.copies and ex.idle(plan.inputs, self.outputs)):
+        if plan is None or ex is None:
+            return None
+        check_memory([*plan.inputs, *self.outputs])  # a host-memory backend kept its word
+        if not plan.copies and ex.idle(plan.inputs, self.outputs):
             return None
         call = ex.bind(plan.inputs, self.outputs)
         return RunStep(plan.copies, call, ex, plan.inputs, self.outputs, self)
@@ -214,7 +219,7 @@ class Unit:
         for t in self.inputs:
             t.describe.use_count -= 1
             if t.describe.use_count == 0 and t.describe.backend is not None:
-                t.describe.backend.on_release_buffer(t, storage_type_of(t))
+                release_buffer(t.describe.backend, t, storage_type_of(t))
 
     def _wrap_inputs(
         self, backend: Backend
@@ -227,12 +232,13 @@ class Unit:
         inputs = []
         for t in self.inputs:
             owner = t.describe.backend
-            assert owner is not None, f"tensor {t.name!r} has no memory"
+            if owner is None:  # its producer's acquire failed, or a hook reset describe.backend
+                raise InvalidValueError(f"input {t.name!r} is held by no backend")
             if backend.can_share(t, owner):
                 inputs.append(t)
                 continue
             mirror = Tensor(t.shape, t.dtype, t.dimension_format, name=f"{t.name}@{backend.name}")
-            backend.on_acquire_buffer(mirror, StorageType.DYNAMIC)
+            acquire_buffer(backend, mirror, StorageType.DYNAMIC)
             # the device side copies (it knows both layouts); CPU-to-CPU never gets here
             copier = backend if backend.forward_type != ForwardType.CPU else owner
             copies.append((copier, t, mirror))

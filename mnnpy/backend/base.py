@@ -132,9 +132,11 @@ class Backend:
     """
 
     forward_type: ForwardType = ForwardType.CPU  # per class; an instance may override it
-    # Where tensor bytes live. Backends of the same kind can read each other's tensors without a
-    # copy when they also store them in the same format (see can_share).
-    memory_kind: str = "host"
+    # Where tensor bytes live. None (the default): memory of this backend's own, which others
+    # read only through on_copy_buffer. "host": ``tensor.host`` arrays that other backends read
+    # in place when they store the tensor in the same format (see can_share); other names:
+    # memory that backends declaring the same name share, in the same format.
+    memory_kind: str | None = None
     Info: ClassVar[type[BackendInfo]] = BackendInfo
     _creators: ClassVar[dict[int, Creator]] = {}
 
@@ -233,11 +235,13 @@ class Backend:
     def can_share(self, tensor: Tensor, owner: Backend) -> bool:
         """Whether executions of this backend can read ``tensor``, held by ``owner``, in place.
 
-        True when the memory is of the same kind and in the same storage format (Arm NN's
-        tensor-handle compatibility); otherwise the pipeline inserts a copy.
+        True for its own tensors, and when both backends declare the same ``memory_kind``
+        (not None) and the same storage format (Arm NN's tensor-handle compatibility);
+        otherwise the pipeline inserts a copy through ``on_copy_buffer``.
         """
         return owner is self or (
-            owner.memory_kind == self.memory_kind
+            owner.memory_kind is not None
+            and owner.memory_kind == self.memory_kind
             and owner.storage_format(tensor) == self.storage_format(tensor)
         )
 
@@ -264,12 +268,20 @@ class Backend:
         """A run ended."""
 
     # -- memory hooks -------------------------------------------------------------------------
-    def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
-        """Request memory for ``tensor`` with the life cycle of ``storage_type``."""
+    def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> bool | None:
+        """Request memory for ``tensor`` with the life cycle of ``storage_type``.
+
+        The runtime has already set ``tensor.describe.backend`` (self) and ``storage_type``, so
+        ``tensor.size`` is the size in this backend's storage format. Return None or True, or
+        False when out of memory (MNN's bool): the session then fails with OUT_OF_MEMORY.
+        """
         raise NotImplementedError
 
-    def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
-        """Give ``tensor``'s memory back according to ``storage_type``'s life cycle."""
+    def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> bool | None:
+        """Give ``tensor``'s memory back according to ``storage_type``'s life cycle.
+
+        Return None or True; False (it failed) is an error.
+        """
         raise NotImplementedError
 
     def on_acquire_inplace(self, tensor: Tensor, source: Tensor) -> bool:
@@ -281,15 +293,24 @@ class Backend:
         """
         return False
 
-    def on_allocate_buffer(self) -> None:
-        """Turn the requests of this resize into real memory; after it, tensors have data."""
+    def on_allocate_buffer(self) -> bool | None:
+        """Turn the requests of this resize into real memory; after it, tensors have data.
 
-    def on_clear_buffer(self) -> None:
+        With ``memory_kind`` "host" every tensor held here must then have a ``tensor.host``
+        array of its dtype and storage size (the runtime checks). False means out of memory.
+        """
+
+    def on_clear_buffer(self) -> bool | None:
         """Free all DYNAMIC and DYNAMIC_SEPERATE memory (STATIC stays)."""
         raise NotImplementedError
 
     def on_copy_buffer(self, src: Tensor, dst: Tensor) -> None:
-        """Copy ``src`` into ``dst``, converting layout; either may belong to this backend."""
+        """Copy ``src`` into ``dst``, converting layout; either may belong to this backend.
+
+        The other side is host memory (read it with ``src.numpy()``, write it in place with
+        ``dst.copy_from(array)``) or another backend's tensor (``numpy()`` / ``copy_from``
+        reach it through that backend's own copies).
+        """
         raise NotImplementedError
 
     def memory_info(self) -> MemoryInfo:

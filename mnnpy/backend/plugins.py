@@ -12,6 +12,9 @@ Plugins are found (a) through the entry-point group ``mnnpy.backends`` and (b) a
 ``RuntimeOptions.backend_paths``, or else of the ``MNNPY_BACKEND_PATH`` variable. A plugin that is
 incompatible (major differs, or its minor is newer than ours), malformed, failing on import, or a
 duplicate is skipped with a warning naming the file and the reason; the runtime still starts.
+"Failing" includes ``sys.exit()`` and any other ``BaseException`` raised while importing it or
+calling ``create_backend_creator()``; only ``KeyboardInterrupt`` goes through, so Ctrl-C during a
+slow plugin import still stops the program.
 """
 
 from __future__ import annotations
@@ -97,6 +100,12 @@ def _skip(source: str, reason: str) -> PluginRecord:
     return record
 
 
+def _describe(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"SystemExit (it called sys.exit({error.code!r}))"
+    return f"{type(error).__name__}: {error}"
+
+
 def register_plugin(module: Any, source: str) -> PluginRecord:
     """Check a loaded plugin module and register its creator; never raises."""
     try:
@@ -122,8 +131,10 @@ def register_plugin(module: Any, source: str) -> PluginRecord:
         insert_extra_backend_creator(forward_type, creator)
     except MNNError as e:
         return _skip(source, e.message)
-    except Exception as e:  # noqa: BLE001 - a broken plugin must not stop the runtime
-        return _skip(source, f"create_backend_creator() raised {type(e).__name__}: {e}")
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - a broken plugin (even sys.exit) must not stop us
+        return _skip(source, f"create_backend_creator() raised {_describe(e)}")
     logger.info("loaded backend plugin %s for %s", source, forward_type.name)
     return PluginRecord(source, True, forward_type=forward_type.name, version=version)
 
@@ -165,8 +176,10 @@ def _load_source(source: str, load: Any) -> None:
         return
     try:
         module = load()
-    except Exception as e:  # noqa: BLE001 - report and go on
-        _RECORDS[source] = _skip(source, f"importing it raised {type(e).__name__}: {e}")
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # noqa: BLE001 - report and go on, also after sys.exit()
+        _RECORDS[source] = _skip(source, f"importing it raised {_describe(e)}")
         return
     _RECORDS[source] = register_plugin(module, source)
 

@@ -23,6 +23,7 @@ class HostBackend(Backend):
     """A test backend in host memory that stores every tensor plain (NCHW-ordered)."""
 
     forward_type = XPU
+    memory_kind = "host"  # its tensors are tensor.host arrays, which other backends may read
     share_cpu_layout = False
     fail_execute = False
 

@@ -134,3 +134,37 @@ def test_entry_point_plugins(tmp_path, clean, monkeypatch):
     assert any(r.loaded and "acme" in r.source for r in records)
     assert ForwardType.USER_2 in registry._CREATORS
     sys.modules.pop("acme_ep_plugin", None)
+
+
+EXITING_FACTORY = """
+BACKEND_API_VERSION = "1.0"
+FORWARD_TYPE = "USER_3"
+def create_backend_creator():
+    raise SystemExit("no licence")
+"""
+
+
+def test_sys_exit_and_base_exceptions_skip_the_plugin(tmp_path, clean):
+    _write(tmp_path / "acme_exit_backend.py", "import sys\nsys.exit(3)\n")
+    _write(tmp_path / "acme_base_backend.py", "class Stop(BaseException): pass\nraise Stop('x')\n")
+    _write(tmp_path / "acme_fexit_backend.py", EXITING_FACTORY)
+    _write(tmp_path / "acme_npu_backend.py", GOOD.format(version="1.0", forward_type="USER_1"))
+    for t in (ForwardType.USER_1, ForwardType.USER_3):
+        registry._CREATORS.pop(t, None)
+    records, messages = _load(tmp_path)  # no SystemExit escapes
+    reasons = {r.source.rsplit("/", 1)[-1]: r.reason for r in records if not r.loaded}
+    assert "sys.exit(3)" in reasons["acme_exit_backend.py"]
+    assert "Stop: x" in reasons["acme_base_backend.py"]
+    assert "create_backend_creator()" in reasons["acme_fexit_backend.py"]
+    assert "no licence" in reasons["acme_fexit_backend.py"]
+    assert sum("skipped" in m for m in messages) == 3
+    assert not any(m.startswith("mnnpy_plugin_acme_exit") for m in sys.modules)
+    # the good plugin next to them still loads; the failing factory took no slot
+    assert ForwardType.USER_1 in registry._CREATORS
+    assert ForwardType.USER_3 not in registry._CREATORS
+
+
+def test_keyboard_interrupt_in_a_plugin_still_stops_the_program(tmp_path, clean):
+    _write(tmp_path / "acme_ctrlc_backend.py", "raise KeyboardInterrupt\n")
+    with pytest.raises(KeyboardInterrupt):
+        _load(tmp_path)

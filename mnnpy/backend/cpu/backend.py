@@ -57,6 +57,7 @@ class CPUBackend(Backend):
     """
 
     forward_type = ForwardType.CPU
+    memory_kind = "host"  # tensor.host arrays, read in place by host-memory backends
 
     def __init__(self, num_thread: int = 1, config: Any = None) -> None:
         super().__init__(num_thread)
