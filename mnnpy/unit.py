@@ -22,6 +22,7 @@ from mnnpy.tensor import Tensor, TensorUsage
 
 if TYPE_CHECKING:
     from mnnpy.execution import Execution
+    from mnnpy.geometry import ReadThrough
     from mnnpy.net import OpDef
 
 __all__ = ["OpInfo", "RunStep", "Unit", "UnitPlan", "Waiting", "storage_type_of"]
@@ -89,6 +90,8 @@ class UnitPlan:
             where ``backend`` cannot read them.
         copies: ``(copier, src, mirror)`` per mirror, made before every run (MNN's WrapExecution).
         info: what callbacks learn about the op (None for a folded op).
+        reads_through: the inputs it reads through their writers' regions, decided by the
+            pipeline's read-through pass (``mnnpy.geometry``).
     """
 
     execution: Execution | None
@@ -96,6 +99,7 @@ class UnitPlan:
     inputs: list[Tensor]
     copies: tuple[tuple[Backend, Tensor, Tensor], ...]
     info: OpInfo | None
+    reads_through: tuple[ReadThrough, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

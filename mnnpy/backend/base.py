@@ -281,6 +281,14 @@ class Backend:
         """
         return False
 
+    def retain_buffer(self, tensor: Tensor) -> bool:
+        """Keep ``tensor``'s memory alive until the op being prepared, even if it was released.
+
+        A raster reads it in place of a tensor it reads through (see ``mnnpy.geometry``). Returns
+        False when that cannot be promised (default: the backend does not support it).
+        """
+        return False
+
     def on_allocate_buffer(self) -> None:
         """Turn the requests of this resize into real memory; after it, tensors have data."""
 
