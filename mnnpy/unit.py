@@ -61,8 +61,8 @@ class RunStep:
     copies: tuple[tuple[Backend, Tensor, Tensor], ...]
     call: Callable[[], object] | None
     execution: Execution
-    inputs: list[Tensor]
-    outputs: list[Tensor]
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
     unit: Unit
 
 
@@ -96,7 +96,7 @@ class UnitPlan:
 
     execution: Execution | None
     backend: Backend
-    inputs: list[Tensor]
+    inputs: tuple[Tensor, ...]
     copies: tuple[tuple[Backend, Tensor, Tensor], ...]
     info: OpInfo | None
     reads_through: tuple[ReadThrough, ...] = ()
@@ -162,7 +162,7 @@ class Unit:
             for t in self.outputs:
                 host.on_acquire_buffer(t, storage_type_of(t))
             self._release_inputs()
-            return UnitPlan(None, host, self.inputs, (), None)
+            return UnitPlan(None, host, tuple(self.inputs), (), None)
         if self.execution is None:  # executions (and their weights) outlive resizes
             self.execution, self.backend, self.placement = place(
                 op, self.inputs, self.outputs, preference, overrides, strict
@@ -195,8 +195,9 @@ class Unit:
         ex = None if plan is None else plan.execution
         if plan is None or ex is None or (not plan.copies and ex.idle(plan.inputs, self.outputs)):
             return None
-        call = ex.bind(plan.inputs, self.outputs)
-        return RunStep(plan.copies, call, ex, plan.inputs, self.outputs, self)
+        outputs = tuple(self.outputs)
+        call = ex.bind(plan.inputs, outputs)
+        return RunStep(plan.copies, call, ex, plan.inputs, outputs, self)
 
     def _can_reuse_input(self, execution: Execution) -> bool:
         """Input 0 dies at this op, is read only once here, and fits output 0.
@@ -222,7 +223,7 @@ class Unit:
 
     def _wrap_inputs(
         self, backend: Backend
-    ) -> tuple[list[Tensor], tuple[tuple[Backend, Tensor, Tensor], ...]]:
+    ) -> tuple[tuple[Tensor, ...], tuple[tuple[Backend, Tensor, Tensor], ...]]:
         """Mirror inputs that ``backend`` cannot read where they are (MNN's WrapExecution).
 
         Returns what the execution reads and the copies that fill the mirrors.
@@ -241,4 +242,4 @@ class Unit:
             copier = backend if backend.forward_type != ForwardType.CPU else owner
             copies.append((copier, t, mirror))
             inputs.append(mirror)
-        return (inputs if copies else self.inputs), tuple(copies)
+        return tuple(inputs if copies else self.inputs), tuple(copies)
