@@ -40,8 +40,9 @@ __all__ = [
     "try_fold",
 ]
 
-# shape(op, inputs, outputs): set each output's shape, dtype and dimension_format.
-ShapeFunction = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"]], None]
+# shape(op, inputs, outputs): set each output's shape, dtype and dimension_format; return None,
+# or a tensor whose values it found it needs and are not known yet (a status, as MNN's).
+ShapeFunction = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"]], "Tensor | None"]
 # reference(op, inputs): outputs from input arrays, in logical layout (NCHW for NC4HW4).
 Reference = Callable[["OpDef", Sequence[np.ndarray]], Sequence[np.ndarray]]
 # fold(op, inputs): outputs of an op that needs only its inputs' shapes (Shape, Rank, Size).
@@ -71,10 +72,7 @@ def _registrar(table: dict[int, Any], what: str, op_types: tuple[int, ...]) -> C
 
 
 def register_shape(*op_types: int, content: ContentInputs = ()) -> Callable[[F], F]:
-    """Decorator: ``fn`` computes output shapes for ``op_types``; duplicates raise.
-
-    ``content``: the inputs whose values ``fn`` reads (MNN's ``needInputContent``), see _content.
-    """
+    """Decorator: ``fn`` shapes the outputs of ``op_types``, reading inputs ``content``."""
     declare_content(op_types, content)
     return _registrar(_SHAPES, "shape function", op_types)
 
@@ -167,8 +165,8 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     """Set the outputs' shape, dtype and format from the inputs (MNN's SizeComputer).
 
     Returns:
-        None when the outputs have their shapes; else a tensor whose values they depend on
-        (``register_shape(..., content=...)``) not known while resizing; ``fn`` is not called.
+        None when the outputs have their shapes; else a tensor whose values they depend on, not
+        known while resizing: a declared input (``fn`` is not called then) or ``fn``'s answer.
 
     Raises:
         ComputeSizeError: when the shapes are inconsistent or an input is missing.
@@ -184,7 +182,8 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     elif fn is not None and (needed := waiting_on(op, inputs)) is not None:
         return needed
     if fn is not None:
-        fn(op, inputs, outputs)
+        if (needed := fn(op, inputs, outputs)) is not None:
+            return needed  # values the function found it needs beyond those it declares
         for out in outputs:  # shape functions may compute with NumPy: keep plain ints
             out.shape = tuple(int(d) for d in out.shape)
             if any(d < 0 for d in out.shape):

@@ -5,7 +5,9 @@ declares their indexes when it registers, ``@register_shape(OpType.X, content=(1
 ``REGISTER_SHAPE_INPUTS`` and ``SizeComputer::needInputContent``). Before calling it,
 ``compute_shape`` checks that those inputs' values are known (:func:`waiting_on`); when one is not,
 it answers with that tensor instead of calling the function, and the session evaluates it at run.
-Inside, the function reads the values with :func:`content_of`.
+Inside, the function reads the values with :func:`content_of`. A shape function that finds out
+only while computing that it needs more values (a control-flow op whose subgraph's shapes depend
+on values) returns that tensor instead of None: a status, like MNN's, never an exception.
 """
 
 from __future__ import annotations

@@ -64,3 +64,20 @@ def test_reading_an_unknown_undeclared_input_is_a_compute_size_error() -> None:
     assert "'sizes'" in str(e.value) and "content=" in str(e.value)
     t.describe.content = np.array([1, 1], np.int32)
     np.testing.assert_array_equal(content_of(t), [1, 1])
+
+
+def test_a_shape_function_may_answer_with_the_tensor_it_needs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Values found needed while computing (a subgraph's shapes) are a return value too."""
+    from mnnpy import ops
+
+    ops.load_all()
+    x = Tensor((2, 3), np.float32, NCHW, name="x")
+    out = Tensor(name="out")
+
+    def needs_own_output(op: OpDef, inputs: list, outputs: list) -> Tensor | None:
+        return outputs[0]
+
+    monkeypatch.setitem(ops._SHAPES, OpType.ReLU, needs_own_output)
+    assert compute_shape(_op(OpType.ReLU), [x], [out]) is out
