@@ -9,8 +9,9 @@ which are never alive at the same time share bytes. This is MNN's deferred alloc
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 __all__ = ["Block", "MemoryPlan", "MemoryPlanner", "align"]
 
@@ -38,9 +39,9 @@ class Block:
     owners: list[Hashable] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class MemoryPlan:
-    """The outcome of planning.
+    """The outcome of planning; read-only (the mappings too).
 
     Attributes:
         offsets: byte offset of each buffer in the arena (aliases share their source's).
@@ -51,12 +52,12 @@ class MemoryPlan:
         blocks: every planned block, for reports.
     """
 
-    offsets: dict[Hashable, int] = field(default_factory=dict)
-    sizes: dict[Hashable, int] = field(default_factory=dict)
+    offsets: Mapping[Hashable, int] = field(default_factory=lambda: MappingProxyType({}))
+    sizes: Mapping[Hashable, int] = field(default_factory=lambda: MappingProxyType({}))
     arena_size: int = 0
     lower_bound: int = 0
     peak_op: int = -1
-    blocks: list[Block] = field(default_factory=list)
+    blocks: tuple[Block, ...] = ()
 
 
 class MemoryPlanner:
@@ -134,13 +135,15 @@ class MemoryPlanner:
         for block in sorted(self._blocks.values(), key=lambda b: (-b.size, b.start)):
             block.offset = self._best_offset(block, placed)
             placed.append(block)
-        plan = MemoryPlan(blocks=sorted(self._blocks.values(), key=lambda b: b.start))
-        for key, block in self._owner.items():
-            plan.offsets[key] = block.offset
-            plan.sizes[key] = block.size
-        plan.arena_size = max((b.offset + b.size for b in placed), default=0)
-        plan.lower_bound, plan.peak_op = self._lower_bound()
-        return plan
+        lower_bound, peak_op = self._lower_bound()
+        return MemoryPlan(
+            offsets=MappingProxyType({key: b.offset for key, b in self._owner.items()}),
+            sizes=MappingProxyType({key: b.size for key, b in self._owner.items()}),
+            arena_size=max((b.offset + b.size for b in placed), default=0),
+            lower_bound=lower_bound,
+            peak_op=peak_op,
+            blocks=tuple(sorted(self._blocks.values(), key=lambda b: b.start)),
+        )
 
     def _best_offset(self, block: Block, placed: list[Block]) -> int:
         live = sorted(

@@ -13,6 +13,7 @@ from contextlib import ExitStack
 from mnnpy.backend import Backend
 from mnnpy.backend.contract import copy_buffer
 from mnnpy.errors import MNNError, OutOfMemoryError
+from mnnpy.geometry import ReadThroughPass
 from mnnpy.placement import Placement
 from mnnpy.tensor import Tensor
 from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, Waiting, storage_type_of
@@ -69,12 +70,15 @@ class Pipeline:
         for unit in self.units:
             for t in unit.inputs + unit.outputs:
                 t.describe.use_count = use_counts[t.describe.index]
+        through = ReadThroughPass()  # MNN's virtual tensors: which copies are never made
         for unit in self.units:
             try:
                 with ExitStack() as scopes:
                     for backend in self.backends:
                         scopes.enter_context(backend.resize_scope(unit.op))
                     plan = unit.prepare(self.host, self.preference, self.overrides, self.strict)
+                    if not isinstance(plan, Waiting):
+                        plan = through.apply(unit, plan)
             except MNNError as e:
                 name = unit.backend.name if unit.backend else None
                 raise e.with_op(

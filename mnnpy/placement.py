@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["Placement", "as_seen_by", "place"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Placement:
     """Where one op runs.
 

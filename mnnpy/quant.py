@@ -20,8 +20,9 @@ again with the same scale gives back the same integers.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from mnnpy.errors import NotSupportError
 from mnnpy.net import Net, OpDef, OpType, TensorQuantInfo
@@ -74,21 +75,21 @@ class QuantAttr:
         return cls(info.scale, info.zero, info.min, info.max, info.type)
 
 
-@dataclass
+@dataclass(frozen=True)
 class QuantPlan:
-    """The rewritten op list and what each tensor holds.
+    """The rewritten op list and what each tensor holds; read-only once planned.
 
     Attributes:
         ops: the executable ops in order, casts included, int8 convolutions retyped.
         names: tensor names; the first ones are the model's, then one per cast or renamed output.
-        attrs: tensor index -> its quantization after propagation.
+        attrs: tensor index -> its quantization after propagation (a read-only mapping).
         int8: indexes of the tensors stored as int8 (MNN's ``applyQuant``).
     """
 
-    ops: list[OpDef]
-    names: list[str]
-    attrs: dict[int, QuantAttr]
-    int8: set[int]
+    ops: tuple[OpDef, ...]
+    names: tuple[str, ...]
+    attrs: Mapping[int, QuantAttr]
+    int8: frozenset[int]
 
 
 def _float_tensors(net: Net) -> set[int]:
@@ -278,7 +279,7 @@ def plan_quant(net: Net) -> QuantPlan:
         for k, t in enumerate(op.outputs):
             if out[k] != t:
                 ops.append(_cast_op(op, OpType.Int8ToFloat, out[k], t))
-    return QuantPlan(ops, names, attrs, int8)
+    return QuantPlan(tuple(ops), tuple(names), MappingProxyType(dict(attrs)), frozenset(int8))
 
 
 def _cast_op(op: OpDef, kind: int, src: int, dst: int) -> OpDef:

@@ -24,6 +24,7 @@ from mnnpy.tensor import Tensor, TensorUsage
 
 if TYPE_CHECKING:
     from mnnpy.execution import Execution
+    from mnnpy.geometry import ReadThrough
     from mnnpy.net import OpDef
 
 __all__ = ["OpInfo", "RunStep", "Unit", "UnitPlan", "Waiting", "storage_type_of"]
@@ -62,8 +63,8 @@ class RunStep:
     copies: tuple[tuple[Backend, Tensor, Tensor], ...]
     call: Callable[[], object] | None
     execution: Execution
-    inputs: list[Tensor]
-    outputs: list[Tensor]
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[Tensor, ...]
     unit: Unit
 
 
@@ -91,13 +92,16 @@ class UnitPlan:
             where ``backend`` cannot read them.
         copies: ``(copier, src, mirror)`` per mirror, made before every run (MNN's WrapExecution).
         info: what callbacks learn about the op (None for a folded op).
+        reads_through: the inputs it reads through their writers' regions, decided by the
+            pipeline's read-through pass (``mnnpy.geometry``).
     """
 
     execution: Execution | None
     backend: Backend
-    inputs: list[Tensor]
+    inputs: tuple[Tensor, ...]
     copies: tuple[tuple[Backend, Tensor, Tensor], ...]
     info: OpInfo | None
+    reads_through: tuple[ReadThrough, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +164,7 @@ class Unit:
             for t in self.outputs:
                 acquire_buffer(host, t, storage_type_of(t))
             self._release_inputs()
-            return UnitPlan(None, host, self.inputs, (), None)
+            return UnitPlan(None, host, tuple(self.inputs), (), None)
         if self.execution is None:  # executions (and their weights) outlive resizes
             self.execution, self.backend, self.placement = place(
                 op, self.inputs, self.outputs, preference, overrides, strict
@@ -196,8 +200,9 @@ class Unit:
         check_memory([*plan.inputs, *self.outputs])  # a host-memory backend kept its word
         if not plan.copies and ex.idle(plan.inputs, self.outputs):
             return None
-        call = ex.bind(plan.inputs, self.outputs)
-        return RunStep(plan.copies, call, ex, plan.inputs, self.outputs, self)
+        outputs = tuple(self.outputs)
+        call = ex.bind(plan.inputs, outputs)
+        return RunStep(plan.copies, call, ex, plan.inputs, outputs, self)
 
     def _can_reuse_input(self, execution: Execution) -> bool:
         """Input 0 dies at this op, is read only once here, and fits output 0.
@@ -223,7 +228,7 @@ class Unit:
 
     def _wrap_inputs(
         self, backend: Backend
-    ) -> tuple[list[Tensor], tuple[tuple[Backend, Tensor, Tensor], ...]]:
+    ) -> tuple[tuple[Tensor, ...], tuple[tuple[Backend, Tensor, Tensor], ...]]:
         """Mirror inputs that ``backend`` cannot read where they are (MNN's WrapExecution).
 
         Returns what the execution reads and the copies that fill the mirrors.
@@ -243,4 +248,4 @@ class Unit:
             copier = backend if backend.forward_type != ForwardType.CPU else owner
             copies.append((copier, t, mirror))
             inputs.append(mirror)
-        return (inputs if copies else self.inputs), tuple(copies)
+        return tuple(inputs if copies else self.inputs), tuple(copies)

@@ -316,3 +316,11 @@ class Backend:
     def memory_info(self) -> MemoryInfo:
         """Bytes this backend holds for its session; backends that do not track report zeros."""
         return MemoryInfo()
+
+    def retain_buffer(self, tensor: Tensor) -> bool:
+        """Keep ``tensor``'s memory alive until the op being prepared, even if it was released.
+
+        A raster reads it in place of a tensor it reads through (see ``mnnpy.geometry``). Returns
+        False when that cannot be promised (default: the backend does not support it).
+        """
+        return False

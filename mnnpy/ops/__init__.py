@@ -16,15 +16,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NotSupportError
-from mnnpy.ops._content import NeedContent, content_of
+from mnnpy.ops._content import content_inputs, content_of, declare_content, waiting_on
 
 if TYPE_CHECKING:
     from mnnpy.net import OpDef
+    from mnnpy.ops._content import ContentInputs
     from mnnpy.tensor import Tensor
 
 __all__ = [
     "FoldFunction",
-    "NeedContent",
+    "content_inputs",
     "content_of",
     "fold_function",
     "Reference",
@@ -39,8 +40,9 @@ __all__ = [
     "try_fold",
 ]
 
-# shape(op, inputs, outputs): set each output's shape, dtype and dimension_format.
-ShapeFunction = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"]], None]
+# shape(op, inputs, outputs): set each output's shape, dtype and dimension_format; return None,
+# or a tensor whose values it found it needs and are not known yet (a status, as MNN's).
+ShapeFunction = Callable[["OpDef", Sequence["Tensor"], Sequence["Tensor"]], "Tensor | None"]
 # reference(op, inputs): outputs from input arrays, in logical layout (NCHW for NC4HW4).
 Reference = Callable[["OpDef", Sequence[np.ndarray]], Sequence[np.ndarray]]
 # fold(op, inputs): outputs of an op that needs only its inputs' shapes (Shape, Rank, Size).
@@ -69,8 +71,9 @@ def _registrar(table: dict[int, Any], what: str, op_types: tuple[int, ...]) -> C
     return wrap
 
 
-def register_shape(*op_types: int) -> Callable[[F], F]:
-    """Decorator: ``fn`` computes output shapes for ``op_types``; duplicates raise."""
+def register_shape(*op_types: int, content: ContentInputs = ()) -> Callable[[F], F]:
+    """Decorator: ``fn`` shapes the outputs of ``op_types``, reading inputs ``content``."""
+    declare_content(op_types, content)
     return _registrar(_SHAPES, "shape function", op_types)
 
 
@@ -93,9 +96,7 @@ def count_macs(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -
     """Multiply-accumulates of one run of ``op``; ops without a counter count one per output."""
     load_all()
     fn = _MACS.get(op.type)
-    if fn is not None:
-        return int(fn(op, inputs, outputs))
-    return sum(t.element_size for t in outputs)
+    return int(fn(op, inputs, outputs)) if fn is not None else sum(t.element_size for t in outputs)
 
 
 def fold_function(op_type: int) -> FoldFunction | None:
@@ -164,26 +165,25 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     """Set the outputs' shape, dtype and format from the inputs (MNN's SizeComputer).
 
     Returns:
-        None when the outputs have their shapes; else the tensor whose values they depend on,
-        not known while resizing (a Reshape's shape computed from an input, say).
+        None when the outputs have their shapes; else a tensor whose values they depend on, not
+        known while resizing: a declared input (``fn`` is not called then) or ``fn``'s answer.
 
     Raises:
         ComputeSizeError: when the shapes are inconsistent or an input is missing.
     """
     load_all()
     fn = _SHAPES.get(op.type)
-    if op.output_describes and all(
-        d is not None and d.shape is not None for d in op.output_describes
-    ):
+    describes = op.output_describes
+    if describes and all(d is not None and d.shape is not None for d in describes):
         # A static model gives every output's shape, dtype and format; MNN computes none.
         from mnnpy.ops.raster import static_shape_function
 
         fn = static_shape_function(fn)
+    elif fn is not None and (needed := waiting_on(op, inputs)) is not None:
+        return needed
     if fn is not None:
-        try:
-            fn(op, inputs, outputs)
-        except NeedContent as e:
-            return e.tensor
+        if (needed := fn(op, inputs, outputs)) is not None:
+            return needed  # values the function found it needs beyond those it declares
         for out in outputs:  # shape functions may compute with NumPy: keep plain ints
             out.shape = tuple(int(d) for d in out.shape)
             if any(d < 0 for d in out.shape):
@@ -193,8 +193,7 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
         raise ComputeSizeError(
             f"needs at least one input and one output, has {len(inputs)} and {len(outputs)}"
         )
+    src = inputs[0]
     for out in outputs:
-        out.shape = inputs[0].shape
-        out.dtype = inputs[0].dtype
-        out.dimension_format = inputs[0].dimension_format
+        out.shape, out.dtype, out.dimension_format = src.shape, src.dtype, src.dimension_format
     return None

@@ -1,40 +1,84 @@
-"""Values of tensors known while resizing, for shape functions that depend on them."""
+"""Shapes that depend on input values: what each shape function declares it reads.
+
+A shape function that needs the *values* of some inputs (a Reshape's shape input, a Slice's sizes)
+declares their indexes when it registers, ``@register_shape(OpType.X, content=(1,))`` (MNN's
+``REGISTER_SHAPE_INPUTS`` and ``SizeComputer::needInputContent``). Before calling it,
+``compute_shape`` checks that those inputs' values are known (:func:`waiting_on`); when one is not,
+it answers with that tensor instead of calling the function, and the session evaluates it at run.
+Inside, the function reads the values with :func:`content_of`. A shape function that finds out
+only while computing that it needs more values (a control-flow op whose subgraph's shapes depend
+on values) returns that tensor instead of None: a status, like MNN's, never an exception.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from mnnpy.errors import NotSupportError
+from mnnpy.errors import ComputeSizeError
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from mnnpy.net import OpDef
     from mnnpy.tensor import Tensor
 
-__all__ = ["NeedContent", "content_of"]
+__all__ = ["ContentInputs", "content_inputs", "content_of", "declare_content", "waiting_on"]
+
+# The input indexes whose values a shape function reads: fixed, or chosen from the op and its
+# number of inputs (a Deconvolution reads its last input only with ``hasOutputShape``).
+ContentInputs = Sequence[int] | Callable[["OpDef", int], Sequence[int]]
+_CONTENT: dict[int, ContentInputs] = {}
 
 
-class NeedContent(NotSupportError):
-    """A shape depends on the values of a tensor that are only known when the session runs.
+def declare_content(op_types: Sequence[int], content: ContentInputs) -> None:
+    """Record that the shape functions of ``op_types`` read the values of inputs ``content``."""
+    if not callable(content):
+        content = tuple(int(i) for i in content)
+        if not content:
+            return
+    for op_type in op_types:
+        _CONTENT[op_type] = content
 
-    Raised by :func:`content_of` inside shape functions only; ``mnnpy.ops.compute_shape`` returns
-    the tensor instead, and the session evaluates it from the inputs at ``run_session``.
+
+def content_inputs(op: OpDef, n_inputs: int) -> tuple[int, ...]:
+    """The indexes of the inputs whose values ``op``'s output shapes depend on.
+
+    MNN's ``SizeComputer::needInputContent``: declared indexes past the op's inputs (an optional
+    input that is absent) are left out.
     """
+    from mnnpy.ops import load_all  # the package, loaded before this module: no cycle
 
-    def __init__(self, tensor: Tensor, what: str = "") -> None:
-        what = f"{what} " if what else ""
-        super().__init__(
-            f"the shape depends on the values of {what}tensor {tensor.name!r}, known only at run"
-        )
-        self.tensor = tensor
+    load_all()  # the declarations are made as the op modules load
+    declared = _CONTENT.get(op.type, ())
+    if callable(declared):
+        declared = declared(op, n_inputs)
+    return tuple(i for i in declared if 0 <= i < n_inputs)
+
+
+def waiting_on(op: OpDef, inputs: Sequence[Tensor]) -> Tensor | None:
+    """The first input whose values ``op``'s shapes need and that is not known yet, if any."""
+    for i in content_inputs(op, len(inputs)):
+        if inputs[i].describe.content is None:
+            return inputs[i]
+    return None
 
 
 def content_of(tensor: Tensor, what: str = "") -> np.ndarray:
     """The values of ``tensor`` known while resizing (constants, folded or run-time values).
 
+    A shape function reads only inputs it declared (``register_shape(..., content=...)``), whose
+    values ``compute_shape`` checked before calling it; executions read them in ``on_resize``,
+    after the shapes were computed.
+
     Raises:
-        NeedContent: when they are not known yet.
+        ComputeSizeError: when they are not known: a shape function read an input it did not
+            declare (a bug in that op's registration, not a model error).
     """
     if tensor.describe.content is None:
-        raise NeedContent(tensor, what)
+        what = f"{what} " if what else ""
+        raise ComputeSizeError(
+            f"the values of {what}tensor {tensor.name!r} are not known while resizing; a shape "
+            "function reading them must declare the input in register_shape(..., content=...)"
+        )
     return tensor.describe.content

@@ -53,7 +53,7 @@ def multiples(shape: Sequence[int], values: np.ndarray) -> tuple[int, ...]:
     return m
 
 
-@register_shape(OpType.BroadcastTo)
+@register_shape(OpType.BroadcastTo, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """The broadcast shape; dtype and format of input 0."""
     src, out = inputs[0], outputs[0]
@@ -61,7 +61,7 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
     out.dtype, out.dimension_format = src.dtype, src.dimension_format
 
 
-@register_shape(OpType.Tile)
+@register_shape(OpType.Tile, content=(1,))
 def shape_tile(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Each dim times its multiple; dtype and format of input 0."""
     src, out = inputs[0], outputs[0]

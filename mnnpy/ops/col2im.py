@@ -54,7 +54,7 @@ def image_geometry(
     return g
 
 
-@register_shape(OpType.Col2Im)
+@register_shape(OpType.Col2Im, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """``[n, c, ih, iw]``, input 0's dtype, NCHW."""
     if len(inputs) != 2 or len(outputs) != 1:

@@ -39,7 +39,7 @@ def dims(shape: Sequence[int], axis_value: np.ndarray) -> tuple[int, int, int]:
     return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
 
 
-@register_shape(OpType.CumSum)
+@register_shape(OpType.CumSum, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Data's shape, dtype and format (the axis must be known)."""
     if len(inputs) != 2:

@@ -114,7 +114,12 @@ def output_shape_input(op: OpDef, inputs: Sequence[Any]) -> Any:
     return None
 
 
-@register_shape(OpType.Deconvolution, OpType.DeconvolutionDepthwise)
+def _output_shape_index(op: OpDef, n_inputs: int) -> tuple[int, ...]:
+    """The output-shape input's index, whose values the shape reads (MNN's needInputContent)."""
+    return (n_inputs - 1,) if conv_common(op).hasOutputShape and n_inputs >= 2 else ()
+
+
+@register_shape(OpType.Deconvolution, OpType.DeconvolutionDepthwise, content=_output_shape_index)
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Output (N, outputCount, OH, OW) in the input's format, float32."""
     x, shape_input = inputs[0], output_shape_input(op, inputs)

@@ -36,7 +36,7 @@ def k_of(value: np.ndarray | None) -> int:
     return 0 if value is None else int(np.asarray(value).ravel()[0])
 
 
-@register_shape(OpType.EyeLike)
+@register_shape(OpType.EyeLike, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Input 0's shape, dtype and format."""
     if len(inputs) not in (1, 2):

@@ -42,7 +42,7 @@ def fill_shape(values: np.ndarray) -> tuple[int, ...]:
     return tuple(int(d) for d in dims)
 
 
-@register_shape(OpType.Fill)
+@register_shape(OpType.Fill, content=(0,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Dims from input 0's content; dtype and format of input 1."""
     if len(inputs) != 2:
@@ -88,7 +88,7 @@ def _range_args(values: Sequence[np.ndarray]) -> tuple[np.dtype, np.ndarray, np.
     return start.dtype, s, d, range_size(float(s), float(limit.ravel()[0]), float(d))
 
 
-@register_shape(OpType.Range)
+@register_shape(OpType.Range, content=(0, 1, 2))
 def shape_range(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """A 1-D tensor of input 0's dtype and format."""
     if len(inputs) != 3:

@@ -47,7 +47,7 @@ def _axis_content(inputs: Sequence[Tensor]) -> np.ndarray | None:
     return content_of(inputs[2], "GatherV2's axis")
 
 
-@register_shape(OpType.Gather, OpType.GatherV2)
+@register_shape(OpType.Gather, OpType.GatherV2, content=(2,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """``params.shape[:axis] + indices.shape + params.shape[axis + 1:]``."""
     if len(inputs) not in (2, 3):

@@ -42,7 +42,7 @@ def axis_input(inputs: Sequence[Tensor], position: int, what: str) -> np.ndarray
     return content_of(inputs[position], what) if len(inputs) > position else None
 
 
-@register_shape(OpType.GatherElements)
+@register_shape(OpType.GatherElements, content=(2,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """The indices' shape, data's dtype and format."""
     if len(inputs) not in (2, 3):

@@ -130,7 +130,7 @@ def source_coords(n_out: int, scale: F32, offset: F32) -> np.ndarray:
     return np.arange(n_out).astype(F32) * F32(scale) + F32(offset)
 
 
-@register_shape(OpType.Interp)
+@register_shape(OpType.Interp, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Input shape with new sizes; same dtype and format."""
     x = inputs[0]

@@ -67,7 +67,7 @@ def _count(boxes: Sequence[int], scores: Sequence[int], limit: int) -> int:
     return max(min(limit, boxes[0]), 0)
 
 
-@register_shape(OpType.NonMaxSuppressionV2)
+@register_shape(OpType.NonMaxSuppressionV2, content=(2,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """``[min(max, n)]`` int32 in the boxes' format."""
     if not 3 <= len(inputs) <= 5:

@@ -37,7 +37,7 @@ def _depth(values: np.ndarray) -> int:
     return depth
 
 
-@register_shape(OpType.OneHot)
+@register_shape(OpType.OneHot, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """The indices' shape with ``depth`` inserted at ``axis``."""
     if len(inputs) != 4:

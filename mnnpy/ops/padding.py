@@ -68,7 +68,7 @@ def pad_pairs(op: OpDef, shape: Sequence[int], pads: Any) -> list[tuple[int, int
     return pairs
 
 
-@register_shape(OpType.Padding)
+@register_shape(OpType.Padding, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Each dim grows by its two pads; same dtype and format."""
     if len(inputs) not in (2, 3):

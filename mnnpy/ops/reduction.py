@@ -99,7 +99,7 @@ def output_shape(op: OpDef, shape: Sequence[int], reduced: Sequence[int]) -> tup
     return tuple(1 if d in reduced else n for d, n in enumerate(shape) if keep or d not in reduced)
 
 
-@register_shape(OpType.Reduction)
+@register_shape(OpType.Reduction, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Reduced dims dropped (or kept as 1); dtype and format of input 0."""
     if len(inputs) not in (1, 2) or len(outputs) != 1:

@@ -88,7 +88,7 @@ def _fill_in(
     return out
 
 
-@register_shape(OpType.Reshape)
+@register_shape(OpType.Reshape, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Resolve the new dims; the format stays input 0's."""
     src, out = inputs[0], outputs[0]

@@ -48,7 +48,7 @@ def _int32(t: Tensor, what: str) -> None:
         raise ComputeSizeError(f"{what} must be int32, is {t.dtype.name}")
 
 
-@register_shape(OpType.ScatterElements)
+@register_shape(OpType.ScatterElements, content=(3,))
 def shape_elements(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Data's shape, dtype and format."""
     if len(inputs) not in (3, 4):
@@ -79,7 +79,7 @@ def nd_shape(inputs: Sequence[Tensor], out_shape: Sequence[int]) -> None:
         raise ComputeSizeError(f"ScatterNd data {inputs[3].shape!r} for output {out_shape!r}")
 
 
-@register_shape(OpType.ScatterNd)
+@register_shape(OpType.ScatterNd, content=(2,))
 def shape_nd(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Input 2's values; the updates' dtype and format."""
     if len(inputs) not in (3, 4):

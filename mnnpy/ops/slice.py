@@ -69,7 +69,7 @@ def _values(inputs: Sequence[Tensor]) -> np.ndarray | None:
     return content_of(inputs[1], "Slice's sizes")
 
 
-@register_shape(OpType.Slice)
+@register_shape(OpType.Slice, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """One output per part; dtype and format of input 0."""
     src = inputs[0]

@@ -40,7 +40,7 @@ def index(shape: Sequence[int], begin: np.ndarray, size: np.ndarray) -> tuple[sl
     return tuple(slice(b, b + n) for b, n in region(shape, begin, size))
 
 
-@register_shape(OpType.SliceTf)
+@register_shape(OpType.SliceTf, content=(1, 2))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Sliced dims; dtype and format of input 0."""
     if len(inputs) != 3:

@@ -54,7 +54,7 @@ def _values(inputs: Sequence[Tensor]) -> np.ndarray | None:
     return content_of(inputs[1], "the axes")
 
 
-@register_shape(OpType.Squeeze, OpType.Unsqueeze)
+@register_shape(OpType.Squeeze, OpType.Unsqueeze, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """New dims; dtype and format of input 0."""
     src, out = inputs[0], outputs[0]

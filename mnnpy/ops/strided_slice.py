@@ -160,7 +160,7 @@ def _values(inputs: Sequence[Tensor]) -> list[np.ndarray]:
     return [content_of(t, "StridedSlice's begin / end / strides") for t in inputs[1:]]
 
 
-@register_shape(OpType.StridedSlice)
+@register_shape(OpType.StridedSlice, content=(1, 2, 3, 4))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """The planned output shape; dtype and format of input 0."""
     src, out = inputs[0], outputs[0]

@@ -46,7 +46,7 @@ def k_and_axis(
     return k, axis
 
 
-@register_shape(OpType.TopKV2)
+@register_shape(OpType.TopKV2, content=(2, 1))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Input 0's shape with ``k`` at the axis, twice."""
     if len(inputs) not in (2, 3) or len(outputs) != 2:

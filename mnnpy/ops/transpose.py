@@ -30,7 +30,7 @@ def _content(t: Tensor, what: str) -> np.ndarray:
     return content_of(t, what)
 
 
-@register_shape(OpType.Transpose)
+@register_shape(OpType.Transpose, content=(1,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Permuted dims; dtype and format of input 0."""
     if len(inputs) != 2:
@@ -62,7 +62,7 @@ def expand_position(op: OpDef, rank: int, values: np.ndarray | None) -> int:
     return resolved
 
 
-@register_shape(OpType.ExpandDims)
+@register_shape(OpType.ExpandDims, content=(1,))
 def shape_expand_dims(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Input 0's dims with a 1 inserted."""
     src, out = inputs[0], outputs[0]

@@ -34,7 +34,7 @@ def unique(x: np.ndarray, outputs: int) -> list[np.ndarray]:
     return [values, *(np.asarray(e, np.int32).ravel() for e in extra)]
 
 
-@register_shape(OpType.Unique)
+@register_shape(OpType.Unique, content=(0,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Rank-1 outputs sized by the distinct values of input 0."""
     if len(inputs) != 1 or not 1 <= len(outputs) <= 4:

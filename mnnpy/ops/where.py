@@ -29,7 +29,7 @@ def _check(op: OpDef, dtype: np.dtype) -> None:
         raise ComputeSizeError(f"Where of {np.dtype(dtype).name}")
 
 
-@register_shape(OpType.Where)
+@register_shape(OpType.Where, content=(0,))
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """``[count, rank]`` int32, counted from the input's content."""
     if len(inputs) != 1:

@@ -155,6 +155,30 @@ def test_shuffle_units_read_through(shape: tuple, dtype: type, fmt: DimensionFor
     assert all(moves(u) for u in units if id(u) in stepped and u.op.type != OpType.Input)
 
 
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+def test_read_through_decisions_are_in_the_plans(fmt: DimensionFormat) -> None:
+    """The pipeline's pass records each read-through in the reader's plan; exactly the writers
+    named there skip an output, and the reader reads the writer's sources instead."""
+    shape = (1, 6, 2, 3)
+    x, y = (np.full(shape, v, np.float32) for v in (1.0, 2.0))
+    _, session = run(shuffle_net(shape, fmt, np.float32), x, y, 1)
+    units = [u for p in session.pipelines for u in p.units if u.plan is not None]
+    decisions = [(u, d) for u in units for d in u.plan.reads_through]
+    assert decisions
+    skipped = {(id(u), j) for u in units for j in range(len(u.outputs)) if _skips(u, j)}
+    assert skipped == {(id(d.writer), d.index) for _, d in decisions}
+    for reader, d in decisions:
+        assert d.tensor is d.writer.outputs[d.index] and d.tensor in reader.inputs
+        read = {id(p.source) for _, p in reader.execution._pieces}
+        assert id(d.tensor) not in read and all(id(s) in read for s in d.sources)
+    assert not hasattr(session.host_backend, "rasters")  # no side channel on the backend
+
+
+def _skips(unit: object, j: int) -> bool:
+    skip = getattr(unit.execution, "_skip", None)  # type: ignore[attr-defined]
+    return bool(skip and skip[j])
+
+
 def moves(unit: object) -> bool:
     """Whether an execution copies data (not skipped, not an in-place Reshape)."""
 

@@ -75,8 +75,6 @@ class CPUBackend(Backend):
         self.plan: MemoryPlan | None = None
         self.static_bytes = 0
         self.scratch_bytes = 0
-        # id(tensor) -> the raster execution writing it, this resize (see executions/raster.py)
-        self.rasters: dict[int, Any] = {}
 
     # -- accounting ---------------------------------------------------------------------------
     def _op_index(self) -> int:
@@ -136,8 +134,8 @@ class CPUBackend(Backend):
     def retain_buffer(self, tensor: Tensor) -> bool:
         """Keep ``tensor``'s memory alive until the op being prepared, even if it was released.
 
-        An execution reads it in place of a tensor it skips. False when its bytes were taken over in
-        place; then the caller must not read it later.
+        A raster reads it in place of a tensor it reads through (``mnnpy.geometry``). False when
+        its bytes were taken over in place; then the caller must not read it later.
         """
         owner = tensor.describe.backend
         if owner is None or owner.forward_type != ForwardType.CPU:
@@ -193,7 +191,6 @@ class CPUBackend(Backend):
         self._arena = self._separate_arena = None
         self.plan = None
         self.scratch_bytes = 0
-        self.rasters = {}
 
     def on_copy_buffer(self, src: Tensor, dst: Tensor) -> None:
         """Copy between host tensors, converting layouts (NCHW / NHWC / NC4HW4)."""

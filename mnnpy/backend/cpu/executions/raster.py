@@ -3,30 +3,31 @@
 Concat, Slice, SliceTf, Permute, Reshape and layout conversions describe their work as
 :class:`~mnnpy.backend.cpu.regions.Piece` s (logical boxes); ``on_resize`` plans them into storage
 regions run by ``kernels.raster``. Like MNN's virtual tensors, an output read by one raster
-execution only is not written: the reader composes its pieces with the writer's
-(``regions.compose``) and reads the writer's sources directly, which stay alive until it
-(``CPUBackend.retain_buffer``); the writer is told to skip that output. A reader composes only
-when the copy stays affine, within the region budget, and reads no more tensors than either
-op did before (so a chain of channel shuffles keeps one materialised tensor per unit instead of
-reaching back through all of them). Skipped outputs are computed anyway in runs with per-op
-callbacks (``Backend.observed``), so callbacks see every op's output.
+execution only is not written: the pipeline's read-through pass (``mnnpy.geometry``) hands the
+writer's pieces (``virtual_regions``) to the reader, which composes its pieces with them
+(``regions.compose``) and reads the writer's sources directly (``offer_read_through``); their
+memory stays alive until it (``CPUBackend.retain_buffer``), and the writer skips that output
+(``skip_output``). A reader composes only when the copy stays affine, within the region budget,
+and reads no more tensors than either op did before (so a chain of channel shuffles keeps one
+materialised tensor per unit instead of reaching back through all of them). Skipped outputs are
+computed anyway in runs with per-op callbacks (``Backend.observed``), so callbacks see every
+op's output.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from mnnpy.backend.cpu import compose as C
 from mnnpy.backend.cpu import regions as R
-from mnnpy.backend.cpu.backend import cpu_backend
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.execution import Execution
+from mnnpy.geometry import ReadThroughOffer
 from mnnpy.tensor import Tensor
 
-__all__ = ["CPURaster", "RasterOutput", "layout_of"]
+__all__ = ["CPURaster", "layout_of"]
 
 Placed = tuple[int, C.Piece]  # (output index, piece)
 
@@ -35,16 +36,6 @@ def layout_of(t: Tensor, rank: int | None = None) -> R.Layout:
     """``t``'s storage layout; a lower-rank tensor gets trailing dims of 1 (same storage)."""
     shape = tuple(t.shape) + (1,) * ((rank or t.ndim) - t.ndim)
     return R.Layout(shape, t.is_packed)
-
-
-@dataclass
-class RasterOutput:
-    """What a raster execution registers for one output during a resize."""
-
-    execution: CPURaster
-    index: int
-    pieces: list[C.Piece]
-    readers: int  # the tensor's reads still to come when it was written (graph outputs: +1)
 
 
 def _onto_itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> bool:
@@ -82,28 +73,30 @@ class CPURaster(Execution):
         """Run the fall-back."""
         raise NotImplementedError
 
-    def skip(self, index: int) -> None:
+    def skip_output(self, index: int) -> None:
         """Output ``index`` is read through by its only reader: do not write it."""
         self._skip[index] = True
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        backend = cpu_backend(self.backend)
         self._skip = [False] * len(outputs)
         self._write_all = [False] * len(outputs)
         self._copies: list[tuple[Tensor, int, np.ndarray]] | None = None
+        self._pieces: list[Placed] = []
         self.read_through = False  # whether any input is read through its writer
         pieces = self.pieces(inputs, outputs)
         copies = self._plan(pieces, outputs) if pieces is not None else None
         if pieces is None or copies is None:
             self.resize_plain(inputs, outputs)
             return
-        pieces, copies = self._read_through(pieces, copies, inputs, outputs)
-        self._copies = copies
+        self._pieces, self._copies = pieces, copies
         pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)]
         self._pads = [(j, rows) for j, rows in pads if len(rows)]
-        for j, t in enumerate(outputs):
-            mine = [p for i, p in pieces if i == j]
-            backend.rasters[id(t)] = RasterOutput(self, j, mine, t.describe.use_count)
+
+    def virtual_regions(self, index: int) -> list[C.Piece] | None:
+        """Output ``index``'s pieces (over this op's sources), when its copies are planned."""
+        if self._copies is None:
+            return None
+        return [p for j, p in self._pieces if j == index]
 
     @staticmethod
     def _plan(
@@ -123,42 +116,35 @@ class CPURaster(Execution):
             grouped.setdefault((id(src), j), (src, j, []))[2].append(rows)
         return [(s, j, np.concatenate(rows)) for s, j, rows in grouped.values()]
 
-    def _read_through(
-        self,
-        pieces: list[Placed],
-        copies: list[tuple[Tensor, int, np.ndarray]],
-        inputs: Sequence[Tensor],
-        outputs: Sequence[Tensor],
-    ) -> tuple[list[Placed], list[tuple[Tensor, int, np.ndarray]]]:
-        """Compose with the raster executions writing ``inputs`` where that is allowed."""
-        backend = cpu_backend(self.backend)
-        for t in dict.fromkeys(inputs):
-            writer = backend.rasters.get(id(t))
-            if writer is None or writer.readers != 1 or list(inputs).count(t) != 1:
+    def offer_read_through(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor], tensor: Tensor, regions: object
+    ) -> ReadThroughOffer | None:
+        """Read ``tensor`` through its writer's pieces, if that composes within the limits."""
+        if self._copies is None or not isinstance(regions, list):
+            return None
+        pieces = self._pieces
+        composed: list[Placed] = []
+        for j, p in pieces:
+            if p.source is not tensor:
+                composed.append((j, p))
                 continue
-            composed: list[Placed] = []
-            for j, p in pieces:
-                if p.source is not t:
-                    composed.append((j, p))
-                    continue
-                through = C.compose(p, writer.pieces)
-                if through is None:
-                    break
-                composed += [(j, q) for q in through]
-            else:
-                fan_in = max(len(_sources(pieces)), len({id(p.source) for p in writer.pieces}))
-                if len(_sources(composed)) > fan_in:
-                    continue
-                planned = self._plan(composed, outputs)
-                if planned is None:
-                    continue
-                new = [p.source for _, p in composed if id(p.source) not in _sources(pieces)]
-                if not all(backend.retain_buffer(s) for s in dict.fromkeys(new)):  # type: ignore[arg-type]
-                    continue
-                writer.execution.skip(writer.index)
-                pieces, copies = composed, planned
-                self.read_through = True
-        return pieces, copies
+            through = C.compose(p, regions)
+            if through is None:
+                return None
+            composed += [(j, q) for q in through]
+        fan_in = max(len(_sources(pieces)), len({id(p.source) for p in regions}))
+        if len(_sources(composed)) > fan_in:
+            return None
+        planned = self._plan(composed, outputs)
+        if planned is None:
+            return None
+        new = [p.source for _, p in composed if id(p.source) not in _sources(pieces)]
+        return ReadThroughOffer(tuple(dict.fromkeys(new)), (composed, planned))  # type: ignore[arg-type]
+
+    def accept_read_through(self, offer: ReadThroughOffer) -> None:
+        """Copy from the writer's sources as offered."""
+        self._pieces, self._copies = offer.payload  # type: ignore[misc]
+        self.read_through = True
 
     def idle(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
         """Whether this execution has nothing to do with the buffers as planned.
