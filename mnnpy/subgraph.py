@@ -74,10 +74,14 @@ class SubgraphSession:
                     f"subgraph {graph.name!r}: input {t.name!r} is not written by an Input op"
                 )
 
-    def feed(self, values: Sequence[Tensor]) -> None:
-        """Copy ``values`` into the inputs, re-planning first when a shape or dtype changed.
+    def feed(self, values: Sequence[Tensor], by_reference: Sequence[bool] = ()) -> None:
+        """Give the inputs ``values``, re-planning first when a shape or dtype changed.
 
         Inputs take the values' logical shapes and dtypes (the converter writes placeholders).
+        Input ``k`` with ``by_reference[k]`` reads ``values[k]``'s memory in place when both are
+        plain and of one dtype (the nested run loop is re-bound to it): the caller guarantees
+        that memory stays put and unchanged while the subgraph runs, and that nothing writes
+        the input (``feed_one``) afterwards. Other inputs get a copy.
         """
         changed = self.session.need_resize
         for t, v in zip(self.inputs, values, strict=True):
@@ -86,12 +90,37 @@ class SubgraphSession:
                 t.shape, t.dtype, t.host, changed = tuple(shape), v.dtype, None, True
         if changed:
             self._call(self.session.resize)
-        for t, v in zip(self.inputs, values, strict=True):
-            copy_value(t, v)
+        rebind = False
+        for k, (t, v) in enumerate(zip(self.inputs, values, strict=True)):
+            if k < len(by_reference) and by_reference[k] and self._shareable(t, v):
+                if t.host is None or v.host is None or not np.shares_memory(t.host, v.host):
+                    t.host, rebind = v.buffer, True
+            else:
+                copy_value(t, v)
+        if rebind:  # the bound steps hold the buffers they were given
+            for pipeline in self.session.pipelines:
+                self._call(pipeline.plan_steps)
+
+    def _shareable(self, t: Tensor, v: Tensor) -> bool:
+        """Whether ``t`` may read ``v``'s storage as its own (planned sessions only)."""
+        return (
+            v.host is not None
+            and not self.session.content_dependent  # its re-plans would replace the memory
+            and not t.is_packed
+            and not v.is_packed
+            and t.dimension_format == v.dimension_format
+            and t.dtype == v.dtype
+            and t.shape == v.shape
+        )
 
     def feed_one(self, k: int, value: Tensor) -> None:
-        """Copy into input ``k`` a value of the shape and dtype it has (a loop's next values)."""
-        copy_value(self.inputs[k], value)
+        """Copy into input ``k`` a value of its shape and dtype (a loop's next values).
+
+        Nothing to copy when the input reads ``value``'s memory in place (see ``feed``).
+        """
+        t = self.inputs[k]
+        if t.host is None or value.host is None or not np.shares_memory(t.host, value.host):
+            copy_value(t, value)
 
     def run(self) -> list[Tensor]:
         """Run once; returns the output tensors (valid until the next ``feed`` or ``run``)."""

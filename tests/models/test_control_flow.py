@@ -109,3 +109,70 @@ def test_reference_matches_onnxruntime() -> None:
             {k: case["ort"][k] for k in names if k in case["ort"]},
             f"{name} reference:",
         )
+
+
+def _nested(session, op_type: str) -> dict:
+    unit = next(u for p in session.pipelines for u in p.units if u.op.type_name == op_type)
+    return unit.execution.sessions
+
+
+def test_inputs_are_read_in_place() -> None:
+    """A branch reads the If's input memory, a loop body its counter and the outer tensors it
+    passes through; each nested session is planned once per input shape."""
+    net = mnnpy.Interpreter(os.path.join(DATA, "if_branches.mnn"))
+    session = net.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    for case in _cases("if_branches"):
+        _run(net, session, case["input"])
+        x = net.get_session_input(session, "x")
+        taken = "then_g" if case["input"]["x"].sum() > 0 else "else_g"
+        assert np.shares_memory(_nested(session, "If")[taken].inputs[0].host, x.host)
+    assert set(_nested(session, "If")) == {"then_g", "else_g"}
+
+    net = mnnpy.Interpreter(os.path.join(DATA, "loop_const.mnn"))
+    session = net.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    _run(net, session, _cases("loop_const")[0]["input"])
+    (body,) = _nested(session, "While").values()
+    names = [t.name for t in body.inputs]
+    x = net.get_session_input(session, "x")
+    assert np.shares_memory(body.inputs[names.index("x")].host, x.host)
+    v0 = net.get_session_input(session, "v0")
+    assert not np.shares_memory(body.inputs[names.index("v_in")].host, v0.host)  # carried
+
+
+def test_loop_body_is_planned_once() -> None:
+    """Runs with other trip counts and values re-use the body's plan (same input shapes)."""
+    net = mnnpy.Interpreter(os.path.join(DATA, "loop_count.mnn"))
+    session = net.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    cases = _cases("loop_count")
+    _run(net, session, cases[0]["input"])
+    (body,) = _nested(session, "While").values()
+    resizes = []
+    plain = body.session.resize
+    body.session.resize = lambda *a, **k: (resizes.append(1), plain(*a, **k))
+    for case in cases[1:] + cases:
+        got = _run(net, session, case["input"])
+        _check(got, case["ort"], "loop_count again:")
+    assert resizes == [] and _nested(session, "While") == {body.graph.name: body}
+
+
+@pytest.mark.parametrize("name", ["loop_cond", "scan"])
+def test_low_memory_mode_and_callbacks(name: str) -> None:
+    """LIMIT memory mode reaches the nested sessions; callback runs see the control-flow op."""
+    config = mnnpy.ScheduleConfig(
+        num_thread=1, backend_config=mnnpy.BackendConfig(memory="Memory_Low")
+    )
+    net = mnnpy.Interpreter(os.path.join(DATA, name + ".mnn"))
+    session = net.create_session(config)
+    seen: list[str] = []
+    for case in _cases(name):
+        _run(net, session, case["input"])  # resizes and plans
+        for k, v in case["input"].items():
+            net.get_session_input(session, k).copy_from(v)
+        net.run_session_with_callback(
+            session, None, lambda ts, info: seen.append(info.type) or True
+        )
+        got = {k: t.numpy() for k, t in net.get_session_output_all(session).items()}
+        _check(got, case["ort"], f"{name} low memory, callbacks:")
+    assert "While" in seen
+    (body,) = _nested(session, "While").values()
+    assert body.session.host_backend.low_memory

@@ -2,10 +2,12 @@
 
 Semantics in ``mnnpy/ops/control_flow.py``. Each subgraph the op runs becomes a
 :class:`~mnnpy.subgraph.SubgraphSession` on first use, planned once and re-planned only when its
-input shapes change. Values go in and out as one copy each: loop-carried values from the body's
-outputs to its inputs between iterations (the body's arena reuses its memory), scan values
-straight into their row of the op's output; values the body passes through unchanged (the outer
-tensors it reads) are written once per run, not per iteration.
+input shapes change. Inputs that nothing writes while the subgraph runs are read in place
+(``SubgraphSession.feed`` re-binds the nested run loop to the op's input memory): a branch's
+inputs, a loop's iteration counter, its condition and the outer tensors the body passes through.
+Loop-carried values are copied from the body's outputs to its inputs between iterations (the
+body's arena reuses their memory), scan values straight into their row of the op's output, and
+the results into the op's outputs.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ class _Nested(Execution):
         super().__init__(backend)
         self._sessions: dict[str, SubgraphSession] = {}
 
+    @property
+    def sessions(self) -> dict[str, SubgraphSession]:
+        """The nested sessions created so far, by subgraph name."""
+        return dict(self._sessions)
+
     def nested(self, branch: Branch | WhilePlan) -> SubgraphSession:
         """The nested session of a branch or loop body, created on first use."""
         graph = branch.graph if isinstance(branch, Branch) else branch.body
@@ -64,7 +71,7 @@ class CPUIf(_Nested):
         cond = first_int(inputs[0].buffer[: inputs[0].element_size], "the If condition")
         branch = self.plan.then_branch if cond > 0 else self.plan.else_branch
         sub = self.nested(branch)
-        sub.feed([inputs[i] for i in branch.inputs])
+        sub.feed([inputs[i] for i in branch.inputs], [True] * len(branch.inputs))
         values = sub.run()
         for out, k in zip(outputs, branch.outputs, strict=True):
             _check_shape(out, values[k], "output")
@@ -80,6 +87,9 @@ class CPUWhile(_Nested):
         body = plan.body
         # carried values the body returns unchanged: written once, not per iteration
         self._passed = [body.outputs[1 + k] == body.inputs[2 + k] for k in range(plan.carried)]
+        # read in place: the iteration, the condition (MNN passes the first one every time) and
+        # the values passed through; the others change between iterations
+        self._by_reference = [True, True, *self._passed]
         self._step = Tensor((), np.int32, name="iteration")  # the body's iteration input
         self._step.host = np.zeros(1, np.int32)
 
@@ -94,9 +104,9 @@ class CPUWhile(_Nested):
         while sub is not None and step < limit and cond > 0:
             self._step.buffer[0] = step
             if step == 0:
-                sub.feed([self._step, inputs[1], *inputs[2:]])
+                sub.feed([self._step, inputs[1], *inputs[2:]], self._by_reference)
             else:
-                sub.feed_one(0, self._step)
+                sub.feed_one(0, self._step)  # a no-op when the body reads it in place
                 for k in range(n):
                     if not self._passed[k]:
                         sub.feed_one(2 + k, values[1 + k])
