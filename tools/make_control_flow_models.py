@@ -141,7 +141,10 @@ def build_loop_const() -> tuple:
     outs = [_vi("v_final", F, [2, 3]), _vi("vs", F, [4, 2, 3]), _vi("is", I64, [4])]
     m = _model(nodes, "loop_const", [_vi("x", F, [2, 3]), _vi("v0", F, [2, 3])], outs, inits)
     rng = np.random.RandomState(32)
-    cases = [{"x": rng.randn(2, 3).astype(np.float32), "v0": rng.randn(2, 3).astype(np.float32)}]
+    cases = [
+        {"x": rng.randn(2, 3).astype(np.float32), "v0": rng.randn(2, 3).astype(np.float32)}
+        for _ in range(2)
+    ]
     return m, cases
 
 
@@ -212,13 +215,13 @@ def _scan_graph() -> object:
         [_vi("s_out", F, [3]), _vi("y_t", F, [3])],
     )
     nodes = [_node("Scan", ["s0", "x", "w"], ["s_final", "ys"], body=body, num_scan_inputs=2)]
-    ins = [_vi("s0", F, [3]), _vi("x", F, [5, 3]), _vi("w", F, [5, 3])]
-    return _model(nodes, "scan", ins, [_vi("s_final", F, [3]), _vi("ys", F, [5, 3])])
+    ins = [_vi("s0", F, [3]), _vi("x", F, ["n", 3]), _vi("w", F, ["n", 3])]
+    return _model(nodes, "scan", ins, [_vi("s_final", F, [3]), _vi("ys", F, ["n", 3])])
 
 
 def build_scan() -> tuple:
     """The Scan graph of ``_scan_graph`` written as a Loop (MNN's converter refuses Scan): the
-    trip count is Shape(x)[0], each iteration Gathers row ``iter`` of x and w."""
+    trip count is Shape(x)[0] (5, then 7 rows), each iteration Gathers row ``iter`` of x and w."""
     body = _graph_of(
         [
             _node("Identity", ["cond_in"], ["cond_out"]),
@@ -236,13 +239,18 @@ def build_scan() -> tuple:
         _node("Gather", ["xs", "zero"], ["n"], axis=0),
         _node("Loop", ["n", "", "s0"], ["s_final", "ys"], body=body),
     ]
-    ins = [_vi("s0", F, [3]), _vi("x", F, [5, 3]), _vi("w", F, [5, 3])]
-    outs = [_vi("s_final", F, [3]), _vi("ys", F, [5, 3])]
+    ins = [_vi("s0", F, [3]), _vi("x", F, ["n", 3]), _vi("w", F, ["n", 3])]
+    outs = [_vi("s_final", F, [3]), _vi("ys", F, ["n", 3])]
     m = _model(nodes, "scan_loop", ins, outs, [("zero", np.array(0, np.int64))])
     rng = np.random.RandomState(35)
-    case = {k: rng.randn(*s).astype(np.float32) for k, s in (("s0", [3]), ("x", [5, 3]))}
-    case["w"] = rng.randn(5, 3).astype(np.float32)
-    return m, [case], _scan_graph()
+    cases = [
+        {
+            k: rng.randn(*s).astype(np.float32)
+            for k, s in (("s0", [3]), ("x", [n, 3]), ("w", [n, 3]))
+        }
+        for n in (5, 7)
+    ]
+    return m, cases, _scan_graph()
 
 
 MODELS: dict[str, Callable[[], tuple]] = {
@@ -316,6 +324,25 @@ def make(name: str, out_dir: str) -> None:
     print(f"{name}: {os.path.getsize(dst)} bytes, {len(cases)} cases")
 
 
+README = """# Control-flow test models
+
+Written by `tools/make_control_flow_models.py` (do not edit by hand): ONNX graphs with `If` /
+`Loop`, converted by MNN 3.6.1's converter into `If` / `While` ops with `subgraphs`. Each
+`<name>.npz` holds, per input case `c`, `input:<tensor>@c`, `ort:<tensor>@c` (onnxruntime on the
+source ONNX graph: the oracle) and `mnn:<tensor>@c` (MNN's Module API on the `.mnn` file) where
+MNN runs the case. MNN's Session API refuses all of these files.
+
+| file | what it covers | cases |
+|---|---|---|
+{rows}
+
+Findings: MNN's converter refuses ONNX `Scan` ("These Op Not Support: ONNX::Scan"), so `scan.mnn`
+is converted from `scan_loop.onnx` (the same computation as a Loop) and checked against
+`scan.onnx`; MNN's Module API crashes (SIGSEGV) on a Loop with scan outputs that runs no
+iteration (`loop_count` case 3, M = 0), so that case has onnxruntime outputs only.
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "control_flow"))
@@ -324,6 +351,15 @@ def main() -> None:
     os.makedirs(args.out, exist_ok=True)
     for name in args.only or sorted(MODELS):
         make(name, args.out)
+    rows = []
+    for name in sorted(MODELS):
+        doc = " ".join((MODELS[name].__doc__ or "").split())
+        with np.load(os.path.join(args.out, f"{name}.npz")) as z:
+            cases = len({k.rsplit("@", 1)[1] for k in z.files})
+            mnn = len({k.rsplit("@", 1)[1] for k in z.files if k.startswith("mnn:")})
+        rows.append(f"| `{name}.mnn` | {doc} | {cases} ({mnn} with MNN outputs) |")
+    with open(os.path.join(args.out, "README.md"), "w") as f:
+        f.write(README.format(rows="\n".join(rows)))
 
 
 if __name__ == "__main__":
