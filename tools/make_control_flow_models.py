@@ -108,6 +108,46 @@ def build_if() -> tuple:
     return m, [{"x": x}, {"x": -x}, {"x": x * 0.5}]
 
 
+def build_if_conv() -> tuple:
+    """If whose branches hold convolutions (NC4HW4 inside the subgraphs, the converter's
+    ConvertTensor ops around them): then Conv 3x3 (1x4x5x5), else MaxPool + Conv 1x1 (1x4x4x4);
+    a Conv after the If reads either."""
+    rng = np.random.RandomState(36)
+    then_g = _graph_of(
+        [_node("Conv", ["x", "w1", "b1"], ["t_out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+        "then_g",
+        [],
+        [_vi("t_out", F, [1, 4, 5, 5])],
+    )
+    else_g = _graph_of(
+        [
+            _node("MaxPool", ["x"], ["e_p"], kernel_shape=[2, 2], strides=[1, 1]),
+            _node("Conv", ["e_p", "w2", "b1"], ["e_out"], kernel_shape=[1, 1]),
+        ],
+        "else_g",
+        [],
+        [_vi("e_out", F, [1, 4, 4, 4])],
+    )
+    nodes = [
+        _node("ReduceMean", ["x"], ["s"], keepdims=0),
+        _node("Greater", ["s", "zero"], ["c"]),
+        _node("If", ["c"], ["r"], then_branch=then_g, else_branch=else_g),
+        _node("Conv", ["r", "w3", "b3"], ["y"], kernel_shape=[1, 1]),
+    ]
+    inits = [
+        ("w1", (rng.randn(4, 3, 3, 3) * 0.3).astype(np.float32)),
+        ("w2", rng.randn(4, 3, 1, 1).astype(np.float32)),
+        ("b1", rng.randn(4).astype(np.float32)),
+        ("w3", rng.randn(2, 4, 1, 1).astype(np.float32)),
+        ("b3", rng.randn(2).astype(np.float32)),
+        ("zero", np.array(0.0, np.float32)),
+    ]
+    outs = [_vi("y", F, [1, 2, "h", "w"])]
+    m = _model(nodes, "if_conv", [_vi("x", F, [1, 3, 5, 5])], outs, inits)
+    x = np.abs(rng.randn(1, 3, 5, 5)).astype(np.float32)
+    return m, [{"x": x}, {"x": -x}]
+
+
 def _graph_of(nodes, name, inputs, outputs) -> object:
     from onnx import helper
 
@@ -255,6 +295,7 @@ def build_scan() -> tuple:
 
 MODELS: dict[str, Callable[[], tuple]] = {
     "if_branches": build_if,
+    "if_conv": build_if_conv,
     "loop_const": build_loop_const,
     "loop_count": build_loop_count,
     "loop_cond": build_loop_cond,

@@ -72,6 +72,8 @@ def test_every_file_has_an_mnn_oracle_case() -> None:
 def test_if_takes_both_branches() -> None:
     shapes = {case["ort"]["y"].shape for case in _cases("if_branches")}
     assert shapes == {(2, 3), (4, 3)}  # then: x * w + b, else: Concat(x, -x)
+    shapes = {case["ort"]["y"].shape for case in _cases("if_conv")}
+    assert shapes == {(1, 2, 5, 5), (1, 2, 4, 4)}  # then: Conv 3x3 pad 1, else: MaxPool 2x2
 
 
 def test_loop_counts_vary() -> None:

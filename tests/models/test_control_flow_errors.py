@@ -148,7 +148,7 @@ def _alarm(signum, frame):  # noqa: ARG001 - signal handler signature
     raise _Hang()
 
 
-@pytest.mark.parametrize("name", ["if_branches", "loop_cond", "loop_const", "scan"])
+@pytest.mark.parametrize("name", ["if_branches", "if_conv", "loop_cond", "loop_const", "scan"])
 def test_mutated_files_raise_only_mnnerror(name: str) -> None:
     data = (DATA / f"{name}.mnn").read_bytes()
     with np.load(DATA / f"{name}.npz") as z:
