@@ -15,9 +15,10 @@ and the scan values ``s`` are stacked on a new axis 0 into ``S``. Without an ite
 the initial values and each ``S`` has 0 rows. ``WhileParam`` with a ``cond_graph`` (TensorFlow
 loops) is not supported.
 
-Shapes: the output shapes of an If need the condition's value, of a While the trip count's and the
-initial condition's (``content_of``, so the session evaluates them at run when they are not
-constants), then the subgraph's shapes (:func:`mnnpy.ops.control_flow_shape.infer`). A loop whose
+Shapes: an If whose branches agree on their output shapes needs no values; otherwise the output
+shapes of an If need the condition's value, of a While the trip count's and the initial
+condition's (``content_of``, so the session evaluates them at run when they are not constants),
+then the subgraph's shapes (:func:`mnnpy.ops.control_flow_shape.infer`). A loop whose
 trip count depends on values computed in the body, or whose body changes shapes or needs values
 of its own, asks for the op's own outputs (``NeedContent`` on output 0): the session then computes
 them with the reference (:mod:`mnnpy.ops.control_flow_run`) before it plans the rest.

@@ -13,7 +13,7 @@ import numpy as np
 
 from mnnpy.net import OpType
 from mnnpy.ops import NeedContent, compute_shape, content_of, register_shape, try_fold
-from mnnpy.ops.control_flow import first_int, plan_if, plan_while
+from mnnpy.ops.control_flow import Branch, first_int, plan_if, plan_while
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 from mnnpy.weights import blob_values
@@ -70,18 +70,30 @@ def _set(outputs: Sequence[Tensor], found: Sequence[Tensor]) -> None:
 
 @register_shape(OpType.If)
 def if_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-    """The taken branch's output shapes; needs the condition's value."""
+    """The branches' output shapes when they agree; else the taken branch's (needs the value)."""
     plan = plan_if(op, len(inputs), len(outputs))
     if outputs and outputs[0].describe.content is not None:
         _known(outputs)
         return
-    cond = first_int(content_of(inputs[0], "the If condition"), "the If condition")
-    branch = plan.then_branch if cond > 0 else plan.else_branch
-    found = infer(branch.graph, [inputs[i] for i in branch.inputs])
-    if found is None:
-        _known(outputs)
+    both = [_branch_outputs(b, inputs) for b in (plan.then_branch, plan.else_branch)]
+    if both[0] is not None and both[1] is not None and _agree(both[0], both[1]):
+        _set(outputs, both[0])  # the condition's value does not matter for shapes
         return
-    _set(outputs, [found[k] for k in branch.outputs])
+    cond = first_int(content_of(inputs[0], "the If condition"), "the If condition")
+    found = _branch_outputs(plan.then_branch if cond > 0 else plan.else_branch, inputs)
+    if found is None:
+        _known(outputs)  # the branch needs values of its own: run it first
+        return
+    _set(outputs, found)
+
+
+def _branch_outputs(branch: Branch, inputs: Sequence[Tensor]) -> list[Tensor] | None:
+    found = infer(branch.graph, [inputs[i] for i in branch.inputs])
+    return None if found is None else [found[k] for k in branch.outputs]
+
+
+def _agree(a: Sequence[Tensor], b: Sequence[Tensor]) -> bool:
+    return all(x.shape == y.shape and x.dtype == y.dtype for x, y in zip(a, b, strict=True))
 
 
 def while_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

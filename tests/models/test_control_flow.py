@@ -178,3 +178,21 @@ def test_low_memory_mode_and_callbacks(name: str) -> None:
     assert "While" in seen
     (body,) = _nested(session, "While").values()
     assert body.session.host_backend.low_memory
+
+
+def test_if_with_branches_of_one_shape_needs_no_values() -> None:
+    """loop_cond's body holds an If whose branches agree on shapes: the body is planned without
+    the condition's value, once, though the branch taken alternates."""
+    net = mnnpy.Interpreter(os.path.join(DATA, "loop_cond.mnn"))
+    session = net.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    case = _cases("loop_cond")[0]
+    _run(net, session, case["input"])
+    (body,) = _nested(session, "While").values()
+    assert not body.session.content_dependent
+    resizes = []
+    plain = body.session.resize
+    body.session.resize = lambda *a, **k: (resizes.append(1), plain(*a, **k))
+    _check(_run(net, session, case["input"]), case["ort"], "loop_cond again:")
+    assert resizes == []
+    branches = _nested(body.session, "If")
+    assert set(branches) == {"even", "odd"}
