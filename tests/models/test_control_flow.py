@@ -63,6 +63,18 @@ def test_matches_onnxruntime_and_mnn_module(name: str, threads: int) -> None:
         _check(got, case.get("mnn", {}), f"{name} case {c} vs MNN's Module API:")
 
 
+@pytest.mark.parametrize("name", NAMES)
+def test_one_and_two_threads_agree_exactly(name: str) -> None:
+    results = []
+    for threads in (1, 2):
+        net = mnnpy.Interpreter(os.path.join(DATA, name + ".mnn"))
+        session = net.create_session(mnnpy.ScheduleConfig(num_thread=threads))
+        results.append([_run(net, session, case["input"]) for case in _cases(name)])
+    for one, two in zip(*results, strict=True):
+        for k in one:
+            np.testing.assert_array_equal(one[k], two[k], err_msg=f"{name} {k}")
+
+
 def test_every_file_has_an_mnn_oracle_case() -> None:
     """MNN's Module API ran at least one case of every file (a second, independent oracle)."""
     for name in NAMES:
@@ -196,3 +208,26 @@ def test_if_with_branches_of_one_shape_needs_no_values() -> None:
     assert resizes == []
     branches = _nested(body.session, "If")
     assert set(branches) == {"even", "odd"}
+
+
+def test_pymnn_legacy_session_api_runs_control_flow() -> None:
+    """The same file through ``mnnpy.compat`` (pymnn's Session API, which MNN itself refuses
+    for these files): a loop whose row count the data decides."""
+    import mnnpy.compat as MNN
+
+    interp = MNN.Interpreter(os.path.join(DATA, "loop_cond.mnn"))
+    session = interp.createSession({"numThread": 1})
+    for case in _cases("loop_cond"):
+        for name, a in case["input"].items():
+            host = MNN.Tensor(
+                list(a.shape), MNN.Halide_Type_Float, a, MNN.Tensor_DimensionType_Caffe
+            )
+            interp.getSessionInput(session, name).copyFrom(host)
+        interp.runSession(session)
+        out = interp.getSessionOutput(session, "totals")
+        shape = out.getShape()
+        zeros = np.zeros(shape, np.float32)
+        host = MNN.Tensor(shape, MNN.Halide_Type_Float, zeros, MNN.Tensor_DimensionType_Caffe)
+        out.copyToHostTensor(host)
+        got = np.array(host.getNumpyData()).reshape(shape)
+        _check({"totals": got}, {"totals": case["ort"]["totals"]}, "compat:")
