@@ -146,12 +146,18 @@ class Net:
 
     @property
     def external_ops(self) -> list[OpDef]:
-        """Ops that keep a table in the external weight file (``external`` with 2+ values)."""
-        return [op for op in self.ops if _external_len(op.param) > 1]
+        """Ops that keep a table in the external weight file (``external`` with 2+ values).
+
+        The subgraphs' ops included: they read the same file.
+        """
+        subs = (o for sub in self.subgraphs.values() if sub.net is not self for o in sub.net.ops)
+        return [op for op in [*self.ops, *subs] if _external_len(op.param) > 1]
 
     def attach_external(self, external: Any) -> None:
-        """Give the net and every op with external tables the weight file they read."""
+        """Give the net, its subgraphs and every op with external tables the weight file."""
         self.external_data = external
+        for sub in self.subgraphs.values():
+            sub.net.external_data = external
         for op in self.external_ops:
             op.external_data = external
 

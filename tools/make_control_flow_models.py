@@ -15,6 +15,9 @@ the oracle the tests use) and, where MNN's Module API runs the file, ``mnn:<tens
 that runs no iteration when it has scan outputs, so those cases have no ``mnn:`` arrays). MNN's
 Session API refuses these files ("The model has subgraphs, please use MNN::Express::Module").
 
+``if_conv_ext`` is ``if_conv`` converted with ``--saveExternalData`` (weights, those of the
+subgraphs included, in ``if_conv_ext.mnn.weight``).
+
 Integer inputs (ONNX int64) are stored as int32, as MNN's converter makes them; onnxruntime gets
 them as int64.
 
@@ -296,6 +299,7 @@ def build_scan() -> tuple:
 MODELS: dict[str, Callable[[], tuple]] = {
     "if_branches": build_if,
     "if_conv": build_if_conv,
+    "if_conv_ext": build_if_conv,  # converted with --saveExternalData (weights in .mnn.weight)
     "loop_const": build_loop_const,
     "loop_count": build_loop_count,
     "loop_cond": build_loop_cond,
@@ -347,7 +351,12 @@ def make(name: str, out_dir: str) -> None:
     converted = os.path.join(out_dir, f"{name}.onnx" if oracle is model else f"{name}_loop.onnx")
     onnx.save(model, converted)
     dst = os.path.join(out_dir, f"{name}.mnn")
-    mc.convert_onnx(converted, dst)
+    if name.endswith("_ext"):
+        flags = ["--bizCode", "mnnpy", "--saveExternalData"]
+        mc.mnnconvert(["-f", "ONNX", "--modelFile", converted, "--MNNModel", dst, *flags], dst)
+        mc.fix_uuid(dst)
+    else:
+        mc.convert_onnx(converted, dst)
     outs = [o.name for o in model.graph.output]
     arrays: dict[str, np.ndarray] = {}
     for c, case in enumerate(cases):

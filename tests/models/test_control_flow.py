@@ -231,3 +231,15 @@ def test_pymnn_legacy_session_api_runs_control_flow() -> None:
         out.copyToHostTensor(host)
         got = np.array(host.getNumpyData()).reshape(shape)
         _check({"totals": got}, {"totals": case["ort"]["totals"]}, "compat:")
+
+
+def test_subgraph_weights_in_the_external_file() -> None:
+    """if_conv_ext (``--saveExternalData``) keeps the branches' convolution weights in the
+    .weight file; they are found and checked with the main graph's (the run is in the tests
+    above)."""
+    from mnnpy.net import load_net
+
+    with open(os.path.join(DATA, "if_conv_ext.mnn"), "rb") as f:
+        net = load_net(f.read())
+    in_subgraphs = {id(o) for sub in net.subgraphs.values() for o in sub.net.ops}
+    assert sum(id(op) in in_subgraphs for op in net.external_ops) == 2  # one Conv per branch
