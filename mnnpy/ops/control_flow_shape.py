@@ -52,15 +52,18 @@ def infer(graph: SubGraph, args: Sequence[Tensor]) -> list[Tensor] | None:
     return [tensors[i] for i in graph.outputs]
 
 
-def _known(outputs: Sequence[Tensor]) -> bool:
-    """Outputs whose values the session computed before planning (see the module)."""
+def _known(outputs: Sequence[Tensor]) -> None:
+    """Shapes from the outputs' values, which the session computes before planning.
+
+    Raises:
+        NeedContent: for the first output whose values are not known yet.
+    """
     for out in outputs:
         content = out.describe.content
         if content is None:
             raise NeedContent(out, "the control-flow op's own output")
         out.shape, out.dtype = content.shape, content.dtype
         out.dimension_format = DimensionFormat.NCHW
-    return True
 
 
 def _set(outputs: Sequence[Tensor], found: Sequence[Tensor]) -> None:
@@ -134,5 +137,4 @@ def _varying(t: Tensor, body: SubGraph, k: int) -> Tensor:
     """
     if body.outputs[1 + k] == body.inputs[2 + k]:
         return t
-    v = Tensor(t.shape, t.dtype, t.dimension_format, name=t.name)
-    return v
+    return Tensor(t.shape, t.dtype, t.dimension_format, name=t.name)
