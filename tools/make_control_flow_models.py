@@ -249,6 +249,27 @@ def build_loop_cond() -> tuple:
     return m, [{"x": x, "v0": v0}, {"x": x * 3, "v0": v0}, {"x": x, "v0": v0 + 30}]
 
 
+def build_loop_grow() -> tuple:
+    """Loop whose carried value grows (v = Concat(v, x) on axis 0, 3 iterations): the body's
+    input shapes change from one iteration to the next; the scan output is sum(v) each time."""
+    body = _graph_of(
+        [
+            _node("Identity", ["cond_in"], ["cond_out"]),
+            _node("Concat", ["v_in", "x"], ["v_out"], axis=0),
+            _node("ReduceSum", ["v_out"], ["scan_s"], keepdims=0),
+        ],
+        "body",
+        _body_inputs([("v_in", F, ["r", 2])]),
+        [_vi("cond_out", BOOL, []), _vi("v_out", F, ["r2", 2]), _vi("scan_s", F, [])],
+    )
+    nodes = [_node("Loop", ["M", "", "v0"], ["v_final", "sums"], body=body)]
+    ins = [_vi("x", F, [1, 2]), _vi("v0", F, [1, 2])]
+    outs = [_vi("v_final", F, ["r", 2]), _vi("sums", F, [3])]
+    m = _model(nodes, "loop_grow", ins, outs, [("M", np.array(3, np.int64))])
+    rng = np.random.RandomState(37)
+    return m, [{k: rng.randn(1, 2).astype(np.float32) for k in ("x", "v0")} for _ in range(2)]
+
+
 def _scan_graph() -> object:
     """Scan: s = s + x_t; y_t = s * w_t (two scan inputs, a state, one scan output)."""
     body = _graph_of(
@@ -302,6 +323,7 @@ MODELS: dict[str, Callable[[], tuple]] = {
     "if_conv_ext": build_if_conv,  # converted with --saveExternalData (weights in .mnn.weight)
     "loop_const": build_loop_const,
     "loop_count": build_loop_count,
+    "loop_grow": build_loop_grow,
     "loop_cond": build_loop_cond,
     "scan": build_scan,
 }

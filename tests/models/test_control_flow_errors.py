@@ -148,7 +148,9 @@ def _alarm(signum, frame):  # noqa: ARG001 - signal handler signature
     raise _Hang()
 
 
-@pytest.mark.parametrize("name", ["if_branches", "if_conv", "loop_cond", "loop_const", "scan"])
+@pytest.mark.parametrize(
+    "name", ["if_branches", "if_conv", "loop_cond", "loop_const", "loop_grow", "scan"]
+)
 def test_mutated_files_raise_only_mnnerror(name: str) -> None:
     data = (DATA / f"{name}.mnn").read_bytes()
     with np.load(DATA / f"{name}.npz") as z:

@@ -93,6 +93,25 @@ class CPUWhile(_Nested):
         self._step = Tensor((), np.int32, name="iteration")  # the body's iteration input
         self._step.host = np.zeros(1, np.int32)
 
+    def _next(self, sub: SubgraphSession, inputs: Sequence[Tensor], values: list[Tensor]) -> None:
+        """The body's inputs for the next iteration, from its outputs ``values``.
+
+        A carried value whose shape changed re-plans the body: the values are saved first, as the
+        body's memory goes with its plan.
+        """
+        carried = [(2 + k, values[1 + k]) for k in range(self.plan.carried) if not self._passed[k]]
+        if all(
+            v.shape == sub.inputs[i].shape and v.dtype == sub.inputs[i].dtype for i, v in carried
+        ):
+            sub.feed_one(0, self._step)  # a no-op when the body reads it in place
+            for i, v in carried:
+                sub.feed_one(i, v)
+            return
+        args = [self._step, *inputs[1:]]
+        for i, v in carried:
+            args[i] = Tensor.from_numpy(v.numpy(), name=v.name)
+        sub.feed(args, self._by_reference)
+
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         plan, n = self.plan, self.plan.carried
         limit = first_int(inputs[0].buffer[: inputs[0].element_size], "the trip count")
@@ -106,10 +125,7 @@ class CPUWhile(_Nested):
             if step == 0:
                 sub.feed([self._step, inputs[1], *inputs[2:]], self._by_reference)
             else:
-                sub.feed_one(0, self._step)  # a no-op when the body reads it in place
-                for k in range(n):
-                    if not self._passed[k]:
-                        sub.feed_one(2 + k, values[1 + k])
+                self._next(sub, inputs, values)
             values = sub.run()
             for s, row, value in zip(scans, rows, values[1 + n :], strict=True):
                 if step >= s.shape[0] or value.element_size != row:
