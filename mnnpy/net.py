@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import flatbuffers
@@ -20,6 +20,8 @@ from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.OpParameter import OpParameter
 from mnnpy._schema.MNN.OpType import OpType
 from mnnpy.errors import InvalidModelError
+from mnnpy.net_describe import RegionDef, TensorDescribeDef, ViewDef, describes, split_inplace
+from mnnpy.net_describe import text as _text
 from mnnpy.tensor_format import DimensionFormat
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "OpParameter",
     "TensorQuantInfo",
     "RegionDef",
+    "SubGraph",
     "TensorDescribeDef",
     "ViewDef",
     "load_net",
@@ -88,8 +91,10 @@ class OpDef:
     output_describes: tuple[TensorDescribeDef | None, ...] = ()
     # Static models: (input position, output position) pairs where the file has the op write
     # the tensor it reads (a While accumulating in place); the output is a new tensor that
-    # continues the input (see ``_split_inplace``).
+    # continues the input (see ``net_describe.split_inplace``).
     inplace: tuple[tuple[int, int], ...] = ()
+    # If / While with subgraphs: the model's subgraphs by name (``Net.subgraphs``).
+    subgraphs: dict[str, SubGraph] | None = None
 
     @property
     def type_name(self) -> str:
@@ -136,15 +141,23 @@ class Net:
     describes: dict[int, TensorDescribeDef] = field(default_factory=dict)
     # ``extraTensorDescribe[].quantInfo`` by tensor index (written by MNN's int8 quantizer).
     quant_info: dict[int, TensorQuantInfo] = field(default_factory=dict)
+    # The model's ``subgraphs`` by name (bodies of If / While), shared by its subgraphs' nets.
+    subgraphs: dict[str, SubGraph] = field(default_factory=dict)
 
     @property
     def external_ops(self) -> list[OpDef]:
-        """Ops that keep a table in the external weight file (``external`` with 2+ values)."""
-        return [op for op in self.ops if _external_len(op.param) > 1]
+        """Ops that keep a table in the external weight file (``external`` with 2+ values).
+
+        The subgraphs' ops included: they read the same file.
+        """
+        subs = (o for sub in self.subgraphs.values() if sub.net is not self for o in sub.net.ops)
+        return [op for op in [*self.ops, *subs] if _external_len(op.param) > 1]
 
     def attach_external(self, external: Any) -> None:
-        """Give the net and every op with external tables the weight file they read."""
+        """Give the net, its subgraphs and every op with external tables the weight file."""
         self.external_data = external
+        for sub in self.subgraphs.values():
+            sub.net.external_data = external
         for op in self.external_ops:
             op.external_data = external
 
@@ -152,6 +165,25 @@ class Net:
     def tensor_count(self) -> int:
         """Number of tensors the ops refer to."""
         return len(self.tensor_names)
+
+
+@dataclass
+class SubGraph:
+    """A subgraph of the model (MNN's ``SubGraphProto``): a branch of an If, a body of a While.
+
+    Attributes:
+        name: the name IfParam / WhileParam refer to.
+        net: its tensors (``tensors``) and ops (``nodes``) as a Net; its ``subgraphs`` are the
+            model's, so subgraphs may hold If / While ops of their own.
+        inputs: indexes (into ``net``'s tensors) of the values the op passes in, in order; each
+            is written by an Input op of the subgraph.
+        outputs: indexes of the values it returns, in order.
+    """
+
+    name: str
+    net: Net
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
 
 
 def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
@@ -192,12 +224,16 @@ def _build(raw: NetT, size: int) -> Net:
     ops = [_build_op(i, op, n_tensors) for i, op in enumerate(raw.oplists)]
     outputs = [_text(n, "output name") for n in (raw.outputName or [])]
     static = int(raw.usage) == _USAGE_INFERENCE_STATIC
-    describes = _describes(raw.extraTensorDescribe, n_tensors) if static else {}
+    tensor_describes = describes(raw.extraTensorDescribe, n_tensors) if static else {}
     if static:
-        _split_inplace(ops, names, describes)
+        split_inplace(ops, names, tensor_describes)
         for op in ops:
-            op.input_describes = tuple(describes.get(i) for i in op.inputs)
-            op.output_describes = tuple(describes.get(i) for i in op.outputs)
+            op.input_describes = tuple(tensor_describes.get(i) for i in op.inputs)
+            op.output_describes = tuple(tensor_describes.get(i) for i in op.outputs)
+    subgraphs = _subgraphs(raw.subgraphs)
+    for op in [*ops, *(o for sub in subgraphs.values() for o in sub.net.ops)]:
+        if op.param_type in (OpParameter.IfParam, OpParameter.WhileParam):
+            op.subgraphs = subgraphs
     return Net(
         tensor_names=names,
         ops=ops,
@@ -207,9 +243,34 @@ def _build(raw: NetT, size: int) -> Net:
         size=size,
         version=_text(raw.extraInfo.version if raw.extraInfo else None, "version"),
         static=static,
-        describes=describes,
+        describes=tensor_describes,
         quant_info=_quant_info(raw.extraTensorDescribe, n_tensors),
+        subgraphs=subgraphs,
     )
+
+
+def _subgraphs(raw: Sequence[Any] | None) -> dict[str, SubGraph]:
+    """The subgraphs by name; every index is checked against the subgraph's own tensors."""
+    found: dict[str, SubGraph] = {}
+    for k, sub in enumerate(raw or ()):
+        if sub is None:
+            raise InvalidModelError(f"subgraph #{k} is missing")
+        name = _text(sub.name, f"name of subgraph #{k}")
+        where = f"subgraph {name!r}"
+        if name in found:
+            raise InvalidModelError(f"{where} appears twice")
+        names = [_text(n, f"{where}: tensor name") for n in (sub.tensors or [])]
+        if not sub.nodes:
+            raise InvalidModelError(f"{where} has no ops")
+        ops = [_build_op(i, op, len(names)) for i, op in enumerate(sub.nodes)]
+        inputs = _indexes(sub.inputs, len(names), where, "input")
+        outputs = _indexes(sub.outputs, len(names), where, "output")
+        net = Net(names, ops, [names[i] for i in outputs], "", "", 0, subgraphs=found)
+        found[name] = SubGraph(name, net, inputs, outputs)
+    return found
+
+
+_USAGE_INFERENCE_STATIC = 2
 
 
 def _quant_info(describes: Any, n_tensors: int) -> dict[int, TensorQuantInfo]:
@@ -244,147 +305,22 @@ def _build_op(index: int, op: Any, n_tensors: int) -> OpDef:
         index=index,
         type=int(op.type),
         name=name,
-        inputs=_indexes(op.inputIndexes, n_tensors, name, "input"),
-        outputs=_indexes(op.outputIndexes, n_tensors, name, "output"),
+        inputs=_indexes(op.inputIndexes, n_tensors, f"op {name!r}", "input"),
+        outputs=_indexes(op.outputIndexes, n_tensors, f"op {name!r}", "output"),
         param=op.main,
         param_type=int(op.mainType),
         default_format=fmt,
     )
 
 
-def _indexes(values: Sequence[int] | None, n_tensors: int, op_name: str, what: str) -> tuple:
+def _indexes(values: Sequence[int] | None, n_tensors: int, where: str, what: str) -> tuple:
     result = tuple(int(v) for v in (values if values is not None else ()))
     for v in result:
         if not 0 <= v < n_tensors:
             raise InvalidModelError(
-                f"op {op_name!r}: {what} tensor index {v} is outside 0..{n_tensors - 1}"
+                f"{where}: {what} tensor index {v} is outside 0..{n_tensors - 1}"
             )
     return result
-
-
-def _text(value: bytes | str | None, what: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidModelError(f"{what} is not valid UTF-8: {value[:40]!r}") from None
-
-
-# -- tensor describes (``extraTensorDescribe``) --------------------------------------------------
-_USAGE_INFERENCE_STATIC = 2
-
-
-@dataclass(frozen=True)
-class ViewDef:
-    """One side of a region (MNN's ``View``): a flat element offset and three strides."""
-
-    offset: int
-    strides: tuple[int, int, int]
-
-
-@dataclass(frozen=True)
-class RegionDef:
-    """A strided 3-D box copy (MNN's ``Region``).
-
-    In elements of the tensors' logical (NCHW for NC4HW4) flat layout:
-    ``dst[dst.offset + i*d0 + j*d1 + k*d2] = src[src.offset + ...]``.
-    """
-
-    src: ViewDef
-    dst: ViewDef
-    size: tuple[int, int, int]
-    origin: int
-
-
-@dataclass(frozen=True)
-class TensorDescribeDef:
-    """A tensor's ``extraTensorDescribe`` entry in a static model.
-
-    Its blob (shape, ``DataType``, format) where the file gives one, and the regions a Raster op
-    writes it with (quantization attributes are read for every model, elsewhere).
-    """
-
-    index: int
-    name: str
-    shape: tuple[int, ...] | None
-    data_type: int
-    dimension_format: DimensionFormat
-    regions: tuple[RegionDef, ...]
-
-
-def _view(v: Any, where: str) -> ViewDef:
-    strides = tuple(int(x) for x in (v.stride if v is not None and v.stride is not None else ()))
-    if len(strides) != 3:
-        raise InvalidModelError(f"{where}: a region view needs 3 strides, has {len(strides)}")
-    return ViewDef(int(v.offset), strides)
-
-
-def _region(r: Any, where: str) -> RegionDef:
-    size = tuple(int(x) for x in (r.size if r is not None and r.size is not None else ()))
-    if len(size) != 3:
-        raise InvalidModelError(f"{where}: a region needs 3 sizes, has {len(size)}")
-    return RegionDef(_view(r.src, where), _view(r.dst, where), size, int(r.origin))
-
-
-def _describes(raw: Sequence[Any] | None, n_tensors: int) -> dict[int, TensorDescribeDef]:
-    result: dict[int, TensorDescribeDef] = {}
-    for d in raw or ():
-        if d is None:
-            continue
-        index = int(d.index)
-        where = f"describe of tensor #{index}"
-        if not 0 <= index < n_tensors:
-            raise InvalidModelError(f"{where}: index is outside 0..{n_tensors - 1}")
-        blob = d.blob
-        shape = None
-        fmt = DimensionFormat.NCHW
-        if blob is not None:
-            shape = tuple(int(x) for x in (blob.dims if blob.dims is not None else ()))
-            try:
-                fmt = DimensionFormat(blob.dataFormat)
-            except ValueError:
-                raise InvalidModelError(f"{where}: format {blob.dataFormat!r}") from None
-        result[index] = TensorDescribeDef(
-            index,
-            _text(d.name, f"{where} name"),
-            shape,
-            int(blob.dataType) if blob is not None else 1,
-            fmt,
-            tuple(_region(r, where) for r in (d.regions or ())),
-        )
-    return result
-
-
-def _split_inplace(
-    ops: list[OpDef], names: list[str], describes: dict[int, TensorDescribeDef]
-) -> None:
-    """Give each tensor a static model writes again a new index.
-
-    The new tensor has the same name and describe and is read by the ops after (as MNN's
-    converter ``_RemoveDupOutput``); an op that writes a tensor it reads records the pair in
-    ``OpDef.inplace``.
-    """
-    written: set[int] = set()
-    renamed: dict[int, int] = {}
-    for op in ops:
-        op.inputs = tuple(renamed.get(i, i) for i in op.inputs)
-        outputs = list(op.outputs)
-        for k, i in enumerate(outputs):
-            if i not in written:
-                written.add(i)
-                continue
-            new = len(names)
-            names.append(names[i])
-            if i in describes:
-                describes[new] = replace(describes[i], index=new)
-            if renamed.get(i, i) in op.inputs:
-                op.inplace += ((op.inputs.index(renamed.get(i, i)), k),)
-            outputs[k] = renamed[i] = new
-            written.add(new)
-        op.outputs = tuple(outputs)
 
 
 def pack_net(net: NetT, initial_size: int = 1024) -> bytes:

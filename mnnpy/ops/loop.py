@@ -34,8 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from mnnpy.errors import InvalidValueError, NotSupportError
-from mnnpy.net import OpDef, OpType
+from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import register_reference
+from mnnpy.ops.control_flow_run import while_reference
 from mnnpy.tensor_format import runtime_dtype
 
 __all__ = ["BINARY", "MATMUL", "MATMUL_AXES", "Command", "LoopPlan", "check_sizes", "plan_loop"]
@@ -105,11 +106,8 @@ class LoopPlan:
     @property
     def gather(self) -> bool:
         """MNN's single-copy path (bases outside a tensor are skipped or zeroed)."""
-        return (
-            len(self.commands) == 1
-            and self.commands[0].kind == COPY
-            and (self.commands[0].fuse < 0)
-        )
+        cmds = self.commands
+        return len(cmds) == 1 and cmds[0].kind == COPY and cmds[0].fuse < 0
 
 
 def _iter_slots(cmd: Command) -> set[int]:
@@ -238,7 +236,9 @@ def check_sizes(plan: LoopPlan, elements: Sequence[int]) -> None:
 
 @register_reference(OpType.While)
 def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """The loop on the logical flat arrays (the storage, for tensors that are not NC4HW4)."""
+    """The loop on the logical flat arrays; a While with subgraphs: ``while_reference``."""
+    if op.param_type != OpParameter.LoopParam:
+        return while_reference(op, inputs)
     plan = plan_loop(op, len(inputs), len(op.outputs))
     shapes = [d.shape if d is not None and d.shape is not None else () for d in op.output_describes]
     check_sizes(plan, [np.size(x) for x in inputs] + [math.prod(s) for s in shapes])

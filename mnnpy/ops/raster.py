@@ -28,6 +28,7 @@ import numpy as np
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NotSupportError
 from mnnpy.net import OpDef, OpParameter, OpType, RegionDef
 from mnnpy.ops import ShapeFunction, register_reference, register_shape
+from mnnpy.ops.control_flow_shape import while_shape
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import runtime_dtype
 
@@ -164,12 +165,9 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
 
 @register_shape(OpType.While)
 def loop_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-    """A While with a ``LoopParam`` takes its shapes from the static model's describes.
-
-    A While with subgraphs (ONNX Loop) is not supported.
-    """
+    """A LoopParam While: the static model's describes; one with subgraphs: ``while_shape``."""
     if op.param_type != OpParameter.LoopParam:
-        raise NotSupportError("While with subgraphs (ONNX Loop / control flow) is not supported")
+        return while_shape(op, inputs, outputs)
     static_shape(op, outputs)
 
 

@@ -367,7 +367,11 @@ def test_view_count_mismatch() -> None:
     assert _error([x], {}, loop(1, 1, [cmd])).code == ErrorCode.INVALID_VALUE
 
 
-def test_while_with_subgraphs_is_not_supported() -> None:
+def test_while_without_a_parameter_is_invalid() -> None:
+    """Neither a LoopParam nor a WhileParam: a corrupted op.
+
+    tests/models/test_control_flow_errors.py has the broken While / If with subgraphs.
+    """
     net = NetT()
     net.tensorName = ["in0", "out0"]
     net.oplists = [
@@ -377,7 +381,7 @@ def test_while_with_subgraphs_is_not_supported() -> None:
     net.outputName = ["out0"]
     with pytest.raises(MNNError) as e:
         run_net(pack_net(net), {"in0": np.zeros(4, np.float32)})
-    assert e.value.code == ErrorCode.NOT_SUPPORT
+    assert e.value.code == ErrorCode.INVALID_VALUE and "'loop'" in str(e.value)
 
 
 def test_broadcast_batches_through_index_tensors() -> None:

@@ -13,6 +13,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
+from mnnpy.backend.cpu.executions.control_flow import create_while
 from mnnpy.backend.cpu.executions.convolution_base import gemm_tile
 from mnnpy.backend.cpu.kernels import eltwise as E
 from mnnpy.backend.cpu.kernels import matmul as MK
@@ -20,15 +21,7 @@ from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpParameter, OpType
-from mnnpy.ops.loop import (
-    BINARY,
-    MATMUL,
-    MATMUL_AXES,
-    Command,
-    LoopPlan,
-    check_sizes,
-    plan_loop,
-)
+from mnnpy.ops.loop import BINARY, MATMUL, MATMUL_AXES, Command, LoopPlan, check_sizes, plan_loop
 from mnnpy.ops.loop_run import gather_bases, run_init, run_loop
 from mnnpy.tensor import Tensor
 
@@ -286,5 +279,5 @@ def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
     if op.param_type != OpParameter.LoopParam:
-        return Unsupported("While with subgraphs (ONNX Loop) is not supported")
+        return create_while(op, inputs, outputs, backend)
     return CPULoop(backend, plan_loop(op, len(inputs), len(outputs)), op.inplace)
