@@ -17,11 +17,11 @@ loops) is not supported.
 
 Shapes: an If whose branches agree on their output shapes needs no values; otherwise the output
 shapes of an If need the condition's value, of a While the trip count's and the initial
-condition's (``content_of``, so the session evaluates them at run when they are not constants),
-then the subgraph's shapes (:func:`mnnpy.ops.control_flow_shape.infer`). A loop whose
+condition's (declared content, so the session evaluates them at run when they are not
+constants), then the subgraph's shapes (:func:`mnnpy.ops.control_flow_shape.infer`). A loop whose
 trip count depends on values computed in the body, or whose body changes shapes or needs values
-of its own, asks for the op's own outputs (``NeedContent`` on output 0): the session then computes
-them with the reference (:mod:`mnnpy.ops.control_flow_run`) before it plans the rest.
+of its own, asks for the op's own outputs (its shape function returns output 0): the session
+computes them with the reference (:mod:`mnnpy.ops.control_flow_run`) before it plans the rest.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mnnpy.net import OpType
-from mnnpy.ops import NeedContent, compute_shape, content_of, register_shape, try_fold
+from mnnpy.ops import compute_shape, content_of, register_shape, try_fold
 from mnnpy.ops.control_flow import Branch, first_int, plan_if, plan_while
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
@@ -52,18 +52,20 @@ def infer(graph: SubGraph, args: Sequence[Tensor]) -> list[Tensor] | None:
     return [tensors[i] for i in graph.outputs]
 
 
-def _known(outputs: Sequence[Tensor]) -> None:
+def _known(outputs: Sequence[Tensor]) -> Tensor | None:
     """Shapes from the outputs' values, which the session computes before planning.
 
-    Raises:
-        NeedContent: for the first output whose values are not known yet.
+    Returns:
+        The first output whose values are not known yet (the shape function's answer: the
+        session computes it and plans again), or None when all are.
     """
     for out in outputs:
         content = out.describe.content
         if content is None:
-            raise NeedContent(out, "the control-flow op's own output")
+            return out
         out.shape, out.dtype = content.shape, content.dtype
         out.dimension_format = DimensionFormat.NCHW
+    return None
 
 
 def _set(outputs: Sequence[Tensor], found: Sequence[Tensor]) -> None:
@@ -72,22 +74,23 @@ def _set(outputs: Sequence[Tensor], found: Sequence[Tensor]) -> None:
 
 
 @register_shape(OpType.If)
-def if_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+def if_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Tensor | None:
     """The branches' output shapes when they agree; else the taken branch's (needs the value)."""
     plan = plan_if(op, len(inputs), len(outputs))
     if outputs and outputs[0].describe.content is not None:
-        _known(outputs)
-        return
+        return _known(outputs)
     both = [_branch_outputs(b, inputs) for b in (plan.then_branch, plan.else_branch)]
     if both[0] is not None and both[1] is not None and _agree(both[0], both[1]):
         _set(outputs, both[0])  # the condition's value does not matter for shapes
-        return
+        return None
+    if inputs and inputs[0].describe.content is None:
+        return inputs[0]  # not declared: only branches that disagree need the condition
     cond = first_int(content_of(inputs[0], "the If condition"), "the If condition")
     found = _branch_outputs(plan.then_branch if cond > 0 else plan.else_branch, inputs)
     if found is None:
-        _known(outputs)  # the branch needs values of its own: run it first
-        return
+        return _known(outputs)  # the branch needs values of its own: run it first
     _set(outputs, found)
+    return None
 
 
 def _branch_outputs(branch: Branch, inputs: Sequence[Tensor]) -> list[Tensor] | None:
@@ -99,12 +102,11 @@ def _agree(a: Sequence[Tensor], b: Sequence[Tensor]) -> bool:
     return all(x.shape == y.shape and x.dtype == y.dtype for x, y in zip(a, b, strict=True))
 
 
-def while_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+def while_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Tensor | None:
     """Carried values keep their shapes; scans get ``trips`` rows (see the module)."""
     plan = plan_while(op, len(inputs), len(outputs))
     if outputs and outputs[0].describe.content is not None:
-        _known(outputs)
-        return
+        return _known(outputs)
     limit = first_int(content_of(inputs[0], "the trip count"), "the trip count")
     cond = first_int(content_of(inputs[1], "the loop condition"), "the loop condition")
     it = Tensor((), np.int32, name="iteration")
@@ -114,19 +116,18 @@ def while_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) 
     if found is None or any(
         f.shape != t.shape or f.dtype != t.dtype for f, t in zip(found[1:], carried, strict=False)
     ):
-        _known(outputs)  # the body needs its own values or changes shapes: run it first
-        return
+        return _known(outputs)  # the body needs its own values or changes shapes: run it first
     trips = limit if limit > 0 and cond > 0 else 0
     if trips > 1 and plan.scans:
         again = found[0].describe.content  # the condition the body gives, when it folds
         if again is None:
-            _known(outputs)
-            return
+            return _known(outputs)
         trips = trips if first_int(again, "the body's condition") > 0 else 1
     _set(outputs[: plan.carried], carried)
     for out, scan in zip(outputs[plan.carried :], found[1 + plan.carried :], strict=True):
         out.shape = (trips, *scan.shape)
         out.dtype, out.dimension_format = scan.dtype, DimensionFormat.NCHW
+    return None
 
 
 def _varying(t: Tensor, body: SubGraph, k: int) -> Tensor:

@@ -163,12 +163,18 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
             )
 
 
-@register_shape(OpType.While)
-def loop_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+def _while_content(op: OpDef, n_inputs: int) -> tuple[int, ...]:
+    """A While with subgraphs reads its trip count and condition; a LoopParam one nothing."""
+    return () if op.param_type == OpParameter.LoopParam else (0, 1)
+
+
+@register_shape(OpType.While, content=_while_content)
+def loop_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Tensor | None:
     """A LoopParam While: the static model's describes; one with subgraphs: ``while_shape``."""
     if op.param_type != OpParameter.LoopParam:
         return while_shape(op, inputs, outputs)
     static_shape(op, outputs)
+    return None
 
 
 @register_reference(OpType.Raster)
