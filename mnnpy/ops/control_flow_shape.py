@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from mnnpy.net import OpType
+from mnnpy.net import OpParameter, OpType
 from mnnpy.ops import compute_shape, content_of, register_shape, try_fold
 from mnnpy.ops.control_flow import Branch, first_int, plan_if, plan_while
+from mnnpy.ops.raster import static_shape
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 from mnnpy.weights import blob_values
@@ -139,3 +140,17 @@ def _varying(t: Tensor, body: SubGraph, k: int) -> Tensor:
     if body.outputs[1 + k] == body.inputs[2 + k]:
         return t
     return Tensor(t.shape, t.dtype, t.dimension_format, name=t.name)
+
+
+def _while_content(op: OpDef, n_inputs: int) -> tuple[int, ...]:
+    """A While with subgraphs reads its trip count and condition; a LoopParam one nothing."""
+    return () if op.param_type == OpParameter.LoopParam else (0, 1)
+
+
+@register_shape(OpType.While, content=_while_content)
+def loop_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Tensor | None:
+    """A LoopParam While: the static model's describes; one with subgraphs: ``while_shape``."""
+    if op.param_type != OpParameter.LoopParam:
+        return while_shape(op, inputs, outputs)
+    static_shape(op, outputs)
+    return None

@@ -26,9 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NotSupportError
-from mnnpy.net import OpDef, OpParameter, OpType, RegionDef
+from mnnpy.net import OpDef, OpType, RegionDef
 from mnnpy.ops import ShapeFunction, register_reference, register_shape
-from mnnpy.ops.control_flow_shape import while_shape
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import runtime_dtype
 
@@ -69,17 +68,17 @@ def static_shape_function(fn: ShapeFunction | None) -> ShapeFunction:
     checked to have the shapes the file was converted for.
     """
 
-    def run(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+    def run(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Tensor | None:
         for t, d in zip(inputs, op.input_describes, strict=False):
             if d is not None and d.shape is not None and tuple(t.shape) != d.shape:
                 raise NotSupportError(
                     f"a static model runs at the shapes it was converted for: input "
                     f"{t.name!r} is {tuple(t.shape)!r}, the file has {d.shape!r}"
                 )
-        if fn in (shape, loop_shape):
-            fn(op, inputs, outputs)
-        else:
-            static_shape(op, outputs)
+        if fn is not None and op.type in (OpType.Raster, OpType.While):
+            return fn(op, inputs, outputs)
+        static_shape(op, outputs)
+        return None
 
     return run
 
@@ -161,20 +160,6 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
             raise ComputeSizeError(
                 f"Raster input {t.name!r} is {t.dtype.name}, output {outputs[0].dtype.name}"
             )
-
-
-def _while_content(op: OpDef, n_inputs: int) -> tuple[int, ...]:
-    """A While with subgraphs reads its trip count and condition; a LoopParam one nothing."""
-    return () if op.param_type == OpParameter.LoopParam else (0, 1)
-
-
-@register_shape(OpType.While, content=_while_content)
-def loop_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Tensor | None:
-    """A LoopParam While: the static model's describes; one with subgraphs: ``while_shape``."""
-    if op.param_type != OpParameter.LoopParam:
-        return while_shape(op, inputs, outputs)
-    static_shape(op, outputs)
-    return None
 
 
 @register_reference(OpType.Raster)
