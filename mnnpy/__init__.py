@@ -15,6 +15,7 @@ from mnnpy.backend import (
 from mnnpy.backend.plugins import RuntimeOptions
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.execution import Execution, Unsupported
+from mnnpy.inference import InferenceSession, NodeArg
 from mnnpy.interpreter import (
     BackendConfig,
     Interpreter,
@@ -35,6 +36,8 @@ __all__ = [
     "BackendConfig",
     "BackendInfo",
     "Execution",
+    "InferenceSession",
+    "NodeArg",
     "RuntimeOptions",
     "insert_extra_backend_creator",
     "DimensionFormat",
