@@ -205,3 +205,14 @@ def test_bench_model_matches_onnxruntime() -> None:
     expected, _ = _ort(model, {model.graph.input[0].name: x})
     (got,) = sess.run(None, {arg.name: x})
     np.testing.assert_allclose(got, expected[0], rtol=RTOL, atol=ATOL)
+
+
+def test_readme_example_runs() -> None:
+    """The first code block of the README's "Use it from Python" section, as written."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Use it from Python", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert "InferenceSession" in code
+    scope: dict = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    assert scope["y"].shape == (2, 10)
