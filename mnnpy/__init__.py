@@ -25,6 +25,7 @@ from mnnpy.interpreter import (
     ScheduleConfig,
     SessionInfoCode,
 )
+from mnnpy.model_check import CheckReport, OpCheck, check
 from mnnpy.session import Session
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat, DimensionType
@@ -35,6 +36,9 @@ __all__ = [
     "Backend",
     "BackendConfig",
     "BackendInfo",
+    "CheckReport",
+    "OpCheck",
+    "check",
     "Execution",
     "InferenceSession",
     "NodeArg",

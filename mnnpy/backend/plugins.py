@@ -22,7 +22,6 @@ import logging
 import os
 import re
 import sys
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from typing import Any
 from mnnpy.backend.base import API_VERSION, ForwardType
 from mnnpy.backend.registry import insert_extra_backend_creator
 from mnnpy.errors import MNNError
+from mnnpy.user_warning import warn
 
 __all__ = ["PluginRecord", "RuntimeOptions", "load_plugins", "load_default_plugins", "loaded"]
 
@@ -93,7 +93,7 @@ def compatible(version: tuple[int, int]) -> bool:
 
 def _skip(source: str, reason: str) -> PluginRecord:
     record = PluginRecord(source, False, reason)
-    warnings.warn(f"mnnpy backend plugin {source} skipped: {reason}", RuntimeWarning, stacklevel=3)
+    warn(f"mnnpy backend plugin {source} skipped: {reason}", RuntimeWarning)
     return record
 
 
