@@ -43,8 +43,13 @@ _ORT_TYPES = {
     DataType.DT_UINT8: "tensor(uint8)",
     DataType.DT_BOOL: "tensor(bool)",
 }
-_ORT_RUNTIME = {"float32": "tensor(float)", "int32": "tensor(int32)", "int8": "tensor(int8)"}
-_ORT_RUNTIME["uint8"] = "tensor(uint8)"
+# ... and by the dtype the session holds a tensor in (outputs have no declared type).
+_ORT_RUNTIME = {
+    "float32": "tensor(float)",
+    "int32": "tensor(int32)",
+    "int8": "tensor(int8)",
+    "uint8": "tensor(uint8)",
+}
 
 ModelSource = str | os.PathLike[str] | bytes | bytearray | memoryview
 
