@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mnnpy import layout
-from mnnpy.errors import InputDataError, InvalidValueError, NoExecutionError
+from mnnpy.errors import InputDataError, NoExecutionError
 from mnnpy.tensor_format import DataType, DimensionFormat, DimensionType, format_of, type_of
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ class Tensor:
         aligned array.
 
         Raises:
-            InvalidValueError: ``copy=False`` and the array cannot be the storage as it is.
+            InputDataError: ``copy=False`` and the array cannot be the storage as it is.
         """
         arr = np.asarray(array)
         fmt = format_of(dimension_type)
@@ -127,7 +127,7 @@ class Tensor:
                 else ""
             )
             if why:
-                raise InvalidValueError(f"Tensor.from_numpy(copy=False) needs a copy: {why}")
+                raise InputDataError(f"Tensor.from_numpy(copy=False) needs a copy: {why}")
             t.host = arr.reshape(-1)
             return t
         t.host = np.empty(t.storage_elements, dtype=t.dtype)

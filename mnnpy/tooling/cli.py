@@ -1,4 +1,4 @@
-"""Command line: ``python -m mnnpy run|check|dump|mem|bench|batch``; thin, the work is elsewhere."""
+"""Command line: ``python -m mnnpy run|dump|mem|bench|batch``; thin, the work is in the modules."""
 
 from __future__ import annotations
 
