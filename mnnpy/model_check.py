@@ -34,6 +34,8 @@ from mnnpy.tensor import TensorUsage
 
 __all__ = ["CheckReport", "OpCheck", "check"]
 
+Feeds = dict[str, dict[str, np.ndarray]]  # subgraph name -> input name -> sample value
+
 RUNS, FALLS_BACK, FOLDED = "runs", "falls back", "folded"
 CONTENT, CANNOT, ERROR, UNCHECKED = "content-dependent", "cannot run", "error", "unchecked"
 _BAD = (CANNOT, ERROR, UNCHECKED)
@@ -162,10 +164,15 @@ def check(
         backend_config=BackendConfig(MemoryMode.parse(memory)),
     )
     report = CheckReport(interp.source, config.type.name)
-    feeds: dict[str, np.ndarray] = {}  # subgraph inputs, shaped as the If / While inputs
-    report.ops += _check_net(interp.net, config, inputs or {}, "", feeds)
     subgraphs: Mapping[str, Any] = getattr(interp.net, "subgraphs", None) or {}
-    for name, graph in subgraphs.items():
+    # per subgraph, zeros shaped as what its If / While passes in, recorded as they are checked
+    feeds: Feeds = {}
+    report.ops += _check_net(interp.net, config, inputs or {}, "", feeds, subgraphs)
+    pending = list(subgraphs)
+    while pending:  # a subgraph after the graph that passes it values, where there is one
+        name = next((n for n in pending if n in feeds), pending[0])
+        pending.remove(name)
+        graph = subgraphs[name]
         keys = {op.name for op in graph.net.ops}
         sub = ScheduleConfig(
             type=config.type,
@@ -174,7 +181,7 @@ def check(
             op_backend={k: v for k, v in overrides.items() if k in keys} or None,
             backend_config=config.backend_config,
         )
-        report.ops += _check_net(graph.net, sub, feeds, name, feeds)
+        report.ops += _check_net(graph.net, sub, feeds.get(name, {}), name, feeds, subgraphs)
     return report
 
 
@@ -183,12 +190,13 @@ def _check_net(
     config: ScheduleConfig,
     samples: Mapping[str, np.ndarray],
     graph: str,
-    feeds: dict[str, np.ndarray],
+    feeds: Feeds,
+    subgraphs: Mapping[str, Any],
 ) -> list[OpCheck]:
     """Check every op of ``net``; record in ``feeds`` what its If / While ops pass to subgraphs.
 
-    In the main graph ``samples`` are the user's inputs; in a subgraph they are ``feeds``, whose
-    shapes and dtypes replace the placeholders the converter declares.
+    In the main graph ``samples`` are the user's inputs; in a subgraph they are its ``feeds``,
+    whose shapes and dtypes replace the placeholders the converter declares.
     """
     session = Session(net, schedule(net, [config]))
     try:
@@ -212,7 +220,7 @@ def _check_net(
                     unknown.update(t.describe.index for t in unit.outputs)
             results.append(result)
             if not unknown.intersection(t.describe.index for t in unit.inputs):
-                _record_feeds(unit, feeds)
+                _record_feeds(unit, feeds, subgraphs)
         return results
     finally:
         session.release()
@@ -233,15 +241,35 @@ def _continue_on_host(pipeline: Pipeline, unit: Unit) -> bool:
     return True
 
 
-def _record_feeds(unit: Unit, feeds: dict[str, np.ndarray]) -> None:
-    """Zeros shaped as the op inputs an If / While passes to subgraph inputs (``aliasesInputs``)."""
-    for i, names in enumerate(getattr(unit.op.param, "aliasesInputs", None) or ()):
-        data = getattr(names, "data", None) or ()
-        if i < len(unit.inputs):
-            t = unit.inputs[i]
-            for name in data:
-                key = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
-                feeds[key] = np.zeros(t.shape, t.dtype)
+def _graph_name(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value or "")
+
+
+def _record_feeds(unit: Unit, feeds: Feeds, subgraphs: Mapping[str, Any]) -> None:
+    """Zeros shaped as the values an If / While passes to its subgraphs' inputs.
+
+    An If names them (``aliasesInputs[i]``: the inputs op input ``i`` feeds, in either branch);
+    a While in ONNX Loop form feeds its body's inputs in order (``[M, cond, v...]`` to
+    ``[iteration, cond, v...]``).
+    """
+    param = unit.op.param
+    zeros = [np.zeros(t.shape, t.dtype) for t in unit.inputs]
+    aliases = getattr(param, "aliasesInputs", None)
+    if aliases:
+        for key in ("thenGraph", "elseGraph", "bodyGraph", "condGraph"):
+            graph = _graph_name(getattr(param, key, None))
+            if not graph:
+                continue
+            target = feeds.setdefault(graph, {})
+            for value, names in zip(zeros, aliases, strict=False):
+                for name in getattr(names, "data", None) or ():
+                    target[_graph_name(name)] = value
+        return
+    name = _graph_name(getattr(param, "bodyGraph", None))
+    body = subgraphs.get(name)
+    if body is not None:
+        names = [body.net.tensor_names[i] for i in body.inputs]
+        feeds.setdefault(name, {}).update(zip(names, zeros, strict=False))
 
 
 def _give_inputs(session: Session, samples: Mapping[str, np.ndarray], adopt: bool = False) -> None:

@@ -457,3 +457,17 @@ def test_check_a_converted_onnx_if(tmp_path: Path) -> None:
     assert len({op.subgraph for op in inner}) == 2
     assert {"ReLU", "UnaryOp"} <= {op.type for op in inner}
     assert all(op.status == "runs" and op.backend == "CPU" for op in inner), inner
+
+
+def test_check_control_flow_models_with_their_subgraphs() -> None:
+    """The control-flow test models (If, Loop as While, Scan), once they and ``Net.subgraphs``
+    exist: every op, subgraph ops included, is placed, and each subgraph is listed."""
+    files = sorted((DATA / "control_flow").glob("*.mnn"))
+    if not files or "subgraphs" not in mnnpy.net.Net.__dataclass_fields__:
+        pytest.skip("no control-flow models or subgraphs in this tree")
+    for path in files:
+        report = mnnpy.check(path)
+        assert report.ok, str(report)
+        net = mnnpy.Interpreter(path).net
+        listed = {op.subgraph for op in report.ops if op.subgraph}
+        assert listed == set(net.subgraphs), path  # type: ignore[attr-defined]
