@@ -61,8 +61,8 @@ class NodeArg:
     Attributes:
         name: the tensor's name.
         shape: its dims; for inputs as the model declares them, ``None`` for a dim the model
-            leaves free; for outputs their shape at the last resize (``None`` for dims not known
-            before a run).
+            leaves free; for outputs their shape at the last resize, or at the last run when it
+            depends on input values (None before the first run then).
         type: ONNX Runtime's type string, from the type the model declares
             (``"tensor(int64)"`` for ``input_ids``, even though the session holds int32).
         dtype: the NumPy dtype the session holds it in (what ``run`` returns; int64 and bool
@@ -72,7 +72,7 @@ class NodeArg:
     """
 
     name: str
-    shape: list[int | None]
+    shape: list[int | None] | None
     type: str
     dtype: np.dtype
     layout: str
@@ -134,6 +134,7 @@ class InferenceSession:
         self._output_names = list(self.session.get_output_all())
         self._declared = self._declared_inputs()
         self._bindings: dict[str, Binding] = {}
+        self._ran: dict[str, tuple[int, ...]] = {}  # output shapes of the last run
 
     # -- metadata -----------------------------------------------------------------------------
     def _declared_inputs(self) -> dict[str, tuple[list[int | None], str]]:
@@ -167,11 +168,16 @@ class InferenceSession:
         ]
 
     def get_outputs(self) -> list[NodeArg]:
-        """The model's outputs: name, shape at the last resize, type, dtype, layout."""
+        """The model's outputs: name, shape at the last resize (or run), type, dtype, layout.
+
+        Shapes that depend on input values are known after a run; before, ``shape`` is None.
+        """
         planned = not self.session.need_resize and not self.session.content_dependent
         result = []
         for name, t in self.session.get_output_all().items():
-            shape: list[int | None] = list(t.shape) if planned else [None] * len(t.shape)
+            shape: list[int | None] | None = list(t.shape) if planned else None
+            if not planned and name in self._ran:
+                shape = list(self._ran[name])
             kind = _ORT_RUNTIME.get(t.dtype.name, "")
             result.append(NodeArg(name, shape, kind, t.dtype, self._layout(t)))
         return result
@@ -233,6 +239,7 @@ class InferenceSession:
         self,
         output_names: Sequence[str] | None,
         input_feed: Mapping[str, Any],
+        run_options: Any = None,
         *,
         out: Mapping[str, np.ndarray] | Sequence[np.ndarray] | None = None,
     ) -> list[np.ndarray]:
@@ -243,6 +250,8 @@ class InferenceSession:
             input_feed: an array per input not bound with ``bind_input``, in the input's
                 layout. A new shape resizes the session. An integer array of a wider type
                 (int64 ``input_ids`` into an int32 input) is converted when its values fit.
+            run_options: accepted for ONNX Runtime's signature and ignored (mnnpy has no
+                per-run options).
             out: arrays to write outputs into (by name, or one per returned output), each of
                 the output's shape and dtype; those are returned instead of new arrays.
 
@@ -265,6 +274,7 @@ class InferenceSession:
             binding.feed()
         self.session.run()
         outputs = self.session.get_output_all()
+        self._ran = {n: t.shape for n, t in outputs.items()}
         return [write_output(outputs[n], outs.get(n), n) for n in names]
 
     def _output_list(self, output_names: Sequence[str] | None) -> list[str]:

@@ -168,10 +168,12 @@ def test_content_dependent_shapes_with_bound_inputs() -> None:
     sess = mnnpy.InferenceSession(model, threads=1)
     assert sess.session.content_dependent
     assert sess.bind_input("in0", x) and sess.bind_input("in1", shape)
+    assert sess.get_outputs()[0].shape is None  # known at run time only
     for dims in ([3, 2], [6, 1], [1, 6], [3, 2]):
         shape[:] = dims
-        (got,) = sess.run(None, {})
+        (got,) = sess.run(None, {}, None)  # ONNX Runtime's run_options, ignored
         np.testing.assert_array_equal(got, x.reshape(dims))
+        assert sess.get_outputs()[0].shape == dims
         assert np.shares_memory(_storage(sess, "in0"), x)
     shape[:] = [4, 2]
     with pytest.raises(MNNError) as e:
