@@ -15,6 +15,7 @@ from mnnpy.backend import (
 from mnnpy.backend.plugins import RuntimeOptions
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.execution import Execution, Unsupported
+from mnnpy.inference import InferenceSession, NodeArg
 from mnnpy.interpreter import (
     BackendConfig,
     Interpreter,
@@ -24,6 +25,7 @@ from mnnpy.interpreter import (
     ScheduleConfig,
     SessionInfoCode,
 )
+from mnnpy.model_check import CheckReport, OpCheck, check
 from mnnpy.session import Session
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat, DimensionType
@@ -34,7 +36,12 @@ __all__ = [
     "Backend",
     "BackendConfig",
     "BackendInfo",
+    "CheckReport",
+    "OpCheck",
+    "check",
     "Execution",
+    "InferenceSession",
+    "NodeArg",
     "RuntimeOptions",
     "insert_extra_backend_creator",
     "DimensionFormat",

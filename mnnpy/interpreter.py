@@ -13,7 +13,8 @@ from typing import Any
 
 from mnnpy.backend.plugins import RuntimeOptions, load_default_plugins, load_plugins
 from mnnpy.config import BackendConfig, MemoryMode, PowerMode, PrecisionMode, ScheduleConfig
-from mnnpy.errors import ErrorCode, FileNotExistError, InvalidValueError
+from mnnpy.errors import ErrorCode, FileNotExistError, InvalidModelError, InvalidValueError
+from mnnpy.model_format import identify
 from mnnpy.net import Net, load_net
 from mnnpy.pipeline import Callback
 from mnnpy.schedule import schedule
@@ -74,6 +75,9 @@ class Interpreter:
                 data = f.read()
         except OSError as e:
             raise FileNotExistError(f"cannot read model file {os.fspath(path)!r}: {e}") from e
+        kind = identify(data, os.fspath(path))  # an ONNX / TFLite... file: named, with its command
+        if kind is not None:
+            raise InvalidModelError(kind)
         net = load_net(data)
         self._init(net, os.fspath(path))
         try:

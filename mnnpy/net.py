@@ -20,6 +20,7 @@ from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.OpParameter import OpParameter
 from mnnpy._schema.MNN.OpType import OpType
 from mnnpy.errors import InvalidModelError
+from mnnpy.model_format import identify, read_error
 from mnnpy.net_describe import RegionDef, TensorDescribeDef, ViewDef, describes, split_inplace
 from mnnpy.net_describe import text as _text
 from mnnpy.tensor_format import DimensionFormat
@@ -198,13 +199,13 @@ def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
         InvalidModelError: when the bytes are empty, truncated, corrupted, or inconsistent.
     """
     data = bytes(buf)
-    if len(data) < 8:
-        raise InvalidModelError(f"model is {len(data)} bytes: too short to be an MNN file")
+    if identify(data) is not None or len(data) < 8:  # ONNX, TFLite...: say so, and how to convert
+        raise InvalidModelError(identify(data) or f"model is {len(data)} bytes: too short")
     try:
         fb = _FbNet.GetRootAs(data, 0)
         raw = NetT.InitFromObj(fb)
     except _READ_ERRORS as e:
-        raise InvalidModelError(f"model bytes are corrupted or truncated ({e})") from e
+        raise InvalidModelError(read_error(e, len(data))) from e  # names the table and field
     net = _build(raw, len(data))
     if external is not None:
         net.attach_external(external)

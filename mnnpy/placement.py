@@ -8,11 +8,13 @@ first candidate is a fallback: recorded, warned about once per session, or refus
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mnnpy.errors import NotSupportError
+from mnnpy.errors import InvalidValueError, NotSupportError
+from mnnpy.net import OpType
 from mnnpy.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from mnnpy.execution import Execution
     from mnnpy.net import OpDef
 
-__all__ = ["Placement", "as_seen_by", "place"]
+__all__ = ["Placement", "as_seen_by", "check_op_backend", "place"]
 
 
 @dataclass(frozen=True)
@@ -105,3 +107,21 @@ def place(
         reason = "; ".join(tried) if tried else "first choice"
         return execution, backend, Placement(op.name, op.type_name, backend.name, fell_back, reason)
     raise NotSupportError(f"no backend can run op type {op.type_name}: {'; '.join(tried)}")
+
+
+def check_op_backend(keys: Iterable[str], op_names: Iterable[str]) -> None:
+    """Refuse ``op_backend`` keys that name no op of the model and no op type.
+
+    Raises:
+        InvalidValueError: naming the key and the closest op or op type names.
+    """
+    names = set(op_names)
+    types = {k for k in vars(OpType) if not k.startswith("_")}
+    for key in keys:
+        if key in names or key in types:
+            continue
+        close = difflib.get_close_matches(key, sorted(names | types), n=3)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise InvalidValueError(
+            f"op_backend names {key!r}, which is neither an op of the model nor an op type{hint}"
+        )

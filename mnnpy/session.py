@@ -9,7 +9,6 @@ computes it.
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -30,9 +29,10 @@ from mnnpy.evaluate import evaluate
 from mnnpy.net import Net
 from mnnpy.ops import count_macs
 from mnnpy.pipeline import Callback, Pipeline, Unit
-from mnnpy.placement import Placement
+from mnnpy.placement import Placement, check_op_backend
 from mnnpy.schedule import ScheduleInfo
 from mnnpy.tensor import Tensor, TensorUsage
+from mnnpy.user_warning import warn
 
 if TYPE_CHECKING:
     from mnnpy.config import ScheduleConfig
@@ -92,6 +92,7 @@ class Session:
         self.host_backend = self._backend(ForwardType.CPU)
         self.backend = preference[0]
         self.backup = self._backend(config.backup_type)
+        check_op_backend(config.op_backend or {}, (op.name for p in info.pipelines for op in p.ops))
         overrides = {key: self._backend(t) for key, t in (config.op_backend or {}).items()}
         self.tensors = [Tensor(name=t.name) for t in info.tensors]
         for t, ti in zip(self.tensors, info.tensors, strict=True):
@@ -309,11 +310,10 @@ class Session:
             self._warned_fallback = True
             ops = ", ".join(f"{p.op_name!r} ({p.op_type}) -> {p.backend}" for p in fallen[:20])
             more = f" and {len(fallen) - 20} more" if len(fallen) > 20 else ""
-            warnings.warn(
+            warn(
                 f"{len(fallen)} op(s) fell back from {self.backend.name}: {ops}{more}; "
                 "see session.placement(), or ScheduleConfig(strict=True) to refuse",
                 RuntimeWarning,
-                stacklevel=3,
             )
 
     def run(self) -> None:

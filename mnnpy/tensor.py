@@ -97,15 +97,40 @@ class Tensor:
     # -- construction -------------------------------------------------------------------------
     @classmethod
     def from_numpy(
-        cls, array: Any, dimension_type: DimensionType = DimensionType.CAFFE, name: str = ""
+        cls,
+        array: Any,
+        dimension_type: DimensionType = DimensionType.CAFFE,
+        name: str = "",
+        *,
+        copy: bool = True,
     ) -> Tensor:
-        """A host tensor holding a copy of ``array``, whose layout is given by ``dimension_type``.
+        """A host tensor holding ``array``, whose layout is given by ``dimension_type``.
 
-        For ``CAFFE`` and ``CAFFE_C4`` the array is NCHW, for ``TENSORFLOW`` NHWC.
+        For ``CAFFE`` and ``CAFFE_C4`` the array is NCHW, for ``TENSORFLOW`` NHWC. With
+        ``copy=False`` the tensor's storage is ``array`` itself (no copy; writes to either are
+        seen by both), which needs an unpacked layout (not ``CAFFE_C4``) and a C-contiguous,
+        aligned array.
+
+        Raises:
+            InputDataError: ``copy=False`` and the array cannot be the storage as it is.
         """
         arr = np.asarray(array)
         fmt = format_of(dimension_type)
         t = cls(arr.shape, arr.dtype, fmt, name=name)
+        if not copy:
+            why = (
+                "CAFFE_C4 storage packs channels by four"
+                if t.is_packed
+                else "the array is not C-contiguous"
+                if not arr.flags.c_contiguous
+                else "the array is not aligned"
+                if not arr.flags.aligned
+                else ""
+            )
+            if why:
+                raise InputDataError(f"Tensor.from_numpy(copy=False) needs a copy: {why}")
+            t.host = arr.reshape(-1)
+            return t
         t.host = np.empty(t.storage_elements, dtype=t.dtype)
         t._write_logical(arr)
         return t

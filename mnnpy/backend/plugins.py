@@ -25,7 +25,6 @@ import logging
 import os
 import re
 import sys
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 from mnnpy.backend.base import API_VERSION, ForwardType
 from mnnpy.backend.registry import insert_extra_backend_creator
 from mnnpy.errors import MNNError
+from mnnpy.user_warning import warn
 
 __all__ = ["PluginRecord", "RuntimeOptions", "load_plugins", "load_default_plugins", "loaded"]
 
@@ -96,7 +96,7 @@ def compatible(version: tuple[int, int]) -> bool:
 
 def _skip(source: str, reason: str) -> PluginRecord:
     record = PluginRecord(source, False, reason)
-    warnings.warn(f"mnnpy backend plugin {source} skipped: {reason}", RuntimeWarning, stacklevel=3)
+    warn(f"mnnpy backend plugin {source} skipped: {reason}", RuntimeWarning)
     return record
 
 

@@ -21,7 +21,6 @@ The keys and what pymnn does with them (``pymnn/src/util.h``, ``getScheduleConfi
 from __future__ import annotations
 
 import numbers
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +29,7 @@ from mnnpy.backend import ForwardType, registered_forward_types
 from mnnpy.compat.tensor import InvalidArgumentError
 from mnnpy.config import BackendConfig, MemoryMode, PowerMode, PrecisionMode, ScheduleConfig
 from mnnpy.errors import InvalidValueError, NotSupportError
+from mnnpy.user_warning import warn
 
 __all__ = ["SessionOptions", "parse_config"]
 
@@ -77,7 +77,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _warn(message: str) -> None:
-    warnings.warn(f"mnnpy.compat: {message}", RuntimeWarning, stacklevel=4)
+    warn(f"mnnpy.compat: {message}", RuntimeWarning)
 
 
 def _forward_type(value: Any, key: str) -> tuple[ForwardType, bool]:

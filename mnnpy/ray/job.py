@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import os
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from mnnpy.ray._lazy import require_pyarrow, require_ray
 from mnnpy.ray.model import load_model, make_config
 from mnnpy.ray.predictor import ERROR_COLUMN, MNNPredictor
 from mnnpy.ray.preprocess import ImagePreprocess, image_layout
+from mnnpy.user_warning import warn
 
 __all__ = ["BatchSummary", "batch", "map_batches", "read_input", "summarize", "write_parquet"]
 
@@ -128,12 +128,11 @@ def _warn_if_no_cpu_left(ray: Any, reserved: float) -> None:
     """Actors holding every CPU starve Ray Data's read tasks, and the job waits forever."""
     total = ray.cluster_resources().get("CPU", 0.0) if ray.is_initialized() else 0.0
     if total and reserved >= total:
-        warnings.warn(
+        warn(
             f"the actors reserve {reserved:g} of the cluster's {total:g} CPUs, leaving none for "
             "Ray Data's read tasks; lower concurrency or num_cpus, or start Ray with more "
             "(ray.init(num_cpus=...))",
             RuntimeWarning,
-            stacklevel=3,
         )
 
 

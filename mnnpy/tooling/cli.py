@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 import mnnpy
+from mnnpy.config import default_num_thread
 from mnnpy.errors import FileNotExistError, InputDataError, MNNError
 from mnnpy.models import DEFAULT_INPUTS, DEFAULT_MODEL
 from mnnpy.net import load_net
@@ -114,15 +115,29 @@ def _default_inputs(model: str) -> dict[str | None, np.ndarray]:
         return {k[6:]: data[k] for k in data.files if k.startswith("input:")}
 
 
+def _check_feed_names(feeds: dict[str | None, np.ndarray], inputs: list[str]) -> None:
+    """Refuse ``--input`` names the model does not have, and an unnamed one among several."""
+    unknown = [name for name in feeds if name is not None and name not in inputs]
+    if unknown:
+        raise InputDataError(f"the model has no input(s) {unknown!r}; its inputs are {inputs!r}")
+    if None in feeds and len(inputs) != 1:
+        raise InputDataError(
+            f"--input without a name needs a model with one input; this one has {inputs!r} "
+            "(use --input NAME=FILE.npy)"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Load, feed, run (timed), print outputs."""
     model = args.model or str(DEFAULT_MODEL)
     interp = mnnpy.Interpreter(model)
     t0 = time.perf_counter()
-    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=args.threads))
+    threads = args.threads or default_num_thread()
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
     create_ms = (time.perf_counter() - t0) * 1e3
     feeds = _parse_inputs(args.input) or _default_inputs(model)
     inputs = interp.get_session_input_all(session)
+    _check_feed_names(feeds, list(inputs))
     rng = np.random.default_rng(0)
     for name, tensor in inputs.items():
         data = feeds.get(name, feeds.get(None) if len(inputs) == 1 else None)
@@ -149,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  argmax per row = {value.argmax(axis=1).tolist()}")
     print(
         f"model {model}: session created in {create_ms:.1f} ms; run {len(times)}x with "
-        f"{args.threads} thread(s): median {np.median(times):.3f} ms, min {min(times):.3f} ms"
+        f"{threads} thread(s): median {np.median(times):.3f} ms, min {min(times):.3f} ms"
     )
     if args.save:
         np.savez(args.save, **{f"output:{n}": v for n, v in outputs.items()})  # type: ignore[arg-type]  # numpy's stub types **kwds badly
@@ -198,6 +213,22 @@ def mem(args: argparse.Namespace) -> int:
     return 0
 
 
+def check(args: argparse.Namespace) -> int:
+    """Print where every op would run on ``--backend`` and what cannot; 1 when something cannot."""
+    op_backend = {}
+    for item in args.op_backend:
+        name, sep, backend = item.rpartition("=")
+        if not sep or not name:
+            raise InputDataError(f"--op-backend takes NAME=BACKEND, got {item!r}")
+        op_backend[name] = backend
+    samples = {k: v for k, v in _parse_inputs(args.input).items() if k is not None}
+    report = mnnpy.check(
+        args.model, args.backend, op_backend=op_backend, memory=args.memory, inputs=samples
+    )
+    print(report)
+    return 0 if report.ok else 1
+
+
 def batch(args: argparse.Namespace) -> int:
     """Score a directory or .npy file on Ray Data (see ``mnnpy.ray.batch``); print the summary."""
     try:
@@ -243,10 +274,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="NAME=FILE.npy",
         help="feed an input from a .npy file (repeatable; random if absent)",
     )
-    p_run.add_argument("--threads", type=int, default=1, help="threads per op (default 1)")
+    p_run.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads per op (default: the usable cores, at most 4)",
+    )
     p_run.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
     p_run.add_argument("--save", metavar="FILE.npz", help="save the outputs")
     p_run.add_argument("--json", action="store_true", help="also print timing as JSON")
+    p_check = sub.add_parser(
+        "check", help="list where every op would run and what cannot, before any run"
+    )
+    p_check.add_argument("model")
+    p_check.add_argument("--backend", default="cpu", help="cpu, user_0, ... (default cpu)")
+    p_check.add_argument(
+        "--op-backend", action="append", default=[], metavar="OP=BACKEND", help="per-op backend"
+    )
+    p_check.add_argument("--memory", default="normal", help="memory mode: normal, high, low")
+    p_check.add_argument(
+        "--input", action="append", default=[], metavar="NAME=FILE.npy", help="sample input"
+    )
     p_dump = sub.add_parser("dump", help="print ops, tensors, shapes and params of a model")
     p_dump.add_argument("model")
     sub.add_parser(
@@ -290,6 +338,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return mem(args)
         if args.command == "batch":
             return batch(args)
+        if args.command == "check":
+            return check(args)
         weight = args.model + ".weight"
         dump(_read(args.model), external=weight if os.path.exists(weight) else None)
         return 0

@@ -42,6 +42,18 @@ def _aligned_bytes(nbytes: int, what: str) -> np.ndarray:
     return raw[shift : shift + nbytes]
 
 
+def _user_memory(tensor: Tensor) -> np.ndarray | None:
+    """The caller's array an input was bound to (``mnnpy.binding``), if it fits as its storage.
+
+    A flat array of the tensor's dtype and storage size, the tensor not NC4HW4-packed; else None
+    and the input gets arena memory (the binding then copies).
+    """
+    user = tensor.describe.extra.get("user_memory")
+    if user is None or tensor.is_packed or user.dtype != tensor.dtype:
+        return None
+    return user if user.ndim == 1 and user.size == tensor.storage_elements else None
+
+
 class CPUBackend(Backend):
     """Runs ops with Cython kernels; activations are NC4HW4.
 
@@ -159,7 +171,8 @@ class CPUBackend(Backend):
         offsets, total = [], 0
         for tensor in self._separate:
             offsets.append(total)
-            total += align(max(tensor.size, 1), _ALIGN)
+            if _user_memory(tensor) is None:
+                total += align(max(tensor.size, 1), _ALIGN)
         at = self._op_names.get(plan.peak_op)
         peak = f" (the peak is at op {at!r})" if at is not None else ""
         try:
@@ -175,7 +188,8 @@ class CPUBackend(Backend):
         for key, tensor in self._dynamic.items():
             tensor.host = self._view(self._arena, plan.offsets[key], tensor)
         for tensor, offset in zip(self._separate, offsets, strict=True):
-            tensor.host = self._view(self._separate_arena, offset, tensor)
+            user = _user_memory(tensor)
+            tensor.host = self._view(separate, offset, tensor) if user is None else user
 
     @staticmethod
     def _view(arena: np.ndarray, offset: int, tensor: Tensor) -> np.ndarray:
