@@ -1,0 +1,52 @@
+// Convolutions on NC4HW4 buffers (MNN's ConvBufExecution / DepthwiseConvBufExecution).
+// One work item computes 4 output channels (a float4) at one output pixel.
+// geo: (in_h, in_w, out_h, out_w), win: (ky, kx, sy, sx), dil_pad: (dy, dx, pad_top, pad_left).
+
+__kernel void conv2d(__global const float4* in, __global const float4* weight,
+                     __global const float4* bias, __global float4* out,
+                     int4 geo, int4 win, int4 dil_pad, int ic4, int oc4, float lo, float hi) {
+    int ox = get_global_id(0), oy = get_global_id(1), z = get_global_id(2);
+    if (ox >= geo.w || oy >= geo.z) return;
+    int oc = z % oc4, n = z / oc4;
+    int iy0 = oy * win.z - dil_pad.z, ix0 = ox * win.w - dil_pad.w;
+    int area = geo.x * geo.y, taps = win.x * win.y;
+    float4 acc = bias[oc];
+    for (int ic = 0; ic < ic4; ++ic) {
+        __global const float4* plane = in + (n * ic4 + ic) * area;
+        __global const float4* w = weight + (oc * ic4 + ic) * taps * 4;
+        for (int ky = 0; ky < win.x; ++ky) {
+            int iy = iy0 + ky * dil_pad.x;
+            if (iy < 0 || iy >= geo.x) continue;
+            for (int kx = 0; kx < win.y; ++kx) {
+                int ix = ix0 + kx * dil_pad.y;
+                if (ix < 0 || ix >= geo.y) continue;
+                float4 v = plane[iy * geo.y + ix];
+                __global const float4* wt = w + (ky * win.y + kx) * 4;
+                acc += v.x * wt[0] + v.y * wt[1] + v.z * wt[2] + v.w * wt[3];
+            }
+        }
+    }
+    out[(z * geo.z + oy) * geo.w + ox] = clamp(acc, lo, hi);
+}
+
+__kernel void depthwise(__global const float4* in, __global const float4* weight,
+                        __global const float4* bias, __global float4* out,
+                        int4 geo, int4 win, int4 dil_pad, int c4, float lo, float hi) {
+    int ox = get_global_id(0), oy = get_global_id(1), z = get_global_id(2);
+    if (ox >= geo.w || oy >= geo.z) return;
+    int c = z % c4;
+    int iy0 = oy * win.z - dil_pad.z, ix0 = ox * win.w - dil_pad.w;
+    __global const float4* plane = in + z * geo.x * geo.y;
+    __global const float4* w = weight + c * win.x * win.y;
+    float4 acc = bias[c];
+    for (int ky = 0; ky < win.x; ++ky) {
+        int iy = iy0 + ky * dil_pad.x;
+        if (iy < 0 || iy >= geo.x) continue;
+        for (int kx = 0; kx < win.y; ++kx) {
+            int ix = ix0 + kx * dil_pad.y;
+            if (ix < 0 || ix >= geo.y) continue;
+            acc += plane[iy * geo.y + ix] * w[ky * win.y + kx];
+        }
+    }
+    out[(z * geo.z + oy) * geo.w + ox] = clamp(acc, lo, hi);
+}

@@ -1,0 +1,42 @@
+// Softmax and LayerNorm over the middle dim of [outer][n][inner] (logical), any layout
+// (MNN's SoftmaxBufExecution, LayerNormBufExecution). One work item per (outer, inner) pair.
+
+__kernel void softmax(__global const float* in, __global float* out, int4 desc, int outer,
+                      int n, int inner) {
+    int i = get_global_id(0), o = get_global_id(1);
+    if (i >= inner || o >= outer) return;
+    int base = o * n * inner + i;
+    float m = -INFINITY;
+    for (int k = 0; k < n; ++k) m = fmax(m, in[at(desc, base + k * inner)]);
+    float sum = 0.0f;
+    for (int k = 0; k < n; ++k) sum += exp(in[at(desc, base + k * inner)] - m);
+    float r = 1.0f / sum;
+    for (int k = 0; k < n; ++k) {
+        int p = at(desc, base + k * inner);
+        out[p] = exp(in[p] - m) * r;
+    }
+}
+
+__kernel void layer_norm(__global const float* in, __global float* out, int4 desc, int outer,
+                         int n, int inner, __global const float* gamma,
+                         __global const float* beta, int affine, int rms, float eps) {
+    int i = get_global_id(0), o = get_global_id(1);
+    if (i >= inner || o >= outer) return;
+    int base = o * n * inner + i;
+    float mean = 0.0f;
+    if (!rms) {
+        for (int k = 0; k < n; ++k) mean += in[at(desc, base + k * inner)];
+        mean /= (float)n;
+    }
+    float var = 0.0f;
+    for (int k = 0; k < n; ++k) {
+        float d = in[at(desc, base + k * inner)] - mean;
+        var += d * d;
+    }
+    float r = rsqrt(var / (float)n + eps);
+    for (int k = 0; k < n; ++k) {
+        int p = at(desc, base + k * inner);
+        float y = (in[p] - mean) * r;
+        out[p] = affine ? y * gamma[k] + beta[k] : y;
+    }
+}

@@ -1,0 +1,105 @@
+"""CLExecution: the base of the OpenCL executions; kernels planned in resize, enqueued in execute.
+
+``on_resize`` describes the op's work as a list of :class:`Launch` (kernel, global size,
+arguments), where an argument that is a :class:`~mnnpy.tensor.Tensor` stands for its device
+buffer, known only after ``on_allocate_buffer``. ``bind`` resolves the buffers once per resize;
+``on_execute`` (runs with callbacks) resolves them on each call. Nothing waits for the device:
+the backend finishes the queue in ``on_execute_end``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyopencl as cl
+
+from mnnpy.backend import Backend, StorageType
+from mnnpy.backend.opencl import boxes
+from mnnpy.backend.opencl.backend import OpenCLBackend, opencl_backend
+from mnnpy.backend.opencl.runtime import wrap_cl_error
+from mnnpy.execution import Execution
+from mnnpy.tensor import Tensor
+
+__all__ = ["CLExecution", "Launch", "i32"]
+
+
+def i32(v: int) -> np.int32:
+    """A kernel's int argument."""
+    return np.int32(v)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel enqueue: ``kernel`` over ``size`` work items with ``args`` (tensors: buffers)."""
+
+    kernel: Any
+    size: tuple[int, ...]
+    args: tuple[Any, ...]
+
+
+class CLExecution(Execution):
+    """An op as kernel launches on the OpenCL backend's queue."""
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__(backend)
+        self.cl: OpenCLBackend = opencl_backend(backend)
+        self.launches: list[Launch] = []
+
+    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Plan this resize's launches (``plan``), dropping the previous ones."""
+        self.launches = []
+        self.plan(inputs, outputs)
+
+    def plan(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Subclasses: geometry and :meth:`launch` calls for the current shapes."""
+        raise NotImplementedError(f"{type(self).__name__}.plan")
+
+    def kernel(self, program: str, name: str, options: str = "") -> Any:
+        """A kernel of ``cl/<program>.cl`` (built, or from the program cache)."""
+        return self.cl.runtime.kernel(program, name, options)
+
+    def launch(self, program: str, name: str, size: Sequence[int], *args: Any) -> None:
+        """Plan one launch (in ``on_resize``); empty sizes launch nothing."""
+        if all(int(s) > 0 for s in size):
+            self.launches.append(Launch(self.kernel(program, name), tuple(map(int, size)), args))
+
+    def zero_padding(self, t: Tensor) -> None:
+        """Plan zeroing ``t``'s NC4HW4 padding lanes (after kernels that write logical indexes)."""
+        if boxes.packed(t) and t.shape[1] % 4:
+            n = t.storage_elements
+            self.launch("raster", "zero_pad", (n,), t, boxes.desc(t), i32(n))
+
+    def scratch(self, shape: Sequence[int]) -> Tensor:
+        """Scratch for this op's run: acquired and released here, in ``on_resize``."""
+        t = self.cl.acquire_scratch(shape)
+        self.cl.on_release_buffer(t, StorageType.DYNAMIC)
+        return t
+
+    def _resolved(self) -> list[tuple[Any, tuple[int, ...], list[Any]]]:
+        buf = self.cl.buffer
+        return [
+            (x.kernel, x.size, [buf(a) if isinstance(a, Tensor) else a for a in x.args])
+            for x in self.launches
+        ]
+
+    def _enqueue(self, calls: list[tuple[Any, tuple[int, ...], list[Any]]]) -> None:
+        queue = self.cl.queue
+        try:
+            for kernel, size, args in calls:
+                kernel(queue, size, None, *args)
+        except cl.Error as e:
+            raise wrap_cl_error(e, f"{type(self).__name__} kernel", self.cl.device) from e
+
+    def bind(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Callable[[], None] | None:
+        """The launches with their buffers resolved for this resize."""
+        calls = self._resolved()
+        return lambda: self._enqueue(calls)
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Enqueue the planned launches."""
+        self._enqueue(self._resolved())
