@@ -195,6 +195,17 @@ class OpenCLBackend(Backend):
             peak_op=self._op_names.get(plan.peak_op, "") if plan else "",
         )
 
+    def can_share(self, tensor: Tensor, owner: Backend) -> bool:
+        """Our own tensors, and constants or folded shape tensors held in host memory.
+
+        Values known at resize (``describe.content``) are not mirrored before every run: the
+        executions that compute with them upload them into STATIC memory themselves
+        (:meth:`CLExecution.device_input`), and shape inputs (a Reshape's) are not read at all.
+        """
+        if super().can_share(tensor, owner):
+            return True
+        return tensor.describe.content is not None and owner.memory_kind == "host"
+
     # -- copies ---------------------------------------------------------------------------------
     def on_device(self, tensor: Tensor) -> bool:
         """Whether ``tensor``'s bytes are in this backend's device memory."""

@@ -16,10 +16,12 @@ from typing import Any
 import numpy as np
 import pyopencl as cl
 
+from mnnpy import layout
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.opencl import boxes
 from mnnpy.backend.opencl.backend import OpenCLBackend, opencl_backend
 from mnnpy.backend.opencl.runtime import wrap_cl_error
+from mnnpy.errors import MNNError
 from mnnpy.execution import Execution
 from mnnpy.tensor import Tensor
 
@@ -47,6 +49,7 @@ class CLExecution(Execution):
         super().__init__(backend)
         self.cl: OpenCLBackend = opencl_backend(backend)
         self.launches: list[Launch] = []
+        self._consts: dict[int, tuple[Any, Any]] = {}
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Plan this resize's launches (``plan``), dropping the previous ones."""
@@ -77,6 +80,28 @@ class CLExecution(Execution):
         t = self.cl.acquire_scratch(shape)
         self.cl.on_release_buffer(t, StorageType.DYNAMIC)
         return t
+
+    def device_input(self, t: Tensor) -> Any:
+        """What a launch reads for input ``t``: the tensor, or its values in STATIC memory.
+
+        A tensor on the device is read where it is; a constant or folded tensor the backend shares
+        from host memory is uploaded once (again when its values change).
+        """
+        if self.cl.on_device(t):
+            return t
+        content = t.describe.content
+        if content is None:  # the backend shares only tensors with known values
+            raise MNNError(f"input {t.name!r} is neither on the OpenCL device nor a constant")
+        key = id(t)
+        cached = self._consts.get(key)
+        if cached is not None and cached[0] is content:
+            return cached[1]
+        values = np.asarray(content).reshape(t.shape)
+        if boxes.packed(t):
+            values = layout.pack_nc4hw4(values)
+        mem = self.cl.static_upload(values.astype(t.dtype), self)
+        self._consts[key] = (content, mem)
+        return mem
 
     def _resolved(self) -> list[tuple[Any, tuple[int, ...], list[Any]]]:
         buf = self.cl.buffer

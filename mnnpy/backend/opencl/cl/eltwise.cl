@@ -50,12 +50,12 @@ __kernel void unary(__global const float* in, __global float* out, int4 desc, in
 }
 
 // ReLU (with slope), ReLU6 and clamps: max(x, 0) * 1 + min(x, 0) * slope, clamped to [lo, hi].
-__kernel void relu(__global const float* in, __global float* out, int total, float slope,
-                   float lo, float hi) {
+__kernel void relu(__global const float* in, __global float* out, int4 desc, int total,
+                   float slope, float lo, float hi) {
     int s = get_global_id(0);
     if (s >= total) return;
     float x = in[s];
-    out[s] = clamp(x > 0.0f ? x : x * slope, lo, hi);  // padding lanes: 0 stays 0
+    out[s] = flat_of(desc, s) < 0 ? 0.0f : clamp(x > 0.0f ? x : x * slope, lo, hi);
 }
 
 // codes are MNN's BinaryOpOperation

@@ -4,7 +4,7 @@
 // window inside the input, or with include_pad by the window inside input + top/left padding.
 
 __kernel void pool2d(__global const float4* in, __global float4* out, int4 geo, int4 win,
-                     int2 pad, int is_max, int include_pad) {
+                     int4 pad, int is_max, int include_pad) {
     int ox = get_global_id(0), oy = get_global_id(1), z = get_global_id(2);
     if (ox >= geo.w || oy >= geo.z) return;
     __global const float4* plane = in + z * geo.x * geo.y;
