@@ -79,8 +79,8 @@ class CLBinary(CLExecution):
         da, db = self.device_input(a), self.device_input(b)
         n = y.storage_elements
         if _stored_alike(a, y) and _stored_alike(b, y):
-            args = (da, db, y, boxes.desc(y), i32(n), self.code, self.relu)
-            self.launch("eltwise", "binary_same", (n,), *args)
+            same = (da, db, y, boxes.desc(y), i32(n), self.code, self.relu)
+            self.launch("eltwise", "binary_same", (n,), *same)
             return
         sa, sb = (boxes.int8(_broadcast_strides(t, y.shape), 0) for t in (a, b))
         args = (da, boxes.desc(a), sa, db, boxes.desc(b), sb, y, boxes.desc(y))
