@@ -30,7 +30,8 @@ class CLMatMul(CLExecution):
     def __init__(self, backend: OpenCLBackend, op: OpDef) -> None:
         super().__init__(backend)
         self.op = op
-        self.ta, self.tb = matmul.transposes(op)
+        is_ip = op.type == OpType.InnerProduct  # a weight [outputCount, K]: B transposed
+        self.ta, self.tb = (False, True) if is_ip else matmul.transposes(op)
         self.weight: Any = None  # InnerProduct: weight and bias in STATIC memory
         self.bias: Any = None
 
@@ -90,7 +91,6 @@ def create(
     ex = CLMatMul(backend, op)
     if op.type == OpType.InnerProduct:
         w, bias = inner_product.weights(op, inputs[0].shape[1])
-        ex.ta, ex.tb = False, True
         ex.weight = backend.static_upload(np.asarray(w, F32), ex)
         ex.bias = backend.static_upload(np.asarray(bias, F32), ex)
     return ex
