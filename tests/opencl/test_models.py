@@ -1,0 +1,111 @@
+"""Whole models on OpenCL: MNN's goldens and the CPU backend, 1 and 2 threads, twice, resized."""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyopencl")
+
+import mnnpy  # noqa: E402 - after the skip
+from tests.helpers import assert_close  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+MODELS = sorted(p.stem for p in DATA.glob("*.mnn"))
+OPENCL, CPU = mnnpy.ForwardType.OPENCL, mnnpy.ForwardType.CPU
+
+
+def _session(net: mnnpy.Interpreter, forward: mnnpy.ForwardType, threads: int = 1) -> object:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback warning: every op must run on OpenCL
+        return net.create_session(mnnpy.ScheduleConfig(type=forward, num_thread=threads))
+
+
+def _run(net: mnnpy.Interpreter, session: object, feeds: dict[str, np.ndarray]) -> dict:
+    for name, value in feeds.items():
+        net.get_session_input(session, name).copy_from(value)
+    net.run_session(session)
+    return {n: t.numpy() for n, t in net.get_session_output_all(session).items()}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("model", MODELS)
+def test_model_matches_mnn_and_cpu_twice(model: str, threads: int) -> None:
+    net = mnnpy.Interpreter(str(DATA / f"{model}.mnn"))
+    data = np.load(DATA / f"{model}.npz")
+    feeds = {k[6:]: data[k] for k in data.files if k.startswith("input:")}
+    session = _session(net, OPENCL, threads)
+    assert {p.backend for p in session.placement()} == {"OPENCL"}
+    assert session.copy_stats()[0] == len(feeds)  # the inputs go up; nothing else crosses
+    cpu = _run(net, _session(net, CPU, threads), feeds)
+    for _ in range(2):
+        got = _run(net, session, feeds)
+        for k in data.files:
+            if k.startswith("output:"):
+                assert_close(got[k[7:]], data[k])
+                assert_close(got[k[7:]], cpu[k[7:]])
+
+
+def test_resize_to_another_batch_leaves_no_stale_memory() -> None:
+    net = mnnpy.Interpreter(str(DATA / "batch2.mnn"))
+    data = np.load(DATA / "batch2.npz")
+    (name,) = [k[6:] for k in data.files if k.startswith("input:")]
+    x = data[f"input:{name}"]
+    session, cpu = _session(net, OPENCL), _session(net, CPU)
+    first = _run(net, session, {name: x})
+    rng = np.random.default_rng(3)
+    bigger = rng.standard_normal((x.shape[0] + 1, *x.shape[1:])).astype(np.float32)
+    for s in (session, cpu):
+        net.resize_tensor(net.get_session_input(s, name), bigger.shape)
+        net.resize_session(s)
+    got, want = _run(net, session, {name: bigger}), _run(net, cpu, {name: bigger})
+    for k in got:
+        assert_close(got[k], want[k])
+    for s in (session, cpu):
+        net.resize_tensor(net.get_session_input(s, name), x.shape)
+        net.resize_session(s)
+    again = _run(net, session, {name: x})
+    for k in first:
+        np.testing.assert_array_equal(again[k], first[k])
+
+
+def test_every_op_output_readable_through_callbacks() -> None:
+    net = mnnpy.Interpreter(str(DATA / "residual_add.mnn"))
+    data = np.load(DATA / "residual_add.npz")
+    seen: dict[str, np.ndarray] = {}
+    results = {}
+    for forward in (OPENCL, CPU):
+        session = _session(net, forward)
+        net.get_session_input(session).copy_from(data["input:x"])
+        seen = {}
+
+        def after(tensors: list, info: object, seen: dict = seen) -> bool:
+            for t in tensors:
+                seen[t.name] = t.numpy()  # device tensors come back through on_copy_buffer
+            return True
+
+        net.run_session_with_callback(session, None, after)
+        results[forward] = seen
+    assert results[OPENCL].keys() == results[CPU].keys()
+    for k, v in results[CPU].items():
+        assert_close(results[OPENCL][k], v)
+
+
+BENCH = Path.home() / ".cache" / "mnnpy" / "bench"
+
+
+@pytest.mark.skipif(not (BENCH / "mobilenet_v2.mnn").exists(), reason="no benchmark models")
+def test_mobilenet_v2_all_on_opencl() -> None:
+    net = mnnpy.Interpreter(str(BENCH / "mobilenet_v2.mnn"))
+    data = np.load(BENCH / "mobilenet_v2.npz")
+    session = _session(net, OPENCL)
+    kinds = Counter(p.op_type for p in session.placement() if p.backend == "OPENCL")
+    assert kinds["Convolution"] == 36 and kinds["ConvolutionDepthwise"] == 17
+    got = _run(net, session, {"input": data["input:input"]})
+    cpu = _run(net, _session(net, CPU), {"input": data["input:input"]})
+    assert_close(got["output"], cpu["output"])
+    assert_close(got["output"], data["output:output"])
