@@ -76,7 +76,7 @@ class OpenCLRuntime:
         key = f"{device.platform.name}|{device.name}|{device.version}|{device.driver_version}"
         self.cache_dir = _cache_root() / hashlib.sha256(key.encode()).hexdigest()[:16]
         self._programs: dict[tuple[str, str], Any] = {}
-        self._kernels: dict[tuple[str, str, str], Any] = {}
+        self._kernels: dict[tuple[int, str], Any] = {}
         self.builds = 0  # programs compiled from source (not from memory or disk)
 
     def program(self, name: str, options: str = "") -> Any:
@@ -94,10 +94,11 @@ class OpenCLRuntime:
 
     def kernel(self, program: str, kernel: str, options: str = "") -> Any:
         """A kernel object of ``program`` (one per name and options; arguments are set per call)."""
-        key = (program, kernel, options)
+        prg = self.program(program, options)  # the source may have changed: look it up
+        key = (id(prg), kernel)
         k = self._kernels.get(key)
         if k is None:
-            k = self._kernels[key] = getattr(self.program(program, options), kernel)
+            k = self._kernels[key] = getattr(prg, kernel)
         return k
 
     def _build(self, name: str, source: str, options: str) -> Any:
