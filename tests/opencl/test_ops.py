@@ -17,6 +17,7 @@ from mnnpy._schema.MNN.Axis import AxisT  # noqa: E402
 from mnnpy._schema.MNN.BinaryOp import BinaryOpT  # noqa: E402
 from mnnpy._schema.MNN.LayerNorm import LayerNormT  # noqa: E402
 from mnnpy._schema.MNN.MatMul import MatMulT  # noqa: E402
+from mnnpy._schema.MNN.ReductionParam import ReductionParamT  # noqa: E402
 from mnnpy._schema.MNN.Relu6 import Relu6T  # noqa: E402
 from mnnpy._schema.MNN.UnaryOp import UnaryOpT  # noqa: E402
 from mnnpy.net import OpParameter, OpType  # noqa: E402
@@ -146,4 +147,14 @@ def test_matmul_batched_with_broadcast(ta: bool, tb: bool) -> None:
     aa = np.swapaxes(a, -1, -2) if ta else a
     bb = b.T if tb else b
     assert_close(got[0], aa @ bb)
+    assert_close(got[0], want[0])
+
+
+@pytest.mark.parametrize(("code", "fn"), [(0, np.sum), (3, np.mean), (4, np.max), (6, np.prod)])
+@pytest.mark.parametrize("keep", [False, True])
+def test_reduction_over_spatial_dims(code: int, fn: Any, keep: bool) -> None:
+    x = _data((2, 5, 3, 4), 9)
+    p = ReductionParamT(operation=code, dim=[2, 3], keepDims=keep)
+    got, want = _both(OpType.Reduction, [x], p, OpParameter.ReductionParam)
+    assert_close(got[0], fn(x.astype(np.float64), axis=(2, 3), keepdims=keep).astype(np.float32))
     assert_close(got[0], want[0])

@@ -40,3 +40,27 @@ __kernel void layer_norm(__global const float* in, __global float* out, int4 des
         out[p] = affine ? y * gamma[k] + beta[k] : y;
     }
 }
+
+// Reduction of the middle dim (MNN's ReductionBufExecution); op is MNN's ReductionType:
+// 0 SUM, 1 ASUM, 2 SUMSQ, 3 MEAN, 4 MAXIMUM, 5 MINIMUM, 6 PROD. The output's logical flat
+// index is o * inner + i, with or without the kept dims.
+__kernel void reduce_line(__global const float* in, int4 idesc, __global float* out, int4 odesc,
+                          int outer, int n, int inner, int op) {
+    int i = get_global_id(0), o = get_global_id(1);
+    if (i >= inner || o >= outer) return;
+    int base = o * n * inner + i;
+    float acc = op == 4 ? -INFINITY : (op == 5 ? INFINITY : (op == 6 ? 1.0f : 0.0f));
+    for (int k = 0; k < n; ++k) {
+        float v = in[at(idesc, base + k * inner)];
+        switch (op) {
+        case 1: acc += fabs(v); break;
+        case 2: acc += v * v; break;
+        case 4: acc = fmax(acc, v); break;
+        case 5: acc = fmin(acc, v); break;
+        case 6: acc *= v; break;
+        default: acc += v;
+        }
+    }
+    if (op == 3 && n > 0) acc /= (float)n;
+    out[at(odesc, o * inner + i)] = acc;
+}
