@@ -15,8 +15,12 @@ pytest.importorskip("pyopencl")
 import mnnpy  # noqa: E402 - after the skip
 from mnnpy._schema.MNN.Axis import AxisT  # noqa: E402
 from mnnpy._schema.MNN.BinaryOp import BinaryOpT  # noqa: E402
+from mnnpy._schema.MNN.Convolution2D import Convolution2DT  # noqa: E402
+from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT  # noqa: E402
+from mnnpy._schema.MNN.Interp import InterpT  # noqa: E402
 from mnnpy._schema.MNN.LayerNorm import LayerNormT  # noqa: E402
 from mnnpy._schema.MNN.MatMul import MatMulT  # noqa: E402
+from mnnpy._schema.MNN.PadParam import PadParamT  # noqa: E402
 from mnnpy._schema.MNN.ReductionParam import ReductionParamT  # noqa: E402
 from mnnpy._schema.MNN.Relu6 import Relu6T  # noqa: E402
 from mnnpy._schema.MNN.UnaryOp import UnaryOpT  # noqa: E402
@@ -157,4 +161,50 @@ def test_reduction_over_spatial_dims(code: int, fn: Any, keep: bool) -> None:
     p = ReductionParamT(operation=code, dim=[2, 3], keepDims=keep)
     got, want = _both(OpType.Reduction, [x], p, OpParameter.ReductionParam)
     assert_close(got[0], fn(x.astype(np.float64), axis=(2, 3), keepdims=keep).astype(np.float32))
+    assert_close(got[0], want[0])
+
+
+@pytest.mark.parametrize(
+    ("c", "oc", "group", "common"),
+    [
+        (3, 5, 1, dict(strideX=2, strideY=2, pads=[1, 1, 1, 1])),
+        (4, 6, 2, dict(strideX=2, strideY=1, dilateX=2, dilateY=1)),
+        (5, 5, 5, dict(strideX=2, strideY=2, relu6=True)),
+    ],
+)
+def test_deconvolution(c: int, oc: int, group: int, common: dict) -> None:
+    rng = np.random.default_rng(c)
+    p = Convolution2DT()
+    p.common = Convolution2DCommonT(
+        kernelX=3, kernelY=3, outputCount=oc, inputCount=c, group=group, **common
+    )
+    p.weight = rng.standard_normal(c * (oc // group) * 9).astype(np.float32)
+    p.bias = rng.standard_normal(oc).astype(np.float32)
+    x = _data((2, c, 5, 4), c)
+    op_type = OpType.DeconvolutionDepthwise if group == c == oc else OpType.Deconvolution
+    got, want = _both(op_type, [x], p, OpParameter.Convolution2D)
+    assert_close(got[0], want[0])
+
+
+@pytest.mark.parametrize("resize_type", [1, 2, 3, 4])
+@pytest.mark.parametrize("align", [False, True])
+def test_interp(resize_type: int, align: bool) -> None:
+    x = _data((2, 5, 4, 6), resize_type)
+    p = InterpT(resizeType=resize_type, outputHeight=7, outputWidth=11, alignCorners=align)
+    got, want = _both(OpType.Interp, [x], p, OpParameter.Interp)
+    assert got[0].shape == (2, 5, 7, 11)
+    assert_close(got[0], want[0])
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+def test_padding(mode: int, fmt: DimensionFormat) -> None:
+    x = _data((2, 5, 4, 3), mode)
+    pads = np.array([0, 0, 1, 2, 2, 1, 1, 2], np.int32)
+    got, want = _both(
+        OpType.Padding, [x, pads], PadParamT(mode=mode), OpParameter.PadParam,
+        consts={1: pads}, fmt=fmt,
+    )  # fmt: skip
+    names = {0: "constant", 1: "reflect", 2: "symmetric", 3: "edge"}
+    assert_close(got[0], np.pad(x, [(0, 0), (1, 2), (2, 1), (1, 2)], mode=names[mode]))
     assert_close(got[0], want[0])

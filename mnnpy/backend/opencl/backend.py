@@ -287,16 +287,23 @@ class OpenCLBackend(Backend):
         self.on_acquire_buffer(scratch, StorageType.DYNAMIC)
         return scratch
 
-    def static_upload(self, data: np.ndarray, owner: object) -> Any:
-        """``data`` in a STATIC device buffer that lives as long as ``owner`` (an execution)."""
+    def static_tensor(self, data: np.ndarray) -> Tensor:
+        """A STATIC tensor holding ``data`` (flat); the caller releases it with STATIC."""
         src = np.ascontiguousarray(data)
         t = Tensor((max(src.size, 1),), src.dtype, DimensionFormat.NCHW, name="opencl-static")
         self.on_acquire_buffer(t, StorageType.STATIC)
-        mem = self.buffer(t)
         if src.size:
-            cl.enqueue_copy(self.queue, mem, src, is_blocking=True)
+            try:
+                cl.enqueue_copy(self.queue, self.buffer(t), src, is_blocking=True)
+            except cl.Error as e:
+                raise wrap_cl_error(e, f"uploading {src.nbytes} bytes", self.device) from e
+        return t
+
+    def static_upload(self, data: np.ndarray, owner: object) -> Any:
+        """``data`` in a STATIC device buffer that lives as long as ``owner`` (an execution)."""
+        t = self.static_tensor(data)
         weakref.finalize(owner, self.on_release_buffer, t, StorageType.STATIC)
-        return mem
+        return self.buffer(t)
 
 
 def _same_storage(a: Tensor, b: Tensor) -> bool:

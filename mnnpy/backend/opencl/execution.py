@@ -9,6 +9,7 @@ the backend finishes the queue in ``on_execute_end``.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,11 @@ from mnnpy.execution import Execution
 from mnnpy.tensor import Tensor
 
 __all__ = ["CLExecution", "Launch", "i32"]
+
+
+def _release_all(backend: OpenCLBackend, uploads: dict[str, tuple[Any, Any, Tensor]]) -> None:
+    for _, _, t in uploads.values():
+        backend.on_release_buffer(t, StorageType.STATIC)
 
 
 def i32(v: int) -> np.int32:
@@ -49,7 +55,8 @@ class CLExecution(Execution):
         super().__init__(backend)
         self.cl: OpenCLBackend = opencl_backend(backend)
         self.launches: list[Launch] = []
-        self._consts: dict[int, tuple[Any, Any]] = {}
+        self._uploads: dict[str, tuple[Any, Any, Tensor]] = {}
+        weakref.finalize(self, _release_all, self.cl, self._uploads)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Plan this resize's launches (``plan``), dropping the previous ones."""
@@ -92,15 +99,27 @@ class CLExecution(Execution):
         content = t.describe.content
         if content is None:  # the backend shares only tensors with known values
             raise MNNError(f"input {t.name!r} is neither on the OpenCL device nor a constant")
-        key = id(t)
-        cached = self._consts.get(key)
+        key = f"input:{id(t)}"
+        cached = self._uploads.get(key)
         if cached is not None and cached[0] is content:
             return cached[1]
         values = np.asarray(content).reshape(t.shape)
         if boxes.packed(t):
             values = layout.pack_nc4hw4(values)
-        mem = self.cl.static_upload(values.astype(t.dtype), self)
-        self._consts[key] = (content, mem)
+        return self.upload(key, values.astype(t.dtype), content)
+
+    def upload(self, key: str, data: np.ndarray, source: Any = None) -> Any:
+        """``data`` in STATIC memory under ``key``, replacing (and freeing) the previous upload.
+
+        For values computed per resize from shapes (sampling tables) or constants; ``source`` is
+        what they were made from, kept to tell when they change.
+        """
+        old = self._uploads.pop(key, None)
+        if old is not None:
+            self.cl.on_release_buffer(old[2], StorageType.STATIC)
+        t = self.cl.static_tensor(data)
+        mem = self.cl.buffer(t)
+        self._uploads[key] = (source, mem, t)
         return mem
 
     def _resolved(self) -> list[tuple[Any, tuple[int, ...], list[Any]]]:

@@ -50,3 +50,34 @@ __kernel void depthwise(__global const float4* in, __global const float4* weight
     }
     out[(z * geo.z + oy) * geo.w + ox] = clamp(acc, lo, hi);
 }
+
+// Transposed convolution as a gather (MNN's DeconvBufExecution): output pixel (oy, ox) sums the
+// input pixels iy with iy * sy + ky * dy - pad_top == oy. Weights in conv2d's order, ic/oc as the
+// deconvolution's input/output channels.
+__kernel void deconv2d(__global const float4* in, __global const float4* weight,
+                       __global const float4* bias, __global float4* out,
+                       int4 geo, int4 win, int4 dil_pad, int ic4, int oc4, float lo, float hi) {
+    int ox = get_global_id(0), oy = get_global_id(1), z = get_global_id(2);
+    if (ox >= geo.w || oy >= geo.z) return;
+    int oc = z % oc4, n = z / oc4;
+    int area = geo.x * geo.y, taps = win.x * win.y;
+    float4 acc = bias[oc];
+    for (int ky = 0; ky < win.x; ++ky) {
+        int ty = oy + dil_pad.z - ky * dil_pad.x;
+        if (ty < 0 || ty % win.z) continue;
+        int iy = ty / win.z;
+        if (iy >= geo.x) continue;
+        for (int kx = 0; kx < win.y; ++kx) {
+            int tx = ox + dil_pad.w - kx * dil_pad.y;
+            if (tx < 0 || tx % win.w) continue;
+            int ix = tx / win.w;
+            if (ix >= geo.y) continue;
+            for (int ic = 0; ic < ic4; ++ic) {
+                float4 v = in[(n * ic4 + ic) * area + iy * geo.y + ix];
+                __global const float4* wt = weight + ((oc * ic4 + ic) * taps + ky * win.y + kx) * 4;
+                acc += v.x * wt[0] + v.y * wt[1] + v.z * wt[2] + v.w * wt[3];
+            }
+        }
+    }
+    out[(z * geo.z + oy) * geo.w + ox] = clamp(acc, lo, hi);
+}
