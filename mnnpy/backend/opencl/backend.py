@@ -137,6 +137,27 @@ class OpenCLBackend(Backend):
             self._separate.append(tensor)
         tensor.describe.extra[KEY] = buffer
 
+    def on_acquire_inplace(self, tensor: Tensor, source: Tensor) -> bool:
+        """Let ``tensor`` share DYNAMIC ``source``'s planned bytes (an in-place reshape)."""
+        if (
+            source.describe.backend is not self
+            or source.describe.storage_type != StorageType.DYNAMIC
+            or id(source) not in self._dynamic
+            or source.size != tensor.size
+            or not self._planner.alias(id(tensor), id(source), self._op_index())
+        ):
+            return False
+        tensor.describe.backend = self
+        tensor.describe.storage_type = StorageType.DYNAMIC
+        tensor.describe.extra[KEY] = DeviceBuffer(StorageType.DYNAMIC, tensor.size)
+        self._dynamic[id(tensor)] = tensor
+        return True
+
+    def same_memory(self, a: Tensor, b: Tensor) -> bool:
+        """Whether two of this resize's DYNAMIC tensors were planned onto the same bytes."""
+        offsets = self.plan.offsets if self.plan else {}
+        return id(a) in offsets and offsets.get(id(a)) == offsets.get(id(b))
+
     def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """STATIC: free now. DYNAMIC: later requests may reuse the bytes. SEPERATE: nothing."""
         buffer: DeviceBuffer | None = tensor.describe.extra.get(KEY)

@@ -53,6 +53,15 @@ def desc(t: Tensor) -> np.ndarray:
     return int4(0, 1, 1, 0)
 
 
+def same_bca(a: Tensor, b: Tensor) -> bool:
+    """Whether two NC4HW4 tensors have the same batch, channels and area (the same storage)."""
+    return (a.shape[0], a.shape[1], math.prod(a.shape[2:])) == (
+        b.shape[0],
+        b.shape[1],
+        math.prod(b.shape[2:]),
+    )
+
+
 def contiguous(shape: Sequence[int]) -> list[int]:
     """C-order strides, in elements."""
     strides, step = [], 1

@@ -5,8 +5,9 @@
 __kernel void conv2d(__global const float4* in, __global const float4* weight,
                      __global const float4* bias, __global float4* out,
                      int4 geo, int4 win, int4 dil_pad, int ic4, int oc4, float lo, float hi) {
-    int ox = get_global_id(0), oy = get_global_id(1), z = get_global_id(2);
-    if (ox >= geo.w || oy >= geo.z) return;
+    int p = get_global_id(0), z = get_global_id(1);
+    if (p >= geo.z * geo.w) return;
+    int oy = p / geo.w, ox = p % geo.w;
     int oc = z % oc4, n = z / oc4;
     int iy0 = oy * win.z - dil_pad.z, ix0 = ox * win.w - dil_pad.w;
     int area = geo.x * geo.y, taps = win.x * win.y;
@@ -26,14 +27,15 @@ __kernel void conv2d(__global const float4* in, __global const float4* weight,
             }
         }
     }
-    out[(z * geo.z + oy) * geo.w + ox] = clamp(acc, lo, hi);
+    out[z * geo.z * geo.w + p] = clamp(acc, lo, hi);
 }
 
 __kernel void depthwise(__global const float4* in, __global const float4* weight,
                         __global const float4* bias, __global float4* out,
                         int4 geo, int4 win, int4 dil_pad, int c4, float lo, float hi) {
-    int ox = get_global_id(0), oy = get_global_id(1), z = get_global_id(2);
-    if (ox >= geo.w || oy >= geo.z) return;
+    int p = get_global_id(0), z = get_global_id(1);
+    if (p >= geo.z * geo.w) return;
+    int oy = p / geo.w, ox = p % geo.w;
     int c = z % c4;
     int iy0 = oy * win.z - dil_pad.z, ix0 = ox * win.w - dil_pad.w;
     __global const float4* plane = in + z * geo.x * geo.y;
@@ -57,8 +59,9 @@ __kernel void depthwise(__global const float4* in, __global const float4* weight
 __kernel void deconv2d(__global const float4* in, __global const float4* weight,
                        __global const float4* bias, __global float4* out,
                        int4 geo, int4 win, int4 dil_pad, int ic4, int oc4, float lo, float hi) {
-    int ox = get_global_id(0), oy = get_global_id(1), z = get_global_id(2);
-    if (ox >= geo.w || oy >= geo.z) return;
+    int p = get_global_id(0), z = get_global_id(1);
+    if (p >= geo.z * geo.w) return;
+    int oy = p / geo.w, ox = p % geo.w;
     int oc = z % oc4, n = z / oc4;
     int area = geo.x * geo.y, taps = win.x * win.y;
     float4 acc = bias[oc];
@@ -80,4 +83,39 @@ __kernel void deconv2d(__global const float4* in, __global const float4* weight,
         }
     }
     out[(z * geo.z + oy) * geo.w + ox] = clamp(acc, lo, hi);
+}
+
+// conv2d for two blocks of 4 output channels per work item (the input is read once for both).
+__kernel void conv2d_x2(__global const float4* in, __global const float4* weight,
+                        __global const float4* bias, __global float4* out,
+                        int4 geo, int4 win, int4 dil_pad, int ic4, int oc4, float lo, float hi) {
+    int p = get_global_id(0), z = get_global_id(1);
+    if (p >= geo.z * geo.w) return;
+    int oy = p / geo.w, ox = p % geo.w;
+    int pairs = (oc4 + 1) >> 1;
+    int oc = (z % pairs) * 2, n = z / pairs;
+    int oc1 = min(oc + 1, oc4 - 1);  // an odd last block computes its neighbour twice
+    int iy0 = oy * win.z - dil_pad.z, ix0 = ox * win.w - dil_pad.w;
+    int area = geo.x * geo.y, taps = win.x * win.y;
+    float4 acc0 = bias[oc], acc1 = bias[oc1];
+    for (int ic = 0; ic < ic4; ++ic) {
+        __global const float4* plane = in + (n * ic4 + ic) * area;
+        __global const float4* w0 = weight + (oc * ic4 + ic) * taps * 4;
+        __global const float4* w1 = weight + (oc1 * ic4 + ic) * taps * 4;
+        for (int ky = 0; ky < win.x; ++ky) {
+            int iy = iy0 + ky * dil_pad.x;
+            if (iy < 0 || iy >= geo.x) continue;
+            for (int kx = 0; kx < win.y; ++kx) {
+                int ix = ix0 + kx * dil_pad.y;
+                if (ix < 0 || ix >= geo.y) continue;
+                float4 v = plane[iy * geo.y + ix];
+                int t = (ky * win.y + kx) * 4;
+                acc0 += v.x * w0[t] + v.y * w0[t + 1] + v.z * w0[t + 2] + v.w * w0[t + 3];
+                acc1 += v.x * w1[t] + v.y * w1[t + 1] + v.z * w1[t + 2] + v.w * w1[t + 3];
+            }
+        }
+    }
+    int plane_out = geo.z * geo.w;
+    out[(n * oc4 + oc) * plane_out + p] = clamp(acc0, lo, hi);
+    if (oc + 1 < oc4) out[(n * oc4 + oc + 1) * plane_out + p] = clamp(acc1, lo, hi);
 }

@@ -5,8 +5,9 @@
 
 __kernel void pool2d(__global const float4* in, __global float4* out, int4 geo, int4 win,
                      int4 pad, int is_max, int include_pad) {
-    int ox = get_global_id(0), oy = get_global_id(1), z = get_global_id(2);
-    if (ox >= geo.w || oy >= geo.z) return;
+    int p = get_global_id(0), z = get_global_id(1);
+    if (p >= geo.z * geo.w) return;
+    int oy = p / geo.w, ox = p % geo.w;
     __global const float4* plane = in + z * geo.x * geo.y;
     int iy = oy * win.z - pad.x, ix = ox * win.w - pad.y;
     float4 r;

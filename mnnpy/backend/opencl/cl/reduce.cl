@@ -3,8 +3,9 @@
 
 __kernel void softmax(__global const float* in, __global float* out, int4 desc, int outer,
                       int n, int inner) {
-    int i = get_global_id(0), o = get_global_id(1);
-    if (i >= inner || o >= outer) return;
+    int g = get_global_id(0);
+    if (g >= outer * inner) return;
+    int i = g % inner, o = g / inner;
     int base = o * n * inner + i;
     float m = -INFINITY;
     for (int k = 0; k < n; ++k) m = fmax(m, in[at(desc, base + k * inner)]);
@@ -20,8 +21,9 @@ __kernel void softmax(__global const float* in, __global float* out, int4 desc, 
 __kernel void layer_norm(__global const float* in, __global float* out, int4 desc, int outer,
                          int n, int inner, __global const float* gamma,
                          __global const float* beta, int affine, int rms, float eps) {
-    int i = get_global_id(0), o = get_global_id(1);
-    if (i >= inner || o >= outer) return;
+    int g = get_global_id(0);
+    if (g >= outer * inner) return;
+    int i = g % inner, o = g / inner;
     int base = o * n * inner + i;
     float mean = 0.0f;
     if (!rms) {
@@ -46,8 +48,9 @@ __kernel void layer_norm(__global const float* in, __global float* out, int4 des
 // index is o * inner + i, with or without the kept dims.
 __kernel void reduce_line(__global const float* in, int4 idesc, __global float* out, int4 odesc,
                           int outer, int n, int inner, int op) {
-    int i = get_global_id(0), o = get_global_id(1);
-    if (i >= inner || o >= outer) return;
+    int g = get_global_id(0);
+    if (g >= outer * inner) return;
+    int i = g % inner, o = g / inner;
     int base = o * n * inner + i;
     float acc = op == 4 ? -INFINITY : (op == 5 ? INFINITY : (op == 6 ? 1.0f : 0.0f));
     for (int k = 0; k < n; ++k) {

@@ -5,8 +5,9 @@
 __kernel void interp(__global const float4* in, __global float4* out, int4 geo, int taps,
                      __global const int* iy, __global const float* wy,
                      __global const int* ix, __global const float* wx) {
-    int ox = get_global_id(0), oy = get_global_id(1), z = get_global_id(2);
-    if (ox >= geo.w || oy >= geo.z) return;
+    int p = get_global_id(0), z = get_global_id(1);
+    if (p >= geo.z * geo.w) return;
+    int oy = p / geo.w, ox = p % geo.w;
     __global const float4* plane = in + z * geo.x * geo.y;
     float4 acc = (float4)(0.0f);
     for (int j = 0; j < taps; ++j) {

@@ -82,12 +82,14 @@ class CLConvolution(CLExecution):
         lo, hi = np.float32(self.lo), np.float32(self.hi)
         oc4, ic4 = c4(geo.out_channels), c4(geo.in_channels)
         x, y = inputs[0], outputs[0]
-        size = (ow, oh, geo.batch * oc4)
+        size = (oh * ow, geo.batch * oc4)
         common = (x, self.weight, self.bias, y, shape, win, dil_pad)
         if self.depthwise:
             self.launch("conv", "depthwise", size, *common, i32(oc4), lo, hi)
         else:
-            self.launch("conv", "conv2d", size, *common, i32(ic4), i32(oc4), lo, hi)
+            pairs = (oc4 + 1) // 2  # two output blocks per work item read the input once
+            size = (oh * ow, geo.batch * pairs)
+            self.launch("conv", "conv2d_x2", size, *common, i32(ic4), i32(oc4), lo, hi)
 
 
 def _why_not(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:

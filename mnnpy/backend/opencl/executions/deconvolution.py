@@ -65,7 +65,7 @@ class CLDeconvolution(CLExecution):
             np.float32(self.lo),
             np.float32(self.hi),
         )
-        self.launch("conv", "deconv2d", (ow, oh, geo.batch * c4(geo.out_channels)), *args)
+        self.launch("conv", "deconv2d", (oh * ow, geo.batch * c4(geo.out_channels)), *args)
 
 
 @OpenCLBackend.register_creator(OpType.Deconvolution, OpType.DeconvolutionDepthwise)

@@ -37,7 +37,7 @@ class CLSoftmax(CLExecution):
         outer, n = math.prod(x.shape[:axis]), x.shape[axis]
         inner = math.prod(x.shape[axis + 1 :])
         args = (x, y, boxes.desc(x), i32(outer), i32(n), i32(inner))
-        self.launch("reduce", "softmax", (inner, outer), *args)
+        self.launch("reduce", "softmax", (outer * inner,), *args)
         self.zero_padding(y)
 
 
@@ -59,7 +59,9 @@ class CLLayerNorm(CLExecution):
         x, y = inputs[0], outputs[0]
         outer, n, inner = layer_norm.plan(self.op, x.shape)
         args = (x, y, boxes.desc(x), i32(outer), i32(n), i32(inner), self.gamma, self.beta)
-        self.launch("reduce", "layer_norm", (inner, outer), *args, self.affine, self.rms, self.eps)
+        self.launch(
+            "reduce", "layer_norm", (outer * inner,), *args, self.affine, self.rms, self.eps
+        )
         self.zero_padding(y)
 
 

@@ -36,7 +36,7 @@ class CLPool(CLExecution):
         win = boxes.int4(*geo.kernel, *geo.stride)
         pad = boxes.int4(top, left, 0, 0)
         flags = (i32(geo.is_max), i32(geo.include_pad))
-        size = (ow, oh, x.shape[0] * c4(x.shape[1]))
+        size = (oh * ow, x.shape[0] * c4(x.shape[1]))
         self.launch("pool", "pool2d", size, x, y, shape, win, pad, *flags)
 
 

@@ -57,7 +57,21 @@ class CLRaster(CLExecution):
 
 
 class CLConvertTensor(CLRaster):
-    """Layout conversion NCHW / NHWC <-> NC4HW4 (MNN's ConvertTensor as a raster)."""
+    """Layout conversion NCHW / NHWC <-> NC4HW4 (MNN's ConvertTensor as a raster).
+
+    NCHW <-> NC4HW4, the usual pair, runs the pack / unpack kernels (a float4 per work item).
+    """
+
+    def plan(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        x, y = inputs[0], outputs[0]
+        nhwc = DimensionFormat.NHWC in (x.dimension_format, y.dimension_format)
+        if nhwc or boxes.packed(x) == boxes.packed(y) or x.ndim < 2:
+            super().plan(inputs, outputs)
+            return
+        n, c, area = x.shape[0], x.shape[1], math.prod(x.shape[2:])
+        name = "pack" if boxes.packed(y) else "unpack"
+        args = (self.device_input(x), y, i32(n), i32(c), i32(area))
+        self.launch("raster", name, (area, (c + 3) // 4, n), *args)
 
     def boxes_of(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Box]:
         space, s_str, d_str = boxes.nchw_ordered_map(inputs[0], outputs[0])
@@ -65,7 +79,25 @@ class CLConvertTensor(CLRaster):
 
 
 class CLReshape(CLRaster):
-    """The same data in logical (NCHW) order with other dims (MNN's GeometryReshape)."""
+    """The same data in logical (NCHW) order with other dims (MNN's GeometryReshape).
+
+    When the storage holds the same bytes in the same order (plain to plain, or NC4HW4 with the
+    same batch, channels and area) the output takes over the input's memory and nothing runs.
+    """
+
+    support_inplace = True
+
+    def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
+        """Same bytes in the same order in both storages."""
+        if src.dtype != dst.dtype or boxes.packed(src) != boxes.packed(dst):
+            return False
+        if boxes.packed(src):
+            return boxes.same_bca(src, dst)
+        return src.element_size == dst.element_size
+
+    def idle(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
+        """Nothing to do when the output is the input's memory."""
+        return self.cl.same_memory(inputs[0], outputs[0])
 
     def boxes_of(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Box]:
         return [(0, 0, [inputs[0].element_size], 0, [1], 0, [1])]

@@ -48,7 +48,7 @@ class CLReduction(CLExecution):
         outer, n, inner = line
         x, y = inputs[0], outputs[0]
         args = (x, boxes.desc(x), y, boxes.desc(y), i32(outer), i32(n), i32(inner), self.code)
-        self.launch("reduce", "reduce_line", (inner, outer), *args)
+        self.launch("reduce", "reduce_line", (outer * inner,), *args)
         self.zero_padding(y)
 
 

@@ -49,7 +49,7 @@ class CLInterp(CLExecution):
                 ("wx", wx, F32),
             )
         ]
-        size = (ow, oh, x.shape[0] * c4(x.shape[1]))
+        size = (oh * ow, x.shape[0] * c4(x.shape[1]))
         geo = boxes.int4(ih, iw, oh, ow)
         self.launch("resize", "interp", size, x, y, geo, i32(len(ry)), *tables)
 
