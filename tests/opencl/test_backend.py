@@ -164,3 +164,32 @@ def test_execution_methods_documented_or_inherited() -> None:
                 if not inspect.getdoc(getattr(cls, attr)):
                     missing.append(f"{name}.{attr}")
     assert found > 10 and not missing, missing
+
+
+def _keep_going(tensors: object, info: object) -> bool:
+    return True
+
+
+def test_device_error_mid_run_names_op_and_device_and_session_recovers() -> None:
+    from mnnpy.backend.opencl.execution import CLExecution, Launch
+
+    net, x, y = _load()
+    session = net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
+    unit = next(u for u in session.pipelines[0].units if u.op.name == "conv_9")
+    ex = unit.plan.execution
+    assert isinstance(ex, CLExecution)
+    saved = ex.launches
+
+    def lost(*args: object) -> None:
+        raise cl.RuntimeError("clEnqueueNDRangeKernel failed: DEVICE_NOT_AVAILABLE")
+
+    ex.launches = [Launch(lost, launch.size, launch.args) for launch in saved]
+    net.get_session_input(session).copy_from(x)
+    with pytest.raises(MNNError) as e:  # a callback run calls on_execute, which enqueues anew
+        net.run_session_with_callback(session, None, _keep_going)
+    assert (e.value.op_name, e.value.backend, e.value.phase) == ("conv_9", "OPENCL", "execute")
+    assert "DEVICE_NOT_AVAILABLE" in e.value.message and rt.get_runtime().name in e.value.message
+    ex.launches = saved
+    net.get_session_input(session).copy_from(x)
+    net.run_session_with_callback(session, None, _keep_going)
+    assert_close(net.get_session_output(session).numpy(), y)
