@@ -21,6 +21,7 @@ from mnnpy._schema.MNN.Interp import InterpT  # noqa: E402
 from mnnpy._schema.MNN.LayerNorm import LayerNormT  # noqa: E402
 from mnnpy._schema.MNN.MatMul import MatMulT  # noqa: E402
 from mnnpy._schema.MNN.PadParam import PadParamT  # noqa: E402
+from mnnpy._schema.MNN.PRelu import PReluT  # noqa: E402
 from mnnpy._schema.MNN.ReductionParam import ReductionParamT  # noqa: E402
 from mnnpy._schema.MNN.Relu6 import Relu6T  # noqa: E402
 from mnnpy._schema.MNN.UnaryOp import UnaryOpT  # noqa: E402
@@ -207,4 +208,14 @@ def test_padding(mode: int, fmt: DimensionFormat) -> None:
     )  # fmt: skip
     names = {0: "constant", 1: "reflect", 2: "symmetric", 3: "edge"}
     assert_close(got[0], np.pad(x, [(0, 0), (1, 2), (2, 1), (1, 2)], mode=names[mode]))
+    assert_close(got[0], want[0])
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+def test_prelu(fmt: DimensionFormat) -> None:
+    x = _data((2, 5, 3, 4), 11)
+    slopes = np.linspace(0.1, 0.5, 5).astype(np.float32)
+    p = PReluT(slopeCount=5, slope=slopes)
+    got, want = _both(OpType.PReLU, [x], p, OpParameter.PRelu, fmt=fmt)
+    assert_close(got[0], np.where(x < 0, x * slopes.reshape(1, 5, 1, 1), x))
     assert_close(got[0], want[0])

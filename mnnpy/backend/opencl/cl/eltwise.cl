@@ -100,3 +100,14 @@ __kernel void binary_bcast(__global const float* a, int4 adesc, int8 astride,
     if (relu) r = fmax(r, 0.0f);
     out[s] = r;
 }
+
+// PReLU: x < 0 ? x * slope[c] : x, channel c = (flat / area) % channels.
+__kernel void prelu(__global const float* in, __global float* out, int4 desc, int total,
+                    int channels, int area, __global const float* slope) {
+    int s = get_global_id(0);
+    if (s >= total) return;
+    int f = flat_of(desc, s);
+    if (f < 0) { out[s] = 0.0f; return; }
+    float x = in[s];
+    out[s] = x < 0.0f ? x * slope[(f / area) % channels] : x;
+}

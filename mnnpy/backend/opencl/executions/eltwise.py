@@ -57,7 +57,8 @@ class CLRelu(CLExecution):
         self.launch("eltwise", "relu", (n,), x, y, boxes.desc(y), i32(n), *self.args)
 
 
-def _stored_alike(a: Tensor, b: Tensor) -> bool:
+def stored_alike(a: Tensor, b: Tensor) -> bool:
+    """Same shape and the same storage layout."""
     return a.shape == b.shape and boxes.packed(a) == boxes.packed(b)
 
 
@@ -78,7 +79,7 @@ class CLBinary(CLExecution):
         a, b, y = inputs[0], inputs[1], outputs[0]
         da, db = self.device_input(a), self.device_input(b)
         n = y.storage_elements
-        if _stored_alike(a, y) and _stored_alike(b, y):
+        if stored_alike(a, y) and stored_alike(b, y):
             same = (da, db, y, boxes.desc(y), i32(n), self.code, self.relu)
             self.launch("eltwise", "binary_same", (n,), *same)
             return
@@ -88,7 +89,8 @@ class CLBinary(CLExecution):
         self.launch("eltwise", "binary_bcast", (n,), *args, box, i32(n), self.code, self.relu)
 
 
-def _float_plain_or_same(inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:
+def float_checks(inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:
+    """Why these float32 element-wise operands cannot run here, or ""."""
     tensors = [*inputs, *outputs]
     if any(t.dtype != F32 or t.describe.extra.get("int8") for t in tensors):
         return "not float32"
@@ -105,7 +107,7 @@ def create_unary(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
     """UnaryOp (the codes in UNARY_CODES), Sigmoid and TanH of float32 tensors."""
-    why = _float_plain_or_same(inputs[:1], outputs)
+    why = float_checks(inputs[:1], outputs)
     if why:
         return Unsupported(why)
     if op.type == OpType.Sigmoid:
@@ -123,7 +125,7 @@ def create_relu(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
     """ReLU (leaky too) and ReLU6 / clamp of float32 tensors."""
-    why = _float_plain_or_same(inputs[:1], outputs)
+    why = float_checks(inputs[:1], outputs)
     if why:
         return Unsupported(why)
     if op.type == OpType.ReLU:
@@ -137,7 +139,7 @@ def create_binary(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
     """BinaryOp of two float32 tensors (codes in BINARY_CODES), broadcasting, fused ReLU."""
-    why = _float_plain_or_same(inputs, outputs)
+    why = float_checks(inputs, outputs)
     if why:
         return Unsupported(why)
     code = binary_op.op_code(op)
