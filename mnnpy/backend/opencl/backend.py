@@ -76,6 +76,7 @@ class OpenCLBackend(Backend):
     def _clear_state(self) -> None:
         self._planner = MemoryPlanner(self.align)
         self._dynamic: dict[int, Tensor] = {}
+        self._aliases: dict[int, int] = {}  # id(tensor) -> id(the tensor whose bytes it took)
         self._separate: list[Tensor] = []
         self._pools: list[Any] = []
         self._op_names: dict[int, str] = {}
@@ -151,12 +152,12 @@ class OpenCLBackend(Backend):
         tensor.describe.storage_type = StorageType.DYNAMIC
         tensor.describe.extra[KEY] = DeviceBuffer(StorageType.DYNAMIC, tensor.size)
         self._dynamic[id(tensor)] = tensor
+        self._aliases[id(tensor)] = id(source)
         return True
 
     def same_memory(self, a: Tensor, b: Tensor) -> bool:
-        """Whether two of this resize's DYNAMIC tensors were planned onto the same bytes."""
-        offsets = self.plan.offsets if self.plan else {}
-        return id(a) in offsets and offsets.get(id(a)) == offsets.get(id(b))
+        """Whether ``b`` took over ``a``'s bytes in this resize (``on_acquire_inplace``)."""
+        return self._aliases.get(id(b)) == id(a)
 
     def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """STATIC: free now. DYNAMIC: later requests may reuse the bytes. SEPERATE: nothing."""
