@@ -119,3 +119,27 @@ def test_benchmark_model_all_on_opencl(model: str) -> None:
     cpu = _run(net, _session(net, CPU), feeds)
     for k, v in cpu.items():
         assert_close(got[k], v)
+
+
+VARIANTS = sorted(p for d in ("variants", "int8", "static") for p in (DATA / d).glob("*.mnn"))
+
+
+@pytest.mark.parametrize("path", VARIANTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_variant_files_match_the_cpu(path: Path) -> None:
+    """fp16 / quantized / external / static files on OpenCL; int8 models stay on the CPU."""
+    net = mnnpy.Interpreter(str(path))
+    data = np.load(path.with_suffix(".npz"))
+    feeds = {k[6:]: data[k] for k in data.files if k.startswith("input:")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        session = net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
+    got = _run(net, session, feeds)
+    want = _run(net, _session(net, CPU), feeds)
+    for k, v in want.items():
+        assert_close(got[k], v)
+    placements = session.placement()
+    if "int8" in path.stem or path.parent.name == "int8":
+        assert all(p.backend == "CPU" for p in placements if "Int8" in p.op_type)
+        assert any("quantized" in p.reason for p in placements)
+    elif path.parent.name == "variants":  # static/ files hold While / Raster ops: CPU only
+        assert any(p.backend == "OPENCL" for p in placements)

@@ -30,7 +30,9 @@ from mnnpy.backend import Backend, BackendInfo, ForwardType, MemoryInfo, Storage
 from mnnpy.backend.opencl import boxes
 from mnnpy.backend.opencl.runtime import OpenCLRuntime, wrap_cl_error
 from mnnpy.errors import MNNError, NotSupportError, OutOfMemoryError
+from mnnpy.execution import Execution, Unsupported
 from mnnpy.memory import MemoryPlan, MemoryPlanner, align
+from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
@@ -93,6 +95,21 @@ class OpenCLBackend(Backend):
     def device(self) -> str:
         """The device's name, for messages."""
         return self.runtime.name
+
+    def on_create(
+        self, op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Execution | Unsupported | None:
+        """The op's execution from the registry; ops on quantized tensors stay on the CPU.
+
+        Tensors of int8 models carry their quantization (``describe.extra["quant"]``), which
+        the CPU's casts and int8 kernels read from the tensor they get: such ops are not ours
+        (as in MNN, whose OpenCL backend has no int8 path), so no copy hides it from them.
+        """
+        if any(
+            "quant" in t.describe.extra or "int8" in t.describe.extra for t in (*inputs, *outputs)
+        ):
+            return Unsupported("quantized (int8 model) tensors run on the CPU")
+        return super().on_create(op, inputs, outputs)
 
     # -- memory hooks ---------------------------------------------------------------------------
     def _op_index(self) -> int:
