@@ -121,7 +121,11 @@ def test_benchmark_model_all_on_opencl(model: str) -> None:
         assert_close(got[k], v)
 
 
-VARIANTS = sorted(p for d in ("variants", "int8", "static") for p in (DATA / d).glob("*.mnn"))
+VARIANTS = sorted(
+    p
+    for d in ("variants", "int8", "static", "weights", "conv3d", "limit")
+    for p in (DATA / d).glob("*.mnn")
+)
 
 
 @pytest.mark.parametrize("path", VARIANTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
