@@ -9,6 +9,7 @@ the backend finishes the queue in ``on_execute_end``.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.opencl import boxes
 from mnnpy.backend.opencl.backend import OpenCLBackend, opencl_backend
 from mnnpy.backend.opencl.runtime import wrap_cl_error
-from mnnpy.errors import MNNError
+from mnnpy.errors import MNNError, NotSupportError
 from mnnpy.execution import Execution
 from mnnpy.tensor import Tensor
 
@@ -73,6 +74,8 @@ class CLExecution(Execution):
 
     def launch(self, program: str, name: str, size: Sequence[int], *args: Any) -> None:
         """Plan one launch (in ``on_resize``); empty sizes launch nothing."""
+        if math.prod(int(s) for s in size) >= 2**31:  # the kernels index with 32-bit ints
+            raise NotSupportError(f"{name} over {tuple(size)} work items needs 64-bit indexes")
         if all(int(s) > 0 for s in size):
             self.launches.append(Launch(self.kernel(program, name), tuple(map(int, size)), args))
 
