@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 # Sources may be replaced (tests do, to check how a build failure is reported).
 _SOURCES: dict[str, str] = {}
 _RUNTIMES: dict[str, OpenCLRuntime] = {}
+# pyopencl's own binary cache is off (False; its stub says str only): ours is keyed per device
+_NO_PYOPENCL_CACHE: Any = False
 
 
 def program_source(name: str) -> str:
@@ -111,7 +113,7 @@ class OpenCLRuntime:
             except (OSError, cl.Error) as e:  # a stale or truncated binary: rebuild it
                 logger.debug("OpenCL binary cache miss for %s: %s", path, e)
         try:
-            prg = cl.Program(self.context, source).build(options, cache_dir=False)  # type: ignore[arg-type]  # stub: str only
+            prg = cl.Program(self.context, source).build(options, cache_dir=_NO_PYOPENCL_CACHE)
         except cl.Error as e:
             raise NotSupportError(
                 f"OpenCL program {name!r} (options {options!r}) failed to build on {self.name}: {e}"
