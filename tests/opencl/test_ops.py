@@ -46,11 +46,10 @@ def _data(shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
-@pytest.mark.parametrize("group", [1, 2])
+@pytest.mark.parametrize(
+    ("c", "group"), [(1, 1), (3, 1), (4, 1), (5, 1), (17, 1), (4, 2), (6, 2), (6, 3)]
+)
 def test_grouped_and_dense_convolution(c: int, group: int) -> None:
-    if c % group:
-        pytest.skip("channels not divisible by the group")
     x = _data((2, c, 7, 6), c)
     p = conv_param(c, 2 * group * 3, group=group, pads=[1, 0, 1, 2], strideY=2, relu=True)
     got, want = _both(OpType.Convolution, [x], p, OpParameter.Convolution2D)
