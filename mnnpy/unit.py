@@ -243,6 +243,7 @@ class Unit:
                 inputs.append(t)
                 continue
             mirror = Tensor(t.shape, t.dtype, t.dimension_format, name=f"{t.name}@{backend.name}")
+            mirror.describe.content = t.describe.content  # values known while resizing, if any
             acquire_buffer(backend, mirror, StorageType.DYNAMIC)
             # the device side copies (it knows both layouts); CPU-to-CPU never gets here
             copier = backend if backend.forward_type != ForwardType.CPU else owner

@@ -1,6 +1,7 @@
 """The worker side of :mod:`mnnpy.tooling.benchmark`: one engine, one model, one process.
 
 ``python -m mnnpy.tooling.bench_worker ENGINE MODEL THREADS WARMUP [MEMORY]`` loads the model,
+(``mnnpy@opencl``: mnnpy with that backend first, the CPU as backup),
 warms up, prints a ready line, then answers the parent's JSON commands on stdin (``time``,
 ``outputs``, ``runtime``, ``memory``, ``profile``) with lines that start with :data:`_TAG`.
 """
@@ -42,6 +43,7 @@ class _Runner:
     """One engine with one model loaded; ``run()`` does one inference on the stored inputs."""
 
     def __init__(self, engine: str, model: Path, threads: int, memory: str = "normal") -> None:
+        engine, _, self.backend = engine.partition("@")  # mnnpy@opencl: mnnpy on OpenCL
         self.inputs = _load_inputs(model)
         self.memory = memory  # "normal" or "low" (mnnpy's LIMIT, MNN's Memory_Low)
         self.interp: Any = None  # mnnpy's or MNN's interpreter
@@ -57,7 +59,8 @@ class _Runner:
 
         self.interp = mnnpy.Interpreter(model)
         backend = mnnpy.BackendConfig(memory=mnnpy.MemoryMode.parse(MEMORY_MODES[self.memory][0]))
-        config = mnnpy.ScheduleConfig(num_thread=threads, backend_config=backend)
+        forward = mnnpy.ForwardType[(self.backend or "cpu").upper()]
+        config = mnnpy.ScheduleConfig(type=forward, num_thread=threads, backend_config=backend)
         self.session = self.interp.create_session(config)
         tensors = self.interp.get_session_input_all(self.session)
         for name, t in tensors.items():
@@ -165,8 +168,9 @@ def _memory(runner: _Runner, engine: str) -> dict[str, Any]:
 
 
 def _worker(engine: str, model: str, threads: int, warmup: int, memory: str = "normal") -> None:
+    full, engine = engine, engine.partition("@")[0]
     try:
-        runner = _Runner(engine, Path(model), threads, memory)
+        runner = _Runner(full, Path(model), threads, memory)
         for _ in range(warmup):
             runner.run()
     except Exception as e:  # noqa: BLE001 - reported to the parent, which goes on without us

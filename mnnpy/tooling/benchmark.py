@@ -126,6 +126,10 @@ def _compare(live: dict[str, _Worker], row: dict[str, Any]) -> None:
             w.ask(op="outputs", path=path)
             with np.load(path) as z:
                 outs[e] = [z[k] for k in z.files]
+    for e in outs:  # mnnpy on other backends against mnnpy on the CPU
+        if e.startswith("mnnpy@") and "mnnpy" in outs and len(outs[e]) == len(outs["mnnpy"]):
+            pairs = zip(outs[e], outs["mnnpy"], strict=True)
+            row[f"{e}_diff"] = max((float(np.abs(a - b).max()) for a, b in pairs), default=0.0)
     if "mnnpy" not in outs:
         return
     for peer in ("mnn", "ort"):
@@ -160,11 +164,17 @@ def _tiny_model() -> Path:
 
 
 def print_table(rows: list[dict[str, Any]], out: Any = None) -> None:
-    """The summary: medians (min) per engine and the two ratios, per model and thread count."""
+    """The summary: medians (min) per engine and the two ratios, per model and thread count.
+
+    mnnpy on other backends (``--backend``) gets a column each, its largest difference from
+    mnnpy on the CPU in brackets after the time.
+    """
     out = out or sys.stdout
+    extra = sorted({k for r in rows for k in r if k.startswith("mnnpy@") and "_" not in k})
+    extra_head = "".join(f" | {'mnnpy ' + e[6:].upper() + ' ms (diff)':>26}" for e in extra)
     head = (
-        f"{'model':16} {'thr':>3} | {'mnnpy ms':>16} | {'MNN ms':>16} | {'ORT ms':>16} | "
-        f"{'mnnpy/MNN':>9} {'mnnpy/ORT':>9} | {'diff MNN':>8} {'diff ORT':>8}"
+        f"{'model':16} {'thr':>3} | {'mnnpy ms':>16}{extra_head} | {'MNN ms':>16} | "
+        f"{'ORT ms':>16} | {'mnnpy/MNN':>9} {'mnnpy/ORT':>9} | {'diff MNN':>8} {'diff ORT':>8}"
     )
     print(head, file=out)
     print("-" * len(head), file=out)
@@ -182,12 +192,18 @@ def print_table(rows: list[dict[str, Any]], out: Any = None) -> None:
             f"{r[k]:>8.1e}" if k in r else f"{'-':>8}"
             for k in ("max_abs_diff_vs_mnn", "max_abs_diff_vs_ort")
         )
+        cols = "".join(
+            f" | {cell(r, e)} ({r[e + '_diff']:7.1e})"
+            if e + "_diff" in r
+            else f" | {cell(r, e):>26}"
+            for e in extra
+        )
         print(
-            f"{r['model']:16} {r['threads']:>3} | {cell(r, 'mnnpy')} | {cell(r, 'mnn')} | "
+            f"{r['model']:16} {r['threads']:>3} | {cell(r, 'mnnpy')}{cols} | {cell(r, 'mnn')} | "
             f"{cell(r, 'ort')} | {ratios} | {diffs}",
             file=out,
         )
-        for e in ENGINES:
+        for e in (*ENGINES, *extra):
             if f"{e}_error" in r:
                 print(f"    {e}: {r[f'{e}_error'][:150]}", file=out)
 
@@ -272,6 +288,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=30, help="timed runs per engine (>= 30)")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument(
+        "--backend",
+        default="cpu",
+        help="mnnpy's backends, comma-separated (e.g. opencl,cpu): a column each, the CPU as "
+        "backup; differences are against mnnpy on the CPU",
+    )
     parser.add_argument("--json", type=Path, help="write all results as JSON")
     parser.add_argument("--profile", action="store_true", help="print mnnpy's per-op times")
     parser.add_argument(
@@ -295,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         return _variants_main(args)
     models = args.models or default_models()
     threads = [int(t) for t in args.threads.split(",")]
-    engines = [e for e in args.engines.split(",") if e]
+    engines = _engines(args.engines, args.backend)
     rows = []
     for model in models:
         for n in threads:
@@ -325,6 +347,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
     return 0
+
+
+def _engines(engines: str, backends: str) -> list[str]:
+    """``--engines`` with mnnpy once per ``--backend`` (``mnnpy@opencl``; the CPU is ``mnnpy``)."""
+    names = [e for e in engines.split(",") if e]
+    if "mnnpy" not in names:
+        return names
+    chosen = [b.strip().lower() for b in backends.split(",") if b.strip()]
+    mnnpy_engines = [f"mnnpy@{b}" if b != "cpu" else "mnnpy" for b in chosen]
+    if "mnnpy" not in mnnpy_engines and len(mnnpy_engines) > 0:
+        mnnpy_engines.append("mnnpy")  # the reference the other backends are compared with
+    others = [e for e in names if e != "mnnpy"]
+    return [*mnnpy_engines, *others]
 
 
 def _variants_main(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -133,8 +134,13 @@ def run(args: argparse.Namespace) -> int:
     interp = mnnpy.Interpreter(model)
     t0 = time.perf_counter()
     threads = args.threads or default_num_thread()
-    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
+    forward = mnnpy.ForwardType[args.backend.upper()]
+    with warnings.catch_warnings():  # the placement summary below says what fell back
+        warnings.simplefilter("ignore", RuntimeWarning)
+        session = interp.create_session(mnnpy.ScheduleConfig(type=forward, num_thread=threads))
     create_ms = (time.perf_counter() - t0) * 1e3
+    if forward != mnnpy.ForwardType.CPU:
+        print(placement_summary(session))
     feeds = _parse_inputs(args.input) or _default_inputs(model)
     inputs = interp.get_session_input_all(session)
     _check_feed_names(feeds, list(inputs))
@@ -171,6 +177,27 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"median_ms": float(np.median(times)), "min_ms": float(min(times))}))
     return 0
+
+
+def placement_summary(session: Any) -> str:
+    """Ops per backend and op type, the fallbacks with their reasons, and the copies per run."""
+    counts: dict[tuple[str, str], int] = {}
+    reasons: dict[str, str] = {}
+    for p in session.placement():
+        counts[(p.backend, p.op_type)] = counts.get((p.backend, p.op_type), 0) + 1
+        if p.fell_back:
+            reasons.setdefault(p.op_type, p.reason)
+    first = session.backend.name
+    lines = []
+    for backend in dict.fromkeys(b for b, _ in sorted(counts, key=lambda k: k[0] != first)):
+        ops = {t: n for (b, t), n in counts.items() if b == backend}
+        what = "on" if backend == first else "fell back to"
+        detail = ", ".join(f"{t} {n}" for t, n in sorted(ops.items()))
+        lines.append(f"ops {what} {backend}: {sum(ops.values())} ({detail})")
+    lines += [f"  {t}: {why}" for t, why in sorted(reasons.items())]
+    n, nbytes = session.copy_stats()
+    lines.append(f"copies between backends per run: {n} ({nbytes} bytes)")
+    return "\n".join(lines)
 
 
 def mem(args: argparse.Namespace) -> int:
@@ -281,6 +308,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="threads per op (default: the usable cores, at most 4)",
     )
     p_run.add_argument("--runs", type=int, default=10, help="timed runs (default 10)")
+    p_run.add_argument(
+        "--backend",
+        default="cpu",
+        choices=[t.name.lower() for t in mnnpy.ForwardType],
+        help="the backend ops run on first (CPU as backup); prints where each op ran",
+    )
     p_run.add_argument("--save", metavar="FILE.npz", help="save the outputs")
     p_run.add_argument("--json", action="store_true", help="also print timing as JSON")
     p_check = sub.add_parser(
