@@ -29,10 +29,9 @@
 
 #include "exp_core.h" /* after the pragma: see exp_core.h */
 
-MNNPY_INLINE float mnnpy_erf1(float x) {
-    float z = fabsf(x);
-    z = z < 4.0f ? z : 4.0f;
-    /* erfc branch */
+/* erfc(z) for z in [0, 4] (the fit's range; callers clamp), accurate in relative terms for
+ * z >= 0.5: no cancellation, which GELU's erf form uses below x = -sqrt(1/2). */
+MNNPY_INLINE float mnnpy_erfc_core(float z) {
     float t = 1.0f / (1.0f + 0.5f * z);
     float g = 0.16597806f;
     g = g * t - 1.0025102f;
@@ -45,8 +44,11 @@ MNNPY_INLINE float mnnpy_erf1(float x) {
     g = g * t - 1.2640004f;
     float y = g - z * z; /* in [-17.3, 0]: 2^n never leaves the normal range */
     float scale, p = mnnpy_exp_core(y, &scale);
-    float big = 1.0f - t * p * scale;
-    /* small branch */
+    return t * p * scale;
+}
+
+/* erf(x) for |x| < 0.5: x * S(x^2). */
+MNNPY_INLINE float mnnpy_erf_small(float x) {
     float x2 = x * x;
     float s = -7.7300740e-4f;
     s = s * x2 + 5.2024638e-3f;
@@ -54,6 +56,13 @@ MNNPY_INLINE float mnnpy_erf1(float x) {
     s = s * x2 + 0.11283778f;
     s = s * x2 - 0.37612638f;
     s = s * x2 + 1.1283792f;
+    return s * x;
+}
+
+MNNPY_INLINE float mnnpy_erf1(float x) {
+    float z = fabsf(x);
+    z = z < 4.0f ? z : 4.0f;
+    float big = 1.0f - mnnpy_erfc_core(z);
     /* Selects as bit masks: every lane computes both branches, nothing is speculated (a
      * ternary here keeps GCC from vectorizing the AVX2 loop). */
     union {
@@ -61,7 +70,7 @@ MNNPY_INLINE float mnnpy_erf1(float x) {
         float f;
     } v, b;
     int32_t small = -(int32_t)(z < 0.5f), nan = -(int32_t)(x != x);
-    v.f = s * z;
+    v.f = mnnpy_erf_small(z);
     b.f = big;
     v.i = (v.i & small) | (b.i & ~small);
     v.f = copysignf(v.f, x);
