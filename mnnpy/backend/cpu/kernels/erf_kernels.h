@@ -1,15 +1,17 @@
-/* C kernels for unary.pyx: erf on float32 arrays, branch-free so the compiler vectorizes it.
+/* erf (and erfc for z >= 0.5) of one float32, branch-free so the loops of unary_kernels.h that
+ * inline it are vectorized.
  *
  * |x| < 0.5: x * S(x^2). Otherwise erf(|x|) = 1 - erfc(z), z = min(|x|, 4) (erfc(4) = 1.5e-8
  * rounds away against 1), with erfc(z) = t * exp(G(t) - z^2), t = 1 / (1 + z / 2): G is a
  * degree-8 polynomial, least-squares fitted (float64) to log(erfc(z) / t) + z^2 on [1/3, 1],
  * relative error 7.5e-9; exp is exp_core.h (Cody-Waite reduction, Cephes' expf polynomial).
- * Measured in float32 against math.erf: under 2e-7 absolute everywhere (tests/ops/test_unary_op.py).
+ * Measured in float32 against math.erf: under 2e-7 absolute everywhere, 2.8 ulp
+ * (tests/kernels/test_unary_kernels.py).
  * NaN stays NaN, erf(+-inf) = +-1.
  *
- * The loop exists three times (portable C, AVX2, AVX-512; see simd.h): the same scalar code,
- * vectorized for each target. Results may differ in the last bit between ISAs (FMA
- * contraction), never between thread counts.
+ * unary_kernels.h compiles its loops three times (portable C, AVX2, AVX-512; see simd.h): the
+ * same scalar code, vectorized for each target. Results may differ in the last bit between ISAs
+ * (FMA contraction), never between thread counts.
  */
 #ifndef MNNPY_ERF_KERNELS_H
 #define MNNPY_ERF_KERNELS_H
@@ -79,34 +81,8 @@ MNNPY_INLINE float mnnpy_erf1(float x) {
     return v.f;
 }
 
-/* dst[i] = erf(src[i]); src == dst is allowed (each element is read before it is written). */
-#define MNNPY_ERF_LOOP(NAME, ATTR)                                                 \
-    MNNPY_STATIC ATTR void NAME(const float* src, float* dst, ptrdiff_t n) {       \
-        _Pragma("GCC ivdep") for (ptrdiff_t i = 0; i < n; ++i) dst[i] = mnnpy_erf1(src[i]); \
-    }
-MNNPY_ERF_LOOP(mnnpy_erf_generic, )
-#if MNNPY_X86
-MNNPY_ERF_LOOP(mnnpy_erf_avx2, MNNPY_T256)
-MNNPY_ERF_LOOP(mnnpy_erf_avx512, MNNPY_T512)
-#endif
-#undef MNNPY_ERF_LOOP
-
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
-
-MNNPY_STATIC void mnnpy_erf(int isa, const float* src, float* dst, ptrdiff_t n) {
-#if MNNPY_X86
-    if (isa == MNNPY_ISA_AVX512) {
-        mnnpy_erf_avx512(src, dst, n);
-        return;
-    }
-    if (isa == MNNPY_ISA_AVX2) {
-        mnnpy_erf_avx2(src, dst, n);
-        return;
-    }
-#endif
-    mnnpy_erf_generic(src, dst, n);
-}
 
 #endif /* MNNPY_ERF_KERNELS_H */
