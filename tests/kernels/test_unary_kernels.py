@@ -168,3 +168,28 @@ def test_odd_lengths_and_offsets(isa: str) -> None:
             UK.unary(src[1 : 1 + n], out[1 : 1 + n], n, code)
             np.testing.assert_allclose(out[1 : 1 + n], ref[1 : 1 + n], rtol=1e-5, atol=5e-7)
             assert out[0] == 7 and (out[1 + n :] == 7).all()
+
+
+@pytest.mark.parametrize("scalar_b", [False, True])
+def test_binary_mul_silu_rows(isa: str, scalar_b: bool) -> None:
+    """BinaryOp MUL_SILU ``x * silu(y)`` (eltwise_kernels.h, same exp): 1M values (tails too),
+    within 3 ulp of float64 (measured 2.47), 1 and 2 threads and in place alike."""
+    from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as B
+    from mnnpy.backend.cpu.kernels import eltwise as K
+
+    y = values()[: 1_000_000 - 3]
+    x = np.random.default_rng(5).standard_normal(y.size).astype(np.float32)
+    b = y[:1].copy() if scalar_b else y
+    ones = np.ones(1, np.intp)
+    shape, sb = np.array([y.size], np.intp), np.array([0 if scalar_b else 1], np.intp)
+    out = np.empty_like(x)
+    K.binary(x, b, out, B.MUL_SILU, shape, ones, sb, False, 1)
+    two = x.copy()
+    K.binary(two, b, two, B.MUL_SILU, shape, ones, sb, False, 2)
+    np.testing.assert_array_equal(out, two)
+    yb = np.broadcast_to(b, x.shape).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ref = x * (yb / (1 + _exp87(-yb)))
+    check_specials(out, ref)
+    normal = (np.abs(ref) > 1e-30) & (np.abs(ref) < 3e38)  # float32 results, not denormal
+    assert ulps(out[normal], ref[normal]).max() <= 3
