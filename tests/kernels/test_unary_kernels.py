@@ -89,9 +89,12 @@ def ulps(out: np.ndarray, ref: np.ndarray) -> np.ndarray:
 
 
 def check_specials(out: np.ndarray, ref: np.ndarray) -> None:
+    """NaN where the reference is NaN, the same infinities, the same sign on zeros."""
     np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
     inf = np.isinf(ref)
     np.testing.assert_array_equal(out[inf], ref[inf].astype(np.float32))
+    zero = ref == 0
+    np.testing.assert_array_equal(np.signbit(out[zero]), np.signbit(ref[zero]))
 
 
 @pytest.mark.parametrize("code", sorted(CASES))

@@ -89,8 +89,9 @@ MNNPY_INLINE float mnnpy_tanh1(float x) {
     s = s * z * x + x;
     float c = a < 9.0f ? a : 9.0f; /* NaN becomes 9 here and is put back below */
     float scale, p = mnnpy_exp_core(c + c, &scale);
-    float big = copysignf(1.0f - 2.0f / (p * scale + 1.0f), x);
-    float r = mnnpy_select(-(int32_t)(a < 0.625f), s, big);
+    float big = 1.0f - 2.0f / (p * scale + 1.0f);
+    /* copysign: tanh(-0) is -0 (the polynomial gives +0 there) */
+    float r = copysignf(mnnpy_select(-(int32_t)(a < 0.625f), s, big), x);
     return mnnpy_select(-(int32_t)(x != x), x, r);
 }
 
