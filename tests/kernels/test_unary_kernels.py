@@ -196,3 +196,21 @@ def test_binary_mul_silu_rows(isa: str, scalar_b: bool) -> None:
     check_specials(out, ref)
     normal = (np.abs(ref) > 1e-30) & (np.abs(ref) < 3e38)  # float32 results, not denormal
     assert ulps(out[normal], ref[normal]).max() <= 3
+
+
+def test_bind_unary_runs_on_its_buffers() -> None:
+    """``bind_unary`` (a session's prepared step): the same bits as ``unary`` on every call,
+    reading the buffers' current contents; sizes and operations checked when binding."""
+    x = np.random.default_rng(4).standard_normal(3 * 4096 + 5).astype(np.float32)
+    out, want = np.empty_like(x), np.empty_like(x)
+    call = UK.bind_unary(x, out, x.size, U.SILU, 2)
+    for scale in (1, -3):
+        x *= np.float32(scale)
+        call()
+        UK.unary(x, want, x.size, U.SILU)
+        np.testing.assert_array_equal(out, want)
+    UK.bind_unary(x[:0], out[:0], 0, U.EXP)()  # empty: nothing to do
+    with pytest.raises(ValueError, match="too small"):
+        UK.bind_unary(x, out[:-1], x.size, U.EXP)
+    with pytest.raises(ValueError, match="does not support"):
+        UK.bind_unary(x, out, x.size, 99)

@@ -16,7 +16,7 @@ from libc.math cimport (
     log, log1p, logf, roundf, sinf, sinhf, sqrt, sqrtf, tanf,
 )
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, current_isa
 
 
 cdef extern from "unary_kernels.h" nogil:
@@ -341,36 +341,75 @@ ctypedef fused scalar_t:
     int
 
 
+cdef void _float_run(int op, const float* src, float* dst, Py_ssize_t n, float_fn f,
+                     int num_thread) noexcept nogil:
+    cdef Py_ssize_t chunks = (n + _CHUNK - 1) // _CHUNK, c, start
+    if num_thread <= 1 or chunks <= 1:  # no parallel region to enter
+        _float_loop(op, src, dst, n, f)
+        return
+    for c in prange(chunks, num_threads=num_thread, schedule="static"):
+        start = c * _CHUNK
+        _float_loop(op, src + start, dst + start, min(_CHUNK, n - start), f)
+
+
+cdef float_fn _float_fn(int op) except? NULL:
+    cdef float_fn ff = _FLOAT_FNS[op] if 0 <= op <= SILU else NULL
+    if ff == NULL:
+        raise ValueError(f"unary op {op} does not support this dtype")
+    return ff
+
+
 def unary(const scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t n, int op, int num_thread=1):
     """``dst[i] = f(src[i])`` for the first ``n`` elements; ``f`` is UnaryOpOperation ``op``."""
     if n < 0 or src.shape[0] < n or dst.shape[0] < n:
         raise ValueError(f"buffers too small for {n} elements")
     cdef float_fn ff = NULL
     cdef int_fn fi = NULL
-    if 0 <= op <= SILU:
-        if scalar_t is float:
-            ff = _FLOAT_FNS[op]
-        else:
-            fi = _INT_FNS[op]
-    if ff == NULL and fi == NULL:
+    if scalar_t is float:
+        ff = _float_fn(op)
+    elif 0 <= op <= SILU:
+        fi = _INT_FNS[op]
+    if scalar_t is int and fi == NULL:
         raise ValueError(f"unary op {op} does not support this dtype")
     cdef Py_ssize_t chunks = (n + _CHUNK - 1) // _CHUNK, c, i, start, end
     if n == 0:
         return
-    if chunks == 1:  # too little work to wake another thread
+    if scalar_t is float:
         with nogil:
-            if scalar_t is float:
-                _float_loop(op, &src[0], &dst[0], n, ff)
-            else:
-                for i in range(n):
-                    dst[i] = fi(src[i])
-        return
-    with nogil:
-        for c in prange(chunks, num_threads=num_thread, schedule="static"):
-            start = c * _CHUNK
-            end = min(start + _CHUNK, n)
-            if scalar_t is float:
-                _float_loop(op, &src[start], &dst[start], end - start, ff)
-            else:
+            _float_run(op, &src[0], &dst[0], n, ff, num_thread)
+    elif chunks == 1:  # too little work to wake another thread
+        with nogil:
+            for i in range(n):
+                dst[i] = fi(src[i])
+    else:
+        with nogil:
+            for c in prange(chunks, num_threads=num_thread, schedule="static"):
+                start = c * _CHUNK
+                end = min(start + _CHUNK, n)
                 for i in range(start, end):
                     dst[i] = fi(src[i])
+
+
+cdef class UnaryCall(KernelCall):
+    """A float32 UnaryOp on fixed buffers (``bind_unary``)."""
+    cdef Py_ssize_t n
+    cdef int op
+    cdef float_fn f
+
+    cdef void run(self) noexcept:
+        with nogil:
+            _float_run(self.op, self.s, self.d, self.n, self.f, self.num_thread)
+
+
+def bind_unary(const float[::1] src, float[::1] dst, Py_ssize_t n, int op, int num_thread=1):
+    """``unary`` on these float32 buffers, checked now: a ``UnaryCall`` that runs it when
+    called with no arguments (a session's prepared step, ``Execution.bind``)."""
+    if n < 0 or src.shape[0] < n or dst.shape[0] < n:
+        raise ValueError(f"buffers too small for {n} elements")
+    cdef UnaryCall call = UnaryCall()
+    call.f = _float_fn(op)
+    call.op, call.n, call.num_thread = op, n, num_thread
+    if n:
+        call.s, call.d = &src[0], &dst[0]
+    call.buffers = (src, dst)
+    return call
