@@ -84,7 +84,7 @@ FLOAT_FUNCS: dict[int, _Fn] = {
     B.FLOORMOD: lambda x, y: x - np.floor(x / y) * y,
     B.MOD: np.fmod,
     B.ATAN2: np.arctan2,
-    B.MUL_SILU: lambda x, y: x * (y / (np.float32(1) + np.exp(-y))),
+    B.MUL_SILU: lambda x, y: x * (y / (np.float32(1) + np.exp(np.clip(-y, -87, 87)))),  # MNNExp
 }
 INT_FUNCS: dict[int, _Fn] = {
     **_COMMON,

@@ -1,15 +1,15 @@
-"""CPU Sigmoid, TanH, ELU and SELU (standalone op types): elementwise over raw storage."""
+"""CPU Sigmoid, TanH (as UnaryOps), ELU and SELU (standalone op types) over raw storage."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
+from mnnpy._schema.MNN.UnaryOpOperation import UnaryOpOperation as U
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.kernels import channelwise as K
+from mnnpy.backend.cpu.executions.unary import CPUUnary
 from mnnpy.backend.cpu.kernels import elu as E
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef, OpType
@@ -17,43 +17,20 @@ from mnnpy.ops.activation import elu_coefficients
 from mnnpy.tensor import Tensor
 
 
-class CPUActivation(Execution):
-    """Sigmoid / TanH on any layout (MNN's CPUUnary after GeometryUnary).
-
-    NC4HW4 padding lanes are written as zeros (sigmoid(0) is 0.5).
-
-    Args:
-        backend: the CPU backend.
-        kernel: ``channelwise.sigmoid`` or ``channelwise.tanh``.
-    """
-
-    support_inplace = True  # dst[i] depends on src[i] only
-
-    def __init__(self, backend: Backend, kernel: Callable[..., None]) -> None:
-        super().__init__(backend)
-        self.kernel = kernel
-        self._planes: tuple[int, int, int, int] = (1, 1, 1, 1)
-
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        x = inputs[0]
-        if x.is_packed:
-            self._planes = (x.shape[0], x.shape[1], math.prod(x.shape[2:]), 4)
-        else:
-            self._planes = (1, 1, x.element_size, 1)
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        self.kernel(inputs[0].buffer, outputs[0].buffer, *self._planes, self.backend.num_thread)
-
-
 @CPUBackend.register_creator(OpType.Sigmoid, OpType.TanH)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
-    """Non-empty float32 tensors of any layout."""
-    x = inputs[0]
+    """The UnaryOp execution with SIGMOID / TANH (MNN's GeometryUnary makes them UnaryOps).
+
+    For non-empty float32 tensors whose input and output storages map element by element.
+    """
+    x, y = inputs[0], outputs[0]
     if len(inputs) != 1 or len(outputs) != 1 or x.dtype != np.float32 or x.element_size == 0:
         return Unsupported(f"{len(inputs)} inputs of dtype {x.dtype}, {x.element_size} elements")
-    return CPUActivation(backend, K.sigmoid if op.type == OpType.Sigmoid else K.tanh)
+    if (x.dtype, x.dimension_format, x.shape) != (y.dtype, y.dimension_format, y.shape):
+        return Unsupported("input and output differ in dtype, layout or shape")
+    return CPUUnary(backend, U.SIGMOID if op.type == OpType.Sigmoid else U.TANH)
 
 
 class CPUELU(Execution):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions import unary_int8
+from mnnpy.backend.cpu.executions.convolution_base import chain
 from mnnpy.backend.cpu.executions.logical_io import bca
 from mnnpy.backend.cpu.kernels import eltwise as E
 from mnnpy.backend.cpu.kernels import specialize
@@ -39,6 +40,21 @@ class CPUUnary(Execution):
         reset = out.is_packed and out.shape[1] % 4 and self.code not in K.ZERO_PRESERVING
         self._pad = bca(out.shape) if reset else None
         self._unary = specialize(K.unary, out.dtype)
+
+    def bind(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Callable[[], None] | None:
+        """float32: the kernel with its buffers resolved once (``unary.bind_unary``)."""
+        out = outputs[0]
+        if out.dtype != np.float32:
+            return None
+        call = K.bind_unary(
+            inputs[0].buffer, out.buffer, self._n, self.code, self.backend.num_thread
+        )
+        if self._pad is None:
+            return call
+        pad = self._pad
+        return chain(call, lambda: E.zero_padding(out.buffer, *pad))
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         out = outputs[0]

@@ -21,21 +21,3 @@ def prelu(
     pack: int = 4,
     num_thread: int = 1,
 ) -> None: ...
-def sigmoid(
-    src: np.ndarray,
-    dst: np.ndarray,
-    batch: int,
-    channels: int,
-    area: int,
-    pack: int = 4,
-    num_thread: int = 1,
-) -> None: ...
-def tanh(
-    src: np.ndarray,
-    dst: np.ndarray,
-    batch: int,
-    channels: int,
-    area: int,
-    pack: int = 4,
-    num_thread: int = 1,
-) -> None: ...

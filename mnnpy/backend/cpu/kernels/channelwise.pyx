@@ -1,7 +1,8 @@
 # cython: language_level=3
-"""Per-channel (Scale, PReLU) and elementwise (Sigmoid, TanH) kernels on channel-blocked planes.
+"""Per-channel (Scale, PReLU) kernels on channel-blocked planes.
 
-NumPy references: ``mnnpy/ops/scale.py``, ``mnnpy/ops/prelu.py``, ``mnnpy/ops/activation.py``.
+NumPy references: ``mnnpy/ops/scale.py``, ``mnnpy/ops/prelu.py``. (Sigmoid and TanH run on the
+vectorized UnaryOp kernels, ``unary.pyx``.)
 Data is ``[batch][ceil(C/pack)][area][pack]``: NC4HW4 with ``pack = 4``, NCHW with ``pack = 1``
 (any contiguous buffer is ``batch = channels = 1``). Per-channel parameters hold
 ``pack * ceil(C/pack)`` values. Padding lanes (channels >= C) of the output are written as
@@ -10,13 +11,10 @@ zeros. Sizes are checked before the ``nogil`` loop; threads split the planes int
 """
 
 from cython.parallel cimport prange
-from libc.math cimport expf, tanhf
 
 cdef enum:
     SCALE = 0
     PRELU = 1
-    SIGMOID = 2
-    TANH = 3
 
 cdef Py_ssize_t _CHUNK = 2048
 
@@ -66,13 +64,8 @@ cdef void _task(const Geom* g, const float* src, float* dst, const float* a, con
             v = s[i * p + k]
             if g.kind == SCALE:
                 v = v * ab[k] + bb[k]
-            elif g.kind == PRELU:
-                if v < 0:
-                    v = v * ab[k]
-            elif g.kind == SIGMOID:
-                v = 1 / (1 + expf(-v))
-            else:
-                v = tanhf(v)
+            elif v < 0:  # PRELU
+                v = v * ab[k]
             d[i * p + k] = v
         for k in range(lanes, p):
             d[i * p + k] = 0
@@ -105,15 +98,3 @@ def prelu(const float[::1] src, float[::1] dst, const float[::1] slope, Py_ssize
           Py_ssize_t channels, Py_ssize_t area, Py_ssize_t pack=4, int num_thread=1):
     """``dst = src < 0 ? src * slope[c] : src``."""
     _run(PRELU, src, dst, slope, slope, batch, channels, area, pack, num_thread)
-
-
-def sigmoid(const float[::1] src, float[::1] dst, Py_ssize_t batch, Py_ssize_t channels,
-            Py_ssize_t area, Py_ssize_t pack=4, int num_thread=1):
-    """``dst = 1 / (1 + exp(-src))``."""
-    _run(SIGMOID, src, dst, src, src, batch, channels, area, pack, num_thread)
-
-
-def tanh(const float[::1] src, float[::1] dst, Py_ssize_t batch, Py_ssize_t channels,
-         Py_ssize_t area, Py_ssize_t pack=4, int num_thread=1):
-    """``dst = tanh(src)``."""
-    _run(TANH, src, dst, src, src, batch, channels, area, pack, num_thread)

@@ -12,7 +12,7 @@ div / min / max on contiguous rows run in ``eltwise_kernels.h`` (per ISA, bit-id
 
 cimport cython
 from cython.parallel cimport prange
-from libc.math cimport atan2f, expf, floor, floorf, fmodf, pow, powf
+from libc.math cimport atan2f, floor, floorf, fmodf, pow, powf
 from libc.stdint cimport uint32_t
 from libc.stddef cimport ptrdiff_t
 from libc.string cimport memcpy
@@ -23,6 +23,7 @@ from mnnpy.backend.cpu.kernels.gemm cimport current_isa
 cdef extern from "eltwise_kernels.h" nogil:
     void mnnpy_ew_row(int isa, int op, const float* a, const float* b, int b_step, float* o,
                       ptrdiff_t n, int relu)
+    float mnnpy_exp_mnn(float x)
 
 ctypedef signed char i8
 ctypedef unsigned char u8
@@ -117,7 +118,8 @@ cdef inline int _cmp(int op, in_t x, in_t y) noexcept nogil:
 
 
 cdef inline bint _is_hot(int op) noexcept nogil:
-    return op == ADD or op == SUB or op == MUL or op == REALDIV or op == MAXIMUM or op == MINIMUM
+    return (op == ADD or op == SUB or op == MUL or op == REALDIV or op == MAXIMUM or op == MINIMUM
+            or op == MUL_SILU)
 
 
 cdef inline float _float_op(int op, float x, float y) noexcept nogil:
@@ -133,8 +135,8 @@ cdef inline float _float_op(int op, float x, float y) noexcept nogil:
         return fmodf(x, y)
     if op == ATAN2:
         return atan2f(x, y)
-    if op == MUL_SILU:
-        return x * (y / (1.0 + expf(-y)))
+    if op == MUL_SILU:  # strided rows; contiguous ones: eltwise_kernels.h (clamped exp)
+        return x * (y / (1 + mnnpy_exp_mnn(-y)))
     return 0
 
 

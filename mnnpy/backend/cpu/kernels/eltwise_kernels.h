@@ -4,18 +4,28 @@
  * The same plain loop is compiled three times: for AVX-512 (512-bit vectors), AVX2 and the
  * baseline (SSE on x86-64, whatever the target offers elsewhere); the caller passes the ISA
  * (``gemm.set_isa``). Each element is one IEEE operation (add, sub, mul, div, or the max / min
- * ``x > y ? x : y``), then the relu ``v > 0 ? v : 0``, so every ISA gives the same bits.
+ * ``x > y ? x : y``), then the relu ``v > 0 ? v : 0``, so every ISA gives the same bits; MUL_SILU
+ * ``x * (y / (1 + exp(-y)))`` uses unary_kernels.h's exp (MNN's clamp to [-87, 87]), where ISAs
+ * may differ in the last bit (FMA contraction).
  *
  * Loads of a chunk go before its stores: when the output sits a multiple of 4 KB from an input,
  * a load right after a store to the "same" 4 KB offset would otherwise wait for it.
  *
- * op: 0 add, 1 sub, 2 mul, 7 div, 8 min, 9 max (MNN's BinaryOpOperation values).
+ * op: 0 add, 1 sub, 2 mul, 7 div, 8 min, 9 max, 29 mul_silu (MNN's BinaryOpOperation values).
  * b_step: 1 for a row of b, 0 for one scalar b[0].
  */
 #ifndef MNNPY_ELTWISE_KERNELS_H
 #define MNNPY_ELTWISE_KERNELS_H
 
 #include "simd.h"
+#include "unary_kernels.h"
+
+/* The loops inline unary_kernels.h's exp, so they take its options (see exp_core.h); for the
+ * IEEE operations and selects here, no-trapping-math changes no result. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")
+#endif
 
 #define MNNPY_EW_CHUNK 64
 
@@ -24,6 +34,7 @@
      : (OP) == 1 ? (x) - (y)     \
      : (OP) == 2 ? (x) * (y)     \
      : (OP) == 7 ? (x) / (y)     \
+     : (OP) == 29 ? (x) * ((y) / (1.0f + mnnpy_exp_mnn(-(y)))) \
      : (OP) == 8 ? ((x) < (y) ? (x) : (y)) : ((x) > (y) ? (x) : (y)))
 
 /* One op with a constant OP, so the loop body has no branch and vectorizes. */
@@ -55,6 +66,7 @@
         case 2: MNNPY_EW_LOOP(2); break;     \
         case 7: MNNPY_EW_LOOP(7); break;     \
         case 8: MNNPY_EW_LOOP(8); break;     \
+        case 29: MNNPY_EW_LOOP(29); break;   \
         default: MNNPY_EW_LOOP(9); break;    \
     }
 
@@ -74,6 +86,10 @@ mnnpy_ew_avx512(int op, const float* a, const float* b, int b_step, float* o, pt
                 int relu) {
     MNNPY_EW_BODY
 }
+#endif
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
 #endif
 
 /* o[i] = relu?(op(a[i], b[b_step * i])) for i < n. */

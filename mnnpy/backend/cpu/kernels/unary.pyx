@@ -1,24 +1,33 @@
 # cython: language_level=3
 """Elementwise UnaryOp kernels on raw (any layout) float32 / int32 storage.
 
-NumPy reference: ``mnnpy/ops/unary_op.py`` (which documents MNN's quirks kept here). The function
-is chosen once per call (a function pointer), then applied to chunks of the buffer in parallel.
-Each output element depends only on the input element at the same position, so ``src`` and
-``dst`` may be the same buffer and results do not depend on the thread count.
+NumPy reference: ``mnnpy/ops/unary_op.py`` (which documents MNN's quirks kept here). Chunks of
+the buffer run in parallel. The functions models spend time in (exp, sigmoid, SiLU, tanh, GELU,
+erf, hard-swish, log...) are vectorized C loops in ``unary_kernels.h``, for the ISA
+``gemm.set_isa`` chose; the others go through a table of scalar functions (a function pointer
+chosen once per call). Each output element depends only on the input element at the same
+position, so ``src`` and ``dst`` may be the same buffer and results do not depend on the thread
+count.
 """
 
 from cython.parallel cimport prange
 from libc.math cimport (
-    acosf, acoshf, asinf, asinhf, atanf, atanhf, ceilf, cosf, coshf, erfc, exp, expf,
-    fabsf, floorf, log, log1p, logf, roundf, sinf, sinhf, sqrt, sqrtf, tanf, tanhf,
+    acosf, acoshf, asinf, asinhf, atanf, atanhf, ceilf, cosf, coshf, erfc, exp, fabsf, floorf,
+    log, log1p, logf, roundf, sinf, sinhf, sqrt, sqrtf, tanf,
 )
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, current_isa
 
 
-cdef extern from "erf_kernels.h" nogil:
+cdef extern from "unary_kernels.h" nogil:
     float mnnpy_erf1(float x)
-    void mnnpy_erf(int isa, const float* src, float* dst, Py_ssize_t n)
+    float mnnpy_exp_mnn(float x)
+    float mnnpy_log1(float x)
+    float mnnpy_tanh1(float x)
+    float mnnpy_gelu_tanh1(float x)
+    float mnnpy_gelu_erf1(float x)
+    float mnnpy_hardswish1(float x)
+    int mnnpy_unary_simd(int isa, int op, const float* src, float* dst, Py_ssize_t n)
 
 ctypedef float (*float_fn)(float) noexcept nogil
 ctypedef int (*int_fn)(int) noexcept nogil
@@ -82,15 +91,6 @@ _ERFINV_LARGE[:] = [
 ]
 
 
-cdef inline float _mnn_exp(float x) noexcept nogil:
-    # MNNExp clamps the argument, so exp(100) is exp(87), not inf
-    if x > 87.0:
-        x = 87.0
-    elif x < -87.0:
-        x = -87.0
-    return expf(x)
-
-
 cdef inline float _abs(float x) noexcept nogil:
     return fabsf(x)
 
@@ -120,11 +120,11 @@ cdef inline float _rsqrt(float x) noexcept nogil:
 
 
 cdef inline float _exp(float x) noexcept nogil:
-    return _mnn_exp(x)
+    return mnnpy_exp_mnn(x)  # MNNExp clamps x to [-87, 87]: exp(100) is exp(87), not inf
 
 
 cdef inline float _log(float x) noexcept nogil:
-    return logf(x)
+    return mnnpy_log1(x)
 
 
 cdef inline float _sin(float x) noexcept nogil:
@@ -198,7 +198,7 @@ cdef inline float _cosh(float x) noexcept nogil:
 
 
 cdef inline float _erf(float x) noexcept nogil:
-    return mnnpy_erf1(x)  # erf_kernels.h; the array loop is mnnpy_erf
+    return mnnpy_erf1(x)  # erf_kernels.h
 
 
 cdef inline float _erfc(float x) noexcept nogil:
@@ -223,50 +223,31 @@ cdef inline float _erfinv(float x) noexcept nogil:
 
 
 cdef inline float _expm1(float x) noexcept nogil:
-    return _mnn_exp(x) - 1.0
+    return mnnpy_exp_mnn(x) - 1
 
 
 cdef inline float _sigmoid(float x) noexcept nogil:
-    return 1.0 / (1.0 + _mnn_exp(-x))
+    return 1 / (1 + mnnpy_exp_mnn(-x))
 
 
 cdef inline float _tanh(float x) noexcept nogil:
-    return tanhf(x)
+    return mnnpy_tanh1(x)
 
 
 cdef inline float _hardswish(float x) noexcept nogil:
-    cdef float r = x + 3.0
-    if r < 0:
-        r = 0
-    elif r > 6:
-        r = 6
-    return x * r / 6.0
+    return mnnpy_hardswish1(x)
 
 
 cdef inline float _gelu(float x) noexcept nogil:
-    # MNNGelu: tanh by Lambert's continued fraction, argument clamped to [-5, 5], result to
-    # [-1, 1]; all in float32
-    cdef float y = (x * x * x * <float>0.044715 + x) * <float>0.79788458, y2, t
-    if y < -5:
-        y = -5
-    elif y > 5:
-        y = 5
-    y2 = y * y
-    t = (((y2 + <float>378) * y2 + <float>17325) * y2 + <float>135135) * y
-    t = t / (((y2 * <float>28 + <float>3150) * y2 + <float>62370) * y2 + <float>135135)
-    if t < -1:
-        t = -1
-    elif t > 1:
-        t = 1
-    return (t + 1) * x * <float>0.5
+    return mnnpy_gelu_tanh1(x)  # MNNGelu: its rational tanh, clamped (unary_kernels.h)
 
 
 cdef inline float _gelu_standard(float x) noexcept nogil:
-    return (mnnpy_erf1(x * 0.7071067932881648) + 1.0) * x * 0.5
+    return mnnpy_gelu_erf1(x)
 
 
 cdef inline float _silu(float x) noexcept nogil:
-    return x / (1.0 + _mnn_exp(-x))
+    return x / (1 + mnnpy_exp_mnn(-x))
 
 
 cdef inline int _iabs(int x) noexcept nogil:
@@ -339,44 +320,17 @@ _INT_FNS[SIGN] = _isign
 
 cdef void _float_loop(int op, const float* src, float* dst, Py_ssize_t n,
                       float_fn f) noexcept nogil:
-    # Common and cheap functions get their own loop, so the compiler inlines (and, for the
-    # arithmetic ones, vectorizes) them; the rest go through the function table.
+    # unary_kernels.h's vectorized loops first; cheap arithmetic gets its own loop here, so the
+    # compiler inlines and vectorizes it; the rest go through the function table.
     cdef Py_ssize_t i
-    if op == ABS:
-        for i in range(n):
-            dst[i] = _abs(src[i])
-    elif op == NEG:
-        for i in range(n):
-            dst[i] = _neg(src[i])
-    elif op == SQUARE:
-        for i in range(n):
-            dst[i] = _square(src[i])
-    elif op == SQRT:
+    if mnnpy_unary_simd(current_isa(), op, src, dst, n):
+        return
+    if op == SQRT:
         for i in range(n):
             dst[i] = _sqrt(src[i])
     elif op == RSQRT:
         for i in range(n):
             dst[i] = _rsqrt(src[i])
-    elif op == RECIPROCAL:
-        for i in range(n):
-            dst[i] = _reciprocal(src[i])
-    elif op == HARDSWISH:
-        for i in range(n):
-            dst[i] = _hardswish(src[i])
-    elif op == GELU:
-        for i in range(n):
-            dst[i] = _gelu(src[i])
-    elif op == ERF:
-        mnnpy_erf(current_isa(), src, dst, n)
-    elif op == GELU_STANDARD:
-        for i in range(n):
-            dst[i] = _gelu_standard(src[i])
-    elif op == SIGMOID:
-        for i in range(n):
-            dst[i] = _sigmoid(src[i])
-    elif op == SILU:
-        for i in range(n):
-            dst[i] = _silu(src[i])
     else:
         for i in range(n):
             dst[i] = f(src[i])
@@ -387,36 +341,75 @@ ctypedef fused scalar_t:
     int
 
 
+cdef void _float_run(int op, const float* src, float* dst, Py_ssize_t n, float_fn f,
+                     int num_thread) noexcept nogil:
+    cdef Py_ssize_t chunks = (n + _CHUNK - 1) // _CHUNK, c, start
+    if num_thread <= 1 or chunks <= 1:  # no parallel region to enter
+        _float_loop(op, src, dst, n, f)
+        return
+    for c in prange(chunks, num_threads=num_thread, schedule="static"):
+        start = c * _CHUNK
+        _float_loop(op, src + start, dst + start, min(_CHUNK, n - start), f)
+
+
+cdef float_fn _float_fn(int op) except? NULL:
+    cdef float_fn ff = _FLOAT_FNS[op] if 0 <= op <= SILU else NULL
+    if ff == NULL:
+        raise ValueError(f"unary op {op} does not support this dtype")
+    return ff
+
+
 def unary(const scalar_t[::1] src, scalar_t[::1] dst, Py_ssize_t n, int op, int num_thread=1):
     """``dst[i] = f(src[i])`` for the first ``n`` elements; ``f`` is UnaryOpOperation ``op``."""
     if n < 0 or src.shape[0] < n or dst.shape[0] < n:
         raise ValueError(f"buffers too small for {n} elements")
     cdef float_fn ff = NULL
     cdef int_fn fi = NULL
-    if 0 <= op <= SILU:
-        if scalar_t is float:
-            ff = _FLOAT_FNS[op]
-        else:
-            fi = _INT_FNS[op]
-    if ff == NULL and fi == NULL:
+    if scalar_t is float:
+        ff = _float_fn(op)
+    elif 0 <= op <= SILU:
+        fi = _INT_FNS[op]
+    if scalar_t is int and fi == NULL:
         raise ValueError(f"unary op {op} does not support this dtype")
     cdef Py_ssize_t chunks = (n + _CHUNK - 1) // _CHUNK, c, i, start, end
     if n == 0:
         return
-    if chunks == 1:  # too little work to wake another thread
+    if scalar_t is float:
         with nogil:
-            if scalar_t is float:
-                _float_loop(op, &src[0], &dst[0], n, ff)
-            else:
-                for i in range(n):
-                    dst[i] = fi(src[i])
-        return
-    with nogil:
-        for c in prange(chunks, num_threads=num_thread, schedule="static"):
-            start = c * _CHUNK
-            end = min(start + _CHUNK, n)
-            if scalar_t is float:
-                _float_loop(op, &src[start], &dst[start], end - start, ff)
-            else:
+            _float_run(op, &src[0], &dst[0], n, ff, num_thread)
+    elif chunks == 1:  # too little work to wake another thread
+        with nogil:
+            for i in range(n):
+                dst[i] = fi(src[i])
+    else:
+        with nogil:
+            for c in prange(chunks, num_threads=num_thread, schedule="static"):
+                start = c * _CHUNK
+                end = min(start + _CHUNK, n)
                 for i in range(start, end):
                     dst[i] = fi(src[i])
+
+
+cdef class UnaryCall(KernelCall):
+    """A float32 UnaryOp on fixed buffers (``bind_unary``)."""
+    cdef Py_ssize_t n
+    cdef int op
+    cdef float_fn f
+
+    cdef void run(self) noexcept:
+        with nogil:
+            _float_run(self.op, self.s, self.d, self.n, self.f, self.num_thread)
+
+
+def bind_unary(const float[::1] src, float[::1] dst, Py_ssize_t n, int op, int num_thread=1):
+    """``unary`` on these float32 buffers, checked now: a ``UnaryCall`` that runs it when
+    called with no arguments (a session's prepared step, ``Execution.bind``)."""
+    if n < 0 or src.shape[0] < n or dst.shape[0] < n:
+        raise ValueError(f"buffers too small for {n} elements")
+    cdef UnaryCall call = UnaryCall()
+    call.f = _float_fn(op)
+    call.op, call.n, call.num_thread = op, n, num_thread
+    if n:
+        call.s, call.d = &src[0], &dst[0]
+    call.buffers = (src, dst)
+    return call
