@@ -1,0 +1,94 @@
+"""llmexport folders (tests/data/llm/, tools/make_llm_models.py) vs MNN.llm's recorded goldens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mnnpy.llm as llm
+from mnnpy import kv_cache
+from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.llm.chat import main as chat_main
+from tests.helpers import assert_close
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "llm"
+VARIANTS = ["fp16", "q8_b64", "q4_b64"]
+
+
+@pytest.fixture(scope="module", params=VARIANTS)
+def model(request):
+    m = llm.create(DATA / request.param / "config.json")
+    m.set_config({"thread_num": 1, "sampler_type": "greedy", "max_new_tokens": 32})
+    m.load()
+    return request.param, m, dict(np.load(DATA / request.param / "golden.npz"))
+
+
+def test_prompt_ids_equal_mnn(model) -> None:
+    _, m, g = model
+    prompt = m.apply_chat_template("Hello, how are you?")
+    assert prompt == str(g["prompt"][0])
+    assert m.tokenizer_encode(prompt) == g["prompt_ids"].tolist()
+    assert m.tokenizer_encode("The quick brown fox jumps over the lazy dog. 123 tokens!") == (
+        g["raw_ids"].tolist()
+    )
+
+
+def test_greedy_tokens_equal_mnn(model) -> None:
+    name, m, g = model
+    m.reset()
+    tokens = m.generate(g["prompt_ids"].tolist(), 12)
+    assert tokens == g["tokens"].tolist()
+    if name == "fp16":  # fp16 weights: HuggingFace's float32 greedy decode agrees too
+        assert tokens == g["hf_tokens"].tolist()
+
+
+def test_logits_per_step_match_mnn(model) -> None:
+    _, m, g = model
+    m.reset()
+    rows = [m.forward(g["prompt_ids"].tolist()).reshape(-1)]
+    for t in g["tokens"][:-1]:
+        rows.append(m.forward([int(t)]).reshape(-1))
+    assert kv_cache.kv_length(m.session) == len(g["prompt_ids"]) + len(g["tokens"]) - 1
+    assert_close(np.stack(rows), g["logits"])
+
+
+def test_reset_repeats_and_decode(model) -> None:
+    _, m, g = model
+    m.reset()
+    first = m.generate(g["prompt_ids"].tolist()[:5], 3)
+    m.reset()
+    assert m.generate(g["prompt_ids"].tolist()[:5], 3) == first
+    text = m._tok().decode(g["prompt_ids"].tolist())
+    assert text == str(g["prompt"][0]).replace("<|im_start|>", "").replace("<|im_end|>", "")
+
+
+def test_cache_over_budget_names_bytes() -> None:
+    m = llm.create(DATA / "q4_b64")
+    m.set_config({"thread_num": 1, "max_new_tokens": 1 << 20, "memory_budget": 8 << 20})
+    with pytest.raises(MNNError) as e:
+        m.load()
+    assert e.value.code == ErrorCode.OUT_OF_MEMORY
+    assert "K/V cache" in str(e.value) and str(2 * 2 * 2 * 16 * 4 * ((1 << 20) + 512)) in str(
+        e.value
+    )
+
+
+def test_bad_ids() -> None:
+    m = llm.create(DATA / "q4_b64")
+    m.set_config({"thread_num": 1})
+    m.load()
+    with pytest.raises(MNNError) as e:
+        m.forward([320])
+    assert e.value.code == ErrorCode.INVALID_VALUE
+
+
+def test_chat_command_streams_greedy_reply(capsys) -> None:
+    g = np.load(DATA / "fp16" / "golden.npz")
+    assert chat_main([str(DATA / "fp16"), "-p", "Hello, how are you?", "--max-new-tokens", "12",
+                      "--sampler", "greedy", "--threads", "1"]) == 0  # fmt: skip
+    m = llm.create(DATA / "fp16")
+    m.load()
+    want = b"".join(m._tok().decode_bytes(int(t)) for t in g["tokens"])
+    assert capsys.readouterr().out == want.decode("utf-8", errors="replace") + "\n"
