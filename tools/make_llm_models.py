@@ -22,7 +22,8 @@ What it does, all offline and from fixed seeds:
    caveat). ``--mnnconvert`` points at a two-line script calling
    ``_tools.mnnconvert(sys.argv)``, so ``MNN.tools`` is never imported.
 4. Keeps ``llm.mnn``, ``llm.mnn.weight``, ``embeddings_bf16.bin``, ``tokenizer.mtok``,
-   ``config.json`` and ``llm_config.json`` in ``<out>/<variant>/`` and writes
+   ``config.json`` and ``llm_config.json`` in ``<out>/<variant>/`` (``llm.mnn``'s random uuid
+   replaced by a content hash, so re-runs are byte-identical) and writes
    ``<out>/<variant>/golden.npz`` from ``MNN.llm`` (CPU, 1 thread): ``prompt_ids`` (the
    chat-templated prompt, tokenized by MNN), ``raw_ids`` (a plain text tokenized by MNN),
    ``tokens`` (12 greedy tokens from ``_c_obj.generate(ids, 12)``; the wheel's Python
@@ -80,6 +81,16 @@ def _llmexport_file() -> Path:
     spec = importlib.util.find_spec("llmexport")
     assert spec is not None and spec.submodule_search_locations
     return Path(next(iter(spec.submodule_search_locations))) / "llmexport.py"
+
+
+def _fix_uuid(path: Path) -> None:
+    """The converter's random uuid replaced by a content hash (re-runs are byte-identical)."""
+    tools = os.path.dirname(os.path.abspath(__file__))
+    if tools not in sys.path:
+        sys.path.insert(0, tools)
+    import _mnn_convert
+
+    _mnn_convert.fix_uuid(path)
 
 
 def make_tokenizer(dst: Path) -> None:
@@ -208,6 +219,26 @@ def hf_greedy(src: Path, ids: np.ndarray) -> np.ndarray:
     return out[0, len(ids) :].numpy().astype(np.int32)
 
 
+def _write_readme(out: Path, rows: list[str]) -> None:
+    text = [
+        "# Tiny Qwen2 exports (llmexport 0.0.5, MNN 3.6.1)",
+        "",
+        "Written by `tools/make_llm_models.py` (see its docstring); do not edit. `golden.npz` in",
+        "each folder: MNN.llm's prompt ids, 12 greedy tokens and per-step logits, and HF's greedy",
+        f"tokens. Prompt: chat template of {PROMPT!r}.",
+        "",
+        "| export | bits | block | bytes | MNN.llm greedy tokens | first tokens equal to HF |",
+        "|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "HF decodes the float32 model; the 8- and 4-bit exports decode their quantized weights, so",
+        "they may leave HF's path (the tiny random model has close logits) while mnnpy must still",
+        "give MNN.llm's tokens.",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(text))
+
+
 def main() -> None:
     """Build the models, export the variants and write the goldens."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -220,6 +251,7 @@ def main() -> None:
     src = work / "qwen2_tiny"
     make_tokenizer(src)
     make_model(src)
+    rows = []
     for name, (bits, block) in VARIANTS.items():
         exp = export(src, work, bits, block)
         dst = out / name
@@ -227,12 +259,19 @@ def main() -> None:
         dst.mkdir(parents=True)
         for f in KEEP:
             shutil.copy(exp / f, dst / f)
+        _fix_uuid(dst / "llm.mnn")
         gold = mnn_goldens(dst)
         gold["hf_tokens"] = hf_greedy(src, gold["prompt_ids"])
         np.savez(dst / "golden.npz", **gold)
         sizes = {f: os.path.getsize(dst / f) for f in KEEP}
         same = bool(np.array_equal(gold["tokens"], gold["hf_tokens"]))
         print(f"{name}: {sizes} tokens={gold['tokens'].tolist()} hf_equal={same}")
+        agree = int(np.cumprod(gold["tokens"] == gold["hf_tokens"]).sum())
+        rows.append(
+            f"| {name} | {bits} | {block or '-'} | {sum(sizes.values())} | "
+            f"{' '.join(map(str, gold['tokens']))} | {agree} of {N_NEW} |"
+        )
+    _write_readme(out, rows)
     if not args.keep_work:
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps({"out": str(out)}))

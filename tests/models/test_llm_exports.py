@@ -17,12 +17,16 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "llm"
 VARIANTS = ["fp16", "q8_b64", "q4_b64"]
 
 
-@pytest.fixture(scope="module", params=VARIANTS)
+@pytest.fixture(scope="module", params=[(v, m) for v in VARIANTS for m in ("low", "normal")])
 def model(request):
-    m = llm.create(DATA / request.param / "config.json")
-    m.set_config({"thread_num": 1, "sampler_type": "greedy", "max_new_tokens": 32})
+    """A loaded export; its config.json says memory "low" (weights kept 4/8-bit), also "normal"."""
+    name, memory = request.param
+    m = llm.create(DATA / name / "config.json")
+    m.set_config(
+        {"thread_num": 1, "sampler_type": "greedy", "max_new_tokens": 32, "memory": memory}
+    )
     m.load()
-    return request.param, m, dict(np.load(DATA / request.param / "golden.npz"))
+    return name, m, dict(np.load(DATA / name / "golden.npz"))
 
 
 def test_prompt_ids_equal_mnn(model) -> None:
