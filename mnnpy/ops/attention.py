@@ -75,26 +75,36 @@ def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Non
         out.shape, out.dimension_format = (1, seq, nh * d), q.dimension_format
 
 
-def mask_rows(mask: np.ndarray | None, seq: int, history: int) -> np.ndarray | None:
-    """The additive ``[seq, history + seq]`` mask, or None for the causal case.
+def mask_mode(mask: np.ndarray | None, seq: int, history: int) -> tuple[int, int]:
+    """``(mode, columns)``: 0 causal, 1 a ``[seq, history + seq]`` mask, 2 a ``[seq, seq]`` one.
 
     Raises:
         InvalidValueError: for a mask of another size.
     """
-    if mask is None or (mask.size == 1 and mask.ndim == 0 and float(mask) < 1e-6):
-        return None
-    flat = np.asarray(mask, np.float32).reshape(-1)
+    if mask is None or (mask.ndim == 0 and float(mask) < 1e-6):
+        return 0, 0
     total = history + seq
-    if flat.size == seq * total:
-        return flat.reshape(seq, total)
-    if flat.size == seq * seq:  # covers the new tokens; the history stays visible
-        rows = np.zeros((seq, total), np.float32)
-        rows[:, history:] = flat.reshape(seq, seq)
-        return rows
+    if mask.size == seq * total:
+        return 1, total
+    if mask.size == seq * seq:  # covers the new tokens; the history stays visible
+        return 2, seq
     raise InvalidValueError(
         f"Attention mask {mask.shape!r} fits neither {seq}x{seq} nor {seq}x{total} "
         f"({history} cached tokens)"
     )
+
+
+def mask_rows(mask: np.ndarray | None, seq: int, history: int) -> np.ndarray | None:
+    """The additive ``[seq, history + seq]`` mask, or None for the causal case."""
+    mode, _ = mask_mode(mask, seq, history)
+    if mode == 0 or mask is None:
+        return None
+    flat = np.asarray(mask, np.float32).reshape(-1)
+    if mode == 1:
+        return flat.reshape(seq, history + seq)
+    rows = np.zeros((seq, history + seq), np.float32)
+    rows[:, history:] = flat.reshape(seq, seq)
+    return rows
 
 
 def attend(

@@ -9,6 +9,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
+from mnnpy.backend.cpu.kernels import attention as K
 from mnnpy.errors import MNNError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.kv_cache import KVCache
@@ -16,6 +17,8 @@ from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import attention
 from mnnpy.tensor import Tensor
+
+_EMPTY = np.zeros(0, np.float32)
 
 
 class KVCacheBlock:
@@ -27,7 +30,8 @@ class CPUAttention(Execution):
 
     The cache (``kv_cache``) is STATIC memory of the backend, created with the execution, so it
     survives ``run_session`` and ``resize_session``; without ``kv_cache`` it is emptied before
-    each run. The arithmetic is :func:`mnnpy.ops.attention.attend` (NumPy, float64 sums).
+    each run. The arithmetic is ``kernels.attention`` (threads over heads and tokens); its NumPy
+    reference is :func:`mnnpy.ops.attention.attend`.
     """
 
     def __init__(self, backend: CPUBackend, op: OpDef, kv_heads: int, head_dim: int) -> None:
@@ -53,24 +57,23 @@ class CPUAttention(Execution):
             cache.length = 0
         q = inputs[0].buffer[: seq * nh * d].reshape(seq, nh, d)
         k = inputs[1].buffer[: seq * kv * d].reshape(seq, kv, d)
-        mask = None
-        if len(inputs) > 3:
+        mask, history = _EMPTY, cache.length
+        if len(inputs) > 3:  # the mask is checked before the cache changes
             m = inputs[3]
-            mask = m.buffer[: m.element_size].reshape(m.shape)
-        rows = attention.mask_rows(mask, seq, cache.length)  # checked before the cache changes
+            mask = m.buffer[: m.element_size]
+            mode, cols = attention.mask_mode(mask.reshape(m.shape), seq, history)
+        else:
+            mode, cols = 0, 0
         cache.append(
             k.transpose(1, 0, 2), _rows(inputs[2], seq).reshape(seq, kv, d).transpose(1, 0, 2)
         )
-        total = cache.length
-        out = attention.attend(q, cache.keys[:, :total], cache.values[:, :total], rows, self._scale)
         dst = outputs[0]
-        if dst.is_packed:
-            width = c4(nh * d) * 4
-            view = dst.buffer[: seq * width].reshape(seq, width)
-            view[:, : nh * d] = out
+        width = c4(nh * d) * 4 if dst.is_packed else nh * d
+        view = dst.buffer[: seq * width].reshape(seq, width)
+        if width > nh * d:
             view[:, nh * d :] = 0
-        else:
-            dst.buffer[: seq * nh * d] = out.reshape(-1)
+        K.attention(q, cache.keys, cache.values, cache.length, history, mask, mode, cols,
+                    self._scale, view, self.backend.num_thread)  # fmt: skip
 
 
 def _rows(t: Tensor, seq: int) -> np.ndarray:
