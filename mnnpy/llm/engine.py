@@ -186,9 +186,13 @@ class Llm:
                 return
             logits = self.forward([token])
 
-    def generate(self, ids: list[int], max_new_tokens: int) -> list[int]:
-        """New token ids after ``ids`` (the stop token included when met)."""
-        return list(self.generate_stream(ids, max_new_tokens))
+    def generate(self, ids: list[int], max_new_tokens: int | None = None) -> list[int]:
+        """New token ids after ``ids`` (the stop token included when met).
+
+        ``max_new_tokens`` defaults to the config's (MNN.llm's ``generate(ids)``).
+        """
+        limit = self.config.get("max_new_tokens", 512) if max_new_tokens is None else max_new_tokens
+        return list(self.generate_stream(ids, int(limit)))
 
     def response(self, text: str, stream: bool = False, max_new_tokens: int | None = None) -> str:
         """The reply to a user message; with ``stream``, written to stdout as it comes."""

@@ -96,3 +96,13 @@ def test_chat_command_streams_greedy_reply(capsys) -> None:
     m.load()
     want = b"".join(m._tok().decode_bytes(int(t)) for t in g["tokens"])
     assert capsys.readouterr().out == want.decode("utf-8", errors="replace") + "\n"
+
+
+def test_compat_facade_llm() -> None:
+    import mnnpy.compat as MNN
+
+    g = np.load(DATA / "q8_b64" / "golden.npz")
+    m = MNN.llm.create(str(DATA / "q8_b64" / "config.json"))
+    m.set_config({"thread_num": 2, "sampler_type": "greedy", "max_new_tokens": 12})
+    m.load()
+    assert m.generate(m.tokenizer_encode(str(g["prompt"][0]))) == g["tokens"].tolist()
