@@ -118,19 +118,26 @@ def make_tokenizer(dst: Path) -> None:
     fast.save_pretrained(dst)
 
 
-def make_model(dst: Path) -> None:
-    """Save a random tiny Qwen2 in ``dst`` (safetensors, float32)."""
+def make_model(
+    dst: Path,
+    hidden: int = HIDDEN,
+    inter: int = INTER,
+    layers: int = LAYERS,
+    heads: int = HEADS,
+    kv_heads: int = KV_HEADS,
+) -> None:
+    """Save a random Qwen2 in ``dst`` (safetensors, float32); tiny by default."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(0)
     cfg = Qwen2Config(
         vocab_size=VOCAB,
-        hidden_size=HIDDEN,
-        intermediate_size=INTER,
-        num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS,
-        num_key_value_heads=KV_HEADS,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=512,
         tie_word_embeddings=False,
         eos_token_id=2,
