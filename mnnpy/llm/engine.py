@@ -8,6 +8,14 @@ facts: hidden size, mask kind, chat template), ``llm.mnn`` + ``llm.mnn.weight``,
 ``position_ids`` (``[1, seq]``, continuing after the cached tokens) and ``logits_index``
 (``[-1]``: the last token's logits); the Attention ops keep the K/V history
 (:mod:`mnnpy.kv_cache`), reserved at :meth:`Llm.load` for the whole context.
+
+``config.json`` keys read: the file names, ``thread_num``, ``memory`` (``low`` keeps the 4/8-bit
+weights compressed; the arithmetic is float32 either way: MNN's low mode on x86 instead
+quantizes activations to int8, so its tokens can differ from float), ``memory_budget``,
+``max_new_tokens``, ``max_prompt_tokens`` (mnnpy's: the prompt part of the reserved context,
+default 512), ``reuse_kv``, ``system_prompt`` and the sampler keys. ``precision`` is not read
+(always float32), nor are the keys of features mnnpy lacks (vision, audio, LoRA, speculative
+decoding, prompt caches).
 """
 
 from __future__ import annotations

@@ -106,3 +106,32 @@ def test_compat_facade_llm() -> None:
     m.set_config({"thread_num": 2, "sampler_type": "greedy", "max_new_tokens": 12})
     m.load()
     assert m.generate(m.tokenizer_encode(str(g["prompt"][0]))) == g["tokens"].tolist()
+
+
+def test_missing_and_bad_files(tmp_path) -> None:
+    import shutil
+
+    with pytest.raises(MNNError) as e:
+        llm.create(tmp_path / "none" / "config.json")
+    assert e.value.code == ErrorCode.FILE_NOT_EXIST
+    folder = tmp_path / "m"
+    shutil.copytree(DATA / "q4_b64", folder)
+    (folder / "tokenizer.mtok").unlink()
+    with pytest.raises(MNNError) as e:
+        llm.create(folder).load()
+    assert e.value.code == ErrorCode.FILE_NOT_EXIST and "tokenizer.mtok" in str(e.value)
+    shutil.copy(DATA / "q4_b64" / "tokenizer.mtok", folder)
+    (folder / "embeddings_bf16.bin").write_bytes(b"\0" * 130)  # not rows of hidden 64
+    with pytest.raises(MNNError) as e:
+        llm.create(folder).load()
+    assert e.value.code == ErrorCode.INVALID_VALUE and "embeddings_bf16.bin" in str(e.value)
+    shutil.copy(DATA / "q4_b64" / "embeddings_bf16.bin", folder)
+    data = (folder / "llm.mnn.weight").read_bytes()
+    (folder / "llm.mnn.weight").write_bytes(data[: len(data) // 2])
+    with pytest.raises(MNNError) as e:
+        llm.create(folder).load()
+    assert e.value.code == ErrorCode.INVALID_VALUE and "llm.mnn.weight" in str(e.value)
+    (folder / "config.json").write_text("{not json")
+    with pytest.raises(MNNError) as e:
+        llm.create(folder)
+    assert e.value.code == ErrorCode.INVALID_VALUE
