@@ -26,6 +26,7 @@ What it does, all offline and from fixed seeds:
    replaced by a content hash, so re-runs are byte-identical) and writes
    ``<out>/<variant>/golden.npz`` from ``MNN.llm`` (CPU, 1 thread): ``prompt_ids`` (the
    chat-templated prompt, tokenized by MNN), ``raw_ids`` (a plain text tokenized by MNN),
+   ``tok_texts`` / ``tok_ids`` / ``tok_counts`` (tokenizer edge cases and MNN's ids, concatenated),
    ``tokens`` (12 greedy tokens from ``_c_obj.generate(ids, 12)``; the wheel's Python
    ``generate`` returns ``[]``), ``logits`` (the logits of each step: the prefill's last row,
    then one per decoded token, each from ``forward`` on the tokens so far fed one step at a
@@ -49,6 +50,15 @@ HIDDEN, INTER, LAYERS, HEADS, KV_HEADS, VOCAB = 64, 128, 2, 4, 2, 320
 N_NEW = 12
 PROMPT = "Hello, how are you?"
 RAW_TEXT = "The quick brown fox jumps over the lazy dog. 123 tokens!"
+# tokenizer edge cases: GPT-2 split classes, whitespace runs, non-ASCII, specials inside text
+TOK_TEXTS = [
+    "  two  spaces\n\nand\ttabs \t x  ",
+    "naïve café – 東京 ½ Ⅻ ①  end",
+    "'x ''s 'S don't   'll we'RE",
+    "emoji 🙂🙂 ok!!  ",
+    "a<|im_end|>b <|im_start|> c<|endoftext|>",
+    "3.14159 + 2,718 = 5.86; x_1 == y__2?",
+]
 VARIANTS = {"fp16": (16, 0), "q8_b64": (8, 64), "q4_b64": (4, 64)}
 KEEP = (
     "llm.mnn",
@@ -184,6 +194,7 @@ m.load()
 prompt = m.apply_chat_template({PROMPT!r})
 ids = m.tokenizer_encode(prompt)
 raw = m.tokenizer_encode({RAW_TEXT!r})
+cases = [m.tokenizer_encode(t) for t in {TOK_TEXTS!r}]
 toks = list(m._c_obj.generate(ids, {N_NEW}))
 m.reset()
 logits = []
@@ -194,7 +205,9 @@ for t in toks[:-1]:
     out = m.forward([int(t)])
     logits.append(np.array(out.read(), dtype=np.float32).reshape(-1)[-{VOCAB}:])
 np.savez(sys.argv[1], prompt=np.array([prompt]), prompt_ids=np.array(ids, np.int32),
-         raw_ids=np.array(raw, np.int32), tokens=np.array(toks, np.int32),
+         raw_ids=np.array(raw, np.int32), tok_texts=np.array({TOK_TEXTS!r}),
+         tok_ids=np.array(sum(cases, []), np.int32),
+         tok_counts=np.array([len(c) for c in cases], np.int32), tokens=np.array(toks, np.int32),
          logits=np.stack(logits))
 sys.stdout.flush()
 import os

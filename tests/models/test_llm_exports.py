@@ -37,6 +37,9 @@ def test_prompt_ids_equal_mnn(model) -> None:
     assert m.tokenizer_encode("The quick brown fox jumps over the lazy dog. 123 tokens!") == (
         g["raw_ids"].tolist()
     )
+    wants = np.split(g["tok_ids"], np.cumsum(g["tok_counts"])[:-1])
+    for text, want in zip(g["tok_texts"], wants, strict=True):  # whitespace, Unicode, specials
+        assert m.tokenizer_encode(str(text)) == want.tolist(), str(text)
 
 
 def test_greedy_tokens_equal_mnn(model) -> None:
