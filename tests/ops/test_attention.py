@@ -173,6 +173,15 @@ def test_reset_erase_reserve() -> None:
     assert e.value.code == ErrorCode.INVALID_VALUE
 
 
+def test_cache_counts_in_static_memory() -> None:
+    r = Runner(param(), 4, 2, 16)
+    before = r.s.memory_info().static
+    reserve(r.s, 100)
+    assert r.s.memory_info().static - before == kv_bytes(r.s, 100) == 100 * 2 * 2 * 16 * 4
+    reserve(r.s, 200)  # the old block is given back when the bigger one replaces it
+    assert r.s.memory_info().static - before == kv_bytes(r.s, 200)
+
+
 def test_reserve_over_budget_names_bytes() -> None:
     r = Runner(
         param(), 2, 1, 4, config=ScheduleConfig(backend_config=BackendConfig(memory_budget=1 << 16))
