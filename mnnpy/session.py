@@ -368,7 +368,8 @@ class Session:
         memory = self.memory_info()
         macs = 0
         if not self.need_resize:
-            for unit in (u for p in self.pipelines for u in p.units if not u.folded):
+            # units after a content-dependent shape have no plan until a run resolves it
+            for unit in (u for p in self.pipelines for u in p.units if u.plan and not u.folded):
                 macs += count_macs(unit.op, unit.inputs, unit.outputs)
         return SessionInfo(
             memory_mb=memory.total / (1 << 20),

@@ -110,7 +110,6 @@ _NOT_PROVIDED = {
     "data",
     "expr",
     "get_model_uuid",
-    "llm",
     "nn",
     "numpy",
     "optim",
@@ -123,6 +122,10 @@ def version() -> str:
 
 
 def __getattr__(name: str) -> Any:
+    if name == "llm":  # MNN.llm: mnnpy.llm, imported on first use
+        import mnnpy.compat.llm
+
+        return mnnpy.compat.llm
     if name in _NOT_PROVIDED or name.startswith("CV_"):
         raise AttributeError(
             f"mnnpy.compat does not provide MNN.{name}: only the legacy Session API "

@@ -1,4 +1,4 @@
-"""Command line: ``python -m mnnpy run|dump|mem|bench|batch``; thin, the work is in the modules."""
+"""Command line: ``python -m mnnpy run|dump|mem|bench|batch|chat``; the work is in the modules."""
 
 from __future__ import annotations
 
@@ -290,6 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from mnnpy.tooling.benchmark import main as bench_main
 
         return bench_main(argv[1:])
+    if argv[:1] == ["chat"]:  # its own parser: see mnnpy/llm/chat.py
+        from mnnpy.llm.chat import main as chat_main
+
+        return chat_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m mnnpy", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_run = sub.add_parser("run", help="run a model (default: the bundled one) and time it")
@@ -335,6 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="time mnnpy vs the MNN wheel and ONNX Runtime (see --help); --variants: a model's "
         "fp16 / wq8 / wq4 / int8 files, mnnpy vs MNN, ms and memory",
     )
+    sub.add_parser("chat", help="chat with an llmexport folder, replies streamed (see --help)")
     p_mem = sub.add_parser("mem", help="print a model's memory plan (and an SVG timeline)")
     p_mem.add_argument("model")
     p_mem.add_argument(
