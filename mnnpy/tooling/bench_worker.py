@@ -3,11 +3,14 @@
 ``python -m mnnpy.tooling.bench_worker ENGINE MODEL THREADS WARMUP [MEMORY]`` loads the model,
 warms up, prints a ready line, then answers the parent's JSON commands on stdin (``time``,
 ``outputs``, ``runtime``, ``memory``, ``profile``) with lines that start with :data:`_TAG`.
+Engines: ``mnnpy`` and ``mnn`` on the ``.mnn`` file; ``ort`` (ONNX Runtime) and ``openvino``
+(OpenVINO's CPU plugin) on the ``.onnx`` file of the same name, with the same inputs.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import statistics
 import sys
@@ -17,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-ENGINES = ("mnnpy", "mnn", "ort")
+ENGINES = ("mnnpy", "mnn", "ort", "openvino")
+PEERS = ENGINES[1:]  # the engines mnnpy is compared with, each with its own ratio column
 SETTLE_S = 0.1  # longer than any engine's spin after a run (see the module docstring)
 # memory mode name -> (mnnpy's BackendConfig.memory, MNN's BackendConfig::MemoryMode value)
 MEMORY_MODES = {"normal": ("Memory_Normal", 0), "low": ("Memory_Low", 2)}
@@ -27,7 +31,19 @@ _MODULES = {
     "mnnpy": ("mnnpy", "mnnpy.backend.cpu"),
     "mnn": ("MNN",),
     "ort": ("onnxruntime",),
+    "openvino": ("openvino",),
 }
+# what a missing engine's Python package is called (pip name) when it is not installed
+PACKAGES = {"mnnpy": "mnnpy", "mnn": "mnn", "ort": "onnxruntime", "openvino": "openvino"}
+
+
+def missing(engine: str) -> str | None:
+    """Why ``engine`` cannot run here (its package is not installed, or it is unknown), or None."""
+    if engine not in _MODULES:
+        return f"unknown engine {engine!r}; known: {', '.join(ENGINES)}"
+    if importlib.util.find_spec(_MODULES[engine][0]) is None:
+        return f"skipped: {PACKAGES[engine]} is not installed (pip install -e '.[bench]')"
+    return None
 
 
 def _load_inputs(model: Path) -> dict[str, np.ndarray]:
@@ -149,6 +165,33 @@ class _Runner:
     def outputs_ort(self) -> dict[str, np.ndarray]:
         names = [o.name for o in self.sess.get_outputs()]
         return dict(zip(names, self.sess.run(None, self.feeds), strict=True))
+
+    def _init_openvino(self, model: Path, threads: int) -> None:
+        import openvino as ov
+
+        config = {
+            "INFERENCE_NUM_THREADS": threads,
+            "PERFORMANCE_HINT": "LATENCY",  # one stream, all threads on one request
+            "INFERENCE_PRECISION_HINT": "f32",  # no bf16/fp16 on CPUs that have them
+        }
+        compiled = ov.Core().compile_model(str(model.with_suffix(".onnx")), "CPU", config)
+        self.request = compiled.create_infer_request()
+        feeds = {}
+        for port in compiled.inputs:
+            name = port.get_any_name()
+            value = self.inputs.get(name)
+            if value is None:
+                shape = [d.get_length() if d.is_static else 1 for d in port.get_partial_shape()]
+                value = np.random.default_rng(0).random(shape, np.float32)
+            feeds[name] = value
+        self.feeds = feeds
+        self.output_names = [port.get_any_name() for port in compiled.outputs]
+        # inputs copied in and outputs copied out on each run, as ORT's run() does
+        self.run = lambda: self.request.infer(self.feeds)
+
+    def outputs_openvino(self) -> dict[str, np.ndarray]:
+        result = self.request.infer(self.feeds)
+        return {n: np.array(result[i]) for i, n in enumerate(self.output_names)}
 
 
 def _memory(runner: _Runner, engine: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Side-by-side benchmark: mnnpy, the MNN wheel and ONNX Runtime on the same files and inputs.
+"""Side-by-side benchmark: mnnpy, the MNN wheel, ONNX Runtime and OpenVINO on the same inputs.
 
 Each engine runs in its own worker process that loads the model once and warms up; the parent
 then asks the workers for timed runs in turns (interleaved, so drift on a shared machine hits
@@ -6,9 +6,10 @@ every engine alike), collects at least ``runs`` timings each, and checks that th
 Between two engines' turns the parent waits ``SETTLE_S``: thread pools keep spinning after a run
 (measured here with 2 threads on MobileNetV2: ONNX Runtime about 45 ms of CPU, mnnpy's OpenMP
 about 10 ms, MNN none), and without the pause the next engine would share the cores with them.
-``python -m mnnpy bench`` and ``tools/bench.py`` call :func:`main`. The ``mnn`` and ``onnxruntime``
-wheels are optional (``pip install -e ".[bench]"``); an engine that is missing is reported, not
-fatal.
+``python -m mnnpy bench`` and ``tools/bench.py`` call :func:`main`. The ``mnn``, ``onnxruntime``
+and ``openvino`` wheels are optional (``pip install -e ".[bench]"``); an engine that is missing is
+skipped with a note in the table, not fatal. ONNX Runtime and OpenVINO run the ``.onnx`` file the
+``.mnn`` was converted from.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from mnnpy.tooling.bench_worker import _TAG, ENGINES, SETTLE_S
+from mnnpy.tooling.bench_worker import _TAG, ENGINES, PEERS, SETTLE_S, missing
 
 
 # -- parent -------------------------------------------------------------------------------------
@@ -89,8 +90,12 @@ def bench_model(
     progress: Any = None,
 ) -> dict[str, Any]:
     """Time every engine on one model at one thread count; check outputs agree."""
-    workers = {e: _Worker(e, model, threads, warmup) for e in engines}
     row: dict[str, Any] = {"model": model.stem, "threads": threads}
+    for e in engines:
+        why = missing(e)
+        if why:  # reported with the row (print_table notes it), not fatal
+            row[f"{e}_error"] = why
+    workers = {e: _Worker(e, model, threads, warmup) for e in engines if not missing(e)}
     try:
         live = {e: w for e, w in workers.items() if not w.error}
         for e, w in workers.items():
@@ -112,7 +117,7 @@ def bench_model(
     finally:
         for w in workers.values():
             w.close()
-    for peer in ("mnn", "ort"):
+    for peer in PEERS:
         if "mnnpy" in row and peer in row:
             row[f"mnnpy/{peer}"] = row["mnnpy"]["median_ms"] / row[peer]["median_ms"]
     return row
@@ -128,7 +133,7 @@ def _compare(live: dict[str, _Worker], row: dict[str, Any]) -> None:
                 outs[e] = [z[k] for k in z.files]
     if "mnnpy" not in outs:
         return
-    for peer in ("mnn", "ort"):
+    for peer in PEERS:
         if peer in outs and len(outs[peer]) == len(outs["mnnpy"]):
             diffs = [
                 float(np.abs(a - b).max()) if a.shape == b.shape else float("inf")
@@ -159,34 +164,38 @@ def _tiny_model() -> Path:
     return ensure_models(["tiny_ops"])["tiny_ops"]
 
 
+_LABELS = {"mnnpy": "mnnpy", "mnn": "MNN", "ort": "ORT", "openvino": "OV"}
+
+
 def print_table(rows: list[dict[str, Any]], out: Any = None) -> None:
-    """The summary: medians (min) per engine and the two ratios, per model and thread count."""
+    """The summary per model and thread count: median (min) ms per engine, and per peer.
+
+    Per peer (MNN, ONNX Runtime, OpenVINO): mnnpy's ratio of medians and the largest output
+    difference.
+    """
     out = out or sys.stdout
-    head = (
-        f"{'model':16} {'thr':>3} | {'mnnpy ms':>16} | {'MNN ms':>16} | {'ORT ms':>16} | "
-        f"{'mnnpy/MNN':>9} {'mnnpy/ORT':>9} | {'diff MNN':>8} {'diff ORT':>8}"
-    )
+    ms = " | ".join(f"{_LABELS[e] + ' ms':>15}" for e in ENGINES)
+    ratios = " ".join(f"{'/' + _LABELS[p]:>6}" for p in PEERS)
+    diffs = " ".join(f"{'d ' + _LABELS[p]:>7}" for p in PEERS)
+    head = f"{'model':16} {'thr':>3} | {ms} | {ratios} | {diffs}"
     print(head, file=out)
     print("-" * len(head), file=out)
 
     def cell(r: dict[str, Any], e: str) -> str:
         if e in r:
-            return f"{r[e]['median_ms']:7.2f} ({r[e]['min_ms']:6.2f})"
-        return f"{'n/a':>16}"
+            return f"{r[e]['median_ms']:6.2f} ({r[e]['min_ms']:6.2f})"
+        return f"{'n/a':>15}"
 
     for r in rows:
         ratios = " ".join(
-            f"{r[k]:>9.2f}" if k in r else f"{'-':>9}" for k in ("mnnpy/mnn", "mnnpy/ort")
+            f"{r[k]:>6.2f}" if k in r else f"{'-':>6}" for k in (f"mnnpy/{p}" for p in PEERS)
         )
         diffs = " ".join(
-            f"{r[k]:>8.1e}" if k in r else f"{'-':>8}"
-            for k in ("max_abs_diff_vs_mnn", "max_abs_diff_vs_ort")
+            f"{r[k]:>7.0e}" if k in r else f"{'-':>7}"
+            for k in (f"max_abs_diff_vs_{p}" for p in PEERS)
         )
-        print(
-            f"{r['model']:16} {r['threads']:>3} | {cell(r, 'mnnpy')} | {cell(r, 'mnn')} | "
-            f"{cell(r, 'ort')} | {ratios} | {diffs}",
-            file=out,
-        )
+        cells = " | ".join(cell(r, e) for e in ENGINES)
+        print(f"{r['model']:16} {r['threads']:>3} | {cells} | {ratios} | {diffs}", file=out)
         for e in ENGINES:
             if f"{e}_error" in r:
                 print(f"    {e}: {r[f'{e}_error'][:150]}", file=out)
