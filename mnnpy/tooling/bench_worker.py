@@ -61,6 +61,7 @@ class _Runner:
         self.inputs = _load_inputs(model)
         self.memory = memory  # "normal" or "low" (mnnpy's LIMIT, MNN's Memory_Low)
         self.interp: Any = None  # mnnpy's or MNN's interpreter
+        self.ready_info: dict[str, Any] = {}  # sent with the ready line (OpenVINO: its config)
         self.session: Any = None
         for module in _MODULES[engine]:  # imported before timing: creation is what we measure
             importlib.import_module(module)
@@ -176,6 +177,7 @@ class _Runner:
         }
         compiled = ov.Core().compile_model(str(model.with_suffix(".onnx")), "CPU", config)
         self.request = compiled.create_infer_request()
+        self.ready_info = {"config": {k: str(compiled.get_property(k)) for k in config}}
         feeds = {}
         for port in compiled.inputs:
             name = port.get_any_name()
@@ -215,7 +217,7 @@ def _worker(engine: str, model: str, threads: int, warmup: int, memory: str = "n
     except Exception as e:  # noqa: BLE001 - reported to the parent, which goes on without us
         print(f"{_TAG}{json.dumps({'error': f'{type(e).__name__}: {e}'})}", flush=True)
         return
-    print(f"{_TAG}{json.dumps({'ready': True})}", flush=True)
+    print(f"{_TAG}{json.dumps({'ready': True, **runner.ready_info})}", flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd["op"] == "time":
