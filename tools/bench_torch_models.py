@@ -11,8 +11,9 @@ GELU, attention).
 
 Weights are random (``torch.manual_seed``) with He-like scales and BatchNorm statistics that keep
 activations O(1); inputs come from a numpy seed. Export: the TorchScript exporter
-(``dynamo=False``: the dynamo exporter needs ``onnxscript``), opset 17, constant folding on, in
-eval mode, which folds BatchNorm into the convolutions as a user's export does.
+(``dynamo=False``: the dynamo exporter needs ``onnxscript``), opset 17, a dynamic batch axis,
+constant folding on, in eval mode, which folds BatchNorm into the convolutions as a user's export
+does.
 """
 
 from __future__ import annotations
@@ -73,7 +74,11 @@ def _init(model: nn.Module, seed: int) -> nn.Module:
 
 
 def export(model: nn.Module, inputs: dict[str, np.ndarray]) -> Any:
-    """``torch.onnx.export`` of ``model`` on ``inputs`` (static shapes) -> onnx.ModelProto."""
+    """``torch.onnx.export`` of ``model`` on ``inputs`` -> onnx.ModelProto.
+
+    Dimension 0 of every input and of the output is a dynamic "batch", as files exported for
+    serving have it, so sessions can be resized between batch sizes (``bench --runtime``).
+    """
     import onnx
 
     buf = io.BytesIO()
@@ -88,6 +93,7 @@ def export(model: nn.Module, inputs: dict[str, np.ndarray]) -> Any:
             opset_version=OPSET,
             input_names=list(inputs),
             output_names=["output"],
+            dynamic_axes={name: {0: "batch"} for name in [*inputs, "output"]},
             do_constant_folding=True,
         )
     return onnx.load_from_string(buf.getvalue())

@@ -85,7 +85,7 @@ class _Runner:
             t.copy_from(value)
         self.run = lambda: self.interp.run_session(self.session)
 
-    def resize_mnnpy(self, batch: int) -> None:
+    def resize_mnnpy(self, batch: int, check: bool = False) -> None:
         for name, t in self.interp.get_session_input_all(self.session).items():
             self.interp.resize_tensor(t, (batch, *self.inputs[name].shape[1:]))
         self.interp.resize_session(self.session)
@@ -124,10 +124,15 @@ class _Runner:
 
         self.run = run
 
-    def resize_mnn(self, batch: int) -> None:
+    def resize_mnn(self, batch: int, check: bool = False) -> None:
         for name, (t, _) in self.hosts.items():
             self.interp.resizeTensor(t, (batch, *self.inputs[name].shape[1:]))
         self.interp.resizeSession(self.session)
+        # resizeSession returns True even when a shape fails (it prints "Compute Shape Error"),
+        # e.g. on a Reshape whose target has the batch baked in; a run reports it
+        code = self.interp.runSession(self.session) if check else 0
+        if code != 0:
+            raise RuntimeError(f"MNN cannot resize to batch {batch} (runSession returned {code})")
 
     def outputs_mnn(self) -> dict[str, np.ndarray]:
         import MNN
@@ -175,7 +180,14 @@ class _Runner:
             "PERFORMANCE_HINT": "LATENCY",  # one stream, all threads on one request
             "INFERENCE_PRECISION_HINT": "f32",  # no bf16/fp16 on CPUs that have them
         }
-        compiled = ov.Core().compile_model(str(model.with_suffix(".onnx")), "CPU", config)
+        core = ov.Core()
+        net = core.read_model(str(model.with_suffix(".onnx")))
+        # dynamic axes (a batch) fixed to the stored inputs' shapes, as the other engines run
+        names = [port.get_any_name() for port in net.inputs]
+        shapes = {n: list(self.inputs[n].shape) for n in names if n in self.inputs}
+        if shapes:
+            net.reshape(shapes)
+        compiled = core.compile_model(net, "CPU", config)
         self.request = compiled.create_infer_request()
         self.ready_info = {"config": {k: str(compiled.get_property(k)) for k in config}}
         feeds = {}
@@ -253,6 +265,7 @@ def _runtime(runner: _Runner, engine: str, n: int) -> dict[str, Any]:
         return info
     times = []
     try:
+        resize(2, check=True)  # a resize that fails is reported, not timed
         for i in range(2 * n):
             t0 = time.perf_counter()
             resize(2 - i % 2)

@@ -243,6 +243,9 @@ def print_runtime(report: dict[str, Any], out: Any = None) -> None:
             for k in ("create_ms", "resize_ms"):
                 cells.append(f"{got[k]:8.2f}" if k in got else f"{'n/a':>8}")
         print(f"{r['model']:16} | {cells[0]} {cells[1]} | {cells[2]:>10} {cells[3]}", file=out)
+        for e in ("mnnpy", "mnn"):
+            if "resize_error" in r.get(e, {}):
+                print(f"    {e} resize: {r[e]['resize_error'][:150]}", file=out)
     tiny = report.get("tiny")
     if tiny:
         n, row = tiny["ops"], tiny["row"]
