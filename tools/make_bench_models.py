@@ -1,17 +1,27 @@
 #!/usr/bin/env python
 """Build the benchmark models (random weights) and cache them as .mnn + .onnx + .npz.
 
-Usage (from the repository root; needs the ``bench`` extra: ``mnn``, ``onnx``, ``onnxruntime``)::
+Usage (from the repository root; needs the ``bench`` extra: ``mnn``, ``onnx``, ``onnxruntime``,
+and ``torch`` for the PyTorch-exported models)::
 
     python tools/make_bench_models.py [--out DIR] [--force] [name ...]
 
-For every model in MODELS: an ONNX graph is built with ``onnx.helper`` only (float32, batch 1,
-weights from a fixed numpy seed with He-like scales so activations stay O(1), BatchNormalization
-kept as real nodes with random but sane statistics for the converter to fold), checked, written
-as ``<name>.onnx``, converted with MNN's converter to ``<name>.mnn``, and run by MNN's Session
-(CPU, 1 thread) and onnxruntime (1 thread) on a fixed random input. ``<name>.npz`` holds
-``input:<tensor>``, ``output:<tensor>`` (MNN) and ``ort:<tensor>`` (onnxruntime); max|MNN - ORT|
-and MNN's latency are printed per model.
+Two kinds of model, float32, batch 1, random weights from fixed seeds with He-like scales so
+activations stay O(1):
+
+- built with ``onnx.helper`` (``mobilenet_v2`` ... ``tiny_ops``): BatchNormalization kept as real
+  nodes with random but sane statistics for the converter to fold;
+- written in PyTorch and exported by ``torch.onnx.export`` as users' files are made
+  (``tools/bench_torch_models.py``, ``tools/bench_torch_families.py``): the same six (``*_pt``)
+  and ``efficientnet_b0``, ``convnext_atto``, ``llama_decoder``, ``audio_encoder``. Without torch
+  the default list leaves them out, with a note.
+
+Each graph is checked, written as ``<name>.onnx``, converted with MNN's converter to
+``<name>.mnn``, and run by MNN's Session (CPU, 1 thread), onnxruntime (1 thread) and mnnpy
+(1 thread) on a fixed random input. ``<name>.npz`` holds ``input:<tensor>``, ``output:<tensor>``
+(MNN) and ``ort:<tensor>`` (onnxruntime); max|MNN - ORT|, MNN's latency and mnnpy's max
+difference to each (within rtol 1e-3 / atol 1e-4 of the output scale, or not, or the error when
+mnnpy refuses the file) are printed per model.
 
 The cache directory is ``--out``, else ``$MNNPY_BENCH_DIR``, else ``~/.cache/mnnpy/bench``; it is
 never committed. Models whose three files exist are skipped unless ``--force``; the ``.npz`` is
