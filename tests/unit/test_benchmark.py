@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from mnnpy.tooling.bench_worker import ENGINES, PEERS
 from mnnpy.tooling.benchmark import _Worker, bench_model, print_table
+from mnnpy.tooling.benchmark import main as bench_main
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,6 +103,18 @@ def test_openvino_worker_is_configured_as_asked(torch_model):
         assert len(worker.ask(op="time", n=3)["times"]) == 3
     finally:
         worker.close()
+
+
+def test_cli_models_by_name(tmp_path, monkeypatch):
+    pytest.importorskip("_tools", reason="the models are converted by the mnn wheel's converter")
+    monkeypatch.setenv("MNNPY_BENCH_DIR", str(tmp_path))
+    out = tmp_path / "r.json"
+    argv = ["--models", "tiny_ops", "--threads", "1", "--runs", "5", "--engines", "mnnpy"]
+    assert bench_main([*argv, "--json", str(out)]) == 0
+    assert (tmp_path / "tiny_ops.mnn").exists()
+    assert [r["model"] for r in json.loads(out.read_text())] == ["tiny_ops"]
+    with pytest.raises(SystemExit, match="unknown benchmark model"):
+        bench_main(["--models", "resnet50", "--engines", "mnnpy"])
 
 
 def test_missing_engine_is_skipped_with_a_note(monkeypatch, capsys):
