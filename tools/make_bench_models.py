@@ -1,17 +1,27 @@
 #!/usr/bin/env python
 """Build the benchmark models (random weights) and cache them as .mnn + .onnx + .npz.
 
-Usage (from the repository root; needs the ``bench`` extra: ``mnn``, ``onnx``, ``onnxruntime``)::
+Usage (from the repository root; needs the ``bench`` extra: ``mnn``, ``onnx``, ``onnxruntime``,
+and ``torch`` for the PyTorch-exported models)::
 
     python tools/make_bench_models.py [--out DIR] [--force] [name ...]
 
-For every model in MODELS: an ONNX graph is built with ``onnx.helper`` only (float32, batch 1,
-weights from a fixed numpy seed with He-like scales so activations stay O(1), BatchNormalization
-kept as real nodes with random but sane statistics for the converter to fold), checked, written
-as ``<name>.onnx``, converted with MNN's converter to ``<name>.mnn``, and run by MNN's Session
-(CPU, 1 thread) and onnxruntime (1 thread) on a fixed random input. ``<name>.npz`` holds
-``input:<tensor>``, ``output:<tensor>`` (MNN) and ``ort:<tensor>`` (onnxruntime); max|MNN - ORT|
-and MNN's latency are printed per model.
+Two kinds of model, float32, batch 1, random weights from fixed seeds with He-like scales so
+activations stay O(1):
+
+- built with ``onnx.helper`` (``mobilenet_v2`` ... ``tiny_ops``): BatchNormalization kept as real
+  nodes with random but sane statistics for the converter to fold;
+- written in PyTorch and exported by ``torch.onnx.export`` as users' files are made
+  (``tools/bench_torch_models.py``, ``tools/bench_torch_families.py``): the same six (``*_pt``)
+  and ``efficientnet_b0``, ``convnext_atto``, ``llama_decoder``, ``audio_encoder``. Without torch
+  the default list leaves them out, with a note.
+
+Each graph is checked, written as ``<name>.onnx``, converted with MNN's converter to
+``<name>.mnn``, and run by MNN's Session (CPU, 1 thread), onnxruntime (1 thread) and mnnpy
+(1 thread) on a fixed random input. ``<name>.npz`` holds ``input:<tensor>``, ``output:<tensor>``
+(MNN) and ``ort:<tensor>`` (onnxruntime); max|MNN - ORT|, MNN's latency and mnnpy's max
+difference to each (within rtol 1e-3 / atol 1e-4 of the output scale, or not, or the error when
+mnnpy refuses the file) are printed per model.
 
 The cache directory is ``--out``, else ``$MNNPY_BENCH_DIR``, else ``~/.cache/mnnpy/bench``; it is
 never committed. Models whose three files exist are skipped unless ``--force``; the ``.npz`` is
@@ -25,6 +35,7 @@ subprocess); never ``import MNN.tools``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import tempfile
@@ -401,6 +412,18 @@ def build_tiny_ops() -> Built:
     return g.model({"input": [1, 16]}, {"output": [1, 16]}, 17), inputs
 
 
+def _torch(name: str) -> Callable[[], Built]:
+    """A model written in PyTorch and exported by ``torch.onnx.export`` (tools/bench_torch_*)."""
+
+    def build() -> Built:
+        _convert_helpers()  # puts tools/ on the path
+        import bench_torch_models
+
+        return bench_torch_models.builder(name)()
+
+    return build
+
+
 MODELS: dict[str, Callable[[], Built]] = {
     "mobilenet_v2": build_mobilenet_v2,
     "resnet18": build_resnet18,
@@ -409,8 +432,29 @@ MODELS: dict[str, Callable[[], Built]] = {
     "unet_small": build_unet_small,
     "transformer": build_transformer,
     "tiny_ops": build_tiny_ops,  # not a default model: ``bench --runtime`` uses it
+    # the same six written in PyTorch and exported as users' files are (needs torch)
+    "mobilenet_v2_pt": _torch("mobilenet_v2"),
+    "resnet18_pt": _torch("resnet18"),
+    "squeezenet1_1_pt": _torch("squeezenet1_1"),
+    "shufflenet_v2_pt": _torch("shufflenet_v2"),
+    "transformer_pt": _torch("transformer"),
+    "tiny_ops_pt": _torch("tiny_ops"),  # not a default model either
+    # families exported from PyTorch (needs torch)
+    "efficientnet_b0": _torch("efficientnet_b0"),
+    "convnext_atto": _torch("convnext_atto"),
+    "llama_decoder": _torch("llama_decoder"),
+    "audio_encoder": _torch("audio_encoder"),
 }
-DEFAULT = tuple(n for n in MODELS if n != "tiny_ops")
+TORCH_MODELS = frozenset(n for n in MODELS if n.endswith("_pt")) | {
+    "efficientnet_b0",
+    "convnext_atto",
+    "llama_decoder",
+    "audio_encoder",
+}
+DEFAULT = tuple(n for n in MODELS if not n.startswith("tiny_ops"))
+# mnnpy is checked against MNN and ONNX Runtime when a model is made: |a - b| <= ATOL * scale +
+# RTOL * |b|, scale = max |reference| (the project's float32 tolerance, relative to the output)
+RTOL, ATOL = 1e-3, 1e-4
 
 
 # ---------------------------------------------------------------------------
@@ -457,6 +501,7 @@ def make_model(name: str, out: Path) -> dict[str, Any]:
         outs, seconds = conv.run_mnn(mnn_path, inputs, runs=3)
         ref = conv.run_ort(onnx_path, inputs)
         diffs = conv.max_abs_diffs(name, outs, ref)
+        checked = check_mnnpy(mnn_path, inputs, {"MNN": outs, "ORT": ref})
         arrays = {f"input:{k}": v for k, v in inputs.items()}
         arrays.update({f"output:{k}": v for k, v in outs.items()})
         arrays.update({f"ort:{k}": v for k, v in ref.items()})
@@ -466,9 +511,66 @@ def make_model(name: str, out: Path) -> dict[str, Any]:
         diffs=diffs,
         scale={k: float(np.max(np.abs(v))) for k, v in ref.items()},
         mnn_ms=1e3 * min(seconds),
+        mnnpy=checked,
         total_s=time.perf_counter() - start,
         size=mnn_path.stat().st_size,
     )
+
+
+def check_mnnpy(
+    mnn_path: Path, inputs: dict[str, np.ndarray], refs: dict[str, dict[str, np.ndarray]]
+) -> dict[str, Any]:
+    """Run the file with mnnpy (1 thread) and compare with each reference (MNN's, ORT's).
+
+    Returns:
+        ``{"error": why}`` when mnnpy refuses the file or fails, else per reference name its
+        max |mnnpy - reference| over the outputs and whether every output is within tolerance.
+    """
+    root = str(Path(__file__).resolve().parents[1])
+    if "mnnpy" not in sys.modules and root not in sys.path:
+        sys.path.insert(0, root)  # a source checkout checks its own mnnpy
+    try:
+        import mnnpy
+
+        interp = mnnpy.Interpreter(mnn_path)
+        session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+        for key, value in inputs.items():
+            interp.get_session_input(session, key).copy_from(value)
+        interp.run_session(session)
+        got = {k: interp.get_session_output(session, k).numpy() for k in refs["ORT"]}
+    except Exception as e:  # noqa: BLE001 - reported (an op mnnpy refuses), the files are fine
+        return {"error": f"{type(e).__name__}: {e}"[:300]}
+    result: dict[str, Any] = {}
+    for peer, ref in refs.items():
+        diff, ok = 0.0, True
+        for k, want in ref.items():
+            have = got[k]
+            if have.shape != want.shape:
+                return {"error": f"output {k}: mnnpy {got[k].shape} vs {peer} {want.shape}"}
+            err = np.abs(have.astype(np.float64) - want)
+            scale = float(np.max(np.abs(want))) if want.size else 0.0
+            diff = max(diff, float(err.max(initial=0.0)))
+            ok = ok and bool(np.all(err <= ATOL * scale + RTOL * np.abs(want)))
+        result[peer] = {"max_abs_diff": diff, "ok": ok}
+    return result
+
+
+def _report(name: str, r: dict[str, Any]) -> None:
+    diffs = ", ".join(f"{k}={v:.3g} (max|ORT| {r['scale'][k]:.3g})" for k, v in r["diffs"].items())
+    print(
+        f"{name:16s} {r['size'] / 1e6:7.2f} MB  MNN {r['mnn_ms']:7.1f} ms  "
+        f"built in {r['total_s']:5.1f} s  max|MNN-ORT| {diffs}",
+        flush=True,
+    )
+    got = r["mnnpy"]
+    if "error" in got:
+        print(f"{'':16s} mnnpy REFUSES this model: {got['error']}", flush=True)
+        return
+    cells = [
+        f"max|mnnpy-{p}| {c['max_abs_diff']:.3g} ({'ok' if c['ok'] else 'OUT OF TOLERANCE'})"
+        for p, c in got.items()
+    ]
+    print(f"{'':16s} {', '.join(cells)}", flush=True)
 
 
 def ensure_models(
@@ -484,7 +586,16 @@ def ensure_models(
     Returns:
         name -> path of ``<name>.mnn``; ``<name>.onnx`` and ``<name>.npz`` sit next to it.
     """
-    names = list(DEFAULT) if names is None else list(names)
+    if names is None:
+        names = list(DEFAULT)
+        if importlib.util.find_spec("torch") is None:
+            names = [n for n in names if n not in TORCH_MODELS]
+            print(
+                "note: torch is not installed, so the PyTorch-exported models are skipped "
+                f"({', '.join(sorted(TORCH_MODELS & set(DEFAULT)))}); pip install -e '.[bench]'",
+                file=sys.stderr,
+            )
+    names = list(names)
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         raise KeyError(f"unknown benchmark model(s) {unknown}; known: {list(MODELS)}")
@@ -495,14 +606,7 @@ def ensure_models(
         files = _files(d, name)
         if force or not all(p.exists() for p in files):
             r = make_model(name, d)
-            diffs = ", ".join(
-                f"{k}={v:.3g} (max|ORT| {r['scale'][k]:.3g})" for k, v in r["diffs"].items()
-            )
-            print(
-                f"{name:14s} {r['size'] / 1e6:7.2f} MB  MNN {r['mnn_ms']:7.1f} ms  "
-                f"built in {r['total_s']:5.1f} s  max|MNN-ORT| {diffs}",
-                flush=True,
-            )
+            _report(name, r)
         paths[name] = files[0]
     return paths
 

@@ -4,11 +4,14 @@
 (``mnnpy@opencl``: mnnpy with that backend first, the CPU as backup),
 warms up, prints a ready line, then answers the parent's JSON commands on stdin (``time``,
 ``outputs``, ``runtime``, ``memory``, ``profile``) with lines that start with :data:`_TAG`.
+Engines: ``mnnpy`` and ``mnn`` on the ``.mnn`` file; ``ort`` (ONNX Runtime) and ``openvino``
+(OpenVINO's CPU plugin) on the ``.onnx`` file of the same name, with the same inputs.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import statistics
 import sys
@@ -18,7 +21,8 @@ from typing import Any
 
 import numpy as np
 
-ENGINES = ("mnnpy", "mnn", "ort")
+ENGINES = ("mnnpy", "mnn", "ort", "openvino")
+PEERS = ENGINES[1:]  # the engines mnnpy is compared with, each with its own ratio column
 SETTLE_S = 0.1  # longer than any engine's spin after a run (see the module docstring)
 # memory mode name -> (mnnpy's BackendConfig.memory, MNN's BackendConfig::MemoryMode value)
 MEMORY_MODES = {"normal": ("Memory_Normal", 0), "low": ("Memory_Low", 2)}
@@ -28,7 +32,19 @@ _MODULES = {
     "mnnpy": ("mnnpy", "mnnpy.backend.cpu"),
     "mnn": ("MNN",),
     "ort": ("onnxruntime",),
+    "openvino": ("openvino",),
 }
+# what a missing engine's Python package is called (pip name) when it is not installed
+PACKAGES = {"mnnpy": "mnnpy", "mnn": "mnn", "ort": "onnxruntime", "openvino": "openvino"}
+
+
+def missing(engine: str) -> str | None:
+    """Why ``engine`` cannot run here (its package is not installed, or it is unknown), or None."""
+    if engine not in _MODULES:
+        return f"unknown engine {engine!r}; known: {', '.join(ENGINES)}"
+    if importlib.util.find_spec(_MODULES[engine][0]) is None:
+        return f"skipped: {PACKAGES[engine]} is not installed (pip install -e '.[bench]')"
+    return None
 
 
 def _load_inputs(model: Path) -> dict[str, np.ndarray]:
@@ -47,6 +63,7 @@ class _Runner:
         self.inputs = _load_inputs(model)
         self.memory = memory  # "normal" or "low" (mnnpy's LIMIT, MNN's Memory_Low)
         self.interp: Any = None  # mnnpy's or MNN's interpreter
+        self.ready_info: dict[str, Any] = {}  # sent with the ready line (OpenVINO: its config)
         self.session: Any = None
         for module in _MODULES[engine]:  # imported before timing: creation is what we measure
             importlib.import_module(module)
@@ -71,7 +88,7 @@ class _Runner:
             t.copy_from(value)
         self.run = lambda: self.interp.run_session(self.session)
 
-    def resize_mnnpy(self, batch: int) -> None:
+    def resize_mnnpy(self, batch: int, check: bool = False) -> None:
         for name, t in self.interp.get_session_input_all(self.session).items():
             self.interp.resize_tensor(t, (batch, *self.inputs[name].shape[1:]))
         self.interp.resize_session(self.session)
@@ -110,10 +127,15 @@ class _Runner:
 
         self.run = run
 
-    def resize_mnn(self, batch: int) -> None:
+    def resize_mnn(self, batch: int, check: bool = False) -> None:
         for name, (t, _) in self.hosts.items():
             self.interp.resizeTensor(t, (batch, *self.inputs[name].shape[1:]))
         self.interp.resizeSession(self.session)
+        # resizeSession returns True even when a shape fails (it prints "Compute Shape Error"),
+        # e.g. on a Reshape whose target has the batch baked in; a run reports it
+        code = self.interp.runSession(self.session) if check else 0
+        if code != 0:
+            raise RuntimeError(f"MNN cannot resize to batch {batch} (runSession returned {code})")
 
     def outputs_mnn(self) -> dict[str, np.ndarray]:
         import MNN
@@ -153,6 +175,41 @@ class _Runner:
         names = [o.name for o in self.sess.get_outputs()]
         return dict(zip(names, self.sess.run(None, self.feeds), strict=True))
 
+    def _init_openvino(self, model: Path, threads: int) -> None:
+        import openvino as ov
+
+        config = {
+            "INFERENCE_NUM_THREADS": threads,
+            "PERFORMANCE_HINT": "LATENCY",  # one stream, all threads on one request
+            "INFERENCE_PRECISION_HINT": "f32",  # no bf16/fp16 on CPUs that have them
+        }
+        core = ov.Core()
+        net = core.read_model(str(model.with_suffix(".onnx")))
+        # dynamic axes (a batch) fixed to the stored inputs' shapes, as the other engines run
+        names = [port.get_any_name() for port in net.inputs]
+        shapes = {n: list(self.inputs[n].shape) for n in names if n in self.inputs}
+        if shapes:
+            net.reshape(shapes)
+        compiled = core.compile_model(net, "CPU", config)
+        self.request = compiled.create_infer_request()
+        self.ready_info = {"config": {k: str(compiled.get_property(k)) for k in config}}
+        feeds = {}
+        for port in compiled.inputs:
+            name = port.get_any_name()
+            value = self.inputs.get(name)
+            if value is None:
+                shape = [d.get_length() if d.is_static else 1 for d in port.get_partial_shape()]
+                value = np.random.default_rng(0).random(shape, np.float32)
+            feeds[name] = value
+        self.feeds = feeds
+        self.output_names = [port.get_any_name() for port in compiled.outputs]
+        # inputs copied in and outputs copied out on each run, as ORT's run() does
+        self.run = lambda: self.request.infer(self.feeds)
+
+    def outputs_openvino(self) -> dict[str, np.ndarray]:
+        result = self.request.infer(self.feeds)
+        return {n: np.array(result[i]) for i, n in enumerate(self.output_names)}
+
 
 def _memory(runner: _Runner, engine: str) -> dict[str, Any]:
     """The session's memory in MB as each engine reports it.
@@ -176,7 +233,7 @@ def _worker(engine: str, model: str, threads: int, warmup: int, memory: str = "n
     except Exception as e:  # noqa: BLE001 - reported to the parent, which goes on without us
         print(f"{_TAG}{json.dumps({'error': f'{type(e).__name__}: {e}'})}", flush=True)
         return
-    print(f"{_TAG}{json.dumps({'ready': True})}", flush=True)
+    print(f"{_TAG}{json.dumps({'ready': True, **runner.ready_info})}", flush=True)
     for line in sys.stdin:
         cmd = json.loads(line)
         if cmd["op"] == "time":
@@ -212,6 +269,7 @@ def _runtime(runner: _Runner, engine: str, n: int) -> dict[str, Any]:
         return info
     times = []
     try:
+        resize(2, check=True)  # a resize that fails is reported, not timed
         for i in range(2 * n):
             t0 = time.perf_counter()
             resize(2 - i % 2)

@@ -1,7 +1,8 @@
 """tools/make_bench_models.py: every benchmark ONNX graph builds and passes onnx's checker.
 
 No conversion and no MNN here (that takes seconds per model); this only keeps the generator from
-rotting.
+rotting. Of the PyTorch-exported models (seconds each to export) two small ones are exported here;
+tests/models/test_bench_model_outputs.py builds and runs them all.
 """
 
 from __future__ import annotations
@@ -29,11 +30,37 @@ EXPECTED = [
     "transformer",
     "tiny_ops",  # for ``bench --runtime`` only
 ]
+TORCH = [  # exported from PyTorch code by torch.onnx.export
+    "mobilenet_v2_pt",
+    "resnet18_pt",
+    "squeezenet1_1_pt",
+    "shufflenet_v2_pt",
+    "transformer_pt",
+    "tiny_ops_pt",  # not a default model either
+    "efficientnet_b0",
+    "convnext_atto",
+    "llama_decoder",
+    "audio_encoder",
+]
 
 
 def test_model_names():
-    assert list(bench.MODELS) == EXPECTED
-    assert list(bench.DEFAULT) == EXPECTED[:-1]
+    assert list(bench.MODELS) == EXPECTED + TORCH
+    assert set(bench.TORCH_MODELS) == set(TORCH)
+    assert list(bench.DEFAULT) == [n for n in EXPECTED + TORCH if not n.startswith("tiny_ops")]
+
+
+def test_default_models_without_torch_skip_the_exported_ones(monkeypatch, tmp_path, capsys):
+    real = bench.importlib.util.find_spec
+    monkeypatch.setattr(
+        bench.importlib.util, "find_spec", lambda n, *a: None if n == "torch" else real(n, *a)
+    )
+    built = []
+    monkeypatch.setattr(bench, "make_model", lambda name, out: built.append(name))
+    monkeypatch.setattr(bench, "_report", lambda name, r: None)
+    paths = bench.ensure_models(None, out=tmp_path)
+    assert list(paths) == built == [n for n in EXPECTED if n != "tiny_ops"]
+    assert "torch is not installed" in capsys.readouterr().err
 
 
 def test_tiny_ops_is_a_chain_of_elementwise_nodes():
@@ -52,6 +79,27 @@ def test_graph_is_valid(name):
     }
     assert {k: list(v.shape) for k, v in inputs.items()} == graph_inputs
     assert all(v.dtype == np.float32 for v in inputs.values())
+
+
+@pytest.mark.parametrize("name", ["tiny_ops_pt", "audio_encoder"])
+def test_torch_export_is_valid_and_deterministic(name):
+    pytest.importorskip("torch", reason="the PyTorch-exported models need torch (bench extra)")
+    (model, inputs), (again, inputs2) = bench.MODELS[name](), bench.MODELS[name]()
+    onnx.checker.check_model(model, full_check=True)
+    graph_inputs = {  # a dynamic batch axis, the rest fixed
+        i.name: [d.dim_param or d.dim_value for d in i.type.tensor_type.shape.dim]
+        for i in model.graph.input
+    }
+    assert {k: ["batch", *v.shape[1:]] for k, v in inputs.items()} == graph_inputs
+    assert [o.name for o in model.graph.output] == ["output"]
+    assert all(v.shape[0] == 1 for v in inputs.values())
+    assert model.SerializeToString() == again.SerializeToString()
+    assert all(np.array_equal(inputs[k], inputs2[k]) for k in inputs)
+    kinds = {n.op_type for n in model.graph.node}
+    if name == "audio_encoder":  # what a torch export of conv1d/GroupNorm/GELU/SDPA looks like
+        assert {"Conv", "InstanceNormalization", "Erf", "Softmax", "LayerNormalization"} <= kinds
+    else:
+        assert kinds == {"Add", "Neg", "Mul", "Abs"}
 
 
 def test_builds_are_deterministic():
