@@ -39,7 +39,11 @@ PACKAGES = {"mnnpy": "mnnpy", "mnn": "mnn", "ort": "onnxruntime", "openvino": "o
 
 
 def missing(engine: str) -> str | None:
-    """Why ``engine`` cannot run here (its package is not installed, or it is unknown), or None."""
+    """Why ``engine`` cannot run here (its package is not installed, or it is unknown), or None.
+
+    ``mnnpy@BACKEND`` is mnnpy on another backend (``bench --backend``).
+    """
+    engine = engine.partition("@")[0]
     if engine not in _MODULES:
         return f"unknown engine {engine!r}; known: {', '.join(ENGINES)}"
     if importlib.util.find_spec(_MODULES[engine][0]) is None:
