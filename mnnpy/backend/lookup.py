@@ -48,7 +48,7 @@ def get_backend(forward_type: Any) -> BackendCreator:
     if forward_type not in registry._CREATORS:
         load_default_plugins()
     if forward_type not in registry._CREATORS:
-        known = ", ".join(t.name for t in sorted(registry._CREATORS)) or "none"
+        known = ", ".join(t.name for t in registered_forward_types()) or "none"
         raise NotSupportError(f"no backend for {forward_type.name}; registered: {known}")
     return registry._CREATORS[forward_type]
 

@@ -43,15 +43,17 @@ def _param_summary(param: Any, limit: int = 8) -> str:
     return ", ".join(parts)
 
 
-def dump(data: bytes, out: Any = sys.stdout, external: str | None = None) -> None:
+def dump(data: bytes, out: Any = None, external: str | None = None) -> None:
     """Print a model's ops, tensors, shapes, parameters and how each weight is stored.
 
     Shapes are those at the declared input shapes; storage is float32 / fp16 / intN, symmetric or
     not, blocks, bytes, external.
 
     ``external`` is the weight file of a ``--saveExternalData`` model (``<model>.weight``);
-    without it such a model still dumps, with its external tables marked unreadable.
+    without it such a model still dumps, with its external tables marked unreadable. ``out``:
+    default the current ``sys.stdout``.
     """
+    out = out or sys.stdout
     net = load_net(data)
     try:
         attach_external(net, external)
