@@ -26,7 +26,12 @@ from functools import partial
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.convolution_base import EMPTY, CPUConvolutionBase, gemm_tile
+from mnnpy.backend.cpu.executions.convolution_base import (
+    EMPTY,
+    ChunkedRun,
+    CPUConvolutionBase,
+    gemm_tile,
+)
 from mnnpy.backend.cpu.executions.convolution_gemm import _GATHER_BELOW, CPUConvolutionGemm
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.layout import c4
@@ -40,7 +45,7 @@ from mnnpy.weights import WeightTable
 _CHUNK_FLOATS = 256 * 1024
 
 
-class CPUConvolutionGemmLimit(CPUConvolutionGemm):
+class CPUConvolutionGemmLimit(ChunkedRun, CPUConvolutionGemm):
     """Group-1 convolution by GEMM on weights kept compressed, dequantized chunk by chunk
     (LIMIT mode; MNN's DenseConvolutionTiledExecutor on low-memory weights).
 
@@ -117,16 +122,3 @@ class CPUConvolutionGemmLimit(CPUConvolutionGemm):
         if whole:
             self.weight = w[: c.floats]
         return calls
-
-    def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
-        calls = self._calls(inputs, outputs)
-
-        def run() -> None:
-            for call in calls:
-                call()
-
-        return run
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        for call in self._calls(inputs, outputs):
-            call()
