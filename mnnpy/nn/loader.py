@@ -36,7 +36,8 @@ def parse_mode(enum: type[E], value: Any, what: str) -> E:
     """A member of ``enum`` from itself, its number, a name, or another enum's member by name.
 
     Names are case-insensitive and may carry MNN's prefix (``Memory_Low``, ``Precision_Low``):
-    pymnn's ``expr.MemoryMode.Low`` and mnnpy's ``MemoryMode.LOW`` both work.
+    pymnn's ``expr.MemoryMode.Low`` (read from its ``str``) and mnnpy's ``MemoryMode.LOW`` both
+    work.
 
     Raises:
         InvalidValueError: naming ``what`` and the accepted names.
@@ -44,6 +45,8 @@ def parse_mode(enum: type[E], value: Any, what: str) -> E:
     if isinstance(value, enum):
         return value
     name = value if isinstance(value, str) else getattr(value, "name", None)
+    if name is None and not isinstance(value, int):
+        name = str(value).rsplit(".", 1)[-1]  # pymnn's enums: no name, str() is "MemoryMode.Low"
     if isinstance(name, str):
         key = name.strip().upper()
         for prefix in _PREFIXES:
