@@ -49,6 +49,16 @@ class Module(_nn.Module):
     calls ``forward`` (pymnn raises NotImplementedError there).
     """
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        # As pymnn: a module assigned to an attribute becomes a named child.
+        super().__setattr__(name, value)
+        if isinstance(value, _nn.Module) and not name.startswith("_"):
+            value.set_name(name)
+            self.register_submodules([value])
+
+    def _register_submodules(self, children: Sequence[_nn.Module]) -> None:
+        self.register_submodules(children)
+
     def forward(self, inputs: Any) -> Any:
         """Override in subclasses."""
         raise NotImplementedError(f"{type(self).__name__} does not implement forward")
@@ -183,3 +193,15 @@ def load_module(inputs: Any, outputs: Any, for_training: bool) -> NetModule:
         "mnnpy.compat.nn.load_module: cutting modules from expression Vars is not implemented; "
         "use load_module_from_file"
     )
+
+
+_TRAINING = {"conv", "linear", "batch_norm", "dropout", "loss", "compress"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TRAINING:
+        raise AttributeError(
+            f"mnnpy.compat.nn does not provide nn.{name}: mnnpy runs models, it does not build "
+            "or train them (use load_module_from_file)"
+        )
+    raise AttributeError(f"module 'mnnpy.compat.nn' has no attribute {name!r}")

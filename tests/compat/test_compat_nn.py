@@ -263,6 +263,11 @@ def test_user_module_wraps_a_loaded_one() -> None:
             return Var(np.sort(prob, axis=1)[:, ::-1][:, :2].copy())
 
     model = Top2()
+    assert model.net.name == "net" and model._children == [model.net]
+    model.train(False)
+    assert not model.net.is_training
+    with pytest.raises(AttributeError, match="does not provide nn.conv"):
+        MNN.nn.conv  # noqa: B018
     want = np.sort(golden["output:prob"], axis=1)[:, ::-1][:, :2]
     assert_close(model(golden["input:x"]).read(), want)
     assert_close(model.onForward([golden["input:x"]])[0].read(), want)

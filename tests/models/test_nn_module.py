@@ -58,6 +58,9 @@ def test_forward_one_var_or_a_list(golden: dict[str, np.ndarray]) -> None:
     assert_close(ys[0].read(), want)
     assert_close(net(x).read(), want)
     assert_close(net.onForward([x])[0].read(), want)
+    other = net.forward(x * 2)  # outputs are the caller's: the next forward leaves them alone
+    assert_close(y.read(), want)
+    assert not np.allclose(other.read(), want)
 
 
 def test_new_shapes_resize_the_one_session(golden: dict[str, np.ndarray]) -> None:
