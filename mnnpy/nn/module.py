@@ -144,10 +144,15 @@ class NetModule(Module):
             One Var per output name, NCHW (NC4HW4 outputs are unpacked) or NHWC as the output.
 
         Raises:
-            InvalidValueError: the wrong number of inputs, a placeholder input.
+            InvalidValueError: not a list, the wrong number of inputs, a placeholder input.
             InputDataError: a wrong rank or dtype.
             MNNError: from resizing (shapes the model cannot take) or running, naming the op.
         """
+        if not isinstance(inputs, (list, tuple)):
+            raise InvalidValueError(
+                f"onForward takes a list of Vars (one per input {self.input_names!r}); got "
+                f"{type(inputs).__name__} (forward takes a single Var)"
+            )
         if len(inputs) != len(self.input_names):
             raise InvalidValueError(
                 f"the module takes {len(self.input_names)} input(s) {self.input_names!r}; got "

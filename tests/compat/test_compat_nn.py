@@ -233,6 +233,8 @@ def test_bad_forward_inputs() -> None:
         net.forward(x.astype(np.float64))
     with pytest.raises(InvalidValueError, match="takes 1 input"):
         net.onForward([x, x])  # pymnn: uses the first, ignores the rest
+    with pytest.raises(InvalidValueError, match="list of Vars"):
+        net.onForward(x)
     with pytest.raises(InvalidValueError, match="placeholder"):
         net.forward(net.get_info()["inputs"][0])
     # after the errors the module still runs
@@ -246,6 +248,11 @@ def test_int64_input_converted_when_it_fits() -> None:
     x, p0, m = feeds[0]
     outs = net.onForward([x, p0, m.astype(np.int64)])
     _compare([[o.read() for o in outs]], golden[:1])
+    # M = 0: no iteration, an empty scan output (pymnn's Module API crashes: SIGSEGV)
+    golden = dict(np.load(FLOW / "loop_count.npz"))
+    outs = net.onForward([golden[f"input:{n}@3"] for n in ("x", "p0", "M")])
+    assert outs[1].shape == [0]
+    assert_close(outs[0].read(), golden["ort:p_final@3"])
     with pytest.raises(InputDataError, match="outside the int32 range"):
         net.onForward([x, p0, np.array(2**40, np.int64)])
 
