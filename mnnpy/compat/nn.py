@@ -4,10 +4,10 @@
 keywords (``runtime_manager``, ``dynamic``, ``shape_mutable``, ``rearrange``, ``backend``,
 ``memory_mode``, ``power_mode``, ``precision_mode``, ``thread_num``; pymnn's defaults, one
 thread) and returns a module whose ``forward`` / ``onForward`` / ``__call__`` take ``MNN.expr``
-Vars, or plain NumPy arrays (read as NCHW; pymnn crashes on those), and return Vars
-(:class:`mnnpy.nn.Var`, or the ``MNN.expr`` Var class when ``mnnpy.compat.expr`` is loaded and
-subclasses it). ``create_runtime_manager((config_dict,))`` reads pymnn's config dict as
-``createSession`` does (:mod:`mnnpy.compat.config`).
+Vars (any object with ``data_format`` and ``__array__``), or plain NumPy arrays (read as NCHW;
+pymnn crashes on those), and return Vars (``MNN.expr`` Vars once the ``MNN.expr`` facade is
+imported, :class:`mnnpy.nn.Var` otherwise). ``create_runtime_manager((config_dict,))`` reads
+pymnn's config dict as ``createSession`` does (:mod:`mnnpy.compat.config`).
 
 Where pymnn returns an empty list, crashes or computes garbage, this raises an
 :class:`~mnnpy.errors.MNNError`: unknown input or output names (pymnn: ``SystemError``), shapes
@@ -124,23 +124,30 @@ def create_runtime_manager(configs: Any) -> RuntimeManager:
     return RuntimeManager(parse_config(configs[0]).config)
 
 
-def _var_class() -> type[Var]:
-    """``MNN.expr``'s Var when that facade is loaded and builds on mnnpy.nn.Var; else Var."""
-    expr = sys.modules.get("mnnpy.compat.expr")
-    cls = getattr(expr, "Var", None)
-    return cls if isinstance(cls, type) and issubclass(cls, Var) else Var
+def _facade_vars(outputs: list[Var]) -> list[Any]:
+    """The outputs as ``MNN.expr`` Vars when that facade (``mnnpy.compat.var``) is loaded.
+
+    Its ``Var(array, data_format)`` holds the array as is; without it, the mnnpy.nn Vars are
+    returned (they have pymnn's ``read``, ``shape``, ``data_format`` and ``name``).
+    """
+    facade = sys.modules.get("mnnpy.compat.var")
+    cls, formats = getattr(facade, "Var", None), getattr(facade, "data_format", None)
+    if cls is None or formats is None:
+        return outputs
+    result = []
+    for v in outputs:
+        out = cls(v.read(), formats[v.data_format.name])
+        out.name = v.name
+        result.append(out)
+    return result
 
 
 class _NetModule(NetModule):
     """A loaded module whose outputs are the facade's Vars."""
 
-    def onForward(self, inputs: Sequence[Any]) -> list[Var]:  # noqa: N802 (MNN's name)
+    def onForward(self, inputs: Sequence[Any]) -> list[Any]:  # noqa: N802 (MNN's name)
         """As :meth:`mnnpy.nn.NetModule.onForward`, returning ``MNN.expr`` Vars."""
-        outputs = super().onForward(inputs)
-        cls = _var_class()
-        if cls is Var:
-            return outputs
-        return [cls(v.read(), v.data_format, v.name) for v in outputs]
+        return _facade_vars(super().onForward(inputs))
 
 
 def load_module_from_file(

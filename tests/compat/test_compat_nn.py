@@ -301,3 +301,27 @@ def test_wheel_enums_accepted_by_the_facade() -> None:
     assert (config.type, config.num_thread) == (0, 1)
     assert config.backend_config.memory == 2 and config.backend_config.precision == 3
     assert config.backend_config.power == 1
+
+
+@pytest.mark.parametrize("which", ["mnnpy.compat", "MNN"])
+def test_module_with_expr_vars(which: str) -> None:
+    """A pymnn inference script: expr Vars in, expr ops on the outputs (needs MNN.expr)."""
+    if which == "MNN":
+        mnn = pytest.importorskip("MNN")
+        import MNN.expr as F  # noqa: N812 (pymnn's idiom)
+
+        nn = mnn.nn
+    else:
+        F = pytest.importorskip("mnnpy.compat.expr")  # noqa: N806 (pymnn's idiom)
+        nn = MNN.nn
+    golden = dict(np.load(DATA / "nhwc_dformat.npz"))
+    x = golden["input:x"]
+    net = nn.load_module_from_file(str(DATA / "nhwc_dformat.mnn"), [], [], thread_num=1)
+    nchw = np.ascontiguousarray(x.transpose(0, 3, 1, 2))
+    y = net.forward(F.const(nchw.flatten().tolist(), [1, 3, 16, 16], F.NCHW))
+    y = F.convert(y, F.NHWC)
+    assert_close(np.array(y.read()), golden["output:y"])
+    prob = F.softmax(y * 2.0, 1)
+    want = np.exp(2 * golden["output:y"] - (2 * golden["output:y"]).max())
+    assert_close(np.array(prob.read()), want / want.sum())
+    assert int(np.array(F.argmax(prob, 1).read())[0]) == int(golden["output:y"].argmax())
