@@ -325,3 +325,17 @@ def test_module_with_expr_vars(which: str) -> None:
     want = np.exp(2 * golden["output:y"] - (2 * golden["output:y"]).max())
     assert_close(np.array(prob.read()), want / want.sum())
     assert int(np.array(F.argmax(prob, 1).read())[0]) == int(golden["output:y"].argmax())
+
+
+def test_runtime_manager_set_external(tmp_path: Path) -> None:
+    """A --saveExternalData model moved away from its weight file, found through set_external."""
+    model = tmp_path / "moved.mnn"
+    model.write_bytes((FLOW / "if_conv_ext.mnn").read_bytes())
+    golden = dict(np.load(FLOW / "if_conv_ext.npz"))
+    with pytest.raises(FileNotExistError, match="weight"):
+        MNN.nn.load_module_from_file(str(model), [], []).forward(golden["input:x@0"])
+    manager = MNN.nn.create_runtime_manager(({"numThread": 1},))
+    manager.set_external(str(FLOW / "if_conv_ext.mnn.weight"))
+    net = MNN.nn.load_module_from_file(str(model), [], [], runtime_manager=manager)
+    for case in (0, 1):
+        assert_close(net.forward(golden[f"input:x@{case}"]).read(), golden[f"mnn:y@{case}"])
