@@ -339,3 +339,37 @@ def test_runtime_manager_set_external(tmp_path: Path) -> None:
     net = MNN.nn.load_module_from_file(str(model), [], [], runtime_manager=manager)
     for case in (0, 1):
         assert_close(net.forward(golden[f"input:x@{case}"]).read(), golden[f"mnn:y@{case}"])
+
+
+def _numpy_cv_demo(mnn: Any, model: str, image_path: str, size: int) -> np.ndarray:
+    """MNN's pymnn/examples/MNNExpr/mnn_numpy_cv_demo.py, the model and size as arguments."""
+    mnp, cv2 = mnn.numpy, mnn.cv
+    net = mnn.nn.load_module_from_file(model, [], [])
+    image = cv2.imread(image_path)
+    image = image[..., ::-1]
+    image = cv2.resize(image, (size, size))
+    image = image - (103.94, 116.78, 123.68)
+    image = image * (0.017, 0.017, 0.017)
+    image = image.astype(mnp.float32)
+    input_var = mnp.expand_dims(image, [0])
+    input_var = mnn.expr.convert(input_var, mnn.expr.NC4HW4)
+    output_var = net.forward(input_var)
+    output_var = mnn.expr.convert(output_var, mnn.expr.NHWC)
+    assert int(np.array(mnp.argmax(output_var))) == int(np.array(output_var.read()).argmax())
+    return np.array(output_var.read())
+
+
+def test_mnn_numpy_cv_demo_matches_wheel(tmp_path: Path) -> None:
+    """pymnn's NHWC image -> NC4HW4 Var -> module -> NHWC script (needs MNN.cv / MNN.numpy)."""
+    cv = pytest.importorskip("mnnpy.compat.cv")
+    pytest.importorskip("mnnpy.compat.numpy")
+    pytest.importorskip("mnnpy.compat.expr")
+    image = (np.random.default_rng(0).random((40, 48, 3)) * 255).astype(np.uint8)
+    path = str(tmp_path / "image.png")
+    cv.imwrite(path, image)
+    ours = _numpy_cv_demo(MNN, CONV, path, 32)
+    assert ours.shape == (1, 10)
+    wheel = pytest.importorskip("MNN")
+    for sub in ("cv", "numpy", "expr", "nn"):
+        pytest.importorskip(f"MNN.{sub}")
+    assert_close(ours, _numpy_cv_demo(wheel, CONV, path, 32))
