@@ -39,8 +39,6 @@ __all__ = [
     "load_module_from_file",
 ]
 
-_Module = _nn.Module
-
 
 class Module(_nn.Module):
     """The base for user modules (pymnn's ``nn.Module``): override ``forward``.
