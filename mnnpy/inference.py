@@ -103,6 +103,8 @@ class InferenceSession:
         budget: the most bytes the session may hold; a plan that does not fit raises
             ``OutOfMemoryError`` while resizing, before anything runs.
         external: the weight file of a ``--saveExternalData`` model, when not beside it.
+        config: a whole ScheduleConfig (power and precision modes, op placement...); when
+            given, ``threads``, ``backend``, ``memory`` and ``budget`` are not read.
 
     Raises:
         FileNotExistError: when the file cannot be read.
@@ -119,16 +121,18 @@ class InferenceSession:
         budget: int | None = None,
         *,
         external: Any = None,
+        config: ScheduleConfig | None = None,
     ) -> None:
         if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
             self.interpreter = Interpreter.from_buffer(path_or_bytes, external=external)
         else:
             self.interpreter = Interpreter(path_or_bytes, external=external)
-        config = ScheduleConfig(
-            type=_forward_type(backend),
-            num_thread=default_num_thread() if threads is None else threads,
-            backend_config=BackendConfig(MemoryMode.parse(memory), memory_budget=budget),
-        )
+        if config is None:
+            config = ScheduleConfig(
+                type=_forward_type(backend),
+                num_thread=default_num_thread() if threads is None else threads,
+                backend_config=BackendConfig(MemoryMode.parse(memory), memory_budget=budget),
+            )
         self.session: Session = self.interpreter.create_session(config)
         self._inputs = self.session.get_input_all()
         self._output_names = list(self.session.get_output_all())

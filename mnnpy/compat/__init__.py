@@ -57,8 +57,10 @@ Where pymnn 3.6.1 crashes, returns garbage or silently copies wrong data, this m
   ``NotSupportError``; ``updateSessionToModel(session, path)`` copies the model file.
 * Additions: ``Interpreter.releaseSession``, ``Tensor.getElementSize``, ``MNNError``.
   ``printTensorData`` prints the data (pymnn 3.x prints nothing).
+* ``MNN.nn``: the Module API (``load_module_from_file``, ``create_runtime_manager``), see
+  :mod:`mnnpy.compat.nn`.
 * Not provided: ``CVImageProcess``, ``CVMatrix``, the ``CV_*`` constants and the submodules
-  (``expr``, ``nn``, ``numpy``, ``cv``, ...); using them raises AttributeError saying so.
+  (``expr``, ``numpy``, ``cv``, ...); using them raises AttributeError saying so.
 """
 
 from __future__ import annotations
@@ -110,7 +112,6 @@ _NOT_PROVIDED = {
     "data",
     "expr",
     "get_model_uuid",
-    "nn",
     "numpy",
     "optim",
 }
@@ -126,6 +127,10 @@ def __getattr__(name: str) -> Any:
         import mnnpy.compat.llm
 
         return mnnpy.compat.llm
+    if name == "nn":  # MNN.nn: the Module API on mnnpy.nn
+        import mnnpy.compat.nn
+
+        return mnnpy.compat.nn
     if name in _NOT_PROVIDED or name.startswith("CV_"):
         raise AttributeError(
             f"mnnpy.compat does not provide MNN.{name}: only the legacy Session API "
