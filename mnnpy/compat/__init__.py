@@ -57,8 +57,10 @@ Where pymnn 3.6.1 crashes, returns garbage or silently copies wrong data, this m
   ``NotSupportError``; ``updateSessionToModel(session, path)`` copies the model file.
 * Additions: ``Interpreter.releaseSession``, ``Tensor.getElementSize``, ``MNNError``.
   ``printTensorData`` prints the data (pymnn 3.x prints nothing).
+* ``MNN.expr``, ``MNN.numpy``, ``MNN.cv``: subsets on NumPy (:mod:`mnnpy.compat.expr`,
+  :mod:`mnnpy.compat.numpy`, :mod:`mnnpy.compat.cv`; coverage in ``docs/compat.md``).
 * Not provided: ``CVImageProcess``, ``CVMatrix``, the ``CV_*`` constants and the submodules
-  (``expr``, ``nn``, ``numpy``, ``cv``, ...); using them raises AttributeError saying so.
+  ``nn``, ``data``, ``optim``, ``audio``; using them raises AttributeError saying so.
 """
 
 from __future__ import annotations
@@ -106,12 +108,9 @@ _NOT_PROVIDED = {
     "CVImageProcess",
     "CVMatrix",
     "audio",
-    "cv",
     "data",
-    "expr",
     "get_model_uuid",
     "nn",
-    "numpy",
     "optim",
 }
 
@@ -126,6 +125,10 @@ def __getattr__(name: str) -> Any:
         import mnnpy.compat.llm
 
         return mnnpy.compat.llm
+    if name in ("expr", "numpy", "cv"):  # MNN.expr / MNN.numpy / MNN.cv, on first use
+        import importlib
+
+        return importlib.import_module(f"mnnpy.compat.{name}")
     if name in _NOT_PROVIDED or name.startswith("CV_"):
         raise AttributeError(
             f"mnnpy.compat does not provide MNN.{name}: only the legacy Session API "
