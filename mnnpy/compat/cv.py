@@ -155,25 +155,32 @@ def _finish(out: np.ndarray, src_dtype: np.dtype, code: int, mean: Any, norm: An
 def _sample(
     img: np.ndarray, sx: np.ndarray, sy: np.ndarray, linear: bool, border: float
 ) -> np.ndarray:
-    """``img`` at float source coordinates (bilinear or nearest); outside: ``border``."""
+    """``img`` at float source coordinates; outside the image: ``border``.
+
+    Nearest takes the pixel whose index is ``sx`` / ``sy`` already rounded by the caller;
+    bilinear blends the four neighbours, border pixels included (OpenCV's BORDER_CONSTANT).
+    """
     h, w = img.shape[:2]
-    padded = np.pad(
-        img.astype(np.float64), [(1, 1), (1, 1)] + [(0, 0)] * (img.ndim - 2), constant_values=border
-    )
+    pads = [(1, 1), (1, 1)] + [(0, 0)] * (img.ndim - 2)
+    padded = np.pad(img.astype(np.float64), pads, constant_values=border)
     if not linear:
-        xi, yi = np.floor(sx + 1e-9).astype(np.int64), np.floor(sy + 1e-9).astype(np.int64)
+        xi, yi = sx.astype(np.int64), sy.astype(np.int64)
         inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
         out = padded[np.clip(yi, -1, h) + 1, np.clip(xi, -1, w) + 1]
         out[~inside] = border
         return out
     x0, y0 = np.floor(sx), np.floor(sy)
     ax, ay = sx - x0, sy - y0
-    x0i, y0i = np.clip(x0.astype(np.int64), -1, w), np.clip(y0.astype(np.int64), -1, h)
-    x1i, y1i = np.clip(x0i + 1, -1, w), np.clip(y0i + 1, -1, h)
+    # index -1 and w (h) are the border; anything further out is clamped onto them
+    x0i, y0i = np.clip(x0, -1, w).astype(np.int64) + 1, np.clip(y0, -1, h).astype(np.int64) + 1
+    x1i, y1i = (
+        np.clip(x0 + 1, -1, w).astype(np.int64) + 1,
+        np.clip(y0 + 1, -1, h).astype(np.int64) + 1,
+    )
     if img.ndim == 3:
         ax, ay = ax[..., None], ay[..., None]
-    top = padded[y0i + 1, x0i + 1] * (1 - ax) + padded[y0i + 1, x1i + 1] * ax
-    bottom = padded[y1i + 1, x0i + 1] * (1 - ax) + padded[y1i + 1, x1i + 1] * ax
+    top = padded[y0i, x0i] * (1 - ax) + padded[y0i, x1i] * ax
+    bottom = padded[y1i, x0i] * (1 - ax) + padded[y1i, x1i] * ax
     return top * (1 - ay) + bottom * ay
 
 
@@ -202,7 +209,8 @@ def resize(
     if linear:
         xs, ys = np.clip(xs, 0, w - 1), np.clip(ys, 0, h - 1)
     else:  # OpenCV's INTER_NEAREST: floor(dst * scale)
-        xs, ys = np.arange(dw) * (w / dw), np.arange(dh) * (h / dh)
+        xs = np.minimum(np.floor(np.arange(dw) * (w / dw)), w - 1)
+        ys = np.minimum(np.floor(np.arange(dh) * (h / dh)), h - 1)
     gx, gy = np.meshgrid(xs, ys)
     return _finish(_sample(img, gx, gy, linear, 0.0), img.dtype, code, mean, norm)
 
@@ -225,12 +233,26 @@ def warpAffine(
         m = _invert(m)
     if borderMode != BORDER_CONSTANT:
         raise _not_impl("warpAffine", f" with borderMode {borderMode} (only BORDER_CONSTANT)")
-    gx, gy = np.meshgrid(np.arange(int(dsize[0])), np.arange(int(dsize[1])))
-    sx = m[0, 0] * gx + m[0, 1] * gy + m[0, 2]
-    sy = m[1, 0] * gx + m[1, 1] * gy + m[1, 2]
     border = float(np.ravel(borderValue)[0]) if np.size(borderValue) else 0.0
-    out = _sample(img, sx, sy, (flag & 7) != INTER_NEAREST, border)
+    linear = (flag & 7) != INTER_NEAREST
+    sx, sy = _affine_coords(m, int(dsize[0]), int(dsize[1]), linear)
+    out = _sample(img, sx, sy, linear, border)
     return _finish(out, img.dtype, code, mean, norm)
+
+
+def _affine_coords(m: np.ndarray, width: int, height: int, linear: bool) -> tuple:
+    """Source coordinates of each destination pixel, as OpenCV's warpAffine computes them.
+
+    Fixed point with 10 fraction bits per term (rounded), then rounded to 1/32 pixel for
+    bilinear or to a whole pixel for nearest; this matches OpenCV to the pixel.
+    """
+    ab = 1024.0
+    x, y = np.arange(width, dtype=np.float64), np.arange(height, dtype=np.float64)[:, None]
+    half = ab / 64 if linear else ab / 2
+    fx = np.rint(x * m[0, 0] * ab) + np.rint((y * m[0, 1] + m[0, 2]) * ab) + half
+    fy = np.rint(x * m[1, 0] * ab) + np.rint((y * m[1, 1] + m[1, 2]) * ab) + half
+    step = 32.0 if linear else 1.0
+    return np.floor(fx * step / ab) / step, np.floor(fy * step / ab) / step
 
 
 def _invert(m: np.ndarray) -> np.ndarray:
@@ -306,11 +328,27 @@ def haveImageWriter(filename: str) -> bool:  # noqa: N802
     return filename.lower().endswith(".png")
 
 
+# pymnn's MNN.cv functions not provided here: calling one raises NotImplementedError naming it.
+NOT_PROVIDED = frozenset(
+    (
+        "GaussianBlur Laplacian Rodrigues Scharr Sobel adaptiveThreshold addWeighted "
+        "arrowedLine bilateralFilter bitwise_and bitwise_or bitwise_xor blendLinear blur "
+        "boundingRect boxFilter boxPoints calcHist circle connectedComponentsWithStats "
+        "contourArea convertMaps convexHull copyTo cvtColorTwoPlane dilate drawContours erode "
+        "fillPoly filter2D findContours getDerivKernels getGaborKernel getGaussianKernel "
+        "getPerspectiveTransform getRectSubPix getStructuringElement line mean minAreaRect "
+        "normalize pyrDown pyrUp rectangle remap rotate sepFilter2D solve solvePnP "
+        "spatialGradient sqrBoxFilter threshold warpPerspective"
+    ).split()
+)
+
+
 def __getattr__(name: str) -> Any:
-    if name.startswith("_"):
-        raise AttributeError(name)
+    if name not in NOT_PROVIDED:
+        raise AttributeError(f"module 'MNN.cv' (mnnpy.compat.cv) has no attribute {name!r}")
 
     def f(*args: Any, **kwargs: Any) -> Any:
         raise _not_impl(name)
 
+    f.__name__ = name
     return f

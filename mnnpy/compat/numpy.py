@@ -394,6 +394,171 @@ def _fill_method(self: Var, value: Any) -> None:
     self.replace(full_like(self, value))
 
 
+def _np_unary(fn: Any, name: str) -> Any:
+    def f(x: Any) -> Var:
+        v = to_var(x)
+        with _np.errstate(all="ignore"):
+            out = _np.asarray(fn(v.numpy().astype(_np.float32)))
+        return wrap(out.astype(_np.float32), v.data_format)
+
+    f.__name__ = name
+    f.__doc__ = f"Elementwise ``{name}`` (float)."
+    return f
+
+
+log2, log10, exp2 = (
+    _np_unary(_np.log2, "log2"),
+    _np_unary(_np.log10, "log10"),
+    _np_unary(_np.exp2, "exp2"),
+)
+cbrt, sinc = _np_unary(_np.cbrt, "cbrt"), _np_unary(_np.sinc, "sinc")
+trunc = fix = _np_unary(_np.trunc, "trunc")
+
+
+def _np_binary(fn: Any, name: str) -> Any:
+    def f(x1: Any, x2: Any) -> Var:
+        a, b = _F.promote_pair(x1, x2)
+        with _np.errstate(all="ignore"):
+            out = _np.asarray(fn(a.numpy().astype(_np.float32), b.numpy().astype(_np.float32)))
+        return wrap(out.astype(_np.float32), a.data_format)
+
+    f.__name__ = name
+    f.__doc__ = f"Elementwise ``{name}`` (float)."
+    return f
+
+
+hypot, copysign = _np_binary(_np.hypot, "hypot"), _np_binary(_np.copysign, "copysign")
+logaddexp = _np_binary(_np.logaddexp, "logaddexp")
+
+
+def signbit(x: Any) -> Var:
+    """1 where ``x`` is negative (int)."""
+    return wrap(_np.signbit(to_var(x).numpy()).astype(_np.int32))
+
+
+def positive(x: Any) -> Var:
+    """A copy of ``x``."""
+    return _F.clone(x)
+
+
+def asscalar(a: Any) -> Any:
+    """The first element as a Python number."""
+    return _item(to_var(a))
+
+
+def asfarray(a: Any, dtype: Any = None) -> Var:
+    """``a`` as float32."""
+    return array(a, float32)
+
+
+def asmatrix(data: Any, dtype: Any = None) -> Var:
+    """``data`` with at least two dimensions."""
+    return atleast_2d(array(data, dtype))
+
+
+mat = asmatrix
+
+
+def atleast_1d(a: Any) -> Var:
+    """``a`` with at least one dimension."""
+    v = to_var(a)
+    return v if v.ndim >= 1 else _F.reshape(v, [1])
+
+
+def atleast_3d(a: Any) -> Var:
+    """``a`` with at least three dimensions (NumPy's placement of the new axes)."""
+    v = to_var(a)
+    return wrap(_np.atleast_3d(v.numpy()), v.data_format)
+
+
+def average(a: Any, axis: Any = None, weights: Any = None, returned: bool = False) -> Any:
+    """``mean`` (weights are refused, as pymnn)."""
+    if weights is not None:
+        raise NotImplementedError("MNN.numpy.average with weights is not provided by mnnpy.compat")
+    return mean(a, axis)
+
+
+def broadcast_to(array: Any, shape: Any) -> Var:
+    """``array`` broadcast to ``shape``."""
+    return _F.broadcast_to(array, list(shape))
+
+
+def count_nonzero(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """How many elements are nonzero."""
+    return sum(_F.not_equal(a, 0), axis, keepdims=keepdims)
+
+
+def argwhere(a: Any) -> Var:
+    """Coordinates of the nonzero elements (int, one row each)."""
+    return _F.where(a)
+
+
+def flatnonzero(a: Any) -> Var:
+    """Indices of the nonzero elements of ``a`` flattened."""
+    return nonzero(ravel(a))[0]
+
+
+def _cumulative(fn: Any, name: str) -> Any:
+    def f(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Var:
+        v = to_var(a)
+        res = fn(v.numpy() if axis is not None else v.numpy().ravel(), axis=axis or 0)
+        return wrap(res.astype(v.numpy().dtype), v.data_format)
+
+    f.__name__ = name
+    f.__doc__ = f"``{name}`` along ``axis`` (flattened when None)."
+    return f
+
+
+cumsum, cumprod = _cumulative(_np.cumsum, "cumsum"), _cumulative(_np.cumprod, "cumprod")
+
+
+def _stacker(fn: Any, name: str) -> Any:
+    def f(tup: Sequence[Any]) -> Var:
+        vs = [to_var(t) for t in tup]
+        return wrap(fn([v.numpy() for v in vs]), vs[0].data_format)
+
+    f.__name__ = name
+    f.__doc__ = f"NumPy's ``{name}`` on Vars."
+    return f
+
+
+column_stack, dstack = _stacker(_np.column_stack, "column_stack"), _stacker(_np.dstack, "dstack")
+row_stack = vstack
+
+
+def _splitter(fn: Any, name: str) -> Any:
+    def f(ary: Any, indices_or_sections: Any, axis: int = 0) -> list[Var]:
+        v = to_var(ary)
+        args = (indices_or_sections, axis) if name == "array_split" else (indices_or_sections,)
+        return [wrap(p, v.data_format) for p in fn(v.numpy(), *args)]
+
+    f.__name__ = name
+    f.__doc__ = f"NumPy's ``{name}`` on a Var."
+    return f
+
+
+array_split = _splitter(_np.array_split, "array_split")
+hsplit, vsplit = _splitter(_np.hsplit, "hsplit"), _splitter(_np.vsplit, "vsplit")
+dsplit = _splitter(_np.dsplit, "dsplit")
+
+
+def rollaxis(a: Any, axis: int, start: int = 0) -> Var:
+    """``a`` with ``axis`` rolled to ``start``."""
+    v = to_var(a)
+    return wrap(_np.ascontiguousarray(_np.rollaxis(v.numpy(), axis, start)), v.data_format)
+
+
+def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list[Var]:
+    """Coordinate grids from 1-d Vars."""
+    arrays = [to_var(x).numpy() for x in xi]
+    return [wrap(g.copy()) for g in _np.meshgrid(*arrays, sparse=sparse, indexing=indexing)]
+
+
+def repmat(a: Any, m: int, n: int) -> Var:
+    """``a`` tiled ``m`` x ``n`` times as a matrix."""
+    return wrap(_np.tile(atleast_2d(a).numpy(), (m, n)))
+
+
 # Elementwise functions, by pymnn's names.
 add, subtract, multiply, divide = _F.add, _F.subtract, _F.multiply, _F.divide
 true_divide, floor_divide, power, float_power = _F.divide, _F.floordiv, _F.pow, _F.pow
@@ -452,11 +617,33 @@ VAR_METHODS = {
 }
 
 
+# pymnn's MNN.numpy names not provided here: calling one raises NotImplementedError naming it.
+NOT_PROVIDED = frozenset(
+    (
+        "append argpartition array_equiv asarray_chkfinite asfortranarray base_repr binary_repr "
+        "bincount block bmat broadcast broadcast_arrays choose compress convolve copyto corrcoef "
+        "correlate cov cross deg2rad degrees delete diag diag_indices diag_indices_from "
+        "diagflat diagonal diff digitize divmod ediff1d extract fill_diagonal flatiter flip "
+        "fliplr flipud frexp frombuffer fromfile fromfunction fromiter fromstring gcd geomspace "
+        "gradient heaviside histogram histogram2d histogram_bin_edges histogramdd i0 indices "
+        "insert interp invert ix_ lcm ldexp left_shift lexsort loadtxt logaddexp2 logspace "
+        "mask_indices matrix median modf msort nan_to_num nanargmax nanargmin nancumprod "
+        "nancumsum nanmean nanmedian nanpercentile nanquantile nanstd nanvar ndenumerate ndindex "
+        "nditer nested_iters nextafter outer packbits partition percentile place put "
+        "put_along_axis putmask quantile rad2deg radians ravel_multi_index real_if_close "
+        "require resize right_shift roll rot90 searchsorted select sort_complex spacing take "
+        "take_along_axis tensordot trapz tri tril tril_indices tril_indices_from trim_zeros triu "
+        "triu_indices triu_indices_from unique unpackbits unravel_index unwrap vander"
+    ).split()
+)
+
+
 def __getattr__(name: str) -> Any:
-    if name.startswith("_") or name in ("random", "linalg"):
-        raise AttributeError(f"MNN.numpy.{name} is not provided by mnnpy.compat")
+    if name not in NOT_PROVIDED:
+        raise AttributeError(f"module 'MNN.numpy' (mnnpy.compat.numpy) has no attribute {name!r}")
 
     def f(*args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"MNN.numpy.{name} is not provided by mnnpy.compat")
 
+    f.__name__ = name
     return f

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import mnnpy.compat as compat
+from mnnpy.errors import InvalidValueError, NotSupportError
 
 RESIZE_TOL = 1  # uint8 levels, bilinear resize / warpAffine vs MNN.cv
 
@@ -193,6 +194,59 @@ def script_numpy_cv_demo(m: ModuleType) -> dict[str, Any]:
     return {"input": _value(output_var), "argmax": np_.argmax(output_var)}
 
 
+def script_numpy_more(m: ModuleType) -> dict[str, Any]:
+    np_ = m.numpy
+    f = np_.array([[0.25, -1.5], [3.0, 2.0]])
+    k = np_.array([[1, 0, 2], [0, 3, 0]])
+    return {
+        "float_funcs": _value([np_.log2(f * f), np_.log10(f * f), np_.exp2(f), np_.hypot(f, f)]),
+        "misc": _value(
+            [np_.cbrt(f * f), np_.signbit(f), np_.copysign(f * f, -1.0), np_.logaddexp(f, f)]
+        ),
+        "stack": _value(
+            [np_.vstack([f, f]), np_.hstack([f, f]), np_.dstack([f, f]), np_.column_stack([f, f])]
+        ),
+        "split": _value(
+            [np_.split(k, 3, 1), np_.array_split(k, 3, 1), np_.hsplit(k, 3), np_.vsplit(k, 2)]
+        ),
+        "atleast": _value(
+            [np_.atleast_2d(np_.array([1, 2])), np_.atleast_3d(k), np_.broadcast_to(f, [3, 2, 2])]
+        ),
+        "counts": [
+            np_.count_nonzero(k),
+            np_.asscalar(k),
+            np_.all(k),
+            np_.any(k),
+            np_.array_equal(k, k),
+        ],
+        "nonzero": _value([np_.nonzero(k), np_.argwhere(k), np_.flatnonzero(k)]),
+        "order": _value(
+            [
+                np_.sort(f),
+                np_.argsort(f, 0),
+                np_.rollaxis(np_.ones([2, 3, 4]), 2),
+                np_.moveaxis(k, 0, 1),
+            ]
+        ),
+        "tile": _value(
+            [np_.tile(k, [2, 1]), np_.swapaxes(k, 0, 1), np_.repmat(np_.array([1, 2]), 2, 2)]
+        ),
+        "pad": _value([np_.pad(k, 1), np_.pad(k, [[1, 0], [0, 2]])]),
+        "ptp": [np_.ptp(f), _value(np_.ptp(f, 0)), np_.average(k), _value(np_.mean(k, 0))],
+        "full": _value(
+            [np_.full_like(f, 2.5), np_.ones_like(k), np_.zeros_like(f), np_.identity(2)]
+        ),
+        "arange": _value(
+            [np_.arange(0.0, 1.0, 0.25), np_.arange(2, 9, 3), np_.linspace(0.0, 1.0, 4, False)]
+        ),
+        "var_methods": _value(
+            [f.flatten(), f.ravel(), f.transpose(), f.squeeze(), f.clip(0.0, 2.0), f.copy()]
+        ),
+        "var_methods2": [f.item(1), f.std(), f.var(), k.ptp(), _value(f.round())],
+        "dot": [np_.dot(np_.array([1.0, 2.0]), np_.array([3.0, 4.0])), _value(np_.matmul(f, f))],
+    }
+
+
 SCRIPTS: list[Callable[[ModuleType], dict[str, Any]]] = [
     script_vars,
     script_arith,
@@ -200,6 +254,7 @@ SCRIPTS: list[Callable[[ModuleType], dict[str, Any]]] = [
     script_shape,
     script_math,
     script_cv,
+    script_numpy_more,
 ]
 
 
@@ -267,3 +322,51 @@ def test_png_round_trip_with_mnn(tmp_path: Path) -> None:
     np.testing.assert_allclose(
         gray_ours.reshape(gray_mnn.shape).astype(int), gray_mnn.astype(int), atol=1
     )
+
+
+def test_not_provided_functions_name_themselves() -> None:
+    with pytest.raises(NotImplementedError, match=r"MNN\.expr\.conv2d"):
+        compat.expr.conv2d(None, None, None)
+    with pytest.raises(NotImplementedError, match=r"MNN\.numpy\.unique"):
+        compat.numpy.unique(compat.numpy.array([1, 1]))
+    with pytest.raises(NotImplementedError, match=r"MNN\.cv\.threshold"):
+        compat.cv.threshold(IMAGE, 1, 2, 0)
+    with pytest.raises(AttributeError, match="no_such_function"):
+        compat.numpy.no_such_function  # noqa: B018
+    with pytest.raises(NotImplementedError, match="set_device_ptr"):
+        compat.expr.placeholder([1]).set_device_ptr(0, 2)
+
+
+def test_bad_input_is_a_clear_error() -> None:
+    F = compat.expr
+    p = F.placeholder([2, 3], F.NCHW)
+    with pytest.raises(InvalidValueError, match="placeholder"):
+        p.read()
+    with pytest.raises(InvalidValueError, match="5 values"):
+        p.write([1, 2, 3, 4, 5])
+    with pytest.raises(InvalidValueError, match="const: 3 values"):
+        F.const([1.0, 2.0, 3.0], [2, 2])
+    with pytest.raises(InvalidValueError, match="division by zero"):
+        compat.numpy.array([1, 2]) / 0
+    with pytest.raises(InvalidValueError, match="cannot reshape"):
+        F.reshape(compat.numpy.ones([2, 3]), [4, 2])
+    with pytest.raises(InvalidValueError, match="out of range"):
+        F.gather(compat.numpy.ones([2, 3]), [2])
+    with pytest.raises(InvalidValueError, match="list of numbers"):
+        F.add(compat.numpy.ones([2]), ["a", "b"])
+    with pytest.raises(NotSupportError, match="truth value"):
+        bool(compat.numpy.ones([2]))
+
+
+def test_var_interoperates_with_numpy() -> None:
+    """How other code (mnnpy.nn) takes and gives data: from_numpy / to_format / np.asarray."""
+    a = FEATURES.transpose(0, 2, 3, 1).copy()
+    v = compat.expr.Var.from_numpy(a, compat.expr.NHWC)
+    np.testing.assert_array_equal(np.asarray(v), a)
+    np.testing.assert_array_equal(v.to_format(compat.expr.NCHW), FEATURES)
+    c4 = compat.expr.convert(v, compat.expr.NC4HW4)
+    assert c4.shape == list(FEATURES.shape)
+    np.testing.assert_array_equal(c4.read(), FEATURES)  # logical NCHW (pymnn: packed storage)
+    out = a + v  # ndarray (op) Var gives a Var
+    assert isinstance(out, compat.expr.Var)
+    np.testing.assert_array_equal(out.read(), a + a)
