@@ -17,6 +17,7 @@ import numpy as _np
 
 from mnnpy.compat import expr as _F
 from mnnpy.compat.var import NUMPY_DTYPE, Var, dtype, to_var, wrap
+from mnnpy.errors import InvalidValueError
 
 float32, float64, int32, int64, uint8, int8 = (
     dtype.float,
@@ -551,7 +552,10 @@ def rollaxis(a: Any, axis: int, start: int = 0) -> Var:
 def meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> list[Var]:
     """Coordinate grids from 1-d Vars."""
     arrays = [to_var(x).numpy() for x in xi]
-    return [wrap(g.copy()) for g in _np.meshgrid(*arrays, sparse=sparse, indexing=indexing)]
+    if indexing not in ("xy", "ij"):
+        raise InvalidValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    grids = _np.meshgrid(*arrays, sparse=sparse, indexing="xy" if indexing == "xy" else "ij")
+    return [wrap(g.copy()) for g in grids]
 
 
 def repmat(a: Any, m: int, n: int) -> Var:
