@@ -197,14 +197,15 @@ def resize(
     """Resize to ``dsize`` = (width, height) (or by ``fx``, ``fy``), pixel centers aligned."""
     img = _image(src)
     h, w = img.shape[:2]
-    dw, dh = (
-        (int(dsize[0]), int(dsize[1])) if dsize and dsize[0] else (round(w * fx), round(h * fy))
-    )
+    dw, dh = (int(dsize[0]), int(dsize[1])) if dsize and dsize[0] else (int(w * fx), int(h * fy))
     if dw <= 0 or dh <= 0:
         raise InvalidValueError(f"MNN.cv.resize: bad output size {dw}x{dh}")
     if interpolation not in (INTER_NEAREST, INTER_LINEAR):
         raise _not_impl("resize", f" with interpolation {interpolation} (only NEAREST, LINEAR)")
     linear = interpolation == INTER_LINEAR
+    if linear and img.dtype == np.uint8 and img.ndim in (2, 3):
+        out = _mnn_bilinear_u8(img if img.ndim == 3 else img[:, :, None], dw, dh)
+        return _finish(out if img.ndim == 3 else out[:, :, 0], img.dtype, code, mean, norm)
     xs, ys = (np.arange(dw) + 0.5) * (w / dw) - 0.5, (np.arange(dh) + 0.5) * (h / dh) - 0.5
     if linear:
         xs, ys = np.clip(xs, 0, w - 1), np.clip(ys, 0, h - 1)
@@ -213,6 +214,41 @@ def resize(
         ys = np.minimum(np.floor(np.arange(dh) * (h / dh)), h - 1)
     gx, gy = np.meshgrid(xs, ys)
     return _finish(_sample(img, gx, gy, linear, 0.0), img.dtype, code, mean, norm)
+
+
+def _mnn_bilinear_u8(img: np.ndarray, dw: int, dh: int) -> np.ndarray:
+    """Bilinear resize of a uint8 image with MNN's float32 arithmetic, to the bit.
+
+    MNN's ``ImageProcess`` sampler (``_sampleBilinearCommon``) walks each row by adding the
+    float32 step to the float32 start, clamps, and sums the four weighted pixels partly in
+    float32 and partly in double (one term is written with a double constant); the result is
+    rounded with ``roundf``. Doing the same here gives MNN's pixels, not OpenCV's.
+    """
+    f32 = np.float32
+    h, w = img.shape[:2]
+    sx, sy = f32(f32(w) / f32(dw)), f32(f32(h) / f32(dh))
+    tx, ty = f32(0.5 * (float(sx) - 1.0)), f32(0.5 * (float(sy) - 1.0))
+    steps = np.full(dw, sx, f32)
+    steps[0] = tx
+    xs = np.cumsum(steps, dtype=f32)  # sequential float32 additions, as the sampler's loop
+    ys = np.arange(dh, dtype=f32) * sy + ty
+    x = np.clip(xs, f32(0), f32(w - 1))[None, :, None]
+    y = np.clip(ys, f32(0), f32(h - 1))[:, None, None]
+    x0, y0 = x.astype(np.int64), y.astype(np.int64)
+    x1, y1 = (
+        np.minimum(np.ceil(x), w - 1).astype(np.int64),
+        np.minimum(np.ceil(y), h - 1).astype(np.int64),
+    )
+    xf, yf = x - x0.astype(f32), y - y0.astype(f32)
+    c = img.astype(f32)
+    xi0, xi1, yi0, yi1 = x0[0, :, 0], x1[0, :, 0], y0[:, 0, 0], y1[:, 0, 0]
+    c00, c01 = c[yi0][:, xi0], c[yi0][:, xi1]
+    c10, c11 = c[yi1][:, xi0], c[yi1][:, xi1]
+    part = (f32(1) - xf) * (f32(1) - yf) * c00 + xf * (f32(1) - yf) * c01
+    third = yf.astype(np.float64) * (1.0 - xf.astype(np.float64)) * c10.astype(np.float64)
+    v = (part.astype(np.float64) + third + (xf * yf * c11).astype(np.float64)).astype(f32)
+    # roundf of a value in [0, 255]: half away from zero, in float64 where v + 0.5 is exact
+    return np.floor(np.clip(v, f32(0), f32(255)).astype(np.float64) + 0.5)
 
 
 def warpAffine(
