@@ -19,6 +19,16 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy.compat.expr_enums import (
+    Backend,
+    Interp_Method,
+    MemoryMode,
+    Padding_Mode,
+    PadValue_Mode,
+    Pooling_Mode,
+    PowerMode,
+    PrecisionMode,
+)
 from mnnpy.compat.var import (
     NUMPY_DTYPE,
     Var,
@@ -35,10 +45,32 @@ from mnnpy.compat.var import (
 )
 from mnnpy.errors import InvalidValueError
 
-__all__ = ["Var", "cast", "data_format", "dtype"]
+__all__ = [
+    "Backend",
+    "Interp_Method",
+    "MemoryMode",
+    "PadValue_Mode",
+    "Padding_Mode",
+    "Pooling_Mode",
+    "PowerMode",
+    "PrecisionMode",
+    "Var",
+    "cast",
+    "data_format",
+    "dtype",
+]
 
 NHWC, NC4HW4, NCHW = data_format.NHWC, data_format.NC4HW4, data_format.NCHW
-CAFFE = NCHW
+CPU, OPENCL, OPENGL, VULKAN = Backend.CPU, Backend.OPENCL, Backend.OPENGL, Backend.VULKAN
+METAL, TRT, CUDA, HIAI = Backend.METAL, Backend.TRT, Backend.CUDA, Backend.HIAI
+# As in pymnn, the bare Normal / High / Low are PrecisionMode members.
+Normal, High, Low = PrecisionMode.Normal, PrecisionMode.High, PrecisionMode.Low
+Low_BF16 = PrecisionMode.Low_BF16
+CAFFE, VALID, SAME = Padding_Mode.CAFFE, Padding_Mode.VALID, Padding_Mode.SAME
+CONSTANT, REFLECT = PadValue_Mode.CONSTANT, PadValue_Mode.REFLECT
+SYMMETRIC = PadValue_Mode.SYMMETRIC
+MAXPOOL, AVEPOOL = Pooling_Mode.MAXPOOL, Pooling_Mode.AVEPOOL
+BILINEAR, NEAREST = Interp_Method.BILINEAR, Interp_Method.NEAREST
 float, double, int, int64, uint8, int8 = (  # noqa: A001 (pymnn's names: MNN.expr.float ...)
     dtype.float,
     dtype.double,
@@ -393,13 +425,14 @@ def broadcast_to(x: Any, shape: Any) -> Var:
     return wrap(np.broadcast_to(v.numpy(), dims).copy(), v.data_format, "BroadcastTo")
 
 
-def pad(x: Any, paddings: Any, mode: Any = "constant") -> Var:
-    """``x`` padded with zeros: ``paddings`` is (before, after) per axis, flat or nested."""
+def pad(x: Any, paddings: Any, mode: Any = PadValue_Mode.CONSTANT) -> Var:
+    """``x`` padded (zeros, or mirrored for REFLECT / SYMMETRIC): (before, after) per axis."""
     v = to_var(x)
     widths = np.asarray(to_var(paddings).numpy()).reshape(-1, 2).tolist()
-    np_mode = {"CONSTANT": "constant", "REFLECT": "reflect", "SYMMETRIC": "symmetric"}.get(
-        getattr(mode, "name", str(mode)).upper(), "constant"
-    )
+    key = getattr(mode, "name", str(mode)).upper()
+    np_mode = {"CONSTANT": "constant", "REFLECT": "reflect", "SYMMETRIC": "symmetric"}.get(key)
+    if np_mode is None:
+        raise InvalidValueError(f"pad: unknown mode {mode!r} (CONSTANT, REFLECT, SYMMETRIC)")
     return wrap(np.pad(v.numpy(), widths, mode=np_mode), v.data_format, "Padding")  # type: ignore[call-overload]
 
 

@@ -56,6 +56,18 @@ def script_vars(m: ModuleType) -> dict[str, Any]:
         "tuple": x.read_as_tuple()[:7],
         "scalar": [_value(F.scalar(3)), _value(F.scalar(2.5))],
         "int_const": _value(F.const([1, 2, 3], [3], F.NCHW, F.int)),
+        "enums": [
+            str(e)
+            for e in (F.Backend.CPU, F.OPENCL, F.MemoryMode.Low, F.PowerMode.High, F.High, F.Low)
+        ]
+        + [str(e) for e in (F.CAFFE, F.SAME, F.CONSTANT, F.MAXPOOL, F.BILINEAR, F.dtype.int8)],
+        "pad": _value(
+            [
+                F.pad(x, [[0, 0], [0, 0], [1, 2], [2, 1]]),
+                F.pad(x, [[0, 0], [0, 0], [1, 1], [2, 0]], F.REFLECT),
+                F.pad(x, [[0, 0], [1, 0], [1, 1], [0, 2]], F.SYMMETRIC),
+            ]
+        ),
     }
 
 
