@@ -59,8 +59,10 @@ Where pymnn 3.6.1 crashes, returns garbage or silently copies wrong data, this m
   ``printTensorData`` prints the data (pymnn 3.x prints nothing).
 * ``MNN.nn``: the Module API (``load_module_from_file``, ``create_runtime_manager``), see
   :mod:`mnnpy.compat.nn`.
+* ``MNN.expr``, ``MNN.numpy``, ``MNN.cv``: subsets on NumPy (:mod:`mnnpy.compat.expr`,
+  :mod:`mnnpy.compat.numpy`, :mod:`mnnpy.compat.cv`; coverage in ``docs/compat.md``).
 * Not provided: ``CVImageProcess``, ``CVMatrix``, the ``CV_*`` constants and the submodules
-  (``expr``, ``numpy``, ``cv``, ...); using them raises AttributeError saying so.
+  ``data``, ``optim``, ``audio``; using them raises AttributeError saying so.
 """
 
 from __future__ import annotations
@@ -108,11 +110,8 @@ _NOT_PROVIDED = {
     "CVImageProcess",
     "CVMatrix",
     "audio",
-    "cv",
     "data",
-    "expr",
     "get_model_uuid",
-    "numpy",
     "optim",
 }
 
@@ -131,9 +130,13 @@ def __getattr__(name: str) -> Any:
         import mnnpy.compat.nn
 
         return mnnpy.compat.nn
+    if name in ("expr", "numpy", "cv"):  # MNN.expr / MNN.numpy / MNN.cv, on first use
+        import importlib
+
+        return importlib.import_module(f"mnnpy.compat.{name}")
     if name in _NOT_PROVIDED or name.startswith("CV_"):
         raise AttributeError(
-            f"mnnpy.compat does not provide MNN.{name}: only the legacy Session API "
-            "(Interpreter, Session, Tensor, OpInfo) is implemented"
+            f"mnnpy.compat does not provide MNN.{name} (docs/compat.md lists what it covers: "
+            "the legacy Session API, nn, expr, numpy, cv, llm)"
         )
     raise AttributeError(f"module 'mnnpy.compat' has no attribute {name!r}")

@@ -5,8 +5,8 @@ keywords (``runtime_manager``, ``dynamic``, ``shape_mutable``, ``rearrange``, ``
 ``memory_mode``, ``power_mode``, ``precision_mode``, ``thread_num``; pymnn's defaults, one
 thread) and returns a module whose ``forward`` / ``onForward`` / ``__call__`` take ``MNN.expr``
 Vars (any object with ``data_format`` and ``__array__``), or plain NumPy arrays (read as NCHW;
-pymnn crashes on those), and return Vars (``MNN.expr`` Vars once the ``MNN.expr`` facade is
-imported, :class:`mnnpy.nn.Var` otherwise). ``create_runtime_manager((config_dict,))`` reads
+pymnn crashes on those), and return ``MNN.expr`` Vars (:class:`mnnpy.compat.var.Var`).
+``create_runtime_manager((config_dict,))`` reads
 pymnn's config dict as ``createSession`` does (:mod:`mnnpy.compat.config`).
 
 Where pymnn returns an empty list, crashes or computes garbage, this raises an
@@ -19,7 +19,6 @@ Vars) raises ``NotImplementedError``.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -123,18 +122,13 @@ def create_runtime_manager(configs: Any) -> RuntimeManager:
 
 
 def _facade_vars(outputs: list[Var]) -> list[Any]:
-    """The outputs as ``MNN.expr`` Vars when that facade (``mnnpy.compat.var``) is loaded.
+    """The outputs as ``MNN.expr`` Vars (``mnnpy.compat.var.Var``, holding the arrays as is)."""
+    from mnnpy.compat.var import Var as ExprVar
+    from mnnpy.compat.var import data_format
 
-    Its ``Var(array, data_format)`` holds the array as is; without it, the mnnpy.nn Vars are
-    returned (they have pymnn's ``read``, ``shape``, ``data_format`` and ``name``).
-    """
-    facade = sys.modules.get("mnnpy.compat.var")
-    cls, formats = getattr(facade, "Var", None), getattr(facade, "data_format", None)
-    if cls is None or formats is None:
-        return outputs
     result = []
     for v in outputs:
-        out = cls(v.read(), formats[v.data_format.name])
+        out = ExprVar(v.read(), data_format[v.data_format.name])
         out.name = v.name
         result.append(out)
     return result
