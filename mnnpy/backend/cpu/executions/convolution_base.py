@@ -159,6 +159,7 @@ class ChunkedRun:
         raise NotImplementedError
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
+        """One call that runs the prepared calls in order (``Execution.bind``)."""
         calls = self._calls(inputs, outputs)
 
         def run() -> None:
@@ -168,5 +169,6 @@ class ChunkedRun:
         return run
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Make the calls for these tensors and run them (``Execution.on_execute``)."""
         for call in self._calls(inputs, outputs):
             call()
