@@ -3,7 +3,8 @@
 ``BackendConfig(allocator=obj)`` gives backends an object with ``allocate(nbytes, alignment)``,
 returning a writable buffer-protocol object (a NumPy ``uint8`` array, a ``bytearray``, an
 ``mmap``...) of at least ``nbytes`` bytes whose first byte is a multiple of ``alignment``, and
-``free(block)``, called with that same object when the backend drops the pool. The CPU backend
+``free(block)``, called with that same object when the backend drops the pool (empty pools are
+not asked for). The CPU backend
 takes its STATIC buffers and its DYNAMIC and DYNAMIC_SEPERATE arenas from it; the OpenCL backend
 its host-visible pools. Without an allocator, :func:`allocate_block` makes zeroed, aligned NumPy
 bytes. Every failure is an ``MNNError`` naming the allocator and the pool:
@@ -48,7 +49,7 @@ def allocate_block(
         OutOfMemoryError: the system or the allocator gave no memory, or too little.
         InvalidValueError: the allocator raised something else, or misaligned the block.
     """
-    if allocator is None:
+    if allocator is None or nbytes == 0:  # an empty pool is not asked for
         return _numpy_block(nbytes, alignment, what), None
     who = f"allocator {type(allocator).__name__}.allocate({nbytes}, {alignment}) for {what}"
     try:

@@ -127,3 +127,99 @@ def test_bad_memory_mode_is_invalid_value(monkeypatch: pytest.MonkeyPatch) -> No
     with pytest.raises(MNNError) as e:
         net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
     assert e.value.code == ErrorCode.INVALID_VALUE and "MNNPY_OPENCL_MEMORY" in str(e.value)
+
+
+# -- part 4 on OpenCL: capabilities, allocator, context, verify ---------------------------------
+class Counting:
+    """Aligned NumPy blocks; ``fail`` answers None from the ``fail``-th call on."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.live: dict[int, np.ndarray] = {}
+        self.calls: list[tuple[int, int]] = []
+        self.fail = fail
+
+    def allocate(self, nbytes: int, alignment: int) -> np.ndarray | None:
+        self.calls.append((nbytes, alignment))
+        if self.fail and len(self.calls) >= self.fail:
+            return None
+        raw = np.zeros(nbytes + alignment, np.uint8)
+        shift = (-raw.ctypes.data) % alignment
+        block = raw[shift : shift + nbytes]
+        self.live[id(block)] = block
+        return block
+
+    def free(self, block: np.ndarray) -> None:
+        assert self.live.pop(id(block)) is block
+
+
+def test_opencl_capabilities(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "mapped")
+    caps = mnnpy.backend_capabilities(OPENCL)
+    assert {k: caps[k] for k in ("fp16", "int8", "sub_tensors", "import_export", "async")} == {
+        "fp16": False,
+        "int8": False,
+        "sub_tensors": True,
+        "import_export": True,
+        "async": True,
+    }
+    assert isinstance(caps["device_fp16"], bool)
+    monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "device")
+    assert mnnpy.backend_capabilities(OPENCL)["import_export"] is False
+
+
+def test_allocator_serves_both_backends_host_pools(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "mapped")
+    net, feeds = _feeds("residual_add")
+    alloc = Counting()
+    cfg = mnnpy.ScheduleConfig(type=OPENCL, backend_config=mnnpy.BackendConfig(allocator=alloc))
+    session = net.create_session(cfg)
+    backend = session.backend
+    assert isinstance(backend, OpenCLBackend)
+    info = backend.memory_info()
+    aligned = {a for _, a in alloc.calls}
+    assert backend.align in aligned and 64 in aligned  # OpenCL's pools, the CPU's input arena
+    opencl = sum(b.nbytes for b in alloc.live.values() if b.nbytes >= backend.align)
+    assert opencl >= info.dynamic + info.separate > 0
+    want = _run(net, net.create_session(mnnpy.ScheduleConfig(type=CPU)), feeds)
+    got = _run(net, session, feeds)
+    for k, v in want.items():
+        assert_close(got[k], v)
+    net.release_session(session)
+    assert alloc.live == {}  # every pool given back (no CPU weights: every op ran on OpenCL)
+
+
+def test_allocator_failure_on_opencl_pool_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "mapped")
+    net, _ = _feeds("residual_add")
+    alloc = Counting(fail=1)
+    cfg = mnnpy.ScheduleConfig(type=OPENCL, backend_config=mnnpy.BackendConfig(allocator=alloc))
+    with pytest.raises(MNNError) as e:
+        net.create_session(cfg)
+    assert e.value.code == ErrorCode.OUT_OF_MEMORY and "allocator Counting" in str(e.value)
+
+
+def test_opencl_context_counts_networks() -> None:
+    from mnnpy.backend.context import backend_context
+
+    net, _ = _feeds("residual_add")
+    context = backend_context(OPENCL)
+    before = set(context.networks)
+    session = net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
+    (added,) = context.networks - before
+    net.release_session(session)
+    assert added not in context.networks
+
+
+def test_opencl_verify_refusal_names_backend_and_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mnnpy.backend.verify import Refusal
+
+    def verify(self: OpenCLBackend, sub: object) -> Refusal:
+        ops = sub.ops  # type: ignore[attr-defined]
+        return Refusal(ops[-1], "work group too large")
+
+    monkeypatch.setattr(OpenCLBackend, "verify", verify)
+    net, _ = _feeds("residual_add")
+    with pytest.raises(MNNError) as e:
+        net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
+    assert e.value.code == ErrorCode.NOT_SUPPORT and e.value.backend == "OPENCL"
+    assert e.value.op_name == net.net.ops[-1].name and "work group too large" in str(e.value)
