@@ -151,11 +151,14 @@ class HostImports:
         host = tensor.buffer
         if not host.flags.c_contiguous:
             raise MNNError(f"tensor {tensor.name!r}'s host memory is not contiguous")
-        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
-        nbytes = max(tensor.size, 4)
-        raw = host.view(np.uint8)[:nbytes] if host.nbytes >= nbytes else host.view(np.uint8)
+        raw = host.view(np.uint8)[: max(tensor.size, 4)]
+        context = self.backend.runtime.context
         try:
-            mem = cl.Buffer(self.backend.runtime.context, flags, hostbuf=raw)
+            if raw.nbytes == 0:  # an empty tensor: nothing is read, OpenCL refuses 0 bytes
+                mem = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
+            else:
+                flags = cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
+                mem = cl.Buffer(context, flags, hostbuf=raw)
         except cl.Error as e:
             raise wrap_cl_error(e, f"importing {tensor.name!r}", self.backend.device) from e
         self._items[id(tensor)] = (tensor, host, mem)
