@@ -217,7 +217,7 @@ class OpenCLBackend(Backend):
         self._check_budget(plan.arena_size + total, f"the DYNAMIC pool{peak}")
         arena = self._pool(plan.arena_size, f"the DYNAMIC pool{peak}")
         separate = self._pool(total, "the DYNAMIC_SEPERATE pool")
-        self.plan, self.separate_bytes, self._pools = plan, total, [arena, separate]
+        self.plan, self.separate_bytes = plan, total
         try:
             for key, tensor in self._dynamic.items():
                 self._sub(tensor, arena, plan.offsets[key])
@@ -229,10 +229,12 @@ class OpenCLBackend(Backend):
     def _pool(self, nbytes: int, what: str) -> Any:
         """A device buffer, or with mapped memory a host pool the device uses in place."""
         if not self.mapped:
-            return self._new_buffer(nbytes, what)
-        mem, view, block = host_pool(self, nbytes, what)
-        self._blocks.append(block)
-        self._host_views[id(mem)] = view
+            mem = self._new_buffer(nbytes, what)
+        else:
+            mem, view, block = host_pool(self, nbytes, what)
+            self._blocks.append(block)
+            self._host_views[id(mem)] = view
+        self._pools.append(mem)  # released by on_clear_buffer, also after a failed allocation
         return mem
 
     def _sub(self, tensor: Tensor, pool: Any, offset: int) -> None:

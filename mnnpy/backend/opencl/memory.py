@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyopencl as cl
 
-from mnnpy.backend.allocator import allocate_block
+from mnnpy.backend.allocator import allocate_block, free_block
 from mnnpy.backend.handles import TensorHandleFactory
 from mnnpy.backend.opencl.runtime import wrap_cl_error
 from mnnpy.errors import InvalidValueError, MNNError
@@ -98,6 +98,7 @@ def host_pool(backend: OpenCLBackend, nbytes: int, what: str) -> tuple[Any, np.n
     try:
         return cl.Buffer(backend.runtime.context, flags, hostbuf=view), view, block
     except cl.Error as e:
+        free_block(backend.allocator, block)
         raise wrap_cl_error(e, f"wrapping {nbytes} host bytes for {what}", backend.device) from e
 
 
