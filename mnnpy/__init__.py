@@ -12,6 +12,7 @@ from mnnpy.backend import (
     StorageType,
     insert_extra_backend_creator,
 )
+from mnnpy.backend.context import backend_capabilities
 from mnnpy.backend.plugins import RuntimeOptions
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.execution import Execution, Unsupported
@@ -41,6 +42,7 @@ __all__ = [
     "check",
     "Execution",
     "InferenceSession",
+    "backend_capabilities",
     "NodeArg",
     "RuntimeOptions",
     "insert_extra_backend_creator",

@@ -97,12 +97,16 @@ class BackendConfig:
         memory_budget: the most bytes a backend may hold for the session's tensors (weights
             copies, arenas); None means half of the machine's physical memory. A plan that does
             not fit raises ``MNNError(OUT_OF_MEMORY)`` while resizing, before anything runs.
+        allocator: an object with ``allocate(nbytes, alignment)`` (a writable buffer of at
+            least ``nbytes``, aligned) and ``free(block)``; the CPU backend takes its pools
+            from it, the OpenCL backend its host-visible ones (``mnnpy.backend.allocator``).
     """
 
     memory: MemoryMode = MemoryMode.NORMAL
     power: PowerMode = PowerMode.NORMAL
     precision: PrecisionMode = PrecisionMode.NORMAL
     memory_budget: int | None = None
+    allocator: Any = None
 
     def __post_init__(self) -> None:
         self.memory = MemoryMode.parse(self.memory)
@@ -110,6 +114,10 @@ class BackendConfig:
         self.precision = PrecisionMode(self.precision)
         if self.memory_budget is not None and int(self.memory_budget) <= 0:
             raise InvalidValueError(f"memory_budget must be positive, got {self.memory_budget!r}")
+        if self.allocator is not None and not all(
+            callable(getattr(self.allocator, m, None)) for m in ("allocate", "free")
+        ):
+            raise InvalidValueError(f"allocator {self.allocator!r} needs allocate() and free()")
 
 
 @dataclass

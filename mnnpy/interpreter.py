@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
+from mnnpy.backend.context import config_forward_types, new_network_id, notify
 from mnnpy.backend.plugins import RuntimeOptions, load_default_plugins, load_plugins
 from mnnpy.config import BackendConfig, MemoryMode, PowerMode, PrecisionMode, ScheduleConfig
 from mnnpy.errors import ErrorCode, FileNotExistError, InvalidModelError, InvalidValueError
@@ -112,6 +113,7 @@ class Interpreter:
         self.net = net
         self.source = source
         self.sessions: list[Session] = []
+        self._networks: dict[int, tuple[int, list[Any]]] = {}  # id(session) -> (id, types)
         self._external_error = None
 
     def set_external_file(self, external: ExternalSource) -> None:
@@ -135,21 +137,39 @@ class Interpreter:
     def create_multi_path_session(self, configs: Sequence[ScheduleConfig]) -> Session:
         """Like :meth:`create_session`, with one config per pipeline.
 
+        The backend contexts of the forward types used hear ``before_load_network`` /
+        ``after_load_network`` around it (``mnnpy.backend.context``).
+
         Raises:
             FileNotExistError: when the model keeps weights in a file that was not found.
         """
         if self._external_error is not None:
             raise self._external_error
-        session = Session(self.net, schedule(self.net, configs))
-        session.resize()
+        network, types = new_network_id(), config_forward_types(configs)
+        notify(types, "before_load_network", network)
+        try:
+            session = Session(self.net, schedule(self.net, configs))
+            session.resize()
+            notify(types, "after_load_network", network)
+        except BaseException:  # the contexts heard of the load: let them hear it go
+            notify(types, "before_unload_network", network)
+            notify(types, "after_unload_network", network)
+            raise
         self.sessions.append(session)
+        self._networks[id(session)] = (network, types)
         return session
 
     def release_session(self, session: Session) -> None:
-        """Free a session's memory; it cannot be used afterwards."""
+        """Free a session's memory; it cannot be used afterwards.
+
+        The backend contexts hear ``before_unload_network`` / ``after_unload_network`` around it.
+        """
+        network, types = self._networks.pop(id(session), (0, []))
+        notify(types, "before_unload_network", network)
         session.release()
         if session in self.sessions:
             self.sessions.remove(session)
+        notify(types, "after_unload_network", network)
 
     def resize_session(self, session: Session) -> None:
         """Recompute shapes, executions and memory after input tensors were resized."""

@@ -12,6 +12,7 @@ from contextlib import ExitStack
 
 from mnnpy.backend import Backend
 from mnnpy.backend.contract import copy_buffer
+from mnnpy.backend.verify import subgraphs_of, verify_backends
 from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.geometry import ReadThroughPass
 from mnnpy.placement import Placement
@@ -90,6 +91,7 @@ class Pipeline:
                 return plan
             unit.plan = plan
         self._active = [u for u in self.units if not u.folded]
+        verify_backends(subgraphs_of(self._active))  # each backend may refuse its ops
         return None
 
     def plan_steps(self) -> None:
@@ -119,6 +121,17 @@ class Pipeline:
         """(number, bytes) of cross-backend copies each run makes."""
         copies = [c for u in self._active if u.plan is not None for c in u.plan.copies]
         return len(copies), sum(src.size for _, src, _ in copies)
+
+    def edge_stats(self) -> dict[str, int]:
+        """Cross-backend inputs per run by strategy: direct, import, map, copy.
+
+        See ``mnnpy.backend.handles``: all but ``copy`` read the input in place.
+        """
+        plans = [u.plan for u in self._active if u.plan is not None]
+        stats = {"direct": 0, "import": 0, "map": 0, "copy": sum(len(p.copies) for p in plans)}
+        for edge in (e for p in plans for e in p.edges):
+            stats[edge.strategy.value] += 1
+        return stats
 
     def placements(self) -> list[Placement]:
         """Where each op that runs was placed (folded ops run nowhere and are left out)."""
@@ -152,6 +165,9 @@ class Pipeline:
                 assert plan is not None and plan.info is not None and plan.execution is not None
                 for copier, src, mirror in plan.copies:
                     copy_buffer(copier, src, mirror)
+                for edge in plan.edges:  # inputs read in place through another backend's memory
+                    if edge.sync is not None:
+                        edge.sync()
                 if before is not None and not before(plan.inputs, plan.info):
                     continue
                 plan.execution.on_execute(plan.inputs, unit.outputs)
@@ -169,6 +185,8 @@ class Pipeline:
             for step in self._steps:
                 for copier, src, mirror in step.copies:
                     copy_buffer(copier, src, mirror)
+                for sync in step.syncs:
+                    sync()
                 if step.call is None:  # looked up now: an execution may be patched between runs
                     step.execution.on_execute(step.inputs, step.outputs)
                 else:

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 from mnnpy.errors import InvalidValueError, NotSupportError
 from mnnpy.net import OpType
 from mnnpy.tensor import Tensor
+from mnnpy.user_warning import warn
 
 if TYPE_CHECKING:
     from mnnpy.backend import Backend
     from mnnpy.execution import Execution
     from mnnpy.net import OpDef
 
-__all__ = ["Placement", "as_seen_by", "check_op_backend", "place"]
+__all__ = ["Placement", "as_seen_by", "check_op_backend", "place", "warn_fallbacks"]
 
 
 @dataclass(frozen=True)
@@ -125,3 +126,17 @@ def check_op_backend(keys: Iterable[str], op_names: Iterable[str]) -> None:
         raise InvalidValueError(
             f"op_backend names {key!r}, which is neither an op of the model nor an op type{hint}"
         )
+
+
+def warn_fallbacks(placements: Sequence[Placement], backend: str) -> bool:
+    """Warn once about the ops that fell back from ``backend``; True when there were any."""
+    fallen = [p for p in placements if p.fell_back]
+    if fallen:
+        ops = ", ".join(f"{p.op_name!r} ({p.op_type}) -> {p.backend}" for p in fallen[:20])
+        more = f" and {len(fallen) - 20} more" if len(fallen) > 20 else ""
+        warn(
+            f"{len(fallen)} op(s) fell back from {backend}: {ops}{more}; "
+            "see session.placement(), or ScheduleConfig(strict=True) to refuse",
+            RuntimeWarning,
+        )
+    return bool(fallen)

@@ -29,10 +29,9 @@ from mnnpy.evaluate import evaluate
 from mnnpy.net import Net
 from mnnpy.ops import count_macs
 from mnnpy.pipeline import Callback, Pipeline, Unit
-from mnnpy.placement import Placement, check_op_backend
+from mnnpy.placement import Placement, check_op_backend, warn_fallbacks
 from mnnpy.schedule import ScheduleInfo
 from mnnpy.tensor import Tensor, TensorUsage
-from mnnpy.user_warning import warn
 
 if TYPE_CHECKING:
     from mnnpy.config import ScheduleConfig
@@ -158,6 +157,11 @@ class Session:
         """(number, bytes) of copies between backends made by each run."""
         stats = [p.copy_stats() for p in self.pipelines]
         return sum(n for n, _ in stats), sum(b for _, b in stats)
+
+    def edge_stats(self) -> dict[str, int]:
+        """Cross-backend inputs per run by strategy: direct, import, map, copy (see handles)."""
+        stats = [p.edge_stats() for p in self.pipelines]
+        return {k: sum(s[k] for s in stats) for k in stats[0]}
 
     # -- tensors ------------------------------------------------------------------------------
     def get_input(self, name: str | None = None) -> Tensor:
@@ -305,16 +309,8 @@ class Session:
         return {i.index: self.tensors[i.index] for i in self.schedule_info.inputs.values()}
 
     def _warn_fallbacks(self) -> None:
-        fallen = [p for p in self.placement() if p.fell_back]
-        if fallen and not self._warned_fallback:
-            self._warned_fallback = True
-            ops = ", ".join(f"{p.op_name!r} ({p.op_type}) -> {p.backend}" for p in fallen[:20])
-            more = f" and {len(fallen) - 20} more" if len(fallen) > 20 else ""
-            warn(
-                f"{len(fallen)} op(s) fell back from {self.backend.name}: {ops}{more}; "
-                "see session.placement(), or ScheduleConfig(strict=True) to refuse",
-                RuntimeWarning,
-            )
+        if not self._warned_fallback:
+            self._warned_fallback = warn_fallbacks(self.placement(), self.backend.name)
 
     def run(self) -> None:
         """Run every pipeline once on the data currently in the input tensors.

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from mnnpy.backend import Backend, ForwardType, StorageType
 from mnnpy.backend.contract import acquire_buffer, check_memory, release_buffer
+from mnnpy.backend.handles import Edge, EdgeStrategy, choose_edge
 from mnnpy.errors import InvalidValueError
 from mnnpy.ops import compute_shape, count_macs, try_fold
 from mnnpy.placement import Placement, place
@@ -58,6 +59,7 @@ class RunStep:
         inputs: what the execution reads (mirrors in place of inputs held elsewhere).
         outputs: what it writes.
         unit: the unit it runs, for error messages.
+        syncs: calls that make inputs read in place across backends current (import, map).
     """
 
     copies: tuple[tuple[Backend, Tensor, Tensor], ...]
@@ -66,6 +68,7 @@ class RunStep:
     inputs: tuple[Tensor, ...]
     outputs: tuple[Tensor, ...]
     unit: Unit
+    syncs: tuple[Callable[[], None], ...] = ()
 
 
 logger = logging.getLogger(__name__)
@@ -94,6 +97,8 @@ class UnitPlan:
         info: what callbacks learn about the op (None for a folded op).
         reads_through: the inputs it reads through their writers' regions, decided by the
             pipeline's read-through pass (``mnnpy.geometry``).
+        edges: inputs held by another backend and read in place through tensor-handle factories
+            (``mnnpy.backend.handles``: same factory, import, map), with their syncs.
     """
 
     execution: Execution | None
@@ -102,6 +107,7 @@ class UnitPlan:
     copies: tuple[tuple[Backend, Tensor, Tensor], ...]
     info: OpInfo | None
     reads_through: tuple[ReadThrough, ...] = ()
+    edges: tuple[Edge, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +177,7 @@ class Unit:
             )
         execution, backend = self.execution, self.backend
         assert backend is not None
-        inputs, copies = self._wrap_inputs(backend)
+        inputs, copies, edges = self._wrap_inputs(backend)
         outputs = self.outputs
         if execution.support_inplace and not copies and self._can_reuse_input(execution):
             if backend.on_acquire_inplace(outputs[0], self.inputs[0]):
@@ -185,7 +191,7 @@ class Unit:
         logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
         macs = count_macs(op, self.inputs, self.outputs)
         info = OpInfo(op.name, op.type_name, macs / 1e6, backend.name)
-        return UnitPlan(execution, backend, inputs, copies, info)
+        return UnitPlan(execution, backend, inputs, copies, info, edges=edges)
 
     def bind(self) -> RunStep | None:
         """The run loop's step for the current plan, once memory is planned; None: leave it out.
@@ -202,7 +208,8 @@ class Unit:
             return None
         outputs = tuple(self.outputs)
         call = ex.bind(plan.inputs, outputs)
-        return RunStep(plan.copies, call, ex, plan.inputs, outputs, self)
+        syncs = tuple(e.sync for e in plan.edges if e.sync is not None)
+        return RunStep(plan.copies, call, ex, plan.inputs, outputs, self, syncs)
 
     def _can_reuse_input(self, execution: Execution) -> bool:
         """Input 0 dies at this op, is read only once here, and fits output 0.
@@ -228,19 +235,24 @@ class Unit:
 
     def _wrap_inputs(
         self, backend: Backend
-    ) -> tuple[tuple[Tensor, ...], tuple[tuple[Backend, Tensor, Tensor], ...]]:
+    ) -> tuple[tuple[Tensor, ...], tuple[tuple[Backend, Tensor, Tensor], ...], tuple[Edge, ...]]:
         """Mirror inputs that ``backend`` cannot read where they are (MNN's WrapExecution).
 
-        Returns what the execution reads and the copies that fill the mirrors.
+        The edge of each input is chosen by ``handles.choose_edge`` (direct, import, map, copy).
+        Returns what the execution reads, the copies that fill the mirrors, and the edges read
+        in place through another backend's factory.
         """
-        copies = []
-        inputs = []
+        copies: list[tuple[Backend, Tensor, Tensor]] = []
+        inputs: list[Tensor] = []
+        edges: list[Edge] = []
         for t in self.inputs:
             owner = t.describe.backend
             if owner is None:  # its producer's acquire failed, or a hook reset describe.backend
                 raise InvalidValueError(f"input {t.name!r} is held by no backend")
-            if backend.can_share(t, owner):
+            edge = choose_edge(backend, t, owner) if owner is not backend else None
+            if edge is None or edge.strategy != EdgeStrategy.COPY:
                 inputs.append(t)
+                edges += [edge] if edge is not None and edge.factory is not None else []
                 continue
             mirror = Tensor(t.shape, t.dtype, t.dimension_format, name=f"{t.name}@{backend.name}")
             mirror.describe.content = t.describe.content  # values known while resizing, if any
@@ -249,4 +261,4 @@ class Unit:
             copier = backend if backend.forward_type != ForwardType.CPU else owner
             copies.append((copier, t, mirror))
             inputs.append(mirror)
-        return tuple(inputs if copies else self.inputs), tuple(copies)
+        return tuple(inputs if copies else self.inputs), tuple(copies), tuple(edges)

@@ -28,12 +28,15 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from mnnpy.backend.handles import DefaultHandleFactory, default_factory_id, factories_of
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Creator, Execution, Unsupported
 from mnnpy.net import op_type_name
 from mnnpy.tensor_format import DimensionFormat
 
 if TYPE_CHECKING:
+    from mnnpy.backend.handles import TensorHandleFactoryRegistry
+    from mnnpy.backend.verify import BackendSubgraph, Refusal
     from mnnpy.net import OpDef
     from mnnpy.tensor import Tensor
 
@@ -324,3 +327,46 @@ class Backend:
         False when that cannot be promised (default: the backend does not support it).
         """
         return False
+
+    # -- tensor-handle factories, capabilities, verification (mnnpy.backend.handles, .verify) ---
+    def register_tensor_handle_factories(self, registry: TensorHandleFactoryRegistry) -> None:
+        """Register the kinds of memory this backend offers (Arm NN's tensor-handle factories).
+
+        Asked once per backend. The default registers a :class:`DefaultHandleFactory`, whose
+        only compatibility rule is :meth:`can_share`, so a backend that overrides nothing crosses
+        edges as it always did.
+        """
+        registry.register(DefaultHandleFactory(self))
+
+    def get_handle_factory_preferences(self) -> list[str]:
+        """Factory ids in order of preference; the first holds the tensors this backend produces.
+
+        Ids may name other backends' factories (reading those tensors is then direct).
+        """
+        return [default_factory_id(self)]
+
+    def get_capabilities(self) -> dict[str, bool]:
+        """What this backend can do, as name/value pairs (Arm NN's ``GetCapabilities``).
+
+        Keys every backend reports: ``fp16`` and ``int8`` (computes in those types), ``sub_tensors``
+        and ``import_export`` (from its factories), ``async`` (a run returns before the device
+        is done, ``on_execute_end`` waits). Backends may add keys; values are bools.
+        """
+        factories = factories_of(self).factories()
+        return {
+            "fp16": False,
+            "int8": False,
+            "sub_tensors": any(f.supports_sub_tensors for f in factories),
+            "import_export": any(f.supports_import or f.supports_export for f in factories),
+            "async": False,
+        }
+
+    def verify(self, subgraph: BackendSubgraph) -> Refusal | bool | None:
+        """Accept or refuse the ops placed here before the session runs (Glow's ``verify``).
+
+        Asked after every resize with the ops this backend got, their executions and the
+        tensors crossing in and out. Return None or True to accept; a ``Refusal(op, reason)``
+        (or False: the whole subgraph) makes the resize fail with ``NOT_SUPPORT`` naming this
+        backend and the op. Default: accept.
+        """
+        return None

@@ -198,7 +198,9 @@ def placement_summary(session: Any) -> str:
         lines.append(f"ops {what} {backend}: {sum(ops.values())} ({detail})")
     lines += [f"  {t}: {why}" for t, why in sorted(reasons.items())]
     n, nbytes = session.copy_stats()
-    lines.append(f"copies between backends per run: {n} ({nbytes} bytes)")
+    edges = session.edge_stats()
+    in_place = f"; read in place: {edges['import']} imported, {edges['map']} mapped"
+    lines.append(f"copies between backends per run: {n} ({nbytes} bytes){in_place}")
     return "\n".join(lines)
 
 

@@ -53,7 +53,8 @@ def test_pools_sub_buffers_aligned_and_static_survives_resize() -> None:
     assert_close(net.get_session_output(session).numpy(), y)
 
 
-def test_middle_op_on_cpu_copies_both_ways() -> None:
+def test_middle_op_on_cpu_copies_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "device")  # device-only buffers: copies (staging)
     net, x, y = _load()
     cfg = mnnpy.ScheduleConfig(type=OPENCL, op_backend={"add_11": CPU})
     session = net.create_session(cfg)
@@ -69,7 +70,10 @@ def test_middle_op_on_cpu_copies_both_ways() -> None:
     assert_close(net.get_session_output(session).numpy(), y)
 
 
-def test_copy_from_and_numpy_convert_layouts_on_the_device() -> None:
+def test_copy_from_and_numpy_convert_layouts_on_the_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "device")  # no host view of device tensors
     net, x, _ = _load()
     session = net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
     conv = next(t for t in session.tensors if t.describe.backend is session.backend and t.ndim == 4)

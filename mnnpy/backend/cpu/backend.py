@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType
+from mnnpy.backend.allocator import allocate_block, free_block
+from mnnpy.backend.handles import TensorHandleFactory, TensorHandleFactoryRegistry
 from mnnpy.errors import NotSupportError, OutOfMemoryError
 from mnnpy.memory import MemoryPlan, MemoryPlanner, align
 from mnnpy.tensor import Tensor
@@ -25,21 +27,20 @@ def _default_budget() -> int:
         return 1 << 62
 
 
+# The CPU's memory as a tensor-handle factory (mnnpy.backend.handles): host arrays, exported to
+# backends that import host memory (OpenCL on a device sharing the host's memory reads them in
+# place).
+HOST_FACTORY = "CPU:host"
+
+
 def _aligned_bytes(nbytes: int, what: str) -> np.ndarray:
-    """A zeroed uint8 array of ``nbytes`` whose first byte is 64-byte aligned.
+    """A zeroed uint8 array of ``nbytes`` whose first byte is 64-byte aligned (no allocator).
 
     Raises:
         OutOfMemoryError: when the OS (or NumPy's size limit) refuses the bytes; the message
             says how many and ``what`` they were for (pool, tensor, op).
     """
-    try:
-        raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
-    except (MemoryError, ValueError) as e:  # ValueError: more bytes than NumPy can address
-        raise OutOfMemoryError(
-            f"the system refused {nbytes} bytes ({nbytes / 2**30:.2f} GiB) for {what}"
-        ) from e
-    shift = (-raw.ctypes.data) % _ALIGN
-    return raw[shift : shift + nbytes]
+    return allocate_block(None, nbytes, _ALIGN, what)[0]
 
 
 def _user_memory(tensor: Tensor) -> np.ndarray | None:
@@ -87,6 +88,24 @@ class CPUBackend(Backend):
         self.plan: MemoryPlan | None = None
         self.static_bytes = 0
         self.scratch_bytes = 0
+        # BackendConfig.allocator: where every pool's bytes come from (mnnpy.backend.allocator)
+        self.allocator = getattr(config, "allocator", None)
+        self._blocks: dict[int, Any] = {}  # id(STATIC tensor) or id(arena) -> allocator block
+
+    def _pool_bytes(self, nbytes: int, what: str) -> np.ndarray:
+        """``nbytes`` 64-byte aligned, from the allocator (zeroed NumPy bytes without one).
+
+        Raises:
+            OutOfMemoryError: the system or the allocator refused; names the bytes and ``what``
+                they were for (pool, tensor, op).
+        """
+        view, block = allocate_block(self.allocator, nbytes, _ALIGN, what)
+        if block is not None:
+            self._blocks[id(view)] = block
+        return view
+
+    def _free(self, key: int) -> None:
+        free_block(self.allocator, self._blocks.pop(key, None))
 
     # -- accounting ---------------------------------------------------------------------------
     def _op_index(self) -> int:
@@ -116,7 +135,9 @@ class CPUBackend(Backend):
         if storage_type == StorageType.STATIC:
             self._check_budget(tensor.size, f"static buffer {tensor.name!r}")
             what = f"STATIC buffer {tensor.name!r}{self._at_op()}"
-            tensor.host = _aligned_bytes(tensor.size, what).view(tensor.dtype)
+            raw = self._pool_bytes(tensor.size, what)
+            self._blocks[id(tensor)] = self._blocks.pop(id(raw), None)
+            tensor.host = raw.view(tensor.dtype)
             self.static_bytes += tensor.size
         elif storage_type == StorageType.DYNAMIC:
             kind = "scratch" if tensor.describe.extra.get("scratch") else "tensor"
@@ -161,6 +182,7 @@ class CPUBackend(Backend):
         if storage_type == StorageType.STATIC:
             if tensor.host is not None:
                 self.static_bytes -= tensor.size
+                self._free(id(tensor))
             tensor.host = None
         elif storage_type == StorageType.DYNAMIC:
             self._planner.release(id(tensor), self._op_index())
@@ -182,8 +204,13 @@ class CPUBackend(Backend):
             e.args = (e.message,)
             raise
         # both arenas first: a refused one leaves this backend as it was (cleared, re-plannable)
-        arena = _aligned_bytes(plan.arena_size, f"the DYNAMIC arena{peak}")
-        separate = _aligned_bytes(total, f"the DYNAMIC_SEPERATE buffers ({len(self._separate)})")
+        arena = self._pool_bytes(plan.arena_size, f"the DYNAMIC arena{peak}")
+        try:
+            what = f"the DYNAMIC_SEPERATE buffers ({len(self._separate)})"
+            separate = self._pool_bytes(total, what)
+        except BaseException:
+            self._free(id(arena))
+            raise
         self.plan, self._arena, self._separate_arena = plan, arena, separate
         for key, tensor in self._dynamic.items():
             tensor.host = self._view(self._arena, plan.offsets[key], tensor)
@@ -202,6 +229,9 @@ class CPUBackend(Backend):
         self._planner = MemoryPlanner(_ALIGN)
         self._dynamic = {}
         self._separate = []
+        for arena in (self._arena, self._separate_arena):
+            if arena is not None:
+                self._free(id(arena))
         self._arena = self._separate_arena = None
         self.plan = None
         self.scratch_bytes = 0
@@ -267,11 +297,27 @@ class CPUBackend(Backend):
         t = Tensor((int(size),), np.dtype(dtype), name=f"static:{type(owner).__name__}")
         self.on_acquire_buffer(t, StorageType.STATIC)
         assert t.host is not None
-        weakref.finalize(owner, self._release_static, t.size)
+        weakref.finalize(owner, self._release_static, t.size, self._blocks.pop(id(t), None))
         return t.host
 
-    def _release_static(self, nbytes: int) -> None:
+    def _release_static(self, nbytes: int, block: Any = None) -> None:
         self.static_bytes -= nbytes
+        free_block(self.allocator, block)
+
+    # -- factories, capabilities ----------------------------------------------------------------
+    def register_tensor_handle_factories(self, registry: TensorHandleFactoryRegistry) -> None:
+        """Host arrays, exported to backends that import host memory."""
+        registry.register(TensorHandleFactory(HOST_FACTORY, "host", supports_export=True))
+
+    def get_handle_factory_preferences(self) -> list[str]:
+        """The host factory."""
+        return [HOST_FACTORY]
+
+    def get_capabilities(self) -> dict[str, bool]:
+        """Int8 kernels; float32 compute (fp16 weights are widened); synchronous runs."""
+        caps = super().get_capabilities()
+        caps["int8"] = True
+        return caps
 
 
 def cpu_backend(backend: Backend) -> CPUBackend:

@@ -26,7 +26,13 @@ from mnnpy.execution import Execution, Unsupported
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 
-__all__ = ["AVAILABLE", "OpenCLCreator", "OpenCLUnavailable", "unavailable_reason"]
+__all__ = [
+    "AVAILABLE",
+    "OpenCLContext",
+    "OpenCLCreator",
+    "OpenCLUnavailable",
+    "unavailable_reason",
+]
 
 try:
     import pyopencl  # noqa: F401 - only checking that it imports
@@ -87,8 +93,35 @@ def unavailable_reason() -> str:
     return ""
 
 
+class OpenCLContext:
+    """The OpenCL backend context (Arm NN's ``ClBackendContext``, see ``mnnpy.backend.context``).
+
+    Keeps the ids of the loaded networks that may use OpenCL; when the last one is released it
+    waits for the device's queue, so nothing of theirs is still running.
+    """
+
+    def __init__(self) -> None:
+        self.networks: set[int] = set()
+
+    def after_load_network(self, network_id: int) -> None:
+        """A session that may use OpenCL was created."""
+        self.networks.add(network_id)
+
+    def after_unload_network(self, network_id: int) -> None:
+        """A session was released; the last one waits for the queue."""
+        self.networks.discard(network_id)
+        if not self.networks and not unavailable_reason():
+            from mnnpy.backend.opencl.runtime import get_runtime
+
+            get_runtime().queue.finish()
+
+
 class OpenCLCreator:
     """Makes an OpenCLBackend per session on the process's runtime (or the stand-in)."""
+
+    def create_context(self) -> OpenCLContext:
+        """The process's OpenCL backend context."""
+        return OpenCLContext()
 
     def on_create(self, info: BackendInfo) -> Backend:
         """The backend for ``info``; warns and returns :class:`OpenCLUnavailable` without OpenCL."""

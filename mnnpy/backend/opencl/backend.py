@@ -27,7 +27,19 @@ import numpy as np
 import pyopencl as cl
 
 from mnnpy.backend import Backend, BackendInfo, ForwardType, MemoryInfo, StorageType
+from mnnpy.backend.allocator import free_block
+from mnnpy.backend.handles import TensorHandleFactoryRegistry
 from mnnpy.backend.opencl import boxes
+from mnnpy.backend.opencl.memory import (
+    DEVICE,
+    MAPPED,
+    HostImports,
+    OpenCLDeviceFactory,
+    OpenCLMappedFactory,
+    host_pool,
+    map_and_unmap,
+    use_mapped,
+)
 from mnnpy.backend.opencl.runtime import OpenCLRuntime, wrap_cl_error
 from mnnpy.errors import MNNError, NotSupportError, OutOfMemoryError
 from mnnpy.execution import Execution, Unsupported
@@ -71,6 +83,9 @@ class OpenCLBackend(Backend):
         self.align = runtime.limits.base_align
         budget = getattr(info.config, "memory_budget", None)
         self.memory_budget = runtime.limits.global_mem if budget is None else int(budget)
+        self.allocator = getattr(info.config, "allocator", None)  # for the host-visible pools
+        self.mapped = use_mapped(runtime.limits.host_unified)  # see opencl/memory.py
+        self.imports = HostImports(self)
         self.static_bytes = 0
         self.copies = 0  # host <-> device transfers made through on_copy_buffer
         self._clear_state()
@@ -81,6 +96,8 @@ class OpenCLBackend(Backend):
         self._aliases: dict[int, int] = {}  # id(tensor) -> id(the tensor whose bytes it took)
         self._separate: list[Tensor] = []
         self._pools: list[Any] = []
+        self._blocks: list[Any] = []  # the allocator's blocks behind host-visible pools
+        self._host_views: dict[int, np.ndarray] = {}  # id(pool) -> its host bytes
         self._op_names: dict[int, str] = {}
         self.plan: MemoryPlan | None = None
         self.separate_bytes = 0
@@ -198,9 +215,9 @@ class OpenCLBackend(Backend):
         at = self._op_names.get(plan.peak_op)
         peak = f" (the peak is at op {at!r})" if at is not None else ""
         self._check_budget(plan.arena_size + total, f"the DYNAMIC pool{peak}")
-        arena = self._new_buffer(plan.arena_size, f"the DYNAMIC pool{peak}")
-        separate = self._new_buffer(total, "the DYNAMIC_SEPERATE pool")
-        self.plan, self.separate_bytes, self._pools = plan, total, [arena, separate]
+        arena = self._pool(plan.arena_size, f"the DYNAMIC pool{peak}")
+        separate = self._pool(total, "the DYNAMIC_SEPERATE pool")
+        self.plan, self.separate_bytes = plan, total
         try:
             for key, tensor in self._dynamic.items():
                 self._sub(tensor, arena, plan.offsets[key])
@@ -209,17 +226,35 @@ class OpenCLBackend(Backend):
         except cl.Error as e:
             raise wrap_cl_error(e, "creating sub-buffers", self.device) from e
 
+    def _pool(self, nbytes: int, what: str) -> Any:
+        """A device buffer, or with mapped memory a host pool the device uses in place."""
+        if not self.mapped:
+            mem = self._new_buffer(nbytes, what)
+        else:
+            mem, view, block = host_pool(self, nbytes, what)
+            self._blocks.append(block)
+            self._host_views[id(mem)] = view
+        self._pools.append(mem)  # released by on_clear_buffer, also after a failed allocation
+        return mem
+
     def _sub(self, tensor: Tensor, pool: Any, offset: int) -> None:
         assert offset % self.align == 0, (tensor.name, offset)
         buffer: DeviceBuffer = tensor.describe.extra[KEY]
         buffer.mem = pool.get_sub_region(offset, max(tensor.size, 4))
+        view = self._host_views.get(id(pool))
+        if view is not None:  # mapped memory: host readers use this view after map_for_host
+            tensor.host = view[offset : offset + tensor.size].view(tensor.dtype)
 
     def on_clear_buffer(self) -> None:
         """Drop both pools and every DYNAMIC / DYNAMIC_SEPERATE tensor's buffer."""
         for tensor in list(self._dynamic.values()) + self._separate:
             tensor.describe.extra.pop(KEY, None)
+            tensor.host = None
         for pool in self._pools:
             pool.release()
+        for block in self._blocks:
+            free_block(self.allocator, block)
+        self.imports.clear()
         self._clear_state()
 
     def memory_info(self) -> MemoryInfo:
@@ -251,7 +286,9 @@ class OpenCLBackend(Backend):
         return tensor.describe.backend is self
 
     def buffer(self, tensor: Tensor) -> Any:
-        """The device buffer of one of this backend's tensors (valid after allocation)."""
+        """The device buffer of one of this backend's tensors, or of an imported host tensor."""
+        if tensor.describe.backend is not self and self.imports.has(tensor):
+            return self.imports.buffer(tensor)
         buffer: DeviceBuffer | None = tensor.describe.extra.get(KEY)
         if buffer is None or buffer.mem is None:
             raise MNNError(f"tensor {tensor.name!r} has no OpenCL memory (resize the session)")
@@ -309,6 +346,33 @@ class OpenCLBackend(Backend):
             n = dst.storage_elements
             zero = self.runtime.kernel("raster", "zero_pad")
             zero(self.queue, (n,), None, dst_mem, d_desc, np.int32(n))
+
+    def map_for_host(self, tensor: Tensor) -> None:
+        """Before a host op reads mapped ``tensor.host``: the queue is done with it (map, unmap)."""
+        try:
+            map_and_unmap(self.queue, self.buffer(tensor), tensor.size, cl.map_flags.READ, None)
+        except cl.Error as e:
+            raise wrap_cl_error(e, f"mapping {tensor.name!r}", self.device) from e
+
+    # -- factories, capabilities ----------------------------------------------------------------
+    def register_tensor_handle_factories(self, registry: TensorHandleFactoryRegistry) -> None:
+        """Host-mapped pools and device-only buffers (see ``opencl/memory.py``)."""
+        registry.register(OpenCLMappedFactory(self))
+        registry.register(OpenCLDeviceFactory(self))
+
+    def get_handle_factory_preferences(self) -> list[str]:
+        """Mapped memory first on devices that share the host's (or when asked), else device."""
+        return [MAPPED, DEVICE] if self.mapped else [DEVICE]
+
+    def get_capabilities(self) -> dict[str, bool]:
+        """Float32 kernels, no int8, sub-buffers, import/export when mapped, async runs.
+
+        ``device_fp16`` says whether the device has ``cl_khr_fp16`` (the kernels do not use it).
+        """
+        caps = super().get_capabilities()
+        caps.update(import_export=self.mapped, device_fp16=self.runtime.limits.fp16)
+        caps["async"] = True
+        return caps
 
     # -- life cycle -----------------------------------------------------------------------------
     def on_execute_end(self) -> None:

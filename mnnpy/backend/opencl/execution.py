@@ -57,6 +57,7 @@ class CLExecution(Execution):
         self.cl: OpenCLBackend = opencl_backend(backend)
         self.launches: list[Launch] = []
         self._uploads: dict[str, tuple[Any, Any, Tensor]] = {}
+        self._reads_host = False
         weakref.finalize(self, _release_all, self.cl, self._uploads)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
@@ -97,7 +98,7 @@ class CLExecution(Execution):
         A tensor on the device is read where it is; a constant or folded tensor the backend shares
         from host memory is uploaded once (again when its values change).
         """
-        if self.cl.on_device(t):
+        if self.cl.on_device(t) or self.cl.imports.has(t):  # imported: host memory in place
             return t
         content = t.describe.content
         if content is None:  # the backend shares only tensors with known values
@@ -126,7 +127,12 @@ class CLExecution(Execution):
         return mem
 
     def _resolved(self) -> list[tuple[Any, tuple[int, ...], list[Any]]]:
-        buf = self.cl.buffer
+        buf, imported = self.cl.buffer, self.cl.imports.has
+        # kernels reading another backend's host memory finish before the host runs on: a later
+        # host op may reuse those bytes
+        self._reads_host = any(
+            isinstance(a, Tensor) and imported(a) for x in self.launches for a in x.args
+        )
         return [
             (x.kernel, x.size, [buf(a) if isinstance(a, Tensor) else a for a in x.args])
             for x in self.launches
@@ -137,6 +143,8 @@ class CLExecution(Execution):
         try:
             for kernel, size, args in calls:
                 kernel(queue, size, None, *args)
+            if self._reads_host:
+                queue.finish()
         except cl.Error as e:
             raise wrap_cl_error(e, f"{type(self).__name__} kernel", self.cl.device) from e
 

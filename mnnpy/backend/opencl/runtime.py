@@ -54,6 +54,8 @@ class DeviceLimits:
     global_mem: int
     max_alloc: int
     max_work_group: int
+    host_unified: bool = False  # CL_DEVICE_HOST_UNIFIED_MEMORY: the device reads host memory
+    fp16: bool = False  # cl_khr_fp16
 
 
 class OpenCLRuntime:
@@ -74,6 +76,8 @@ class OpenCLRuntime:
             global_mem=int(device.global_mem_size),
             max_alloc=int(device.max_mem_alloc_size),
             max_work_group=int(device.max_work_group_size),
+            host_unified=_host_unified(device),
+            fp16="cl_khr_fp16" in str(device.extensions),
         )
         key = f"{device.platform.name}|{device.name}|{device.version}|{device.driver_version}"
         self.cache_dir = _cache_root() / hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -127,6 +131,13 @@ class OpenCLRuntime:
         except OSError as e:  # a read-only home still runs, only slower to start
             logger.debug("cannot write the OpenCL program cache %s: %s", path, e)
         return prg
+
+
+def _host_unified(device: Any) -> bool:
+    try:  # deprecated in OpenCL 2.0: a driver may not answer
+        return bool(device.host_unified_memory)
+    except (cl.Error, AttributeError):
+        return False
 
 
 def _pick_device() -> Any:
