@@ -35,6 +35,8 @@ class Placement:
         backend: name of the backend it runs on.
         fell_back: True when that is not the first backend it was meant for.
         reason: why it runs there (which candidates said no, and how).
+        group: the name of the substitution it runs inside (``Backend.optimize_subgraph``), or
+            None when it runs as an op of its own.
     """
 
     op_name: str
@@ -42,6 +44,7 @@ class Placement:
     backend: str
     fell_back: bool
     reason: str
+    group: str | None = None
 
 
 def candidates(

@@ -31,10 +31,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Creator, Execution, Unsupported
 from mnnpy.net import op_type_name
+from mnnpy.optimization import OptimizationViews
 from mnnpy.tensor_format import DimensionFormat
 
 if TYPE_CHECKING:
     from mnnpy.net import OpDef
+    from mnnpy.optimization import SubgraphView, Substitution
+
+    # what Backend.register_fusion takes: proposes substitutions for a view of the backend's ops
+    FusionFinder = Callable[[Any, SubgraphView], list[Substitution]]
     from mnnpy.tensor import Tensor
 
 __all__ = [
@@ -322,5 +327,48 @@ class Backend:
 
         A raster reads it in place of a tensor it reads through (see ``mnnpy.geometry``). Returns
         False when that cannot be promised (default: the backend does not support it).
+        """
+        return False
+
+    # -- graph hooks (Arm NN's OptimizeSubgraph, Glow's shouldLower) ----------------------------
+    @classmethod
+    def register_fusion(cls, finder: FusionFinder) -> FusionFinder:
+        """Register ``finder(backend, view) -> [Substitution]`` for :meth:`optimize_subgraph`.
+
+        A decorator, like :meth:`register_creator`; finders of base classes apply too.
+        """
+        if "_fusion_finders" not in cls.__dict__:
+            setattr(cls, "_fusion_finders", [])  # noqa: B010 - per class, made on first use
+        cls.__dict__["_fusion_finders"].append(finder)
+        return finder
+
+    def optimize_subgraph(self, view: SubgraphView) -> OptimizationViews:
+        """Substitute groups of the ops placed here by executions of their own (fusions).
+
+        Asked once per pipeline, on its first resize, after every op is placed and before any
+        memory is requested; ``view`` holds this backend's ops in execution order (see
+        :mod:`mnnpy.optimization`). Return every node in exactly one substitution, failed view
+        (placed again on the next backends) or untouched view. Default: the substitutions the
+        registered fusion finders propose (a later one overlapping an earlier one is dropped),
+        everything else untouched; with no finders, everything untouched.
+        """
+        finders = [f for k in type(self).__mro__ for f in k.__dict__.get("_fusion_finders", [])]
+        taken: set[int] = set()
+        subs = []
+        for finder in finders:
+            for sub in finder(self, view):
+                if not any(id(n) in taken for n in sub.nodes):
+                    taken.update(id(n) for n in sub.nodes)
+                    subs.append(sub)
+        rest = [n for n in view.nodes if id(n) not in taken]
+        return OptimizationViews(subs, [], [view.sub_view(rest)] if rest else [])
+
+    def should_lower(self, op: OpDef) -> bool:
+        """Whether ``op``, a composite (LayerNorm, GELU, Softmax, ...), is to be decomposed.
+
+        Asked when the session is built, of the first backend ``op`` would be placed on, for op
+        types :mod:`mnnpy.lowering` can decompose; True replaces it by primitive ops (BinaryOp,
+        UnaryOp, Reduction, ...) that are then placed one by one (Glow's ``shouldLower``).
+        Default: False, keep it whole (it runs where it is supported, else falls back).
         """
         return False
