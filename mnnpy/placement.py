@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mnnpy.errors import InvalidValueError, NotSupportError
+from mnnpy.errors import InvalidValueError, MNNError, NotSupportError
 from mnnpy.net import OpType
 from mnnpy.tensor import Tensor
 
@@ -96,7 +96,10 @@ def place(
         if not backend.is_op_supported(op, seen):
             tried.append(f"{backend.name}: is_op_supported said no")
             continue
-        execution: Any = backend.on_create(op, seen, outputs)
+        try:
+            execution: Any = backend.on_create(op, seen, outputs)
+        except MNNError as e:  # name the backend whose creator failed (out of memory, say)
+            raise e.with_op(op.type_name, op.name, backend=backend.name, phase="resize") from None
         if not execution:  # None, or an Unsupported that says which parameter was refused
             why = getattr(execution, "reason", None)
             why = why or "its creator returned None for these parameters"

@@ -26,10 +26,11 @@ from mnnpy.backend import (
 from mnnpy.backend.contract import allocate_buffer, clear_buffer
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NoExecutionError
 from mnnpy.evaluate import evaluate
+from mnnpy.lowering import lower_schedule
 from mnnpy.net import Net
 from mnnpy.ops import count_macs
 from mnnpy.pipeline import Callback, Pipeline, Unit
-from mnnpy.placement import Placement, check_op_backend
+from mnnpy.placement import Placement, candidates, check_op_backend
 from mnnpy.schedule import ScheduleInfo
 from mnnpy.tensor import Tensor, TensorUsage
 from mnnpy.user_warning import warn
@@ -94,6 +95,8 @@ class Session:
         self.backup = self._backend(config.backup_type)
         check_op_backend(config.op_backend or {}, (op.name for p in info.pipelines for op in p.ops))
         overrides = {key: self._backend(t) for key, t in (config.op_backend or {}).items()}
+        # composites the first candidate backend wants decomposed (mnnpy.lowering)
+        lower_schedule(info, lambda op: candidates(op, preference, overrides)[0].should_lower(op))
         self.tensors = [Tensor(name=t.name) for t in info.tensors]
         for t, ti in zip(self.tensors, info.tensors, strict=True):
             t.describe.index, t.describe.usage = ti.index, ti.usage
