@@ -13,8 +13,9 @@ from the same state. A pipeline whose shapes need run-time values is left as it 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,23 @@ if TYPE_CHECKING:
     from mnnpy.pipeline import Pipeline
     from mnnpy.tensor import Tensor
 
-__all__ = ["FusedUnit", "GroupOp", "optimize_units"]
+__all__ = ["FusedUnit", "GroupOp", "disabled", "optimize_units"]
+
+_ENABLED: ContextVar[bool] = ContextVar("mnnpy_substitutions", default=True)
+
+
+@contextmanager
+def disabled() -> Generator[None, None, None]:
+    """Sessions created inside run every op on its own: no backend is asked for substitutions.
+
+    For comparing a fused group with the ops it replaces (the conformance kit does) and for
+    debugging a fusion.
+    """
+    token = _ENABLED.set(False)
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
 
 
 @dataclass
@@ -184,8 +201,10 @@ def optimize_units(pipeline: Pipeline, use_counts: Sequence[int]) -> list[Unit] 
     """Place, ask every backend for substitutions, and return the new unit list (or None).
 
     None when nothing changed (every backend left its ops untouched, or shapes need run-time
-    values). Tensors are left as they were found.
+    values, or inside :func:`disabled`). Tensors are left as they were found.
     """
+    if not _ENABLED.get():
+        return None
     tensors = {id(t): t for u in pipeline.units for t in u.outputs}.values()
     saved: list[tuple[Tensor, Any]] = [(t, _state(t)) for t in tensors]
     try:
