@@ -175,9 +175,8 @@ def test_device_error_mid_run_names_op_and_device_and_session_recovers() -> None
 
     net, x, y = _load()
     session = net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
-    unit = next(
-        u for u in session.pipelines[0].units if u.op.name == "conv_3"
-    )  # conv_9 runs in a substitution
+    # conv_9 runs inside a substitution (with its ADD): break conv_3, an op of its own
+    unit = next(u for u in session.pipelines[0].units if u.op.name == "conv_3")
     ex = unit.plan.execution
     assert isinstance(ex, CLExecution)
     saved = ex.launches
