@@ -373,7 +373,7 @@ class Session:
         if not self.need_resize:
             # units after a content-dependent shape have no plan until a run resolves it
             for unit in (u for p in self.pipelines for u in p.units if u.plan and not u.folded):
-                macs += count_macs(unit.op, unit.inputs, unit.outputs)
+                macs += sum(count_macs(m.op, m.inputs, m.outputs) for m in unit.members())
         return SessionInfo(
             memory_mb=memory.total / (1 << 20),
             flops_m=macs / 1e6,

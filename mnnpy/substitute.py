@@ -70,7 +70,7 @@ class FusedUnit(Unit):
     every resize but never memory from the session.
     """
 
-    __slots__ = ("members", "reads")
+    __slots__ = ("group", "reads")
 
     def __init__(self, sub: Substitution, members: list[Unit], view: SubgraphView) -> None:
         inputs, outputs = view.boundary(sub.nodes)
@@ -78,16 +78,20 @@ class FusedUnit(Unit):
         op = GroupOp(first.index, -1, sub.name, (), (), None, 0, first.default_format)
         op.kinds = "+".join(m.op.type_name for m in members)
         super().__init__(op, inputs, outputs)
-        self.members = members
+        self.group = members
         self.reads = [sum(1 for m in members for x in m.inputs if x is t) for t in inputs]
         self.execution, self.backend = sub.execution, view.backend
         for m in members:
             assert m.placement is not None
             m.placement = replace(m.placement, group=sub.name)
 
+    def members(self) -> list[Unit]:
+        """The units of the ops the substitution replaced, in their order."""
+        return list(self.group)
+
     def placements(self) -> list[Placement]:
         """Each member's placement, marked with the group's name."""
-        return [m.placement for m in self.members if m.placement is not None]
+        return [m.placement for m in self.group if m.placement is not None]
 
     def prepare(
         self,
@@ -97,7 +101,7 @@ class FusedUnit(Unit):
         strict: bool,
     ) -> UnitPlan | Waiting:
         """Shape every member, then acquire, resize and release the group as one op."""
-        for m in self.members:
+        for m in self.group:
             needed = compute_shape(m.op, m.inputs, m.outputs)
             if needed is not None:
                 return Waiting(needed)
@@ -113,7 +117,7 @@ class FusedUnit(Unit):
             t.describe.use_count -= n
             if t.describe.use_count == 0 and t.describe.backend is not None:
                 release_buffer(t.describe.backend, t, storage_type_of(t))
-        macs = sum(count_macs(m.op, m.inputs, m.outputs) for m in self.members)
+        macs = sum(count_macs(m.op, m.inputs, m.outputs) for m in self.group)
         info = OpInfo(self.op.name, self.op.type_name, macs / 1e6, backend.name)
         return UnitPlan(execution, backend, inputs, copies, info)
 
@@ -218,10 +222,10 @@ def optimize_units(pipeline: Pipeline, use_counts: Sequence[int]) -> list[Unit] 
     if not changed:
         return None
     position = {id(u): i for i, u in enumerate(pipeline.units)}
-    members = {id(m) for f in fused for m in f.members}
+    members = {id(m) for f in fused for m in f.group}
     units = [u for u in pipeline.units if id(u) not in members] + list(fused)
     for f in fused:
-        position[id(f)] = min(position[id(m)] for m in f.members)
+        position[id(f)] = min(position[id(m)] for m in f.group)
     return _ordered(sorted(units, key=lambda u: position[id(u)]), position)
 
 

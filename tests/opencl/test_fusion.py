@@ -25,7 +25,7 @@ from mnnpy.testing.cases import ModelCase  # noqa: E402
 from mnnpy.testing.substitution import check_substitutions  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-OPENCL = mnnpy.ForwardType.OPENCL
+OPENCL, CPU = mnnpy.ForwardType.OPENCL, mnnpy.ForwardType.CPU
 NCHW = DimensionFormat.NCHW
 
 
@@ -121,3 +121,24 @@ def test_kit_check_catches_a_wrong_fusion(monkeypatch: pytest.MonkeyPatch) -> No
     finally:
         path.unlink()
     assert [g.ok for g in report.groups] == [False] and not report.ok
+
+
+def test_groups_follow_a_resize() -> None:
+    data = attention_net(1, 4, 6, 3, True, None)
+    rng = np.random.default_rng(9)
+    interp = mnnpy.Interpreter.from_buffer(data)
+    sessions = [interp.create_session(mnnpy.ScheduleConfig(type=t)) for t in (OPENCL, CPU)]
+    shapes = {"q": (2, 5, 3), "k": (2, 8, 3), "v": (2, 8, 6)}
+    feeds = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    outs = []
+    for session in sessions:
+        for name, value in feeds.items():
+            interp.resize_tensor(interp.get_session_input(session, name), value.shape)
+        interp.resize_session(session)
+        for name, value in feeds.items():
+            interp.get_session_input(session, name).copy_from(value)
+        interp.run_session(session)
+        outs.append(interp.get_session_output(session).numpy())
+    assert outs[0].shape == (2, 5, 6)
+    assert_close(outs[0], outs[1])
+    assert {p.group for p in sessions[0].placement()} == {"qk+attention"}
