@@ -35,8 +35,10 @@ def _binary(code: int) -> BinaryOpT:
     return p
 
 
-def attention_net(b: int, m: int, n: int, d: int, tb: bool, mask: tuple[int, ...] | None) -> bytes:
-    """q @ k (k transposed when ``tb``) * 0.125 [+ mask] -> Softmax(-1) -> @ v."""
+def attention_net(
+    b: int, m: int, n: int, d: int, tb: bool, mask: tuple[int, ...] | None, scale: bool = True
+) -> bytes:
+    """q @ k (k transposed when ``tb``) [* 0.125] [+ mask] -> Softmax(-1) -> @ v."""
     net = NetT()
     net.tensorName = ["q", "k", "v", "s", "c", "t", "mask", "u", "p", "out"]
     kshape = (b, n, d) if tb else (b, d, n)
@@ -45,13 +47,13 @@ def attention_net(b: int, m: int, n: int, d: int, tb: bool, mask: tuple[int, ...
     mm = MatMulT()
     mm.transposeB = tb
     ops.append(make_op(OpType.MatMul, "qk", [0, 1], [3], mm, OpParameter.MatMul))
-    ops.append(make_op(OpType.BinaryOp, "scale", [3, 4], [5], _binary(2), OpParameter.BinaryOp))
-    src = 5
+    if scale:
+        ops.append(make_op(OpType.BinaryOp, "scale", [3, 4], [5], _binary(2), OpParameter.BinaryOp))
+    src = 5 if scale else 3
     if mask is not None:
         ops.append(input_op("mask", 6, mask, fmt=NCHW))
-        ops.append(
-            make_op(OpType.BinaryOp, "mask_add", [5, 6], [7], _binary(0), OpParameter.BinaryOp)
-        )
+        add = make_op(OpType.BinaryOp, "mask_add", [src, 6], [7], _binary(0), OpParameter.BinaryOp)
+        ops.append(add)
         src = 7
     axis = AxisT()
     axis.axis = -1
@@ -63,12 +65,22 @@ def attention_net(b: int, m: int, n: int, d: int, tb: bool, mask: tuple[int, ...
 
 
 @pytest.mark.parametrize(
-    ("tb", "mask"), [(False, None), (True, None), (False, "full"), (True, "rows"), (False, "one")]
+    ("tb", "mask", "scale"),
+    [
+        (False, None, True),
+        (True, None, True),
+        (False, "full", True),
+        (True, "rows", True),
+        (False, "one", True),
+        (False, "full", False),  # the PyTorch export scales q and k before the product
+    ],
 )
-def test_attention_runs_as_one_kernel_and_matches_the_cpu(tb: bool, mask: str | None) -> None:
+def test_attention_runs_as_one_kernel_and_matches_the_cpu(
+    tb: bool, mask: str | None, scale: bool
+) -> None:
     b, m, n, d = 3, 5, 7, 4
     shapes = {None: None, "full": (b, m, n), "rows": (b, 1, n), "one": (1, 1, n)}
-    data = attention_net(b, m, n, d, tb, shapes[mask])
+    data = attention_net(b, m, n, d, tb, shapes[mask], scale)
     rng = np.random.default_rng(3)
     feeds = {
         "q": rng.standard_normal((b, m, d)).astype(np.float32),

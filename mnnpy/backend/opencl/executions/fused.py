@@ -3,7 +3,7 @@
 * Convolution -> BinaryOp ADD with another tensor -> ReLU / ReLU6 (or the ADD's own ReLU): one
   convolution kernel built with ``-DRESIDUAL`` adds the other tensor before the clamp, so the
   convolution's output never exists (MNN's ConvBufExecution with a residual post-op).
-* Attention, ``MatMul(q, k) -> scale (MUL / DIV by a scalar constant) -> [ADD mask] -> Softmax
+* Attention, ``MatMul(q, k) -> [scale: MUL / DIV by a scalar constant] -> [ADD mask] -> Softmax
   over the last axis -> MatMul(., v)``: one kernel (``cl/attention.cl``) with an online softmax
   per output row; the scores and probabilities are never stored.
 """
@@ -24,6 +24,7 @@ from mnnpy.backend.opencl.execution import CLExecution, i32
 from mnnpy.backend.opencl.executions.convolution import CLConvolution
 from mnnpy.net import OpType
 from mnnpy.ops import matmul, relu
+from mnnpy.ops.softmax import resolve_axis
 from mnnpy.optimization import Node, SubgraphView, Substitution
 from mnnpy.tensor import Tensor
 
@@ -125,24 +126,29 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:
         return None
     ta, tk = matmul.transposes(mm1.op)
     q, k = mm1.inputs
-    scale_node = view.only_reader(mm1.outputs[0])
-    if ta or not _binary(scale_node, Bin.MUL, Bin.DIV, Bin.REALDIV):
+    if ta:
         return None
-    assert scale_node is not None
-    c = _other(scale_node, mm1.outputs[0])
-    div = scale_node.op.param.opType != Bin.MUL
-    if c.describe.content is None or c.element_size != 1 or (div and c is scale_node.inputs[0]):
-        return None
-    group = [mm1, scale_node]
-    nxt = view.only_reader(scale_node.outputs[0])
+    group = [mm1]
+    nxt = view.only_reader(mm1.outputs[0])
+    scale, div = 1.0, False  # the PyTorch export scales q and k before the product instead
+    if _binary(nxt, Bin.MUL, Bin.DIV, Bin.REALDIV) and nxt is not None:
+        c = _other(nxt, mm1.outputs[0])
+        div = nxt.op.param.opType != Bin.MUL
+        if c.describe.content is None or c.element_size != 1 or (div and c is nxt.inputs[0]):
+            return None
+        scale = float(np.asarray(c.describe.content).reshape(()))
+        group.append(nxt)
+        nxt = view.only_reader(nxt.outputs[0])
     mask = None
     if _binary(nxt, Bin.ADD) and nxt is not None:
-        mask = _other(nxt, scale_node.outputs[0])
+        mask = _other(nxt, group[-1].outputs[0])
         group.append(nxt)
         nxt = view.only_reader(nxt.outputs[0])
     s = group[-1].outputs[0]
-    if nxt is None or nxt.op.type != OpType.Softmax or nxt.op.param.axis not in (-1, s.ndim - 1):
+    if nxt is None or nxt.op.type != OpType.Softmax or resolve_axis(nxt.op, s.ndim) != s.ndim - 1:
         return None
+    if any(getattr(n.op.param, "activationType", 0) for n in group):
+        return None  # a ReLU fused into the scale or the mask ADD
     group.append(nxt)
     mm2 = view.only_reader(nxt.outputs[0])
     if mm2 is None or mm2.op.type != OpType.MatMul or len(mm2.inputs) != 2:
@@ -155,8 +161,8 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:
     batch = out.shape[:-2]
     if not _plain(q, k, v, out, *([mask] if mask is not None else [])):
         return None
-    if any(t.shape[:-2] != batch for t in (q, k, v)) or s.shape[:-2] != batch:
-        return None
+    if any(_squeezed(t.shape[:-2]) != _squeezed(batch) for t in (q, k, v, s)):
+        return None  # the same matrices in every operand (leading 1s aside), no broadcasting
     if mask is not None and not _mask_fits(mask, s.shape):
         return None
     inputs, outputs = view.boundary(group)
@@ -164,9 +170,15 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:
     at = [next((i for i, t in enumerate(inputs) if t is w), -1) for w in want]
     if len(outputs) != 1 or outputs[0] is not out or len(set(at)) != len(at):
         return None  # q, k, v and the mask must be distinct tensors
-    scale = float(np.asarray(c.describe.content).reshape(()))
     ex = CLAttention(view.backend, at, tk, scale, div)  # type: ignore[arg-type]
     return Substitution(f"{mm1.op.name}+attention", tuple(group), ex)
+
+
+def _squeezed(dims: tuple[int, ...]) -> tuple[int, ...]:
+    i = 0
+    while i < len(dims) and dims[i] == 1:
+        i += 1
+    return dims[i:]
 
 
 def _mask_fits(mask: Tensor, scores: tuple[int, ...]) -> bool:
