@@ -112,9 +112,10 @@ class CLAttention(CLExecution):
             mb = 0 if math.prod(mask[0].shape[:-2]) == 1 else mask[0].shape[-2] * n
             mr = 0 if mask[0].shape[-2] == 1 else n
         args = [self.device_input(t) for t in (q, k, v)] + [mem, out]
-        dims = (i32(m), i32(n), i32(d), i32(dv), i32(self.tk), np.float32(self.scale))
+        dims = (i32(m), i32(n), i32(self.tk), np.float32(self.scale))
         flags = (i32(self.div), i32(has_mask), i32(mb), i32(mr), i32(batches))
-        self.launch("attention", "attention", (m, batches), *args, *dims, *flags)
+        options = f"-DD={d} -DDV={dv}"  # private arrays of the row and the accumulator
+        self.launch("attention", "attention", (m, batches), *args, *dims, *flags, options=options)
 
 
 def _plain(*ts: Tensor) -> bool:
@@ -163,6 +164,8 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:
         return None
     if any(_squeezed(t.shape[:-2]) != _squeezed(batch) for t in (q, k, v, s)):
         return None  # the same matrices in every operand (leading 1s aside), no broadcasting
+    if max(q.shape[-1], v.shape[-1]) > 256:
+        return None  # the kernel keeps a row of q and of the output in private memory
     if mask is not None and not _mask_fits(mask, s.shape):
         return None
     inputs, outputs = view.boundary(group)
