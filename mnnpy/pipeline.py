@@ -16,6 +16,7 @@ from mnnpy.backend.verify import subgraphs_of, verify_backends
 from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.geometry import ReadThroughPass
 from mnnpy.placement import Placement
+from mnnpy.substitute import optimize_units
 from mnnpy.tensor import Tensor
 from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, Waiting, storage_type_of
 
@@ -52,6 +53,7 @@ class Pipeline:
         self.strict = strict
         self.backends = list(dict.fromkeys([*self.preference, *self.overrides.values(), host]))
         self._active: list[Unit] = []
+        self._optimized = False
         # what a run without callbacks does, built by ``plan_steps`` once memory is planned
         self._steps: list[RunStep] = []
 
@@ -68,6 +70,9 @@ class Pipeline:
         Raises:
             MNNError: naming the op that failed.
         """
+        if not self._optimized:  # the first resize: substitutions (mnnpy.substitute)
+            self._optimized = True
+            self.units = optimize_units(self, use_counts) or self.units
         for unit in self.units:
             for t in unit.inputs + unit.outputs:
                 t.describe.use_count = use_counts[t.describe.index]
@@ -135,7 +140,7 @@ class Pipeline:
 
     def placements(self) -> list[Placement]:
         """Where each op that runs was placed (folded ops run nowhere and are left out)."""
-        return [u.placement for u in self._active if u.placement is not None]
+        return [p for u in self._active for p in u.placements()]
 
     def execute_with_callback(
         self, before: Callback | None, after: Callback | None, *, observe: bool = True

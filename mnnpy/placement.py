@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mnnpy.errors import InvalidValueError, NotSupportError
+from mnnpy.errors import InvalidValueError, MNNError, NotSupportError
 from mnnpy.net import OpType
 from mnnpy.tensor import Tensor
 from mnnpy.user_warning import warn
@@ -36,6 +36,8 @@ class Placement:
         backend: name of the backend it runs on.
         fell_back: True when that is not the first backend it was meant for.
         reason: why it runs there (which candidates said no, and how).
+        group: the name of the substitution it runs inside (``Backend.optimize_subgraph``), or
+            None when it runs as an op of its own.
     """
 
     op_name: str
@@ -43,6 +45,7 @@ class Placement:
     backend: str
     fell_back: bool
     reason: str
+    group: str | None = None
 
 
 def candidates(
@@ -94,7 +97,10 @@ def place(
         if not backend.is_op_supported(op, seen):
             tried.append(f"{backend.name}: is_op_supported said no")
             continue
-        execution: Any = backend.on_create(op, seen, outputs)
+        try:
+            execution: Any = backend.on_create(op, seen, outputs)
+        except MNNError as e:  # name the backend whose creator failed (out of memory, say)
+            raise e.with_op(op.type_name, op.name, backend=backend.name, phase="resize") from None
         if not execution:  # None, or an Unsupported that says which parameter was refused
             why = getattr(execution, "reason", None)
             why = why or "its creator returned None for these parameters"

@@ -26,10 +26,11 @@ from mnnpy.backend import (
 from mnnpy.backend.contract import allocate_buffer, clear_buffer
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NoExecutionError
 from mnnpy.evaluate import evaluate
+from mnnpy.lowering import lower_schedule
 from mnnpy.net import Net
 from mnnpy.ops import count_macs
 from mnnpy.pipeline import Callback, Pipeline, Unit
-from mnnpy.placement import Placement, check_op_backend, warn_fallbacks
+from mnnpy.placement import Placement, candidates, check_op_backend, warn_fallbacks
 from mnnpy.schedule import ScheduleInfo
 from mnnpy.tensor import Tensor, TensorUsage
 
@@ -93,6 +94,8 @@ class Session:
         self.backup = self._backend(config.backup_type)
         check_op_backend(config.op_backend or {}, (op.name for p in info.pipelines for op in p.ops))
         overrides = {key: self._backend(t) for key, t in (config.op_backend or {}).items()}
+        # composites the first candidate backend wants decomposed (mnnpy.lowering)
+        lower_schedule(info, lambda op: candidates(op, preference, overrides)[0].should_lower(op))
         self.tensors = [Tensor(name=t.name) for t in info.tensors]
         for t, ti in zip(self.tensors, info.tensors, strict=True):
             t.describe.index, t.describe.usage = ti.index, ti.usage
@@ -366,7 +369,7 @@ class Session:
         if not self.need_resize:
             # units after a content-dependent shape have no plan until a run resolves it
             for unit in (u for p in self.pipelines for u in p.units if u.plan and not u.folded):
-                macs += count_macs(unit.op, unit.inputs, unit.outputs)
+                macs += sum(count_macs(m.op, m.inputs, m.outputs) for m in unit.members())
         return SessionInfo(
             memory_mb=memory.total / (1 << 20),
             flops_m=macs / 1e6,

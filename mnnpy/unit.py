@@ -143,6 +143,14 @@ class Unit:
         """Whether the last resize computed the op's outputs, so nothing runs."""
         return self.plan is not None and self.plan.execution is None
 
+    def members(self) -> list[Unit]:
+        """The ops this unit runs: itself (a substitution's unit: the ops it replaced)."""
+        return [self]
+
+    def placements(self) -> list[Placement]:
+        """Where the op runs (a substitution's unit: each member op), once placed."""
+        return [] if self.placement is None else [self.placement]
+
     def prepare(
         self,
         host: Backend,

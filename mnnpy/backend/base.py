@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from mnnpy.backend.graph_hooks import GraphHooks
 from mnnpy.backend.handles import DefaultHandleFactory, default_factory_id, factories_of
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Creator, Execution, Unsupported
@@ -124,7 +125,7 @@ class BackendInfo:
     user: Any = None
 
 
-class Backend:
+class Backend(GraphHooks):
     """Base class of backends.
 
     Subclasses set ``forward_type``, implement the memory hooks, and register op creators with

@@ -36,17 +36,23 @@ from mnnpy.testing.model_cases import bench_model_dir, default_model_dirs, model
 from mnnpy.testing.op_cases import covered_op_types, op_cases, uncovered_op_types
 from mnnpy.testing.report import CaseResult, ConformanceReport, OpTypeRow
 from mnnpy.testing.runner import parse_forward_type, run_case, run_conformance
+from mnnpy.testing.substitution import (
+    SubstitutionReport,
+    check_substitutions,
+)
 
 __all__ = [
     "ATOL",
     "RTOL",
     "CaseResult",
+    "SubstitutionReport",
     "ConformanceReport",
     "ModelCase",
     "OpCase",
     "OpTypeRow",
     "assert_close",
     "bench_model_dir",
+    "check_substitutions",
     "compare",
     "const_op",
     "covered_op_types",

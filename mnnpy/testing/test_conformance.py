@@ -13,6 +13,7 @@ import pytest
 from mnnpy.config import ScheduleConfig
 from mnnpy.testing import ModelCase, OpCase, model_cases, op_cases, run_case
 from mnnpy.testing.report import CaseResult
+from mnnpy.testing.substitution import check_substitutions
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -51,3 +52,11 @@ def test_model(
     mnnpy_record: Callable[[CaseResult], None],
 ) -> None:
     check(model_case, schedule_config, mnnpy_record)
+
+
+def test_substitutions(model_case: ModelCase, schedule_config: ScheduleConfig) -> None:
+    """Every group the backend fuses equals the ops it replaces (rtol 1e-3, atol 1e-4)."""
+    report = check_substitutions(model_case, schedule_config)
+    bad = [g for g in report.groups if not g.ok]
+    if bad or not report.outputs_ok:
+        pytest.fail(f"{report.model}: fused != unfused: {bad or 'model outputs'}", pytrace=False)

@@ -51,7 +51,7 @@ def weight_bytes(session: Any) -> WeightBytes:
     """
     stored = as_float = ops = 0
     for pipeline in session.pipelines:
-        for unit in pipeline.units:
+        for unit in (m for u in pipeline.units for m in u.members()):
             op, p = unit.op, unit.op.param
             if p is None or len(unit.inputs) > 1 and op.type in _CONV_TYPES:
                 continue  # no table, or weights arriving as input tensors

@@ -179,7 +179,8 @@ def test_device_error_mid_run_names_op_and_device_and_session_recovers() -> None
 
     net, x, y = _load()
     session = net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
-    unit = next(u for u in session.pipelines[0].units if u.op.name == "conv_9")
+    # conv_9 runs inside a substitution (with its ADD): break conv_3, an op of its own
+    unit = next(u for u in session.pipelines[0].units if u.op.name == "conv_3")
     ex = unit.plan.execution
     assert isinstance(ex, CLExecution)
     saved = ex.launches
@@ -191,7 +192,7 @@ def test_device_error_mid_run_names_op_and_device_and_session_recovers() -> None
     net.get_session_input(session).copy_from(x)
     with pytest.raises(MNNError) as e:  # a callback run calls on_execute, which enqueues anew
         net.run_session_with_callback(session, None, _keep_going)
-    assert (e.value.op_name, e.value.backend, e.value.phase) == ("conv_9", "OPENCL", "execute")
+    assert (e.value.op_name, e.value.backend, e.value.phase) == ("conv_3", "OPENCL", "execute")
     assert "DEVICE_NOT_AVAILABLE" in e.value.message and rt.get_runtime().name in e.value.message
     ex.launches = saved
     net.get_session_input(session).copy_from(x)

@@ -26,7 +26,7 @@ from typing import Any
 
 from mnnpy.backend import BackendInfo, ForwardType
 
-from . import convolution, elementwise, pooling  # noqa: F401 - they register the ops
+from . import convolution, elementwise, pooling, primitives  # noqa: F401 - they register ops
 from .backend import XPUBackend, XPUOptions, XPUStats
 
 __all__ = [

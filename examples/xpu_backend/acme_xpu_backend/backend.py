@@ -142,6 +142,11 @@ class XPUBackend(Backend):
         check = self._checks.get(op.type)
         return check is not None and check(self, op, inputs)
 
+    def should_lower(self, op: OpDef) -> bool:
+        """Decompose composites the XPU has no execution for (LayerNorm, Softmax, ...) into the
+        primitives it has (``primitives.py``), instead of running them on the CPU."""
+        return op.type not in self._checks
+
     # -- layout ---------------------------------------------------------------------------------
     def storage_format(self, tensor: Tensor) -> DimensionFormat:
         """Plain NCHW (NHWC stays NHWC); with host memory, the tensor's own (the CPU's) format."""

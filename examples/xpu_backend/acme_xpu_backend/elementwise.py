@@ -1,4 +1,4 @@
-"""XPU ReLU / ReLU6 and BinaryOp ADD: one NumPy ufunc call over the flat storage.
+"""XPU ReLU / ReLU6 and BinaryOp ADD: one NumPy ufunc call over the flat storage; ADD + ReLU fused.
 
 Element ``i`` of the output depends on element ``i`` of the inputs only, so the layout does not
 matter as long as all tensors share it: the checks below make sure they do. In NC4HW4 storage
@@ -16,10 +16,12 @@ from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation
 from mnnpy.execution import Execution
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import relu
+from mnnpy.optimization import SubgraphView, Substitution
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
 from .backend import XPUBackend
+from .primitives import binary_supported, create_binary
 
 F32 = np.dtype(np.float32)
 
@@ -92,9 +94,33 @@ def create_relu(
     return XPUReLU(backend, 0.0, relu.bounds(op))
 
 
-@XPUBackend.register_op(OpType.BinaryOp, check=_add_supported)
+def _binary_supported(backend: XPUBackend, op: OpDef, inputs: Sequence[Tensor]) -> bool:
+    return _add_supported(backend, op, inputs) or binary_supported(backend, op, inputs)
+
+
+@XPUBackend.register_op(OpType.BinaryOp, check=_binary_supported)
 def create_add(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: XPUBackend
 ) -> Execution | None:
+    if not _add_supported(backend, op, inputs):  # the primitives lowered composites use
+        return create_binary(op, backend)
     # activationType 1 is a fused ReLU; MNN's CPUBinary ignores the other values, and so do we
     return XPUBinaryAdd(backend, getattr(op.param, "activationType", 0) == 1)
+
+
+@XPUBackend.register_fusion
+def add_relu(backend: XPUBackend, view: SubgraphView) -> list[Substitution]:
+    """The minimal substitution: a same-shape ADD whose only reader is a ReLU runs as one
+    ``XPUBinaryAdd`` with the ReLU fused (what the converter does when it can)."""
+    subs = []
+    for add in view.nodes:
+        if not isinstance(add.execution, XPUBinaryAdd) or add.execution.fused_relu:
+            continue
+        relu_node = view.only_reader(add.outputs[0])
+        if relu_node is None or relu_node.op.type != OpType.ReLU or relu.slope(relu_node.op):
+            continue
+        if add.inputs[0] is add.inputs[1]:
+            continue  # the group would have one input; XPUBinaryAdd reads two
+        name = f"{add.op.name}+{relu_node.op.name}"
+        subs.append(Substitution(name, (add, relu_node), XPUBinaryAdd(backend, True)))
+    return subs

@@ -73,12 +73,18 @@ class CLExecution(Execution):
         """A kernel of ``cl/<program>.cl`` (built, or from the program cache)."""
         return self.cl.runtime.kernel(program, name, options)
 
-    def launch(self, program: str, name: str, size: Sequence[int], *args: Any) -> None:
-        """Plan one launch (in ``on_resize``); empty sizes launch nothing."""
+    def launch(
+        self, program: str, name: str, size: Sequence[int], *args: Any, options: str = ""
+    ) -> None:
+        """Plan one launch (in ``on_resize``); empty sizes launch nothing.
+
+        ``options`` are the program's build options (``-DNAME`` variants of a kernel).
+        """
         if math.prod(int(s) for s in size) >= 2**31:  # the kernels index with 32-bit ints
             raise NotSupportError(f"{name} over {tuple(size)} work items needs 64-bit indexes")
         if all(int(s) > 0 for s in size):
-            self.launches.append(Launch(self.kernel(program, name), tuple(map(int, size)), args))
+            kernel = self.kernel(program, name, options)
+            self.launches.append(Launch(kernel, tuple(map(int, size)), args))
 
     def zero_padding(self, t: Tensor) -> None:
         """Plan zeroing ``t``'s NC4HW4 padding lanes (after kernels that write logical indexes)."""

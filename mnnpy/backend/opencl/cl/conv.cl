@@ -1,5 +1,14 @@
 // Convolutions on NC4HW4 buffers (MNN's ConvBufExecution / DepthwiseConvBufExecution).
 // One work item computes 4 output channels (a float4) at one output pixel.
+// Built with -DRESIDUAL (a substitution: Convolution -> BinaryOp ADD -> ReLU / ReLU6), depthwise
+// and conv2d_x2 take one more buffer, same shape as out, added before the clamp.
+#ifdef RESIDUAL
+#define RES_ARG __global const float4* res,
+#define RES_ADD(i) + res[i]
+#else
+#define RES_ARG
+#define RES_ADD(i)
+#endif
 // geo: (in_h, in_w, out_h, out_w), win: (ky, kx, sy, sx), dil_pad: (dy, dx, pad_top, pad_left).
 
 __kernel void conv2d(__global const float4* in, __global const float4* weight,
@@ -31,7 +40,7 @@ __kernel void conv2d(__global const float4* in, __global const float4* weight,
 }
 
 __kernel void depthwise(__global const float4* in, __global const float4* weight,
-                        __global const float4* bias, __global float4* out,
+                        __global const float4* bias, __global float4* out, RES_ARG
                         int4 geo, int4 win, int4 dil_pad, int c4, float lo, float hi) {
     int p = get_global_id(0), z = get_global_id(1);
     if (p >= geo.z * geo.w) return;
@@ -50,7 +59,8 @@ __kernel void depthwise(__global const float4* in, __global const float4* weight
             acc += plane[iy * geo.y + ix] * w[ky * win.y + kx];
         }
     }
-    out[(z * geo.z + oy) * geo.w + ox] = clamp(acc, lo, hi);
+    int o = (z * geo.z + oy) * geo.w + ox;
+    out[o] = clamp(acc RES_ADD(o), lo, hi);
 }
 
 // Transposed convolution as a gather (MNN's DeconvBufExecution): output pixel (oy, ox) sums the
@@ -87,7 +97,7 @@ __kernel void deconv2d(__global const float4* in, __global const float4* weight,
 
 // conv2d for two blocks of 4 output channels per work item (the input is read once for both).
 __kernel void conv2d_x2(__global const float4* in, __global const float4* weight,
-                        __global const float4* bias, __global float4* out,
+                        __global const float4* bias, __global float4* out, RES_ARG
                         int4 geo, int4 win, int4 dil_pad, int ic4, int oc4, float lo, float hi) {
     int p = get_global_id(0), z = get_global_id(1);
     if (p >= geo.z * geo.w) return;
@@ -116,6 +126,7 @@ __kernel void conv2d_x2(__global const float4* in, __global const float4* weight
         }
     }
     int plane_out = geo.z * geo.w;
-    out[(n * oc4 + oc) * plane_out + p] = clamp(acc0, lo, hi);
-    if (oc + 1 < oc4) out[(n * oc4 + oc + 1) * plane_out + p] = clamp(acc1, lo, hi);
+    int o0 = (n * oc4 + oc) * plane_out + p, o1 = o0 + plane_out;
+    out[o0] = clamp(acc0 RES_ADD(o0), lo, hi);
+    if (oc + 1 < oc4) out[o1] = clamp(acc1 RES_ADD(o1), lo, hi);
 }

@@ -72,6 +72,8 @@ class CLConvolution(CLExecution):
         packed = pack_depthwise(weight) if self.depthwise else pack_dense(weight, geo.group)
         self.weight = backend.static_upload(packed, self)
         self.bias = backend.static_upload(padded_bias(bias), self)
+        # a substitution (executions/fused.py) adds input ``residual_at`` before the clamp
+        self.residual_at: int | None = None
 
     def plan(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         geo = conv_geometry(self.op, nchw_shape(inputs[0]))
@@ -83,13 +85,16 @@ class CLConvolution(CLExecution):
         oc4, ic4 = c4(geo.out_channels), c4(geo.in_channels)
         x, y = inputs[0], outputs[0]
         size = (oh * ow, geo.batch * oc4)
-        common = (x, self.weight, self.bias, y, shape, win, dil_pad)
+        res = () if self.residual_at is None else (inputs[self.residual_at],)
+        opts = "" if self.residual_at is None else "-DRESIDUAL"
+        common = (x, self.weight, self.bias, y, *res, shape, win, dil_pad)
         if self.depthwise:
-            self.launch("conv", "depthwise", size, *common, i32(oc4), lo, hi)
+            self.launch("conv", "depthwise", size, *common, i32(oc4), lo, hi, options=opts)
         else:
             pairs = (oc4 + 1) // 2  # two output blocks per work item read the input once
             size = (oh * ow, geo.batch * pairs)
-            self.launch("conv", "conv2d_x2", size, *common, i32(ic4), i32(oc4), lo, hi)
+            args = (*common, i32(ic4), i32(oc4), lo, hi)
+            self.launch("conv", "conv2d_x2", size, *args, options=opts)
 
 
 def _why_not(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> str:

@@ -1,0 +1,277 @@
+"""The pipeline's substitution pass: place every op, ask each backend, rebuild the unit list.
+
+On a pipeline's first resize, before any memory is requested, :func:`optimize_units` places every
+op (shapes computed, constant-foldable ops folded, as ``Unit.prepare`` would), then shows each
+backend, in preference order, the ops placed on it (``Backend.optimize_subgraph``, see
+:mod:`mnnpy.optimization`). Failed ops are placed again on the backends after that one;
+substitutions become a :class:`FusedUnit` each, and the units are put back in a topological order
+that keeps the model's order wherever it can (a group runs where its first op ran, unless an input
+it reads comes later). The pass then undoes what it did to the tensors, so the real resize starts
+from the same state. A pipeline whose shapes need run-time values is left as it is.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from mnnpy.backend import Backend, StorageType
+from mnnpy.backend.contract import acquire_buffer, release_buffer
+from mnnpy.errors import MNNError, NotSupportError
+from mnnpy.net import OpDef
+from mnnpy.ops import compute_shape, count_macs, try_fold
+from mnnpy.optimization import Node, SubgraphView, Substitution, check_views
+from mnnpy.placement import Placement, candidates, place
+from mnnpy.unit import OpInfo, Unit, UnitPlan, Waiting, storage_type_of
+
+if TYPE_CHECKING:
+    from mnnpy.pipeline import Pipeline
+    from mnnpy.tensor import Tensor
+
+__all__ = ["FusedUnit", "GroupOp", "disabled", "optimize_units"]
+
+_ENABLED: ContextVar[bool] = ContextVar("mnnpy_substitutions", default=True)
+
+
+@contextmanager
+def disabled() -> Generator[None, None, None]:
+    """Sessions created inside run every op on its own: no backend is asked for substitutions.
+
+    For comparing a fused group with the ops it replaces (the conformance kit does) and for
+    debugging a fusion.
+    """
+    token = _ENABLED.set(False)
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
+
+
+@dataclass
+class GroupOp(OpDef):
+    """The op a substitution stands for in errors, memory scopes and callbacks."""
+
+    kinds: str = ""
+
+    @property
+    def type_name(self) -> str:
+        """The member op types joined by ``+``, e.g. ``Convolution+BinaryOp``."""
+        return self.kinds
+
+
+class FusedUnit(Unit):
+    """A substitution as one unit: its members' shapes, one execution, the group's boundary.
+
+    ``inputs`` and ``outputs`` are the group's boundary; the members' other tensors get shapes on
+    every resize but never memory from the session.
+    """
+
+    __slots__ = ("group", "reads")
+
+    def __init__(self, sub: Substitution, members: list[Unit], view: SubgraphView) -> None:
+        inputs, outputs = view.boundary(sub.nodes)
+        first = members[0].op
+        op = GroupOp(first.index, -1, sub.name, (), (), None, 0, first.default_format)
+        op.kinds = "+".join(m.op.type_name for m in members)
+        super().__init__(op, inputs, outputs)
+        self.group = members
+        self.reads = [sum(1 for m in members for x in m.inputs if x is t) for t in inputs]
+        self.execution, self.backend = sub.execution, view.backend
+        for m in members:
+            assert m.placement is not None
+            m.placement = replace(m.placement, group=sub.name)
+
+    def members(self) -> list[Unit]:
+        """The units of the ops the substitution replaced, in their order."""
+        return list(self.group)
+
+    def placements(self) -> list[Placement]:
+        """Each member's placement, marked with the group's name."""
+        return [m.placement for m in self.group if m.placement is not None]
+
+    def prepare(
+        self,
+        host: Backend,
+        preference: Sequence[Backend],
+        overrides: Mapping[str, Backend],
+        strict: bool,
+    ) -> UnitPlan | Waiting:
+        """Shape every member, then acquire, resize and release the group as one op."""
+        for m in self.group:
+            needed = compute_shape(m.op, m.inputs, m.outputs)
+            if needed is not None:
+                return Waiting(needed)
+        execution, backend = self.execution, self.backend
+        assert execution is not None and backend is not None
+        inputs, copies, edges = self._wrap_inputs(backend)
+        for t in self.outputs:
+            acquire_buffer(backend, t, storage_type_of(t))
+        execution.on_resize(inputs, self.outputs)
+        for _, _, mirror in copies:
+            release_buffer(backend, mirror, StorageType.DYNAMIC)
+        for t, n in zip(self.inputs, self.reads, strict=True):
+            t.describe.use_count -= n
+            if t.describe.use_count == 0 and t.describe.backend is not None:
+                release_buffer(t.describe.backend, t, storage_type_of(t))
+        macs = sum(count_macs(m.op, m.inputs, m.outputs) for m in self.group)
+        info = OpInfo(self.op.name, self.op.type_name, macs / 1e6, backend.name)
+        return UnitPlan(execution, backend, inputs, copies, info, edges=edges)
+
+
+@contextmanager
+def _scoped(pipeline: Pipeline, unit: Unit) -> Iterator[None]:
+    with ExitStack() as scopes:
+        for backend in pipeline.backends:
+            scopes.enter_context(backend.resize_scope(unit.op))
+        try:
+            yield
+        except MNNError as e:
+            name = unit.backend.name if unit.backend else None
+            raise e.with_op(unit.op.type_name, unit.op.name, backend=name, phase="resize") from None
+        except Exception as e:
+            raise pipeline._wrap(e, unit, "resize") from e
+
+
+def _place_all(pipeline: Pipeline) -> list[Unit] | None:
+    """Place every op; the units that run (not folded), or None when shapes need run-time values."""
+    placed = []
+    for unit in pipeline.units:
+        with _scoped(pipeline, unit):
+            if compute_shape(unit.op, unit.inputs, unit.outputs) is not None:
+                return None
+            if try_fold(unit.op, unit.inputs, unit.outputs):
+                for t in unit.outputs:
+                    t.describe.backend = pipeline.host
+                continue
+            if unit.execution is None:
+                unit.execution, unit.backend, unit.placement = place(
+                    unit.op,
+                    unit.inputs,
+                    unit.outputs,
+                    pipeline.preference,
+                    pipeline.overrides,
+                    pipeline.strict,
+                )
+            for t in unit.outputs:  # later creators see where it lives (placement.as_seen_by)
+                t.describe.backend = unit.backend
+            placed.append(unit)
+    return placed
+
+
+def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
+    """Place ``unit`` again on the candidates after ``backend``, which refused to run it."""
+    order = candidates(unit.op, pipeline.preference, pipeline.overrides)
+    rest = order[order.index(backend) + 1 :] if backend in order else []
+    why = f"{backend.name}: optimize_subgraph marked it failed"
+    if pipeline.strict:
+        raise NotSupportError(f"would fall back ({why}) and strict is set")
+    with _scoped(pipeline, unit):
+        try:
+            execution, new, placement = place(unit.op, unit.inputs, unit.outputs, rest, {}, False)
+        except NotSupportError as e:
+            raise NotSupportError(f"{why}, and {e.message}") from None
+    reason = why if placement.reason == "first choice" else f"{why}; {placement.reason}"
+    unit.execution, unit.backend = execution, new
+    unit.placement = replace(placement, fell_back=True, reason=reason)
+
+
+def _ordered(units: list[Unit], key: Mapping[int, int]) -> list[Unit]:
+    """A topological order of ``units``, smallest ``key`` first among the ready ones."""
+    made = {id(t): u for u in units for t in u.outputs}
+    deps = {id(u): {id(made[id(t)]) for t in u.inputs if id(t) in made} - {id(u)} for u in units}
+    readers: dict[int, list[Unit]] = {}
+    for u in units:
+        for d in deps[id(u)]:
+            readers.setdefault(d, []).append(u)
+    ready = [(key[id(u)], i, u) for i, u in enumerate(units) if not deps[id(u)]]
+    heapq.heapify(ready)
+    out: list[Unit] = []
+    while ready:
+        _, i, u = heapq.heappop(ready)
+        out.append(u)
+        for r in readers.get(id(u), []):
+            deps[id(r)].discard(id(u))
+            if not deps[id(r)]:
+                heapq.heappush(ready, (key[id(r)], units.index(r), r))
+    assert len(out) == len(units), "a convex substitution keeps the graph acyclic"
+    return out
+
+
+def optimize_units(pipeline: Pipeline, use_counts: Sequence[int]) -> list[Unit] | None:
+    """Place, ask every backend for substitutions, and return the new unit list (or None).
+
+    None when nothing changed (every backend left its ops untouched, or shapes need run-time
+    values, or inside :func:`disabled`). Tensors are left as they were found.
+    """
+    if not _ENABLED.get():
+        return None
+    tensors = {id(t): t for u in pipeline.units for t in u.outputs}.values()
+    saved: list[tuple[Tensor, Any]] = [(t, _state(t)) for t in tensors]
+    try:
+        placed = _place_all(pipeline)
+        if placed is None:
+            return None
+        fused, changed = _ask_backends(pipeline, placed, use_counts)
+    finally:
+        for t, state in saved:
+            _restore(t, state)
+    if not changed:
+        return None
+    position = {id(u): i for i, u in enumerate(pipeline.units)}
+    members = {id(m) for f in fused for m in f.group}
+    units = [u for u in pipeline.units if id(u) not in members] + list(fused)
+    for f in fused:
+        position[id(f)] = min(position[id(m)] for m in f.group)
+    return _ordered(sorted(units, key=lambda u: position[id(u)]), position)
+
+
+def _ask_backends(
+    pipeline: Pipeline, placed: list[Unit], use_counts: Sequence[int]
+) -> tuple[list[FusedUnit], bool]:
+    fused: list[FusedUnit] = []
+    changed = False
+    done: set[int] = set()
+    for backend in pipeline.backends:
+        mine = [u for u in placed if u.backend is backend and id(u) not in done]
+        if not mine:
+            continue
+        by_node = {}
+        nodes = []
+        for u in placed:
+            assert u.execution is not None
+            n = Node(u.op, tuple(u.inputs), tuple(u.outputs), u.execution)
+            by_node[id(n)] = u
+            nodes.append(n)
+        view = SubgraphView(
+            backend, [n for n in nodes if by_node[id(n)] in mine], use_counts, nodes
+        )
+        views = backend.optimize_subgraph(view)
+        try:
+            check_views(view, views)
+        except MNNError as e:
+            raise e.with_op("optimize_subgraph", "", backend=backend.name, phase="resize") from None
+        done.update(id(u) for u in mine)
+        for failed in views.failed:  # offered again to the backend they land on, if later
+            for n in failed.nodes:
+                _replace_failed(pipeline, by_node[id(n)], backend)
+                done.discard(id(by_node[id(n)]))
+                changed = True
+        for sub in views.substitutions:
+            group = [by_node[id(n)] for n in sub.nodes]
+            fused.append(FusedUnit(sub, group, view))
+            changed = True
+    return fused, changed
+
+
+def _state(t: Tensor) -> tuple[Any, ...]:
+    d = t.describe
+    return (t.shape, t.dtype, t.dimension_format, t.host, d.content, d.backend, d.storage_type)
+
+
+def _restore(t: Tensor, state: tuple[Any, ...]) -> None:
+    d = t.describe
+    t.shape, t.dtype, t.dimension_format, t.host, d.content, d.backend, d.storage_type = state
