@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from mnnpy.net import OpDef
     from mnnpy.tensor import Tensor
 
-__all__ = ["Execution", "Creator", "Unsupported"]
+__all__ = ["CallLoop", "Execution", "Creator", "Unsupported"]
 
 
 class Execution:
@@ -99,6 +99,28 @@ class Execution:
     def skip_output(self, index: int) -> None:
         """Output ``index`` is read through by its reader: do not write it, but in observed runs."""
         raise NotImplementedError(f"{type(self).__name__}.skip_output")
+
+
+class CallLoop:
+    """The run loop without callbacks: calls each prepared step (a zero-argument callable) in order.
+
+    ``position`` is the index of the last call started, so the one that raised when a call raises
+    (the error propagates unchanged). ``Backend.call_loop`` gives this one; a backend may give a
+    faster loop with the same behaviour (the CPU backend's runs bound kernels in C).
+    """
+
+    def __init__(self, calls: Sequence[Callable[[], object]]) -> None:
+        self.calls = tuple(calls)
+        self.position = 0
+
+    def __len__(self) -> int:
+        return len(self.calls)
+
+    def __call__(self) -> None:
+        """Call each call in order."""
+        for i, call in enumerate(self.calls):
+            self.position = i
+            call()
 
 
 class Unsupported:

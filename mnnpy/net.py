@@ -58,7 +58,8 @@ _READ_ERRORS = (
 
 def op_type_name(op_type: int) -> str:
     """The schema name of an op type, or ``OpType(<n>)`` for a value the schema does not know."""
-    return _OP_TYPE_NAMES.get(op_type, f"OpType({op_type})")
+    name = _OP_TYPE_NAMES.get(op_type)  # not .get(t, f"..."): that formats on every call
+    return name if name is not None else f"OpType({op_type})"
 
 
 @dataclass

@@ -14,6 +14,7 @@ from mnnpy.backend import Backend
 from mnnpy.backend.contract import copy_buffer
 from mnnpy.backend.verify import subgraphs_of, verify_backends
 from mnnpy.errors import MNNError, OutOfMemoryError
+from mnnpy.execution import CallLoop
 from mnnpy.geometry import ReadThroughPass
 from mnnpy.placement import Placement
 from mnnpy.substitute import optimize_units
@@ -54,8 +55,10 @@ class Pipeline:
         self.backends = list(dict.fromkeys([*self.preference, *self.overrides.values(), host]))
         self._active: list[Unit] = []
         self._optimized = False
-        # what a run without callbacks does, built by ``plan_steps`` once memory is planned
+        # what a run without callbacks does, built by ``plan_steps`` once memory is planned:
+        # the steps, and the host backend's loop over their calls (one per step)
         self._steps: list[RunStep] = []
+        self._loop: CallLoop = CallLoop(())
 
     def prepare(self, use_counts: Sequence[int]) -> Waiting | None:
         """Shape, create, acquire, resize and release every unit, in order.
@@ -104,7 +107,7 @@ class Pipeline:
 
         That is after ``prepare`` and ``on_allocate_buffer``, so executions with nothing to do in
         that plan (``Execution.idle``) are left out, and the others may bind their buffers
-        (``Execution.bind``).
+        (``Execution.bind``). The host backend's ``call_loop`` runs their calls.
         """
         steps = []
         for u in self._active:
@@ -117,10 +120,12 @@ class Pipeline:
             if step is not None:
                 steps.append(step)
         self._steps = steps
+        self._loop = self.host.call_loop([_step_call(s) for s in steps])
 
     def clear_steps(self) -> None:
         """Drop the run loop's steps (before buffers are freed: bound calls hold them)."""
         self._steps = []
+        self._loop = CallLoop(())
 
     def copy_stats(self) -> tuple[int, int]:
         """(number, bytes) of cross-backend copies each run makes."""
@@ -184,21 +189,13 @@ class Pipeline:
         return True
 
     def _execute(self) -> bool:
-        """The run without callbacks: a flat loop over the steps prepared in ``prepare``."""
-        step = None
+        """The run without callbacks: the loop over the steps' calls built by ``plan_steps``."""
+        loop = self._loop
         try:
-            for step in self._steps:
-                for copier, src, mirror in step.copies:
-                    copy_buffer(copier, src, mirror)
-                for sync in step.syncs:
-                    sync()
-                if step.call is None:  # looked up now: an execution may be patched between runs
-                    step.execution.on_execute(step.inputs, step.outputs)
-                else:
-                    step.call()
+            loop()
         except Exception as e:
-            assert step is not None
-            raise self._execute_error(e, step.unit) from (None if isinstance(e, MNNError) else e)
+            unit = self._steps[loop.position].unit
+            raise self._execute_error(e, unit) from (None if isinstance(e, MNNError) else e)
         return True
 
     def _execute_error(self, error: Exception, unit: Unit, phase: str = "execute") -> MNNError:
@@ -218,3 +215,21 @@ class Pipeline:
         kind = OutOfMemoryError if isinstance(error, MemoryError) else MNNError
         wrapped = kind(f"{type(error).__name__}: {error}")
         return wrapped.with_op(unit.op.type_name, unit.op.name, backend=backend, phase=phase)
+
+
+def _step_call(step: RunStep) -> Callable[[], object]:
+    """What the run loop calls for ``step``: its bound call, else its copies and ``on_execute``."""
+    if step.call is not None and not step.copies and not step.syncs:
+        return step.call
+
+    def run() -> None:
+        for copier, src, mirror in step.copies:
+            copy_buffer(copier, src, mirror)
+        for sync in step.syncs:  # factory edges read in place (handles.choose_edge)
+            sync()
+        if step.call is None:  # looked up now: an execution may be patched between runs
+            step.execution.on_execute(step.inputs, step.outputs)
+        else:
+            step.call()
+
+    return run

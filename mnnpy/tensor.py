@@ -8,6 +8,7 @@ NumPy array. Data moves between the two with :meth:`Tensor.copy_from_host_tensor
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -163,7 +164,7 @@ class Tensor:
     @property
     def element_size(self) -> int:
         """Number of logical elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return int(math.prod(self.shape))  # math.prod: np.prod costs microseconds per call
 
     @property
     def storage_format(self) -> DimensionFormat:

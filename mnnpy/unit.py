@@ -196,7 +196,8 @@ class Unit:
         for _, _, mirror in copies:  # like scratch: valid during this op's execute
             release_buffer(backend, mirror, StorageType.DYNAMIC)
         self._release_inputs()
-        logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
+        if logger.isEnabledFor(logging.DEBUG):  # its arguments cost even when not logged
+            logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
         macs = count_macs(op, self.inputs, self.outputs)
         info = OpInfo(op.name, op.type_name, macs / 1e6, backend.name)
         return UnitPlan(execution, backend, inputs, copies, info, edges=edges)

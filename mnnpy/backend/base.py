@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from mnnpy.backend.graph_hooks import GraphHooks
 from mnnpy.backend.handles import DefaultHandleFactory, default_factory_id, factories_of
 from mnnpy.errors import InvalidValueError
-from mnnpy.execution import Creator, Execution, Unsupported
+from mnnpy.execution import CallLoop, Creator, Execution, Unsupported
 from mnnpy.net import op_type_name
 from mnnpy.tensor_format import DimensionFormat
 
@@ -270,6 +270,14 @@ class Backend(GraphHooks):
 
     def on_execute_end(self) -> None:
         """A run ended."""
+
+    def call_loop(self, calls: Sequence[Callable[[], object]]) -> CallLoop:
+        """The loop that runs a pipeline's prepared calls in order (see ``CallLoop``).
+
+        Asked of the session's host backend once memory is planned; a backend may return a
+        faster loop with the same behaviour. Default: ``CallLoop`` in Python.
+        """
+        return CallLoop(calls)
 
     # -- memory hooks -------------------------------------------------------------------------
     def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> bool | None:

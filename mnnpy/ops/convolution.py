@@ -230,5 +230,5 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
 @register_macs(OpType.Convolution, OpType.ConvolutionDepthwise)
 def macs(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> int:
     """Output elements times the window: input channels per group x kernel area."""
-    geo = conv_geometry(op, nchw_shape(inputs[0]))
-    return outputs[0].element_size * (geo.in_channels // geo.group) * geo.kernel[0] * geo.kernel[1]
+    common, c = conv_common(op), nchw_shape(inputs[0])[1]  # checked by the shape function
+    return outputs[0].element_size * (c // _group(op, common, c)) * common.kernelY * common.kernelX

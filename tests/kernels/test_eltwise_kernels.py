@@ -129,3 +129,43 @@ def test_specialize_picks_the_fused_variant() -> None:
     neg = np.empty(8, np.int32)
     specialize(U.unary, i32)(np.arange(8, dtype=np.int32), neg, 8, 1, 1)  # 1: NEG
     np.testing.assert_array_equal(neg, -np.arange(8))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("op", [0, 1, 2, 6, 7, 8, 9, 13, 14, 17])
+@pytest.mark.parametrize(
+    ("a", "b"), [((7,), (7,)), ((2, 3, 4, 5), (3, 1, 5)), ((4, 1), (1, 6)), ((3, 9000), (1,))]
+)
+def test_bound_binary_gives_what_binary_gives(threads: int, op: int, a: tuple, b: tuple) -> None:
+    """``bind_binary`` runs the same kernel as ``binary`` on the buffers it was given, each call
+    on their current contents (long rows split between threads too)."""
+    rng = np.random.default_rng(op)
+    x = rng.standard_normal(a).astype(np.float32).ravel()
+    y = (rng.standard_normal(b).astype(np.float32) + 2).ravel()  # POW / DIV on sane values
+    shape = np.broadcast_shapes(a, b)
+    plan = broadcast_plan(a, b, shape)
+    want = np.empty(int(np.prod(shape)), np.float32)
+    got = np.full_like(want, np.nan)
+    call = K.bind_binary(x, y, got, op, *plan, op == 1, threads)
+    for _ in range(2):
+        x += 1
+        call()
+        K.binary(x, y, want, op, *plan, op == 1, threads)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_bound_binary_checks() -> None:
+    a = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="too small"):
+        K.bind_binary(a, a, a, 0, _i(5), _i(1), _i(1))
+    with pytest.raises(ValueError, match="output buffer"):
+        K.bind_binary(a, a, a[:2], 0, _i(4), _i(1), _i(1))
+    with pytest.raises(ValueError, match="dtypes"):  # a comparison writes int32
+        K.bind_binary(a, a, a, 10, _i(4), _i(1), _i(1))
+    with pytest.raises(ValueError, match="dims"):
+        K.bind_binary(a, a, a, 0, _i(4), _i(1, 1), _i(1))
+    with pytest.raises(ValueError, match="negative"):
+        K.bind_binary(a, a, a, 0, _i(4), _i(-1), _i(1))
+    out = np.ones(4, np.float32)
+    K.bind_binary(a, a, out, 0, _i(0), _i(1), _i(1))()  # an empty index space writes nothing
+    assert out.tolist() == [1, 1, 1, 1]

@@ -252,3 +252,30 @@ def test_random_boxes(seed: int) -> None:
         want = np.zeros(out_shape, np.int32)
         want[tuple(slice(p, p + n) for p, n in zip(at, box.shape, strict=True))] = box
         np.testing.assert_array_equal(got, want)
+
+
+def test_remembered_plans_are_the_plans_and_each_call_owns_its_rows() -> None:
+    """``plan`` remembers plans by description: a repeat gives equal rows in a new array, a
+    changed side (same objects, other start) a new plan, and the memo stays bounded."""
+    packed = R.Layout((1, 10, 3, 5), True)
+    plain = R.Layout((1, 10, 3, 5), False)
+    src = R.Side.box(packed, [0, 1, 0, 0], [0, 1, 2, 3])
+    dst = R.Side.box(plain, [0, 0, 0, 0], [0, 1, 2, 3])
+    space = [1, 9, 3, 5]
+    first = R.plan(space, src, dst)
+    again = R.plan(space, src, dst)
+    assert first is not None and again is not None and first is not again
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first, R._plan(space, src, dst))
+    first[:] = -1  # the caller's copy: the memo keeps its own
+    np.testing.assert_array_equal(R.plan(space, src, dst), again)
+    src.start[1] = 0  # the same Side object, another copy
+    moved = R.plan(space, src, dst)
+    np.testing.assert_array_equal(moved, R._plan(space, src, dst))
+    assert not np.array_equal(moved, again)
+    got = np.zeros(30 * 5, np.float32)
+    data = np.arange(4 * 3 * 5 * 4, dtype=np.float32)  # 3 blocks of 4 lanes hold 10 channels
+    R.apply_reference(data, got, moved)
+    want = layout.unpack_nc4hw4(data, (1, 10, 3, 5))[:, :9].ravel()
+    np.testing.assert_array_equal(got[: want.size], want)
+    assert R._memo_bytes[0] <= R._MEMO_BYTES

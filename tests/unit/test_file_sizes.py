@@ -29,7 +29,6 @@ ALLOWED = {
     "mnnpy/ops/convolution.py": 234,
     "mnnpy/ops/loop.py": 258,
     "mnnpy/ops/pool.py": 232,
-    "mnnpy/backend/cpu/executions/binary.py": 211,
     "mnnpy/backend/cpu/executions/loop.py": 290,
     "mnnpy/backend/cpu/executions/static_raster.py": 318,
 }

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType
 from mnnpy.backend.allocator import allocate_block, free_block
+from mnnpy.backend.cpu.kernels.steps import CallLoop as CCallLoop
 from mnnpy.backend.handles import TensorHandleFactory, TensorHandleFactoryRegistry
 from mnnpy.errors import NotSupportError, OutOfMemoryError
+from mnnpy.execution import CallLoop
 from mnnpy.memory import MemoryPlan, MemoryPlanner, align
 from mnnpy.tensor import Tensor
 
@@ -239,6 +242,10 @@ class CPUBackend(Backend):
     def on_copy_buffer(self, src: Tensor, dst: Tensor) -> None:
         """Copy between host tensors, converting layouts (NCHW / NHWC / NC4HW4)."""
         dst.copy_from_host_tensor(src)
+
+    def call_loop(self, calls: Sequence[Callable[[], object]]) -> CallLoop:
+        """The run loop in C (``kernels.steps.CallLoop``): bound kernels run without Python."""
+        return CCallLoop(calls)  # type: ignore[return-value]  # the same interface, in Cython
 
     # -- helpers for executions ---------------------------------------------------------------
     @property

@@ -14,8 +14,10 @@ small cost model. Planning happens in ``on_resize``; ``on_execute`` only runs th
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -269,7 +271,41 @@ def _rows(src_off: int, dst_off: int, walk: list[Dim]) -> list[list[int]]:
 
 
 def plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
-    """Region rows copying ``src`` to ``dst`` over iteration ``space``; None when too many."""
+    """Region rows copying ``src`` to ``dst`` over iteration ``space``; None when too many.
+
+    Plans are remembered by their description (networks repeat the same copies block after
+    block, and resizes repeat them), up to ``_MEMO_BYTES`` of rows; each call gets its own array.
+    """
+    key = (tuple(space), _key(src), _key(dst))
+    with _memo_lock:  # sessions may be created in several threads
+        known = key in _memo
+        rows = _memo[key] if known else None
+        if known:
+            _memo.move_to_end(key)
+    if not known:
+        rows = _plan(space, src, dst)
+        with _memo_lock:
+            if key not in _memo:
+                _memo[key] = rows
+                _memo_bytes[0] += 0 if rows is None else rows.nbytes
+            while _memo_bytes[0] > _MEMO_BYTES and len(_memo) > 1:
+                old = _memo.popitem(last=False)[1]
+                _memo_bytes[0] -= 0 if old is None else old.nbytes
+    return None if rows is None else rows.copy()
+
+
+_MEMO_BYTES = 8 << 20
+_memo: collections.OrderedDict[tuple, np.ndarray | None] = collections.OrderedDict()
+_memo_bytes = [0]
+_memo_lock = threading.Lock()
+
+
+def _key(side: Side) -> tuple:
+    """A side as a hashable value (``Layout`` is frozen; starts and terms become tuples)."""
+    return side.layout, tuple(side.start), tuple(tuple(t) for t in side.terms)
+
+
+def _plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
     space = list(space)
     if 0 in space:
         return np.zeros((0, COLS), np.int64)

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions import binary_int8
+from mnnpy.backend.cpu.executions.binary_plan import broadcast_plan, lane_compatible
+from mnnpy.backend.cpu.executions.convolution_base import chain
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import eltwise as K
 from mnnpy.backend.cpu.kernels import specialize
-from mnnpy.errors import NotSupportError
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpType
@@ -21,49 +22,9 @@ from mnnpy.tensor import Tensor
 
 _REPEAT = np.array([0, 0], np.intp)  # a size-1 input in the (rows, inner) index space
 
+__all__ = ["CPUBinary", "CPUBinaryCast", "broadcast_plan", "lane_compatible"]
+
 _DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8))
-
-
-def lane_compatible(t: Tensor, out: Tensor) -> bool:
-    """Whether ``t``'s storage maps element by element onto ``out``'s (same data order)."""
-    if t.element_size != out.element_size:
-        return False
-    if t.is_packed or out.is_packed:
-        return t.is_packed and out.is_packed and t.shape == out.shape
-    return True  # plain storage is the C order of the logical array; extra 1-dims do not move it
-
-
-def broadcast_plan(
-    a: Sequence[int], b: Sequence[int], out: Sequence[int]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Index space and element strides of ``a`` and ``b`` over ``out``, adjacent dims merged."""
-    rank = len(out)
-    dims = []
-    for shape in (a, b):
-        shape = (1,) * (rank - len(shape)) + tuple(shape)
-        strides, step = [0] * rank, 1
-        for d in range(rank - 1, -1, -1):
-            strides[d] = step if shape[d] != 1 else 0
-            step *= shape[d]
-        dims.append(strides)
-    space: list[list[int]] = []  # [extent, a_stride, b_stride]
-    for d in range(rank):
-        extent, sa, sb = out[d], dims[0][d], dims[1][d]
-        if extent == 1:
-            continue
-        if space and space[-1][1] == sa * extent and space[-1][2] == sb * extent:
-            space[-1] = [space[-1][0] * extent, sa, sb]
-        else:
-            space.append([extent, sa, sb])
-    space = space or [[1, 0, 0]]
-    if len(space) > K.MAX_DIMS:
-        raise NotSupportError(f"broadcasting {tuple(a)!r} with {tuple(b)!r} needs too many dims")
-    cols = np.array(space, dtype=np.intp).T
-    return (
-        np.ascontiguousarray(cols[0]),
-        np.ascontiguousarray(cols[1]),
-        np.ascontiguousarray(cols[2]),
-    )
 
 
 class CPUBinary(Execution):
@@ -99,6 +60,23 @@ class CPUBinary(Execution):
         self._io = LogicalIO(cpu_backend(self.backend), inputs, outputs)
         self._io.release()
         self._plan = broadcast_plan(inputs[0].shape, inputs[1].shape, out.shape)
+
+    def bind(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Callable[[], None] | None:
+        """float32 on raw storage: the kernel with its buffers resolved once (``bind_binary``)."""
+        out = outputs[0]
+        if self._io is not None or self.code is None or len(inputs) != 2:
+            return None
+        if not inputs[0].dtype == inputs[1].dtype == out.dtype == np.float32:
+            return None
+        a, b = self._strides
+        call = K.bind_binary(inputs[0].buffer, inputs[1].buffer, out.buffer, self.code,
+                             self._shape, a, b, self.relu, self.backend.num_thread)  # fmt: skip
+        if self._pad is None:
+            return call
+        pad = self._pad
+        return chain(call, lambda: K.zero_padding(out.buffer, *pad))
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         out, threads = outputs[0], self.backend.num_thread

@@ -1,5 +1,7 @@
 import numpy as np
 
+from mnnpy.backend.cpu.kernels.gemm import KernelCall
+
 FLOAT_OPS: frozenset[int]
 INT_OPS: frozenset[int]
 COMPARE_OPS: frozenset[int]
@@ -24,3 +26,17 @@ def clamp(
 ) -> None: ...
 def zero_padding(buf: np.ndarray, batch: int, channel: int, area: int) -> None: ...
 def round_bfloat16(buf: np.ndarray, n: int) -> None: ...
+
+class BinaryCall(KernelCall): ...
+
+def bind_binary(
+    a: np.ndarray,
+    b: np.ndarray,
+    out: np.ndarray,
+    op: int,
+    shape: np.ndarray,
+    a_strides: np.ndarray,
+    b_strides: np.ndarray,
+    relu: bool = False,
+    num_thread: int = 1,
+) -> BinaryCall: ...

@@ -17,7 +17,7 @@ from libc.stdint cimport uint32_t
 from libc.stddef cimport ptrdiff_t
 from libc.string cimport memcpy
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, current_isa
 
 
 cdef extern from "eltwise_kernels.h" nogil:
@@ -75,7 +75,10 @@ cdef enum:
     RIGHTSHIFT = 28
     MUL_SILU = 29
 
-MAX_DIMS = 8
+cdef enum:
+    MAX_DIMS_C = 8  # the most dims of an index space (``MAX_DIMS``)
+
+MAX_DIMS = MAX_DIMS_C
 FLOAT_OPS = frozenset({
     ADD, SUB, MUL, POW, REALDIV, MINIMUM, MAXIMUM, GREATER,
     GREATER_EQUAL, LESS, FLOORDIV, SQUARED_DIFFERENCE, EQUAL, LESS_EQUAL, FLOORMOD, MOD, ATAN2,
@@ -290,7 +293,7 @@ def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
     write the inputs' dtype (int8 / uint8 results wrap; see ``_narrow_op`` for shifts). With
     ``relu`` negative results become 0 (BinaryOp's ``activationType`` 1).
     """
-    cdef Py_ssize_t ndim = shape.shape[0], total = 1, d, rows, inner, cpr, clen, tasks, t, c0, c1
+    cdef Py_ssize_t ndim = shape.shape[0], total = 1, d, rows, inner, cpr
     if ndim < 1 or ndim > MAX_DIMS or a_strides.shape[0] != ndim or b_strides.shape[0] != ndim:
         raise ValueError(f"bad index space: {ndim} dims")
     for d in range(ndim):
@@ -315,30 +318,90 @@ def binary(const in_t[::1] a, const in_t[::1] b, out_t[::1] out, int op,
         raise ValueError(f"binary op {op} does not support these dtypes")
     inner = shape[ndim - 1]
     rows = total // inner
+    cpr = _chunks(rows, inner, total, &num_thread)
+    _tasks(op, &a[0], &b[0], &out[0], &shape[0], &a_strides[0], &b_strides[0], ndim, rows, inner,
+           cpr, relu, num_thread)
+
+
+cdef Py_ssize_t _chunks(Py_ssize_t rows, Py_ssize_t inner, Py_ssize_t total,
+                        int* num_thread) noexcept:
+    # chunks per row; a run too small to wake another thread gets num_thread 1
     if total < _MIN_CHUNK:  # too little work to wake another thread
-        num_thread = 1
+        num_thread[0] = 1
     # Rows are split into chunks when there are too few rows to share between threads, or
     # into one chunk per thread when they are long (the planes of NC4HW4 images, see
     # CPUBinary): tasks go chunk by chunk, so each thread takes the same part of every row, the
     # part the convolutions' pixel tiles gave it (data stays in the cache that holds it).
-    cpr = 1
-    if num_thread > 1 and inner >= 2 * _MIN_CHUNK:
-        cpr = min((inner + _MIN_CHUNK - 1) // _MIN_CHUNK, 4 * num_thread) if rows < num_thread \
-            else num_thread
-    clen = (inner + cpr - 1) // cpr
-    tasks = rows * cpr
+    cdef Py_ssize_t cpr = 1, n = num_thread[0]
+    if n > 1 and inner >= 2 * _MIN_CHUNK:
+        cpr = min((inner + _MIN_CHUNK - 1) // _MIN_CHUNK, 4 * n) if rows < n else n
+    return cpr
+
+
+cdef void _tasks(int op, const in_t* a, const in_t* b, out_t* o, const Py_ssize_t* shape,
+                 const Py_ssize_t* astr, const Py_ssize_t* bstr, Py_ssize_t ndim,
+                 Py_ssize_t rows, Py_ssize_t inner, Py_ssize_t cpr, bint relu,
+                 int num_thread) noexcept:
+    cdef Py_ssize_t clen = (inner + cpr - 1) // cpr, tasks = rows * cpr, t, c0, c1
     with nogil:
         if num_thread == 1:  # cpr == 1: a task is a row
             for t in range(tasks):
-                _task(op, &a[0], &b[0], &out[0], &shape[0], &a_strides[0], &b_strides[0], ndim,
-                      t, 0, inner, relu)
+                _task(op, a, b, o, shape, astr, bstr, ndim, t, 0, inner, relu)
         else:
             for t in prange(tasks, num_threads=num_thread, schedule="static"):
                 c0 = (t // rows) * clen
                 c1 = min(c0 + clen, inner)
                 if c0 < c1:
-                    _task(op, &a[0], &b[0], &out[0], &shape[0], &a_strides[0], &b_strides[0],
-                          ndim, t % rows, c0, c1, relu)
+                    _task(op, a, b, o, shape, astr, bstr, ndim, t % rows, c0, c1, relu)
+
+
+cdef class BinaryCall(KernelCall):
+    """A float32 BinaryOp on fixed buffers (``bind_binary``): ``s`` is ``a``, ``w`` is ``b``."""
+    cdef int op
+    cdef bint relu
+    cdef Py_ssize_t ndim, rows, inner, cpr
+    cdef Py_ssize_t shape[MAX_DIMS_C]
+    cdef Py_ssize_t astr[MAX_DIMS_C]
+    cdef Py_ssize_t bstr[MAX_DIMS_C]
+
+    cdef void run(self) noexcept:
+        if self.rows:
+            _tasks(self.op, self.s, self.w, self.d, self.shape, self.astr, self.bstr, self.ndim,
+                   self.rows, self.inner, self.cpr, self.relu, self.num_thread)
+
+
+def bind_binary(const float[::1] a, const float[::1] b, float[::1] out, int op,
+                const Py_ssize_t[::1] shape, const Py_ssize_t[::1] a_strides,
+                const Py_ssize_t[::1] b_strides, bint relu=False, int num_thread=1):
+    """``binary`` on these float32 buffers (a float32 result, so no comparison), checked now: a
+    ``BinaryCall`` that runs it when called with no arguments (``Execution.bind``)."""
+    cdef Py_ssize_t ndim = shape.shape[0], total = 1, d
+    if ndim < 1 or ndim > MAX_DIMS or a_strides.shape[0] != ndim or b_strides.shape[0] != ndim:
+        raise ValueError(f"bad index space: {ndim} dims")
+    if _is_compare(op) or op not in FLOAT_OPS:
+        raise ValueError(f"binary op {op} does not support these dtypes")
+    for d in range(ndim):
+        if shape[d] < 0:
+            raise ValueError("negative extent")
+        total *= shape[d]
+    cdef BinaryCall call = BinaryCall()
+    call.op, call.relu, call.ndim = op, relu, ndim
+    call.buffers = (a, b, out)
+    if total == 0:
+        call.rows = 0
+        return call
+    if _reach(shape, a_strides) > a.shape[0] or _reach(shape, b_strides) > b.shape[0]:
+        raise ValueError("input buffers too small for the index space")
+    if out.shape[0] < total:
+        raise ValueError(f"output buffer has {out.shape[0]} elements, needs {total}")
+    for d in range(ndim):
+        call.shape[d], call.astr[d], call.bstr[d] = shape[d], a_strides[d], b_strides[d]
+    call.inner = shape[ndim - 1]
+    call.rows = total // call.inner
+    call.cpr = _chunks(call.rows, call.inner, total, &num_thread)
+    call.num_thread = num_thread
+    call.s, call.w, call.d = &a[0], &b[0], &out[0]
+    return call
 
 
 def relu(const float[::1] src, float[::1] dst, Py_ssize_t n, float slope=0, int num_thread=1):
