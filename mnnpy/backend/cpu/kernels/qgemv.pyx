@@ -27,10 +27,12 @@ cdef extern from "qgemv_kernels.h" nogil:
     int MNNPY_DQ_NIBBLE, MNNPY_DQ_BYTE, MNNPY_DQ_HALF
     void mnnpy_dq_init()
     void mnnpy_qgemv_gather(const float* src, ptrdiff_t M, ptrdiff_t K, ptrdiff_t hw,
-                            ptrdiff_t bstride, ptrdiff_t blocks, float* x, float* xsum)
+                            ptrdiff_t bstride, ptrdiff_t blocks, float* x, float* xsum,
+                            float* xpair)
     void mnnpy_qgemv_panels(int isa, int kind, const uint8_t* codes, const float* sc,
                             const float* off, ptrdiff_t K, ptrdiff_t blocks, const float* x,
-                            const float* xsum, ptrdiff_t M, const float* bias, float lo,
+                            const float* xsum, const float* xpair, ptrdiff_t M,
+                            const float* bias, float lo,
                             float hi, float* dst, ptrdiff_t oc4, ptrdiff_t hw,
                             ptrdiff_t bstride, ptrdiff_t p0, ptrdiff_t p1)
 
@@ -39,8 +41,9 @@ mnnpy_dq_init()  # CPU features (F16C), once, before any kernel runs
 
 
 def scratch_floats(Py_ssize_t k, Py_ssize_t blocks, Py_ssize_t tokens):
-    """Floats of scratch a call needs: the gathered input and its per-block sums."""
-    return tokens * (k + max(blocks, 1))
+    """Floats of scratch a call needs: the gathered input, its per-block sums and (even ``k``)
+    its row pairs spread over 16 lanes."""
+    return tokens * (k + max(blocks, 1) + (8 * k if k % 2 == 0 else 0))
 
 
 cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
@@ -58,6 +61,7 @@ cdef class QgemvCall:
     cdef float* dst
     cdef float* x
     cdef float* xsum
+    cdef float* xpair
     cdef Py_ssize_t panels, k, blocks, tokens, hw, in_stride, out_stride, oc4, step
     cdef float lo, hi
     cdef int kind, num_thread
@@ -72,18 +76,19 @@ cdef class QgemvCall:
         cdef int isa = current_isa()
         with nogil:
             mnnpy_qgemv_gather(self.src, self.tokens, self.k, self.hw, self.in_stride,
-                               self.blocks, self.x, self.xsum)
+                               self.blocks, self.x, self.xsum, self.xpair)
             if self.num_thread == 1 or items <= 1:
                 mnnpy_qgemv_panels(isa, self.kind, self.codes, self.sc, self.off, self.k,
-                                   self.blocks, self.x, self.xsum, self.tokens, self.bias,
-                                   self.lo, self.hi, self.dst, self.oc4, self.hw,
+                                   self.blocks, self.x, self.xsum, self.xpair, self.tokens,
+                                   self.bias, self.lo, self.hi, self.dst, self.oc4, self.hw,
                                    self.out_stride, 0, panels)
             else:
                 for it in prange(items, num_threads=self.num_thread, schedule="static"):
                     mnnpy_qgemv_panels(isa, self.kind, self.codes, self.sc, self.off, self.k,
-                                       self.blocks, self.x, self.xsum, self.tokens, self.bias,
-                                       self.lo, self.hi, self.dst, self.oc4, self.hw,
-                                       self.out_stride, it * step, min(panels, (it + 1) * step))
+                                       self.blocks, self.x, self.xsum, self.xpair,
+                                       self.tokens, self.bias, self.lo, self.hi, self.dst,
+                                       self.oc4, self.hw, self.out_stride, it * step,
+                                       min(panels, (it + 1) * step))
 
 
 cdef Py_ssize_t _blocks(int bits, Py_ssize_t panels, Py_ssize_t k, Py_ssize_t n_scale,
@@ -154,6 +159,7 @@ def bind_qgemv(const uint8_t[::1] codes, int bits, const float[::1] scale,
     call.src, call.dst, call.bias = &src[0], &dst[0], &bias[0]
     call.x = &scratch[0]
     call.xsum = &scratch[tokens * k]
+    call.xpair = &scratch[tokens * (k + max(blocks, 1))] if k % 2 == 0 else NULL
     return call
 
 

@@ -31,11 +31,13 @@ MNNPY_INLINE ptrdiff_t mnnpy_qg_at(ptrdiff_t m, ptrdiff_t c, ptrdiff_t hw, ptrdi
     return (m / hw) * bstride + (c >> 2) * hw * 4 + (m % hw) * 4 + (c & 3);
 }
 
-/* x[m][k] = the input's channel k of token m; xsum[m][b] = the sum over block b's rows. */
+/* x[m][k] = the input's channel k of token m; xsum[m][b] = the sum over block b's rows;
+ * xpair (when K is even) = for each token and row pair j, x[2j] eight times then x[2j + 1]
+ * eight times (``[M][K / 2][16]``, the AVX-512 nibble loop's multiplier, read as is). */
 MNNPY_STATIC void mnnpy_qgemv_gather(const float* src, ptrdiff_t M, ptrdiff_t K, ptrdiff_t hw,
-                                     ptrdiff_t bstride, ptrdiff_t blocks, float* x,
-                                     float* xsum) {
-    ptrdiff_t m, k, b, nb = blocks > 0 ? blocks : 1, blen = K / nb;
+                                     ptrdiff_t bstride, ptrdiff_t blocks, float* x, float* xsum,
+                                     float* xpair) {
+    ptrdiff_t m, k, b, l, nb = blocks > 0 ? blocks : 1, blen = K / nb;
     for (m = 0; m < M; m++) {
         float* xm = x + m * K;
         if (hw == 1) {
@@ -47,6 +49,11 @@ MNNPY_STATIC void mnnpy_qgemv_gather(const float* src, ptrdiff_t M, ptrdiff_t K,
             float s = 0.0f;
             for (k = b * blen; k < (b + 1) * blen; k++) s += xm[k];
             xsum[m * nb + b] = s;
+        }
+        if (xpair && K % 2 == 0) {
+            float* xp = xpair + m * 8 * K;
+            for (k = 0; k < K; k += 2)
+                for (l = 0; l < 8; l++) xp[8 * k + l] = xm[k], xp[8 * k + 8 + l] = xm[k + 1];
         }
     }
 }
@@ -205,33 +212,100 @@ MNNPY_TQG512 static inline void mnnpy_qg_block_512(int kind, const uint8_t* c, p
                                              _mm512_add_ps(acc[m][2], acc[m][3])));
 }
 
+/* 2-4 bit codes, a block of an even number of rows: rows k and k+1 (16 bytes) zero-extended
+ * into the 16 int32 lanes, byte j of row k in lane j and of row k+1 in lane 8 + j. A
+ * permute with the 16 signed nibble values as its table turns the low nibbles (even output
+ * lanes) into floats, and the same after a shift by 4 the high ones (odd lanes): no sign
+ * extension, no conversion. The multiplier is xpair's (x[k] in lanes 0-7, x[k+1] in 8-15), so
+ * each accumulator lane sums one output lane over every other row; the halves are added and
+ * the even / odd lanes interleaved back into output order once per block. */
+MNNPY_TQG512 static inline void mnnpy_qg_block_nib_512(const uint8_t* c, ptrdiff_t k0,
+                                                       ptrdiff_t k1, const float* xp, ptrdiff_t K,
+                                                       int MM, float a[][16]) {
+    const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+    const __m512i inter = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
+                                            23);
+    __m512 ae[MNNPY_QG_MAXM][2], ao[MNNPY_QG_MAXM][2];
+    ptrdiff_t k;
+    int m, h;
+    for (m = 0; m < MM; m++)
+        for (h = 0; h < 2; h++) ae[m][h] = ao[m][h] = _mm512_setzero_ps();
+    for (k = k0; k < k1; k += 4) {
+        for (h = 0; h < 2 && k + 2 * h < k1; h++) {
+            ptrdiff_t r = k + 2 * h;
+            __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(c + 8 * r)));
+            __m512 we = _mm512_permutexvar_ps(v, table);
+            __m512 wo = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), table);
+            for (m = 0; m < MM; m++) {
+                __m512 xv = _mm512_loadu_ps(xp + m * 8 * K + 8 * r);
+                ae[m][h] = _mm512_fmadd_ps(we, xv, ae[m][h]);
+                ao[m][h] = _mm512_fmadd_ps(wo, xv, ao[m][h]);
+            }
+        }
+    }
+    for (m = 0; m < MM; m++) {
+        __m512 e = _mm512_add_ps(ae[m][0], ae[m][1]), o = _mm512_add_ps(ao[m][0], ao[m][1]);
+        e = _mm512_add_ps(e, _mm512_shuffle_f32x4(e, e, 0x4E)); /* + the other 8 lanes */
+        o = _mm512_add_ps(o, _mm512_shuffle_f32x4(o, o, 0x4E));
+        _mm512_storeu_ps(a[m], _mm512_permutex2var_ps(e, inter, o));
+    }
+}
+
+/* One block of one panel for mm tokens (the literal counts pick the unrolled loops). */
+MNNPY_TQG512 static inline void mnnpy_qg_block_any_512(int kind, int pairs, const uint8_t* c,
+                                                       ptrdiff_t k0, ptrdiff_t k1, const float* xm,
+                                                       const float* xp, ptrdiff_t K, ptrdiff_t mm,
+                                                       float a[][16]) {
+    if (pairs) {
+        switch (mm) {
+            case 1: mnnpy_qg_block_nib_512(c, k0, k1, xp, K, 1, a); break;
+            case 2: mnnpy_qg_block_nib_512(c, k0, k1, xp, K, 2, a); break;
+            case 3: mnnpy_qg_block_nib_512(c, k0, k1, xp, K, 3, a); break;
+            default: mnnpy_qg_block_nib_512(c, k0, k1, xp, K, 4, a); break;
+        }
+        return;
+    }
+    switch (mm) {
+        case 1: mnnpy_qg_block_512(kind, c, k0, k1, xm, K, 1, a); break;
+        case 2: mnnpy_qg_block_512(kind, c, k0, k1, xm, K, 2, a); break;
+        case 3: mnnpy_qg_block_512(kind, c, k0, k1, xm, K, 3, a); break;
+        default: mnnpy_qg_block_512(kind, c, k0, k1, xm, K, 4, a); break;
+    }
+}
+
+/* Panels go MNNPY_QG_PCH at a time, block by block: a block's input (and xpair) stays in L1
+ * while every panel of the group uses it; the group's sums wait in ``y``. */
+#define MNNPY_QG_PCH 16
+
 MNNPY_TQG512 static void mnnpy_qgemv_avx512(int kind, const uint8_t* codes, const float* sc,
                                             const float* off, ptrdiff_t K, ptrdiff_t blocks,
-                                            const float* x, const float* xsum, ptrdiff_t M,
+                                            const float* x, const float* xsum,
+                                            const float* xpair, ptrdiff_t M,
                                             const float* bias, float lo, float hi, float* dst,
                                             ptrdiff_t oc4, ptrdiff_t hw, ptrdiff_t bstride,
                                             ptrdiff_t p0, ptrdiff_t p1) {
     ptrdiff_t nb = blocks > 0 ? blocks : 1, blen = K / nb, cb = K * mnnpy_qg_row_bytes(kind);
-    ptrdiff_t p, m0, mm, b;
-    float y[MNNPY_QG_MAXM][16], a[MNNPY_QG_MAXM][16];
-    for (p = p0; p < p1; p++) {
-        const uint8_t* c = codes + p * cb;
-        for (m0 = 0; m0 < M; m0 += MNNPY_QG_MAXM) {
-            mm = M - m0 < MNNPY_QG_MAXM ? M - m0 : MNNPY_QG_MAXM;
-            const float* xm = x + m0 * K;
+    ptrdiff_t g, g1, p, m0, mm, b;
+    int pairs = kind == MNNPY_DQ_NIBBLE && xpair && blen % 2 == 0;
+    float y[MNNPY_QG_PCH][MNNPY_QG_MAXM][16], a[MNNPY_QG_MAXM][16];
+    for (m0 = 0; m0 < M; m0 += MNNPY_QG_MAXM) {
+        mm = M - m0 < MNNPY_QG_MAXM ? M - m0 : MNNPY_QG_MAXM;
+        const float* xm = x + m0 * K;
+        const float* xp = pairs ? xpair + m0 * 8 * K : NULL;
+        for (g = p0; g < p1; g = g1) {
+            g1 = g + MNNPY_QG_PCH < p1 ? g + MNNPY_QG_PCH : p1;
             memset(y, 0, sizeof(y));
             for (b = 0; b < nb; b++) {
                 ptrdiff_t k0 = b * blen, k1 = k0 + blen;
-                switch (mm) { /* a literal token count per call: registers, no spills */
-                    case 1: mnnpy_qg_block_512(kind, c, k0, k1, xm, K, 1, a); break;
-                    case 2: mnnpy_qg_block_512(kind, c, k0, k1, xm, K, 2, a); break;
-                    case 3: mnnpy_qg_block_512(kind, c, k0, k1, xm, K, 3, a); break;
-                    default: mnnpy_qg_block_512(kind, c, k0, k1, xm, K, 4, a); break;
+                for (p = g; p < g1; p++) {
+                    mnnpy_qg_block_any_512(kind, pairs, codes + p * cb, k0, k1, xm, xp, K, mm, a);
+                    mnnpy_qg_block_end(y[p - g], a, mm, sc ? sc + (p * nb + b) * 16 : NULL,
+                                       off ? off + (p * nb + b) * 16 : NULL, xsum + m0 * nb, nb,
+                                       b);
                 }
-                mnnpy_qg_block_end(y, a, mm, sc ? sc + (p * nb + b) * 16 : NULL,
-                                   off ? off + (p * nb + b) * 16 : NULL, xsum + m0 * nb, nb, b);
             }
-            mnnpy_qg_store(y, mm, m0, p, bias, lo, hi, dst, oc4, hw, bstride);
+            for (p = g; p < g1; p++)
+                mnnpy_qg_store(y[p - g], mm, m0, p, bias, lo, hi, dst, oc4, hw, bstride);
         }
     }
 }
@@ -323,19 +397,19 @@ MNNPY_TQG256 static void mnnpy_qgemv_avx2(int kind, const uint8_t* codes, const 
 }
 #endif
 
-/* Panels [p0, p1) of y = W x (+ bias, clamped) for M tokens; ``x`` / ``xsum`` from
- * mnnpy_qgemv_gather, ``dst`` the NC4HW4 output (``bstride`` floats per image, ``hw`` pixels). */
+/* Panels [p0, p1) of y = W x (+ bias, clamped) for M tokens; ``x`` / ``xsum`` / ``xpair``
+ * (NULL: not used) from mnnpy_qgemv_gather, ``dst`` the NC4HW4 output (``bstride`` floats per image, ``hw`` pixels). */
 MNNPY_STATIC void mnnpy_qgemv_panels(int isa, int kind, const uint8_t* codes, const float* sc,
                                      const float* off, ptrdiff_t K, ptrdiff_t blocks,
-                                     const float* x, const float* xsum, ptrdiff_t M,
-                                     const float* bias, float lo, float hi, float* dst,
-                                     ptrdiff_t oc4, ptrdiff_t hw, ptrdiff_t bstride, ptrdiff_t p0,
-                                     ptrdiff_t p1) {
+                                     const float* x, const float* xsum, const float* xpair,
+                                     ptrdiff_t M, const float* bias, float lo, float hi,
+                                     float* dst, ptrdiff_t oc4, ptrdiff_t hw, ptrdiff_t bstride,
+                                     ptrdiff_t p0, ptrdiff_t p1) {
 #if MNNPY_X86
     int f16 = kind != MNNPY_DQ_HALF || mnnpy_dq_has_f16c;
     if (isa >= MNNPY_ISA_AVX512 && f16) {
-        mnnpy_qgemv_avx512(kind, codes, sc, off, K, blocks, x, xsum, M, bias, lo, hi, dst, oc4,
-                           hw, bstride, p0, p1);
+        mnnpy_qgemv_avx512(kind, codes, sc, off, K, blocks, x, xsum, xpair, M, bias, lo, hi,
+                           dst, oc4, hw, bstride, p0, p1);
         return;
     }
     if (isa >= MNNPY_ISA_AVX2 && f16) {
