@@ -176,3 +176,17 @@ def test_bad_arguments_raise_before_reading(over, match):
 def test_fp16_refuses_scales():
     with pytest.raises(ValueError, match="no scale"):
         Q.qgemv(**_args(codes=np.zeros(512, np.uint8), bits=16))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_long_rows_go_in_panel_groups(isa, bits):
+    """An input past 32 KB of row pairs: panels in groups of 16, block by block (19 panels)."""
+    rng = np.random.default_rng(11)
+    k, oc = 1040, 300
+    codes, scale, offset = make(rng, oc, k, bits, 8, True)
+    for batch in (1, 3):
+        x = rng.normal(0, 1, (batch, k, 1)).astype(np.float32)
+        bias = rng.normal(0, 1, 304).astype(np.float32)
+        got = run(compress(codes, bits), bits, scale, offset, 19, k, x, oc, bias)
+        want = expect(weight(codes, scale, offset), x, bias, oc)
+        np.testing.assert_allclose(got[:, :oc], want, rtol=1e-3, atol=1e-4)
