@@ -7,7 +7,9 @@ interleaved (``--rounds`` times through every pair), so a busy machine slows bot
 In a process, each of ``--runs`` runs is: reset, one forward of ``--prompt`` tokens (prefill),
 then ``--decode`` forwards of one token (decode). The table gives tokens/s as the median over
 all runs and, in brackets, the best run; ``max |diff|`` is the largest difference between the
-two engines' logits after the last decode step (the same token ids are fed to both). MNN's
+two engines' logits after the last decode step (the same token ids are fed to both);
+``1st step ms`` is the median time of the first decode step, which includes re-planning the
+session from the prompt's length to one token (it counts in decode tokens/s too). MNN's
 low-memory mode also quantizes the activations to int8 on the fly (its "dynamic quant"), so its
 logits there differ from float math (mnnpy's, and MNN's own with ``--memory normal``) by more
 than rounding on a large random model.
@@ -55,15 +57,18 @@ else:
     m = llm.create(path); m.set_config(cfg); m.load()
     run = m.forward
 prompt = [(7 * i + 3) % 300 + 3 for i in range(n_prompt)]
-pre, dec = [], []
+pre, dec, first = [], [], []
 for _ in range(runs):
     m.reset()
     t = time.perf_counter(); run(prompt); pre.append(n_prompt / (time.perf_counter() - t))
     t = time.perf_counter()
     for i in range(n_decode):
         logits = run([(11 * i + 5) % 300 + 3])
+        if i == 0:
+            first.append(1e3 * (time.perf_counter() - t))
     dec.append(n_decode / (time.perf_counter() - t))
-print(json.dumps({"prefill": pre, "decode": dec, "logits": [float(v) for v in logits.ravel()]}))
+print(json.dumps({"prefill": pre, "decode": dec, "first_ms": first,
+                  "logits": [float(v) for v in logits.ravel()]}))
 sys.stdout.flush()
 import os; os._exit(0)  # the wheel's Llm crashes in its destructor at exit
 """
@@ -115,12 +120,15 @@ def collect(config: Path, args: argparse.Namespace) -> dict[int, dict[str, Any]]
                 sys.stderr.write(f"\rround {r + 1}/{args.rounds}: {engine} x{n}   ")
                 res = run_worker(engine, config, n, args)
                 time.sleep(0.1)  # let the last process's thread pool stop spinning
-                slot = out[n].setdefault(engine, {"prefill": [], "decode": [], "logits": None})
+                slot = out[n].setdefault(
+                    engine, {"prefill": [], "decode": [], "first_ms": [], "logits": None}
+                )
                 if isinstance(res, str):
                     slot["error"] = res
                     continue
                 slot["prefill"] += res["prefill"]
                 slot["decode"] += res["decode"]
+                slot["first_ms"] += res["first_ms"]
                 slot["logits"] = res["logits"]
     sys.stderr.write("\n")
     return out
@@ -138,7 +146,7 @@ def print_table(folder: Path, results: dict[int, dict[str, Any]], args: argparse
           f"{args.runs} runs per engine; tokens/s median (best)")  # fmt: skip
     print(
         f"{'threads':>7} {'engine':>6} {'prefill tok/s':>17} {'decode tok/s':>17} "
-        f"{'max |diff|':>10}"
+        f"{'1st step ms':>11} {'max |diff|':>10}"
     )
     for n, engines in results.items():
         ref = engines.get("mnn", {}).get("logits")
@@ -149,7 +157,11 @@ def print_table(folder: Path, results: dict[int, dict[str, Any]], args: argparse
             diff = "-"
             if engine != "mnn" and ref is not None and s["logits"] is not None:
                 diff = f"{max(abs(a - b) for a, b in zip(s['logits'], ref, strict=True)):.2e}"
-            print(f"{n:>7} {engine:>6} {_cell(s['prefill'])} {_cell(s['decode'])} {diff:>10}")
+            first = statistics.median(s["first_ms"]) if s["first_ms"] else float("nan")
+            print(
+                f"{n:>7} {engine:>6} {_cell(s['prefill'])} {_cell(s['decode'])} "
+                f"{first:>11.1f} {diff:>10}"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
