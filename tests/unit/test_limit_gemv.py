@@ -16,8 +16,9 @@ from mnnpy.tensor_format import DimensionFormat
 from tests.helpers import assert_close
 from tests.unit.test_limit_weights import CONV, conv_param, quantize, run, with_table
 
-# (input channels, outputs, batch, height, width): tokens = batch * height * width <= 4
-SHAPES = [(64, 37, 1, 1, 1), (12, 33, 3, 1, 1), (20, 5, 1, 2, 2), (7, 16, 2, 1, 2), (5, 1, 4, 1, 1)]
+# (input channels, outputs, batch, height, width): tokens = batch * height * width <= 8
+SHAPES = [(64, 37, 1, 1, 1), (12, 33, 3, 1, 1), (20, 5, 1, 2, 2), (7, 16, 2, 1, 2), (5, 1, 4, 1, 1),
+          (12, 33, 6, 1, 1), (9, 20, 2, 2, 2)]  # fmt: skip
 
 
 def _execution(session):
@@ -54,7 +55,7 @@ def test_gemv_matches_dequantized_path(monkeypatch, shape, bits, asym, block):
 
 def test_more_pixels_or_a_window_keep_the_chunked_path(monkeypatch):
     rng = np.random.default_rng(1)
-    for k, hw in ((1, (1, 5)), (3, (1, 1))):
+    for k, hw in ((1, (1, 9)), (3, (1, 1))):
         weight = rng.standard_normal((8, 4, k, k)).astype(np.float32)
         table = quantize(weight, 4)
         pad = {"padX": 1, "padY": 1} if k == 3 else {}
