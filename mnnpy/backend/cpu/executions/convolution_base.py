@@ -16,7 +16,7 @@ from mnnpy.ops.convolution import ConvGeometry, activation_bounds, conv_common, 
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
 
-__all__ = ["EMPTY", "CPUConvolutionBase", "chain", "gemm_tile", "pad_to"]
+__all__ = ["EMPTY", "CPUConvolutionBase", "ChunkedRun", "chain", "gemm_tile", "pad_to"]
 
 # An im2col tile of this many floats (256 KB) stays in L2 while all its channel panels run.
 L2_TILE_FLOATS = 64 * 1024
@@ -146,3 +146,30 @@ class CPUConvolutionBase(Execution):
         for t in held:
             backend.on_release_buffer(t, StorageType.DYNAMIC)
         return scratch
+
+
+class ChunkedRun:
+    """A run that is a list of prepared calls, for LIMIT mode's chunked convolutions.
+
+    ``_calls`` lists them (a chunk's dequantization, its kernel, ...); they are bound once
+    (``bind``) or made and called in turn (``on_execute``). A mixin placed before the execution
+    class.
+    """
+
+    def _calls(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Callable]:
+        raise NotImplementedError
+
+    def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
+        """One call that runs the prepared calls in order (``Execution.bind``)."""
+        calls = self._calls(inputs, outputs)
+
+        def run() -> None:
+            for call in calls:
+                call()
+
+        return run
+
+    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Make the calls for these tensors and run them (``Execution.on_execute``)."""
+        for call in self._calls(inputs, outputs):
+            call()

@@ -30,7 +30,12 @@ from functools import partial
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.convolution_base import EMPTY, CPUConvolutionBase, gemm_tile
+from mnnpy.backend.cpu.executions.convolution_base import (
+    EMPTY,
+    ChunkedRun,
+    CPUConvolutionBase,
+    gemm_tile,
+)
 from mnnpy.backend.cpu.executions.convolution_gemm import _GATHER_BELOW, CPUConvolutionGemm
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.backend.cpu.kernels import qgemv as Q
@@ -49,7 +54,7 @@ _CHUNK_FLOATS = 256 * 1024
 GEMV_TOKENS = 8
 
 
-class CPUConvolutionGemmLimit(CPUConvolutionGemm):
+class CPUConvolutionGemmLimit(ChunkedRun, CPUConvolutionGemm):
     """Group-1 convolution by GEMM on weights kept compressed, dequantized chunk by chunk
     (LIMIT mode; MNN's DenseConvolutionTiledExecutor on low-memory weights).
 
@@ -98,8 +103,10 @@ class CPUConvolutionGemmLimit(CPUConvolutionGemm):
 
     def _calls(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Callable]:
         """The calls of one run, in order: dequantize a chunk, convolve with it (and, for a
-        batch, copy its channels into the output).
+        batch, copy its channels into the output); few pixels: the fused GEMV alone.
         """
+        if self._gemv:
+            return [self._gemv_call(inputs, outputs)]
         c, ws = self.compressed, self._weight_scratch
         assert c is not None and ws is not None
         src, dst, w = inputs[0].buffer, outputs[0].buffer, ws.buffer
@@ -147,19 +154,6 @@ class CPUConvolutionGemmLimit(CPUConvolutionGemm):
         )  # fmt: skip
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
-        if self._gemv:
+        if self._gemv:  # the kernel's own call, no loop around it
             return self._gemv_call(inputs, outputs)
-        calls = self._calls(inputs, outputs)
-
-        def run() -> None:
-            for call in calls:
-                call()
-
-        return run
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        if self._gemv:
-            self._gemv_call(inputs, outputs)()
-            return
-        for call in self._calls(inputs, outputs):
-            call()
+        return super().bind(inputs, outputs)

@@ -23,7 +23,12 @@ from functools import partial
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.convolution_base import EMPTY, CPUConvolutionBase, pad_to
+from mnnpy.backend.cpu.executions.convolution_base import (
+    EMPTY,
+    ChunkedRun,
+    CPUConvolutionBase,
+    pad_to,
+)
 from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels
 from mnnpy.backend.cpu.executions.convolution_winograd import (
     CPUConvolutionWinograd,
@@ -54,7 +59,7 @@ def _align(n: int) -> int:
     return -(-n // 16) * 16  # floats: 64-byte aligned offsets inside one scratch
 
 
-class CPUConvolutionWinogradLimit(CPUConvolutionWinograd):
+class CPUConvolutionWinogradLimit(ChunkedRun, CPUConvolutionWinograd):
     """3x3 stride-1 convolution by Winograd F(unit, 3) on weights kept compressed (LIMIT).
 
     Args:
@@ -131,16 +136,3 @@ class CPUConvolutionWinogradLimit(CPUConvolutionWinograd):
                 into = view[:, o0 // 4 : o0 // 4 + c4(chunk_oc)]
                 calls.append(partial(np.copyto, into, out.reshape(batch, c4(chunk_oc), plane)))
         return calls
-
-    def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
-        calls = self._calls(inputs, outputs)
-
-        def run() -> None:
-            for call in calls:
-                call()
-
-        return run
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        for call in self._calls(inputs, outputs):
-            call()

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "simd.h"
+#include "winograd_kernels.h"
 
 #define MNNPY_WINO_G(SUF, ATTR, V, W, LOAD, STORE, ADD, SUB, MUL, K)                          \
     /* y (a values, stride s) = G x for x0, x1, x2 */                                        \
@@ -63,34 +64,15 @@
                 }                                                                            \
     }
 
-/* Portable: a vector is 4 lanes. */
-typedef struct {
-    float v[4];
-} mnnpy_wv4;
-MNNPY_INLINE mnnpy_wv4 mnnpy_wv4_load(const float* p) {
-    mnnpy_wv4 x;
+/* Portable: winograd_kernels.h's 4-lane vector, loaded and stored as floats. */
+MNNPY_INLINE mnnpy_w4 mnnpy_w4_load(const float* p) {
+    mnnpy_w4 x;
     memcpy(x.v, p, sizeof(x.v));
     return x;
 }
-MNNPY_INLINE void mnnpy_wv4_store(float* p, mnnpy_wv4 x) { memcpy(p, x.v, sizeof(x.v)); }
-MNNPY_INLINE mnnpy_wv4 mnnpy_wv4_add(mnnpy_wv4 x, mnnpy_wv4 y) {
-    for (int l = 0; l < 4; ++l) x.v[l] += y.v[l];
-    return x;
-}
-MNNPY_INLINE mnnpy_wv4 mnnpy_wv4_sub(mnnpy_wv4 x, mnnpy_wv4 y) {
-    for (int l = 0; l < 4; ++l) x.v[l] -= y.v[l];
-    return x;
-}
-MNNPY_INLINE mnnpy_wv4 mnnpy_wv4_mul(mnnpy_wv4 x, mnnpy_wv4 y) {
-    for (int l = 0; l < 4; ++l) x.v[l] *= y.v[l];
-    return x;
-}
-MNNPY_INLINE mnnpy_wv4 mnnpy_wv4_k(float c) {
-    mnnpy_wv4 x = {{c, c, c, c}};
-    return x;
-}
-MNNPY_WINO_G(_c, , mnnpy_wv4, 4, mnnpy_wv4_load, mnnpy_wv4_store, mnnpy_wv4_add, mnnpy_wv4_sub,
-             mnnpy_wv4_mul, mnnpy_wv4_k)
+MNNPY_INLINE void mnnpy_w4_store(float* p, mnnpy_w4 x) { memcpy(p, x.v, sizeof(x.v)); }
+MNNPY_WINO_G(_c, , mnnpy_w4, 4, mnnpy_w4_load, mnnpy_w4_store, mnnpy_w4_add, mnnpy_w4_sub,
+             mnnpy_w4_mul, mnnpy_w4_k)
 
 #if MNNPY_X86
 MNNPY_WINO_G(_256, MNNPY_T256, __m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_add_ps,
