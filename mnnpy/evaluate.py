@@ -8,7 +8,7 @@ Size) use the session's tensors for shapes and formats; every other op its refer
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,7 +28,7 @@ def evaluate(session: Session, indexes: Iterable[int]) -> dict[int, np.ndarray]:
     Raises:
         NotSupportError: when an op on the way has no reference.
     """
-    producers = {i: op for p in session.schedule_info.pipelines for op in p.ops for i in op.outputs}
+    producers: dict[int, Any] = {}  # filled on first use: inputs alone (an LLM's) need none
     cache: dict[int, np.ndarray] = {}
 
     def value(index: int) -> np.ndarray:
@@ -41,6 +41,13 @@ def evaluate(session: Session, indexes: Iterable[int]) -> dict[int, np.ndarray]:
         elif t.describe.usage == TensorUsage.INPUT:
             cache[index] = t.numpy()
         else:
+            if not producers:
+                producers.update(
+                    (i, op)
+                    for p in session.schedule_info.pipelines
+                    for op in p.ops
+                    for i in op.outputs
+                )
             op = producers[index]
             fold = fold_function(op.type)
             try:

@@ -162,27 +162,41 @@ class Llm:
         if n == 0 or min(ids) < 0 or max(ids) >= self.embeddings.shape[0]:
             raise InvalidValueError(f"token ids must be in [0, {self.embeddings.shape[0]})")
         it, s = self.interpreter, self.session
+        feed = self._feed(ids)
         if n != self._seq:
-            shapes = {"input_ids": (n, 1, self.hidden), "attention_mask": (1, 1, n, n),
-                      "position_ids": (1, n), "logits_index": (1,)}  # fmt: skip
-            for name, shape in shapes.items():
-                it.resize_tensor(it.get_session_input(s, name), shape)
-            it.resize_session(s)
+            inputs = {name: it.get_session_input(s, name) for name in feed}
+            for name, value in feed.items():
+                it.resize_tensor(inputs[name], value.shape)
+            # llmexport's graph slices the row ``logits_index`` names, so that slice's shape
+            # needs the value: given it, one resize plans the whole graph (a plain one stops at
+            # the slice, and the run would plan everything again)
+            needed = s._needed  # noqa: SLF001 - the session's own record of such inputs
+            known = {
+                t.describe.index: feed[k] for k, t in inputs.items() if t.describe.index in needed
+            }
+            if known:
+                s.resize(known)
+            else:
+                it.resize_session(s)
             self._seq = n
-        bits = self.embeddings[np.asarray(ids)].astype(np.uint32) << 16
-        mask = np.triu(np.full((n, n), np.finfo(np.float32).min, np.float32), 1)
-        pos = len(self.history)
-        feed = {
-            "input_ids": bits.view(np.float32).reshape(n, 1, self.hidden),
-            "attention_mask": mask.reshape(1, 1, n, n),
-            "position_ids": np.arange(pos, pos + n, dtype=np.int32).reshape(1, n),
-            "logits_index": np.array([-1], np.int32),
-        }
         for name, value in feed.items():
             it.get_session_input(s, name).copy_from(value)
         it.run_session(s)
         self.history.extend(ids)
         return it.get_session_output(s, "logits").numpy()
+
+    def _feed(self, ids: list[int]) -> dict[str, np.ndarray]:
+        """The graph's inputs for ``ids`` after the cached tokens."""
+        n = len(ids)
+        bits = self.embeddings[np.asarray(ids)].astype(np.uint32) << 16
+        mask = np.triu(np.full((n, n), np.finfo(np.float32).min, np.float32), 1)
+        pos = len(self.history)
+        return {
+            "input_ids": bits.view(np.float32).reshape(n, 1, self.hidden),
+            "attention_mask": mask.reshape(1, 1, n, n),
+            "position_ids": np.arange(pos, pos + n, dtype=np.int32).reshape(1, n),
+            "logits_index": np.array([-1], np.int32),
+        }
 
     def generate_stream(self, ids: list[int], max_new_tokens: int) -> Iterator[int]:
         """Yield up to ``max_new_tokens`` new tokens after ``ids`` (a stop token ends it)."""

@@ -290,8 +290,11 @@ def batch(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m mnnpy``; returns the exit code."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["bench"]:  # its own parser: see mnnpy/tooling/benchmark.py
-        from mnnpy.tooling.benchmark import main as bench_main
+    if argv[:1] == ["bench"]:  # its own parser: mnnpy/tooling/benchmark.py (--llm: bench_llm.py)
+        if any(a == "--llm" or a.startswith("--llm=") for a in argv):
+            from mnnpy.tooling.bench_llm import main as bench_main
+        else:
+            from mnnpy.tooling.benchmark import main as bench_main
 
         return bench_main(argv[1:])
     if argv[:1] == ["chat"]:  # its own parser: see mnnpy/llm/chat.py

@@ -147,3 +147,35 @@ def test_mem_command_before_run(capsys) -> None:
 
     assert main(["mem", str(DATA / "q4_b64" / "llm.mnn"), "--memory", "low"]) == 0
     assert "static (weights)" in capsys.readouterr().out
+
+
+def test_length_change_plans_once(monkeypatch) -> None:
+    """Prefill -> decode re-plans the session once: the last slice's ``logits_index`` value is
+    given to the resize, so the run does not plan again (regression: it planned twice)."""
+    m = llm.create(DATA / "q4_b64")
+    m.set_config({"thread_num": 1, "sampler_type": "greedy", "max_new_tokens": 8})
+    m.load()
+    calls = []
+    real = type(m.session).resize
+    monkeypatch.setattr(type(m.session), "resize", lambda s, known=None: (calls.append(known),
+                        real(s, known))[1])  # fmt: skip
+    first = m.forward([5, 6, 7]).copy()
+    m.forward([8])
+    assert len(calls) == 2, calls  # one per length: 3 tokens, then 1
+    m.reset()
+    np.testing.assert_array_equal(m.forward([5, 6, 7]), first)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_two_threads_give_identical_logits(name) -> None:
+    """Prefill and decode steps (the fused GEMV splits panels between threads) as with one."""
+    g = dict(np.load(DATA / name / "golden.npz"))
+    out = []
+    for threads in (1, 2):
+        m = llm.create(DATA / name / "config.json")
+        m.set_config({"thread_num": threads, "sampler_type": "greedy", "max_new_tokens": 8})
+        m.load()
+        rows = [m.forward(g["prompt_ids"].tolist()).reshape(-1)]
+        rows += [m.forward([int(t)]).reshape(-1) for t in g["tokens"][:4]]
+        out.append(np.stack(rows))
+    np.testing.assert_array_equal(out[1], out[0])

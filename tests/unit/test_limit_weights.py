@@ -103,6 +103,8 @@ FORMATS = [(8, False, 0), (8, True, 0), (4, False, 0), (4, True, 0), (16, False,
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize(("bits", "asym", "block"), FORMATS)
 def test_limit_matches_float_weights(monkeypatch, case, bits, asym, block):
+    # bit for bit: the dequantized path (the fused GEMV of few pixels: test_limit_gemv.py)
+    monkeypatch.setattr(GL, "GEMV_TOKENS", 0)
     c, oc, k, group, op_type, common, batch, hw = CASES[case]
     rng = np.random.default_rng(bits)
     w = rng.standard_normal((oc, c // group, k, k)).astype(np.float32)
@@ -210,6 +212,7 @@ def test_inner_product_fp16_file_table_limit():
 def test_chunks_of_panels(monkeypatch, case, bits, asym, block, batch):
     """One 16-channel panel per chunk (dequantize, convolve, next): same as the float path."""
     monkeypatch.setattr(GL, "_CHUNK_FLOATS", 1)
+    monkeypatch.setattr(GL, "GEMV_TOKENS", 0)  # one pixel would take the fused GEMV
     c, oc, k, group, op_type, common, _, hw = CASES[case]
     oc = 37  # three chunks, the last one partial
     rng = np.random.default_rng(bits + batch)

@@ -130,7 +130,8 @@ class CPUConvolutionBase(Execution):
     def _scratch(self, elements: int, weight_floats: int | None = None) -> Tensor | None:
         """DYNAMIC scratch of ``elements`` floats (None for 0), and compressed weights'.
 
-        With compressed weights, room for ``weight_floats`` (default: all) of their float panels:
+        With compressed weights, room for ``weight_floats`` (default: all; 0: none, for a
+        kernel that reads them compressed) of their float panels:
         all acquired before any is released, so they do not overlap, and released at once: valid
         only while this op executes.
         """
@@ -138,8 +139,8 @@ class CPUConvolutionBase(Execution):
         held = []
         if self.compressed is not None:
             floats = self.compressed.floats if weight_floats is None else weight_floats
-            self._weight_scratch = backend.acquire_scratch(floats)
-            held.append(self._weight_scratch)
+            self._weight_scratch = backend.acquire_scratch(floats) if floats else None
+            held += [] if self._weight_scratch is None else [self._weight_scratch]
         scratch = backend.acquire_scratch(elements) if elements else None
         held += [scratch] if scratch is not None else []
         for t in held:

@@ -17,14 +17,23 @@ from libc.stdlib cimport free, malloc
 cdef void _one(const float* q, const float* keys, const float* values, const float* mask,
                float* scores, float* out, Py_ssize_t d, Py_ssize_t limit, Py_ssize_t history,
                Py_ssize_t row, Py_ssize_t cols, int mode, float scale) noexcept nogil:
-    cdef Py_ssize_t j, t
+    cdef Py_ssize_t j, t, u, d8 = d - d % 8
     cdef float acc, best = -INFINITY, total = 0, w
+    cdef float part[8]
     cdef const float* k
     cdef const float* v
     for j in range(limit):
         k = keys + j * d
-        acc = 0
-        for t in range(d):
+        # eight partial sums (lane u takes t = u mod 8): independent chains the compiler keeps
+        # in one vector register, where a single running sum would wait on every add
+        for u in range(8):
+            part[u] = 0
+        for t in range(0, d8, 8):
+            for u in range(8):
+                part[u] = part[u] + q[t + u] * k[t + u]
+        acc = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) +
+                                                             (part[3] + part[7]))
+        for t in range(d8, d):
             acc = acc + q[t] * k[t]
         acc = acc * scale
         if mode == 1:
