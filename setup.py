@@ -61,7 +61,9 @@ def openmp_flags() -> list[str]:
 
 
 OMP = openmp_flags()
-COMPILE_ARGS = ["-O3", *OMP] + ([] if DEBUG else ["-DNDEBUG"])
+# -g0 drops the debug information Python's own CFLAGS ask for (-g): it is most of each module's
+# size (the wheel shrinks several times); debug builds keep it.
+COMPILE_ARGS = ["-O3", *OMP] + (["-g"] if DEBUG else ["-DNDEBUG", "-g0"])
 
 KERNELS = os.path.join("mnnpy", "backend", "cpu", "kernels")
 # hand-written C kernels (SIMD variants chosen at run time, see simd.h): rebuild when they change

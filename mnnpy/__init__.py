@@ -5,6 +5,8 @@ Public API re-exports only; see :class:`Interpreter` to start.
 
 from __future__ import annotations
 
+# First: refuses to import when the unrelated PyPI project "mnnpy" was installed into this folder.
+import mnnpy._dist_check  # noqa: F401
 from mnnpy.backend import (
     Backend,
     BackendInfo,

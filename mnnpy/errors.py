@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+# Nearly every module imports this one: the check of mnnpy/_dist_check.py runs even when another
+# project's mnnpy/__init__.py replaced this package's (the PyPI name "mnnpy" is not this project).
+import mnnpy._dist_check  # noqa: F401
+
 
 class ErrorCode(IntEnum):
     """MNN's error codes, with MNN's numeric values."""

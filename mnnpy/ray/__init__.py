@@ -9,8 +9,8 @@ print(mray.write_parquet(out, "scores/"))       # rows, rows/s, failures
 ```
 
 Importing this package does not import Ray; its functions do, with an error naming the extra
-(``pip install "mnnpy[ray]"``) when it is missing. :class:`MNNPredictor` itself needs Ray only
-for a model given as an ``ObjectRef``.
+(``pip install "mnnpy-runtime[ray]"``) when it is missing. :class:`MNNPredictor` itself needs Ray
+only for a model given as an ``ObjectRef``.
 """
 
 from __future__ import annotations

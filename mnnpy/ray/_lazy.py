@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from types import ModuleType
 
-_HINT = 'install the optional extra: pip install "mnnpy[ray]" (or pip install "ray[data]>=2.9")'
+_HINT = (
+    'install the optional extra: pip install "mnnpy-runtime[ray]" (or pip install "ray[data]>=2.9")'
+)
 
 
 def require_ray() -> ModuleType:

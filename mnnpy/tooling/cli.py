@@ -361,7 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_mem.add_argument("--threads", type=int, default=1)
     p_mem.add_argument("--tensors", action="store_true", help="print every buffer's lifetime")
     p_mem.add_argument("--svg", metavar="FILE.svg", help="write the plan as an SVG timeline")
-    p_batch = sub.add_parser("batch", help="score many inputs on Ray Data (needs mnnpy[ray])")
+    p_batch = sub.add_parser(
+        "batch", help="score many inputs on Ray Data (needs mnnpy-runtime[ray])"
+    )
     p_batch.add_argument("model")
     p_batch.add_argument("input", help="a directory of images/.npy files, or a .npy of rows")
     p_batch.add_argument("--out", required=True, metavar="DIR", help="new Parquet directory")

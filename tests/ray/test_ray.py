@@ -20,7 +20,7 @@ import mnnpy
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "tests" / "data" / "conv_relu_pool_fc.mnn"
-NO_RAY = 'the optional extra is not installed: pip install "mnnpy[ray]"'
+NO_RAY = 'the optional extra is not installed: pip install "mnnpy-runtime[ray]"'
 LOCAL_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
@@ -73,7 +73,7 @@ def test_missing_ray_names_the_extra() -> None:
     )
     result = _run_python(code)
     assert result.returncode == 0, result.stderr
-    assert "mnnpy[ray]" in result.stdout
+    assert "mnnpy-runtime[ray]" in result.stdout
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ runs everything on its backup (the CPU), as MNN falls back when its OpenCL runti
 Only with pyopencl importable are the real backend and its executions imported; the rest of
 mnnpy never imports this package's pyopencl modules.
 
-Install with ``pip install "mnnpy[opencl]"`` (pyopencl and PoCL's CPU device, which runs
+Install with ``pip install "mnnpy-runtime[opencl]"`` (pyopencl and PoCL's CPU device, which runs
 everywhere). ``MNNPY_OPENCL_DEVICE=<platform>:<device>`` picks a device; programs are cached
 under ``$MNNPY_OPENCL_CACHE`` (default ``~/.cache/mnnpy/opencl``).
 """
@@ -41,7 +41,7 @@ try:
     _MISSING = ""
 except ImportError as _e:  # the optional dependency is not installed
     AVAILABLE = False
-    _MISSING = f"pyopencl is not installed ({_e}); pip install 'mnnpy[opencl]'"
+    _MISSING = f"pyopencl is not installed ({_e}); pip install 'mnnpy-runtime[opencl]'"
 
 
 class OpenCLUnavailable(Backend):
