@@ -73,6 +73,28 @@ def _check_result(result: Any, where: str, failed: type[MNNError], meaning: str)
     )
 
 
+def _memory_hook(
+    backend: Backend,
+    hook: str,
+    failed: type[MNNError],
+    meaning: str,
+    tensor: Tensor | None = None,
+    storage_type: StorageType | None = None,
+) -> None:
+    """Call ``backend.<hook>()`` (or ``(tensor, storage_type)``) as MNN's memory hooks are called.
+
+    An exception becomes an MNNError naming the hook and the tensor; the return value is checked
+    by :func:`_check_result` (False raises ``failed`` with ``meaning``).
+    """
+    where = _where(backend, hook, *([] if tensor is None else [tensor]))
+    args = () if tensor is None else (tensor, storage_type)
+    try:
+        result = getattr(backend, hook)(*args)
+    except Exception as e:
+        raise _raised(e, where) from e
+    _check_result(result, where, failed, meaning)
+
+
 def acquire_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) -> None:
     """``backend.on_acquire_buffer(tensor, storage_type)``, with ``tensor`` recorded as its.
 
@@ -81,42 +103,25 @@ def acquire_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) 
         MNNError: it raised, or returned something that is not None or a bool.
     """
     tensor.describe.backend, tensor.describe.storage_type = backend, storage_type
-    where = _where(backend, "on_acquire_buffer", tensor)
-    try:
-        result = backend.on_acquire_buffer(tensor, storage_type)
-    except Exception as e:
-        raise _raised(e, where) from e
-    _check_result(result, where, OutOfMemoryError, f"no memory for {tensor.size} bytes")
+    meaning = f"no memory for {tensor.size} bytes"
+    _memory_hook(backend, "on_acquire_buffer", OutOfMemoryError, meaning, tensor, storage_type)
 
 
 def release_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) -> None:
     """``backend.on_release_buffer(tensor, storage_type)``, checked like :func:`acquire_buffer`."""
-    where = _where(backend, "on_release_buffer", tensor)
-    try:
-        result = backend.on_release_buffer(tensor, storage_type)
-    except Exception as e:
-        raise _raised(e, where) from e
-    _check_result(result, where, InvalidValueError, "the memory could not be released")
+    meaning = "the memory could not be released"
+    _memory_hook(backend, "on_release_buffer", InvalidValueError, meaning, tensor, storage_type)
 
 
 def allocate_buffer(backend: Backend) -> None:
     """``backend.on_allocate_buffer()``; False from it is OUT_OF_MEMORY."""
-    where = _where(backend, "on_allocate_buffer")
-    try:
-        result = backend.on_allocate_buffer()
-    except Exception as e:
-        raise _raised(e, where) from e
-    _check_result(result, where, OutOfMemoryError, "the planned memory could not be allocated")
+    meaning = "the planned memory could not be allocated"
+    _memory_hook(backend, "on_allocate_buffer", OutOfMemoryError, meaning)
 
 
 def clear_buffer(backend: Backend) -> None:
     """``backend.on_clear_buffer()``, checked like :func:`release_buffer`."""
-    where = _where(backend, "on_clear_buffer")
-    try:
-        result = backend.on_clear_buffer()
-    except Exception as e:
-        raise _raised(e, where) from e
-    _check_result(result, where, InvalidValueError, "the memory could not be freed")
+    _memory_hook(backend, "on_clear_buffer", InvalidValueError, "the memory could not be freed")
 
 
 def copy_buffer(copier: Backend, src: Tensor, dst: Tensor) -> None:
