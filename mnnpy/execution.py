@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mnnpy.backend import Backend
-    from mnnpy.geometry import ReadThroughOffer
     from mnnpy.net import OpDef
     from mnnpy.tensor import Tensor
 
@@ -27,9 +26,13 @@ class Execution:
 
     Attributes:
         support_inplace: output 0 may share memory with input 0 when input 0 dies at this op.
+        reads_regions: it runs the region copies the geometry stage described on its outputs
+            (``TensorDescribe.regions``, which may read other tensors than its inputs: sources
+            read through virtual tensors) and skips the ``virtual`` outputs (``mnnpy.geometry``).
     """
 
     support_inplace: bool = False
+    reads_regions: bool = False
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
@@ -73,32 +76,6 @@ class Execution:
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """Compute the outputs from the inputs."""
         raise NotImplementedError(f"{type(self).__name__}.on_execute")
-
-    # -- raster read-through (see mnnpy.geometry), asked by the pipeline after on_resize -------
-    def virtual_regions(self, index: int) -> object | None:
-        """Output ``index`` as region copies its only reader may read through, or None (default).
-
-        MNN's virtual tensor: the regions are this backend's own description, handed unchanged
-        to a later execution's :meth:`offer_read_through` on the same backend.
-        """
-        return None
-
-    def offer_read_through(
-        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor], tensor: Tensor, regions: object
-    ) -> ReadThroughOffer | None:
-        """Whether this execution can read input ``tensor`` through its writer's ``regions``.
-
-        Nothing changes until :meth:`accept_read_through`. Default: None (it reads the tensor).
-        """
-        return None
-
-    def accept_read_through(self, offer: ReadThroughOffer) -> None:
-        """Read through as offered (the sources' memory is kept alive until this op)."""
-        raise NotImplementedError(f"{type(self).__name__}.accept_read_through")
-
-    def skip_output(self, index: int) -> None:
-        """Output ``index`` is read through by its reader: do not write it, but in observed runs."""
-        raise NotImplementedError(f"{type(self).__name__}.skip_output")
 
 
 class CallLoop:

@@ -316,9 +316,16 @@ def _check_unit(
             with ExitStack() as scopes:
                 for backend in pipeline.backends:
                     scopes.enter_context(backend.resize_scope(op))
-                plan = unit.prepare(
-                    pipeline.host, pipeline.preference, pipeline.overrides, strict=False
-                )
+                shaped = unit.shape()
+                plan = shaped if isinstance(shaped, Waiting) else None
+                if not isinstance(shaped, Waiting):  # no geometry stage: each op on its own
+                    plan = unit.prepare(
+                        pipeline.host,
+                        pipeline.preference,
+                        pipeline.overrides,
+                        strict=False,
+                        folded=shaped,
+                    )
         except NotSupportError as e:
             return entry(CANNOT, e.message)
         except MNNError as e:

@@ -1,22 +1,25 @@
 """Pipeline: the ops of a session in order, prepared on resize and run as a flat loop.
 
-``prepare`` calls ``Unit.prepare`` (MNN's ``Pipeline::Unit::prepare``, see :mod:`mnnpy.unit`) for
-every op in order, with the backends' memory requests attributed to it (``Backend.resize_scope``);
-``plan_steps`` builds the run loop from the units' plans once memory is planned.
+``prepare`` runs MNN's stages in order: the shape stage (``Unit.shape``: every op's output shapes,
+and the ops that fold), the geometry stage (:mod:`mnnpy.geometry`: region ops, virtual tensors and
+the sources read through them, before any execution is created), then ``Unit.prepare`` (MNN's
+``Pipeline::Unit::prepare``, see :mod:`mnnpy.unit`) for every op in order, with the backends'
+memory requests attributed to it (``Backend.resize_scope``). ``plan_steps`` builds the run loop
+from the units' plans once memory is planned.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 
 from mnnpy.backend import Backend
 from mnnpy.backend.contract import copy_buffer
 from mnnpy.backend.verify import subgraphs_of, verify_backends
 from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.execution import CallLoop
-from mnnpy.geometry import ReadThroughPass
-from mnnpy.placement import Placement
+from mnnpy.geometry import plan_geometry
+from mnnpy.placement import Placement, candidates
 from mnnpy.substitute import optimize_units
 from mnnpy.tensor import Tensor
 from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, Waiting, storage_type_of
@@ -61,14 +64,19 @@ class Pipeline:
         self._loop: CallLoop = CallLoop(())
 
     def prepare(self, use_counts: Sequence[int]) -> Waiting | None:
-        """Shape, create, acquire, resize and release every unit, in order.
+        """The shape stage, the geometry stage, then create, acquire, resize and release each unit.
+
+        As MNN's ``Pipeline::encode`` then ``allocMemory``: every op's shapes (and folds) first,
+        then which tensors are virtual (``mnnpy.geometry``), all before any execution is created
+        or memory requested; then ``Unit.prepare`` for every unit in order, with the backends'
+        memory requests attributed to it (``Backend.resize_scope``).
 
         Args:
             use_counts: per tensor index, the number of reads to expect (from the schedule).
 
         Returns:
             None when every unit is planned; else the first unit's ``Waiting`` (its shapes need
-            values known only at run time), and the units after it are not prepared.
+            values known only at run time), and no unit is prepared.
 
         Raises:
             MNNError: naming the op that failed.
@@ -79,28 +87,52 @@ class Pipeline:
         for unit in self.units:
             for t in unit.inputs + unit.outputs:
                 t.describe.use_count = use_counts[t.describe.index]
-        through = ReadThroughPass()  # MNN's virtual tensors: which copies are never made
-        for unit in self.units:
-            try:
-                with ExitStack() as scopes:
-                    for backend in self.backends:
-                        scopes.enter_context(backend.resize_scope(unit.op))
-                    plan = unit.prepare(self.host, self.preference, self.overrides, self.strict)
-                    if not isinstance(plan, Waiting):
-                        plan = through.apply(unit, plan)
-            except MNNError as e:
-                name = unit.backend.name if unit.backend else None
-                raise e.with_op(
-                    unit.op.type_name, unit.op.name, backend=name, phase="resize"
-                ) from None
-            except Exception as e:
-                raise self._wrap(e, unit, "resize") from e
-            if isinstance(plan, Waiting):
-                return plan
-            unit.plan = plan
+        folded: set[int] = set()
+        for unit in self.units:  # the shape stage: output shapes, and the ops that fold
+            with self._resizing(unit):
+                shaped = unit.shape()
+            if isinstance(shaped, Waiting):
+                return shaped
+            if shaped:
+                folded.add(id(unit))
+
+        def target(unit: Unit) -> Backend | None:  # where it runs; nowhere when folded
+            return None if id(unit) in folded else self._target(unit)
+
+        geometry = plan_geometry(self.units, target, self.host)  # before any creation
+        for unit in self.units:  # create, acquire, resize, release
+            with self._resizing(unit):
+                unit.plan = unit.prepare(
+                    self.host,
+                    self.preference,
+                    self.overrides,
+                    self.strict,
+                    folded=id(unit) in folded,
+                    geometry=geometry.of(unit),
+                )
         self._active = [u for u in self.units if not u.folded]
         verify_backends(subgraphs_of(self._active))  # each backend may refuse its ops
         return None
+
+    def _target(self, unit: Unit) -> Backend:
+        """The backend ``unit`` will run on: its execution's, else its first candidate."""
+        if unit.backend is not None:
+            return unit.backend
+        return candidates(unit.op, self.preference, self.overrides)[0]
+
+    @contextmanager
+    def _resizing(self, unit: Unit) -> Iterator[None]:
+        """Memory requests made for ``unit``'s op; errors name it (phase "resize")."""
+        try:
+            with ExitStack() as scopes:
+                for backend in self.backends:
+                    scopes.enter_context(backend.resize_scope(unit.op))
+                yield
+        except MNNError as e:
+            name = unit.backend.name if unit.backend else None
+            raise e.with_op(unit.op.type_name, unit.op.name, backend=name, phase="resize") from None
+        except Exception as e:
+            raise self._wrap(e, unit, "resize") from e
 
     def plan_steps(self) -> None:
         """The flat run loop's steps, built by the session once memory is planned.

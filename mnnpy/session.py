@@ -268,6 +268,11 @@ class Session:
         """Whether shapes depend on run-time values, so ``run`` may re-plan."""
         return bool(self._needed)
 
+    @property
+    def needed(self) -> frozenset[int]:
+        """Indexes of the tensors whose values the shapes need, found by earlier runs."""
+        return frozenset(self._needed)
+
     def _clear_buffers(self) -> None:
         """Free every backend's buffers, and the run loop's steps.
 

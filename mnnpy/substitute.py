@@ -29,6 +29,7 @@ from mnnpy.placement import Placement, candidates, place
 from mnnpy.unit import OpInfo, Unit, UnitPlan, Waiting, storage_type_of
 
 if TYPE_CHECKING:
+    from mnnpy.geometry import UnitGeometry
     from mnnpy.pipeline import Pipeline
     from mnnpy.tensor import Tensor
 
@@ -93,18 +94,25 @@ class FusedUnit(Unit):
         """Each member's placement, marked with the group's name."""
         return [m.placement for m in self.group if m.placement is not None]
 
+    def shape(self) -> Waiting | bool:
+        """Shape every member (a group never folds)."""
+        for m in self.group:
+            needed = compute_shape(m.op, m.inputs, m.outputs)
+            if needed is not None:
+                return Waiting(needed)
+        return False
+
     def prepare(
         self,
         host: Backend,
         preference: Sequence[Backend],
         overrides: Mapping[str, Backend],
         strict: bool,
-    ) -> UnitPlan | Waiting:
-        """Shape every member, then acquire, resize and release the group as one op."""
-        for m in self.group:
-            needed = compute_shape(m.op, m.inputs, m.outputs)
-            if needed is not None:
-                return Waiting(needed)
+        *,
+        folded: bool = False,
+        geometry: UnitGeometry | None = None,
+    ) -> UnitPlan:
+        """Acquire, resize and release the group as one op (no geometry: it runs no regions)."""
         execution, backend = self.execution, self.backend
         assert execution is not None and backend is not None
         inputs, copies, edges = self._wrap_inputs(backend)

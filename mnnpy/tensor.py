@@ -23,6 +23,7 @@ from mnnpy.tensor_format import DataType, DimensionFormat, DimensionType, format
 
 if TYPE_CHECKING:
     from mnnpy.backend import Backend, StorageType
+    from mnnpy.geometry.compose import Piece
 
 __all__ = [
     "Tensor",
@@ -57,6 +58,10 @@ class TensorDescribe:
         storage_type: how that memory was acquired.
         content: data known while resizing (constants), in logical layout; used by shape
             functions that need values, such as Reshape's shape input.
+        regions: the box copies that write it, over their sources, when the geometry stage
+            described its writer as regions (MNN's ``InsideDescribe::regions``); else None.
+        virtual: whether it is not written in runs without callbacks, its only reader reading
+            its regions' sources (MNN's ``MEMORY_VIRTUAL``; it still gets memory, for callbacks).
     """
 
     name: str = ""
@@ -67,6 +72,8 @@ class TensorDescribe:
     storage_type: StorageType | None = None
     content: np.ndarray | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    regions: tuple[Piece, ...] | None = None
+    virtual: bool = False
 
 
 class Tensor:

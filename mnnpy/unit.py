@@ -1,11 +1,15 @@
 """Unit: one op of a pipeline, and what preparing it for one resize decides.
 
-``Unit.prepare`` is MNN's ``Pipeline::Unit::prepare``: compute the output shapes, fold the op or
-create its execution (placed on the first backend that supports it), acquire the outputs, call the
-execution's ``on_resize``, then drop each input's use count and release it at zero. Releasing as we
+``Unit.shape`` is the op's part of MNN's shape stage: compute the output shapes, and fold the op
+when it can. ``Unit.prepare`` is MNN's ``Pipeline::Unit::prepare``, run after the shape and
+geometry stages (``mnnpy.geometry``): create the op's execution (placed on the first backend that
+supports it), acquire the outputs, call the execution's ``on_resize``, then drop each input's use
+count, and each source it reads through a virtual tensor, and release it at zero. Releasing as we
 go is what lets later tensors reuse the memory of dead ones. An input held by a backend whose
 memory the op's backend cannot read gets a mirror on the op's backend and a copy before each run
-(MNN's WrapExecution), through ``on_copy_buffer``.
+(MNN's WrapExecution), through ``on_copy_buffer``. A unit that cannot run what the geometry stage
+decided for it falls back (``_fall_back``): it computes its own copies, and what it was to read
+through is written.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from mnnpy.tensor import Tensor, TensorUsage
 
 if TYPE_CHECKING:
     from mnnpy.execution import Execution
-    from mnnpy.geometry import ReadThrough
+    from mnnpy.geometry import ReadThrough, UnitGeometry
     from mnnpy.net import OpDef
 
 __all__ = ["OpInfo", "RunStep", "Unit", "UnitPlan", "Waiting", "storage_type_of"]
@@ -151,41 +155,57 @@ class Unit:
         """Where the op runs (a substitution's unit: each member op), once placed."""
         return [] if self.placement is None else [self.placement]
 
+    def shape(self) -> Waiting | bool:
+        """MNN's shape stage for this op: its output shapes, then fold it when it can.
+
+        Returns:
+            ``Waiting`` when the shapes need values known only at run time; else whether the op
+            folded (its outputs computed now, into ``describe.content``).
+        """
+        needed = compute_shape(self.op, self.inputs, self.outputs)
+        if needed is not None:
+            return Waiting(needed)
+        return try_fold(self.op, self.inputs, self.outputs)
+
     def prepare(
         self,
         host: Backend,
         preference: Sequence[Backend],
         overrides: Mapping[str, Backend],
         strict: bool,
-    ) -> UnitPlan | Waiting:
-        """Shape, fold or create, acquire, resize and release (MNN's ``Pipeline::Unit::prepare``).
+        *,
+        folded: bool = False,
+        geometry: UnitGeometry | None = None,
+    ) -> UnitPlan:
+        """Create, acquire, resize and release (MNN's ``Pipeline::Unit::prepare``).
+
+        Called after the shape stage (:meth:`shape`) and the geometry stage (``mnnpy.geometry``).
 
         Args:
             host: the CPU backend, which holds the outputs of a folded op.
             preference: the backends to place the op on, in order (see ``placement.place``).
             overrides: backends chosen by op name or op type name.
             strict: refuse, instead of record, a fallback.
+            folded: whether the shape stage folded the op (nothing runs; the host holds it).
+            geometry: what the geometry stage decided for the op, or None.
 
         Returns:
-            The plan for this resize, which the caller keeps as ``plan``; or ``Waiting`` when the
-            output shapes need values known only at run time (nothing acquired then).
+            The plan for this resize, which the caller keeps as ``plan``.
         """
-        op = self.op
-        needed = compute_shape(op, self.inputs, self.outputs)
-        if needed is not None:
-            return Waiting(needed)
-        if try_fold(op, self.inputs, self.outputs):
+        if folded:
             for t in self.outputs:
                 acquire_buffer(host, t, storage_type_of(t))
-            self._release_inputs()
+            self._release_inputs(())
             return UnitPlan(None, host, tuple(self.inputs), (), None)
         if self.execution is None:  # executions (and their weights) outlive resizes
             self.execution, self.backend, self.placement = place(
-                op, self.inputs, self.outputs, preference, overrides, strict
+                self.op, self.inputs, self.outputs, preference, overrides, strict
             )
         execution, backend = self.execution, self.backend
         assert backend is not None
         inputs, copies, edges = self._wrap_inputs(backend)
+        if geometry is None or not _runs(geometry, execution, backend, copies):
+            _fall_back(geometry, self.outputs, execution)
         outputs = self.outputs
         if execution.support_inplace and not copies and self._can_reuse_input(execution):
             if backend.on_acquire_inplace(outputs[0], self.inputs[0]):
@@ -195,12 +215,13 @@ class Unit:
         execution.on_resize(inputs, self.outputs)
         for _, _, mirror in copies:  # like scratch: valid during this op's execute
             release_buffer(backend, mirror, StorageType.DYNAMIC)
-        self._release_inputs()
+        self._release_inputs(geometry.sources if geometry is not None else ())
         if logger.isEnabledFor(logging.DEBUG):  # its arguments cost even when not logged
-            logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
-        macs = count_macs(op, self.inputs, self.outputs)
-        info = OpInfo(op.name, op.type_name, macs / 1e6, backend.name)
-        return UnitPlan(execution, backend, inputs, copies, info, edges=edges)
+            logger.debug("prepared %s %r on %s", self.op.type_name, self.op.name, backend.name)
+        macs = count_macs(self.op, self.inputs, self.outputs)
+        info = OpInfo(self.op.name, self.op.type_name, macs / 1e6, backend.name)
+        through = geometry.reads_through if geometry is not None else ()
+        return UnitPlan(execution, backend, inputs, copies, info, through, edges)
 
     def bind(self) -> RunStep | None:
         """The run loop's step for the current plan, once memory is planned; None: leave it out.
@@ -236,8 +257,9 @@ class Unit:
             and execution.inplace_fits(src, dst)
         )
 
-    def _release_inputs(self) -> None:
-        for t in self.inputs:
+    def _release_inputs(self, sources: Sequence[Tensor]) -> None:
+        """One read less of each input and each source read through; release those at zero."""
+        for t in [*self.inputs, *sources]:
             t.describe.use_count -= 1
             if t.describe.use_count == 0 and t.describe.backend is not None:
                 release_buffer(t.describe.backend, t, storage_type_of(t))
@@ -271,3 +293,38 @@ class Unit:
             copies.append((copier, t, mirror))
             inputs.append(mirror)
         return tuple(inputs if copies else self.inputs), tuple(copies), tuple(edges)
+
+
+def _runs(
+    geometry: UnitGeometry,
+    execution: Execution,
+    backend: Backend,
+    copies: Sequence[tuple[Backend, Tensor, Tensor]],
+) -> bool:
+    """Whether the op can run the geometry stage's plan as decided before it was created.
+
+    Its execution runs regions, on the backend planned for, with no input mirrored, and reads
+    every source where it is held.
+    """
+    if not execution.reads_regions or backend is not geometry.backend or copies:
+        return False
+    owners = [(s, s.describe.backend) for s in geometry.sources]
+    return all(o is not None and backend.can_share(s, o) for s, o in owners)
+
+
+def _fall_back(
+    geometry: UnitGeometry | None, outputs: Sequence[Tensor], execution: Execution
+) -> None:
+    """The op computes its own copies: what it was to read through is written after all.
+
+    Its outputs lose their regions (its execution plans over its inputs), and are written too
+    when it was not described (a stale decision of an earlier resize) or its execution runs no
+    regions. The sources keep the read counted for it: they live until this op, never shorter
+    than its reads.
+    """
+    for decision in geometry.reads_through if geometry is not None else ():
+        decision.tensor.describe.virtual = False
+    for t in outputs:
+        t.describe.regions = None
+        if geometry is None or not execution.reads_regions:
+            t.describe.virtual = False

@@ -141,6 +141,10 @@ class Backend(GraphHooks):
     # in place when they store the tensor in the same format (see can_share); other names:
     # memory that backends declaring the same name share, in the same format.
     memory_kind: str | None = None
+    # whether the creators of region ops (Concat, Slice, Permute, Reshape, ConvertTensor) run the
+    # regions the geometry stage describes on their outputs (``TensorDescribe.regions``) and skip
+    # the ``virtual`` ones (see mnnpy.geometry); only then does that stage plan read-through here
+    supports_regions: bool = False
     Info: ClassVar[type[BackendInfo]] = BackendInfo
     _creators: ClassVar[dict[int, Creator]] = {}
 
@@ -328,14 +332,6 @@ class Backend(GraphHooks):
     def memory_info(self) -> MemoryInfo:
         """Bytes this backend holds for its session; backends that do not track report zeros."""
         return MemoryInfo()
-
-    def retain_buffer(self, tensor: Tensor) -> bool:
-        """Keep ``tensor``'s memory alive until the op being prepared, even if it was released.
-
-        A raster reads it in place of a tensor it reads through (see ``mnnpy.geometry``). Returns
-        False when that cannot be promised (default: the backend does not support it).
-        """
-        return False
 
     # -- tensor-handle factories, capabilities, verification (mnnpy.backend.handles, .verify) ---
     def register_tensor_handle_factories(self, registry: TensorHandleFactoryRegistry) -> None:

@@ -170,7 +170,7 @@ class Llm:
             # llmexport's graph slices the row ``logits_index`` names, so that slice's shape
             # needs the value: given it, one resize plans the whole graph (a plain one stops at
             # the slice, and the run would plan everything again)
-            needed = s._needed  # noqa: SLF001 - the session's own record of such inputs
+            needed = s.needed  # the session's record of such inputs
             known = {
                 t.describe.index: feed[k] for k, t in inputs.items() if t.describe.index in needed
             }

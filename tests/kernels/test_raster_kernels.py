@@ -1,4 +1,4 @@
-"""Raster region kernel (kernels/raster.pyx) and the region planner (backend/cpu/regions.py)."""
+"""Raster region kernel (kernels/raster.pyx) and the region planner (geometry/regions.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from mnnpy import layout
-from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.kernels import raster as K
+from mnnpy.geometry import regions as R
 from mnnpy.tensor_format import DimensionFormat
 
 DTYPES = [np.float32, np.int32, np.int8, np.uint8, np.int16, np.float64]

@@ -9,9 +9,9 @@ import pytest
 from mnnpy._schema.MNN.Convolution2D import Convolution2DT
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.PadMode import PadMode
-from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.executions import im2col as E
 from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.geometry import regions as R
 from mnnpy.interpreter import ScheduleConfig
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import reference_of

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from mnnpy._schema.MNN.Permute import PermuteT
-from mnnpy.backend.cpu import regions as R
 from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.geometry import regions as R
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.permute import reference
 from mnnpy.tensor_format import DimensionFormat

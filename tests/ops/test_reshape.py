@@ -7,8 +7,8 @@ import pytest
 
 import mnnpy
 from mnnpy._schema.MNN.Reshape import ReshapeT
-from mnnpy.backend.cpu import regions as R
 from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.geometry import regions as R
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.reshape import reference, resolve
 from mnnpy.tensor_format import DimensionFormat

@@ -7,8 +7,8 @@ import pytest
 
 from mnnpy._schema.MNN.NetSource import NetSource
 from mnnpy._schema.MNN.Slice import SliceT
-from mnnpy.backend.cpu import regions as R
 from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.geometry import regions as R
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.slice import reference
 from mnnpy.tensor_format import DimensionFormat

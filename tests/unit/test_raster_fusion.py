@@ -18,9 +18,9 @@ from mnnpy._schema.MNN.Permute import PermuteT
 from mnnpy._schema.MNN.Reshape import ReshapeT
 from mnnpy._schema.MNN.Slice import SliceT
 from mnnpy._schema.MNN.TensorConvertInfo import TensorConvertInfoT
-from mnnpy.backend.cpu import compose as C
-from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.kernels import raster as K
+from mnnpy.geometry import compose as C
+from mnnpy.geometry import regions as R
 from mnnpy.net import OpParameter, OpType, pack_net
 from mnnpy.tensor_format import DimensionFormat
 from tests.helpers import _op, input_op

@@ -74,6 +74,7 @@ class CPUBackend(Backend):
 
     forward_type = ForwardType.CPU
     memory_kind = "host"  # tensor.host arrays, read in place by host-memory backends
+    supports_regions = True  # executions/raster.py runs the geometry stage's regions
 
     def __init__(self, num_thread: int = 1, config: Any = None) -> None:
         super().__init__(num_thread)
@@ -166,19 +167,6 @@ class CPUBackend(Backend):
         tensor.describe.storage_type = StorageType.DYNAMIC
         self._dynamic[id(tensor)] = tensor
         return True
-
-    def retain_buffer(self, tensor: Tensor) -> bool:
-        """Keep ``tensor``'s memory alive until the op being prepared, even if it was released.
-
-        A raster reads it in place of a tensor it reads through (``mnnpy.geometry``). False when
-        its bytes were taken over in place; then the caller must not read it later.
-        """
-        owner = tensor.describe.backend
-        if owner is None or owner.forward_type != ForwardType.CPU:
-            return False
-        if tensor.describe.storage_type != StorageType.DYNAMIC:
-            return True  # STATIC and DYNAMIC_SEPERATE memory is never reused
-        return owner is self and self._planner.extend(id(tensor), self._op_index())
 
     def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """STATIC: free now. DYNAMIC: the bytes may serve later requests. SEPERATE: nothing."""

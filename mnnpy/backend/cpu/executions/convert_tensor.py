@@ -8,12 +8,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
-from mnnpy.backend.cpu import compose as C
-from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.raster import CPURaster, Placed, layout_of
+from mnnpy.backend.cpu.executions.raster import CPURaster
 from mnnpy.backend.cpu.kernels import pack as K
 from mnnpy.execution import Execution, Unsupported
+from mnnpy.geometry.computers import Placed, regions_of
 from mnnpy.net import OpDef, OpType
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
@@ -73,14 +72,12 @@ class CPUConvertTensor(CPURaster):
     kernels.
     """
 
+    def __init__(self, backend: Backend, op: OpDef) -> None:
+        super().__init__(backend)
+        self.op = op
+
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
-        src, dst = inputs[0], outputs[0]
-        if NHWC in (src.dimension_format, dst.dimension_format) and src.ndim >= 3:
-            return None
-        rank = src.ndim
-        s_side = R.Side.box(layout_of(src), [0] * rank, range(rank))
-        d_side = R.Side.box(layout_of(dst), [0] * rank, range(rank))
-        return [(0, C.Piece(list(src.shape), src, s_side, d_side))]
+        return regions_of(self.op, inputs, outputs)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
@@ -106,4 +103,4 @@ def create(
     """The ConvertTensor execution (MNN's CPUTensorConverter creator) for 1- and 4-byte dtypes."""
     if inputs[0].dtype not in (np.float32, np.int32, np.uint8, np.int8):
         return Unsupported(f"dtype {inputs[0].dtype}")
-    return CPUConvertTensor(backend)
+    return CPUConvertTensor(backend, op)

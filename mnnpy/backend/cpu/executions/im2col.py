@@ -11,12 +11,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
-from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO
-from mnnpy.backend.cpu.executions.raster import layout_of
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.execution import Execution, Unsupported
+from mnnpy.geometry import regions as R
+from mnnpy.geometry.computers import layout_of
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.im2col import Im2ColGeometry, geometry
 from mnnpy.tensor import Tensor

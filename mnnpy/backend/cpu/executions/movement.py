@@ -11,20 +11,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.backend import Backend
-from mnnpy.backend.cpu import compose as C
-from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
-from mnnpy.backend.cpu.executions.raster import CPURaster, Placed, layout_of
+from mnnpy.backend.cpu.executions.raster import CPURaster
 from mnnpy.execution import Execution, Unsupported
+from mnnpy.geometry.computers import Placed, boxes, regions_of
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import concat, content_of, permute, slice_tf
-from mnnpy.ops import slice as slice_op
 from mnnpy.tensor import Tensor
 
 Index = tuple[slice | None, ...]
-# (input, output, iteration space, source start, destination start, source dim of each dim)
-Box = tuple[int, int, tuple[int, ...], list[int], list[int], list[int]]
 
 
 class CPUMovement(CPURaster):
@@ -37,42 +32,9 @@ class CPUMovement(CPURaster):
         super().__init__(backend)
         self.op = op
 
-    def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed]:
-        self._boxes = self._make_boxes(inputs, outputs)
-        result = []
-        for i, j, space, s_start, d_start, dims in self._boxes:
-            dst = R.Side.box(layout_of(outputs[j]), d_start, range(len(space)))
-            src_dims: list[int | None] = [None] * len(s_start)
-            for d, k in enumerate(dims):
-                src_dims[k] = d
-            src = R.Side.box(layout_of(inputs[i], len(s_start)), s_start, src_dims)
-            result.append((j, C.Piece(list(space), inputs[i], src, dst)))
-        return result
-
-    def _make_boxes(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Box]:
-        op, src = self.op, inputs[0]
-        rank = src.ndim
-        ident = list(range(rank))
-        if op.type == OpType.Permute:
-            perm = list(permute.permutation(op, rank))
-            return [(0, 0, tuple(outputs[0].shape), [0] * rank, [0] * rank, perm)]
-        if op.type == OpType.Concat:
-            axis, start, boxes = concat.resolve_axis(op, rank), 0, []
-            for i, t in enumerate(inputs):
-                space = tuple(t.shape) + (1,) * (rank - t.ndim)
-                d_start = [start if d == axis else 0 for d in ident]
-                boxes.append((i, 0, space, [0] * rank, d_start, ident))
-                start += space[axis]
-            return boxes
-        if op.type == OpType.Slice:
-            values = inputs[1].describe.content if len(inputs) > 1 else None
-            boxes = []
-            for j, (axis, a, _) in enumerate(slice_op.bounds(op, src.shape, len(outputs), values)):
-                s_start = [a if d == axis else 0 for d in ident]
-                boxes.append((0, j, tuple(outputs[j].shape), s_start, [0] * rank, ident))
-            return boxes
-        region = slice_tf.region(src.shape, content_of(inputs[1]), content_of(inputs[2]))
-        return [(0, 0, tuple(outputs[0].shape), [b for b, _ in region], [0] * rank, ident)]
+    def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
+        self._boxes = boxes(self.op, inputs, outputs)  # the fall-back copies the same boxes
+        return regions_of(self.op, inputs, outputs)
 
     def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """The fall-back: unpack into NCHW scratch, NumPy copies, pack."""

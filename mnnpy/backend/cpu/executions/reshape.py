@@ -7,15 +7,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu import compose as C
-from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import bca
-from mnnpy.backend.cpu.executions.raster import CPURaster, Placed
+from mnnpy.backend.cpu.executions.raster import CPURaster
 from mnnpy.backend.cpu.kernels import pack as P
 from mnnpy.execution import Execution, Unsupported
+from mnnpy.geometry.computers import Placed, regions_of, reshape_nhwc, same_storage
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import reshape
 from mnnpy.tensor import Tensor
 
 _Run = Callable[[np.ndarray, np.ndarray, np.ndarray | None, int], None]
@@ -47,23 +45,6 @@ def _plan(src: Tensor, dst: Tensor, nhwc: bool) -> tuple[_Run, bool]:
     return lambda a, b, tmp, t: pack(a, b, *d, t), False
 
 
-def _flat_order(t: Tensor, nhwc: bool) -> list[int]:
-    """``t``'s logical dims in the flat order of the reshape (NHWC moves C last, rank >= 3)."""
-    dims = list(range(t.ndim))
-    return [0, *dims[2:], 1] if nhwc and t.ndim >= 3 else dims
-
-
-def piece(src: Tensor, dst: Tensor, nhwc: bool) -> C.Piece | None:
-    """The reshape as one box copy over the shapes' common refinement, or None without one."""
-    s_order, d_order = _flat_order(src, nhwc), _flat_order(dst, nhwc)
-    space = R.refine([src.shape[k] for k in s_order], [dst.shape[k] for k in d_order])
-    if space is None:
-        return None
-    s_side = R.merged(R.Layout(tuple(src.shape), src.is_packed), s_order, space)
-    d_side = R.merged(R.Layout(tuple(dst.shape), dst.is_packed), d_order, space)
-    return C.Piece(space, src, s_side, d_side)
-
-
 class CPUReshape(CPURaster):
     """Logical-order (or NHWC-order) copy between any two layouts as storage regions.
 
@@ -80,25 +61,15 @@ class CPUReshape(CPURaster):
         """Whether input and output storage hold the same bytes in the same order.
 
         Plain to plain, or NC4HW4 to NC4HW4 with the same batch, channels and area (the kernel then
-        skips the copy).
+        skips the copy): ``geometry.computers.same_storage``, which the geometry stage also asks.
         """
-        if src.dtype != dst.dtype or src.is_packed != dst.is_packed:
-            return False
-        if src.is_packed:
-            return bca(src.shape) == bca(dst.shape)
-        return src.element_size == dst.element_size
-
-    def _nhwc(self, inputs: Sequence[Tensor]) -> bool:
-        return self.op.type == OpType.Reshape and reshape.nhwc_order(
-            self.op, inputs[0].dimension_format, len(inputs) > 1
-        )
+        return same_storage(src, dst)
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
-        p = piece(inputs[0], outputs[0], self._nhwc(inputs))
-        return None if p is None else [(0, p)]
+        return regions_of(self.op, inputs, outputs)
 
     def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        self._run, needs_scratch = _plan(inputs[0], outputs[0], self._nhwc(inputs))
+        self._run, needs_scratch = _plan(inputs[0], outputs[0], reshape_nhwc(self.op, inputs))
         self._scratch: Tensor | None = None
         if needs_scratch:
             backend = cpu_backend(self.backend)

@@ -12,14 +12,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend import Backend, StorageType
-from mnnpy.backend.cpu import regions as R
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.convert_tensor import layout_kernel
-from mnnpy.backend.cpu.executions.raster import layout_of
-from mnnpy.backend.cpu.executions.reshape import piece as reshape_piece
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.errors import InvalidValueError
 from mnnpy.execution import Execution, Unsupported
+from mnnpy.geometry import regions as R
+from mnnpy.geometry.computers import layout_of, reshape_piece
 from mnnpy.net import OpDef, OpType, RegionDef
 from mnnpy.ops.raster import check_count, reduces, region_indexes, regions_of
 from mnnpy.tensor import Tensor

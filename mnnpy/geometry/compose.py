@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mnnpy.backend.cpu.regions import Layout, Side, Terms
+from mnnpy.geometry.regions import Layout, Side, Terms
 
 __all__ = ["Piece", "compose"]
 

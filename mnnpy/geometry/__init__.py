@@ -1,0 +1,267 @@
+"""The geometry stage: data-movement ops as regions, and which tensors are virtual (MNN's geometry).
+
+MNN runs it between shape computation and execution creation
+(``GeometryComputerUtils::shapeComputeAndGeometryTransform``, then ``Pipeline::_createExecutions``):
+Concat, Slice, Permute, Reshape... become raster regions over their sources, a tensor written only
+by regions and read by one raster is ``MEMORY_VIRTUAL`` (no copy is made), and its reader's
+regions are composed with its writer's (``TensorUtils::fuseRegion``) to read the writer's sources.
+Here :func:`plan_geometry` does the same over a pipeline's units, after the shape stage (every
+shape computed, folded ops known) and before any execution is created or memory requested:
+
+- a unit is described as regions when its op has a geometry computer (:mod:`.computers`), its
+  regions fit the region budget, and the backend it is meant for (``target``: its execution's
+  backend once created, else the first placement candidate) declares ``supports_regions``;
+- an input of such a unit, written by regions on the same backend, read by this unit alone and
+  once, and not about to be reused in place by its writer, becomes *virtual* when the reader's
+  pieces compose with the writer's within the limits (affine, within the budget, reading no more
+  tensors than either op did): the reader's regions then read the writer's sources;
+- the decisions go where MNN puts them: on the tensors (``TensorDescribe.regions``: the pieces
+  that write a tensor, composed; ``TensorDescribe.virtual``: not written in runs without
+  callbacks), and per unit (:class:`UnitGeometry`: what it reads through, the extra sources).
+  Each source read gets one more use count, so release-as-you-go frees it exactly after its
+  last reader, the unit that reads it through.
+
+A virtual tensor still gets memory: runs with per-op callbacks compute every output so callbacks
+see it. The creators then get the decided plan through the tensors: a raster execution runs the
+``regions`` of its outputs and skips the ``virtual`` ones. When a unit cannot run its decided plan
+(it landed on another backend, its creator is no raster, an input needs a cross-backend copy, a
+source is held where it cannot read it) ``Unit.prepare`` falls back: the unit computes its own
+copies, and the tensors it was to read through are materialised (their writers write them). The
+sources' use counts were already raised, so they only live until this unit: never too short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mnnpy.geometry import compose as C
+from mnnpy.geometry import regions as R
+from mnnpy.geometry.compose import Piece
+from mnnpy.geometry.computers import Placed, regions_of, same_storage
+from mnnpy.net import OpType
+from mnnpy.tensor import Tensor, TensorUsage
+
+if TYPE_CHECKING:
+    from mnnpy.backend import Backend
+    from mnnpy.unit import Unit
+
+__all__ = ["Geometry", "ReadThrough", "UnitGeometry", "plan_geometry", "within_budget"]
+
+_RESHAPES = (OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadThrough:
+    """One decision: a unit reads ``tensor`` through the regions of the unit that writes it.
+
+    Attributes:
+        tensor: the virtual tensor (not written in runs without callbacks).
+        writer: the unit whose op writes it.
+        index: its position among the writer's outputs.
+        sources: what the reader reads instead, besides what it read before.
+    """
+
+    tensor: Tensor
+    writer: Unit
+    index: int
+    sources: tuple[Tensor, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UnitGeometry:
+    """What the geometry stage decided for one unit described as regions.
+
+    Attributes:
+        backend: the backend it was planned for (one that declares ``supports_regions``).
+        reads_through: the virtual tensors it reads through their writers' regions.
+        sources: the tensors it reads beyond its inputs (each counted in its use count).
+    """
+
+    backend: Backend
+    reads_through: tuple[ReadThrough, ...] = ()
+    sources: tuple[Tensor, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Geometry:
+    """The geometry stage's result for one resize: per unit (by identity) its decisions."""
+
+    units: Mapping[int, UnitGeometry]
+
+    def of(self, unit: Unit) -> UnitGeometry | None:
+        """``unit``'s decisions, or None when it is not described as regions."""
+        return self.units.get(id(unit))
+
+
+@dataclass(frozen=True, slots=True)
+class _Written:
+    """A tensor written by regions: its writer, and the pieces that write it (over sources)."""
+
+    unit: Unit
+    index: int
+    pieces: tuple[Piece, ...]
+    backend: Backend
+
+
+def within_budget(placed: Sequence[Placed]) -> bool:
+    """Whether every piece plans to storage regions, within ``regions.MAX_REGIONS`` in all."""
+    total = 0
+    for _, p in placed:
+        rows = R.plan(p.space, p.src, p.dst)
+        if rows is None:
+            return False
+        total += len(rows)
+        if total > R.MAX_REGIONS:
+            return False
+    return True
+
+
+def _sources(placed: Sequence[Placed]) -> dict[int, Tensor]:
+    return {id(p.source): p.source for _, p in placed}  # type: ignore[misc]
+
+
+def _through(placed: list[Placed], tensor: Tensor, writer: Sequence[Piece]) -> list[Placed] | None:
+    """``placed`` with the pieces reading ``tensor`` composed with its ``writer``'s (fuseRegion).
+
+    None when a piece does not compose, the result reads more tensors than either side did (a
+    chain of channel shuffles then keeps one materialised tensor per unit instead of reaching
+    back through all of them), or it does not fit the region budget.
+    """
+    composed: list[Placed] = []
+    for j, p in placed:
+        if p.source is not tensor:
+            composed.append((j, p))
+            continue
+        through = C.compose(p, writer)
+        if through is None:
+            return None
+        composed += [(j, q) for q in through]
+    fan_in = max(len(_sources(placed)), len({id(p.source) for p in writer}))
+    if len(_sources(composed)) > fan_in or not within_budget(composed):
+        return None
+    return composed
+
+
+def _dynamic(t: Tensor) -> bool:
+    """Whether ``t``'s memory is reused once it dies (``unit.storage_type_of`` is DYNAMIC)."""
+    usage = t.describe.usage
+    return usage not in (TensorUsage.INPUT, TensorUsage.CONSTANT) and t.describe.content is None
+
+
+class _Pass:
+    """The decisions of one :func:`plan_geometry`, made unit by unit in pipeline order."""
+
+    def __init__(
+        self, units: Sequence[Unit], target: Callable[[Unit], Backend | None], host: Backend
+    ) -> None:
+        self.target = target
+        self.host = host
+        self.writer = {id(t): u for u in units for t in u.outputs}
+        self.written: dict[int, _Written] = {}
+        self.seen: dict[int, int] = {}  # reads made by the units decided so far
+        self.taken: set[int] = set()  # tensors whose bytes a reshape will take over in place
+
+    def owner(self, t: Tensor) -> Backend | None:
+        """The backend that will hold ``t`` (its writer's; folded outputs and inputs: the host)."""
+        unit = self.writer.get(id(t))
+        return t.describe.backend if unit is None else self.target(unit) or self.host
+
+    def readable(self, t: Tensor, backend: Backend) -> bool:
+        owner = self.owner(t)
+        if id(t) in self.taken:
+            return False  # its bytes are another tensor's by the time the reader runs
+        return owner is backend or (owner is not None and backend.can_share(t, owner))
+
+    def aliases(self, unit: Unit) -> bool:
+        """Whether ``unit`` (a reshape) will alias its output onto input 0 (``Unit``'s in-place).
+
+        Only reshapes are foreseen: other in-place executions decide by ``inplace_fits`` once
+        created; their input is then read through here and they take no bytes over.
+        """
+        backend = self.target(unit)
+        if backend is None or unit.op.type not in _RESHAPES or not unit.inputs:
+            return False
+        src, dst = unit.inputs[0], unit.outputs[0]
+        remaining = src.describe.use_count - self.seen.get(id(src), 0)
+        return (
+            remaining == 1
+            and unit.inputs.count(src) == 1
+            and _dynamic(src)
+            and _dynamic(dst)
+            and self.owner(src) is backend
+            and same_storage(src, dst)
+            and src.size == dst.size
+        )
+
+    def describe(self, unit: Unit) -> UnitGeometry | None:
+        """Describe ``unit`` as regions and decide what it reads through; None: not regions."""
+        backend = self.target(unit)
+        if backend is None or not backend.supports_regions:
+            return None
+        placed = regions_of(unit.op, unit.inputs, unit.outputs)
+        if placed is None or not within_budget(placed):
+            return None
+        if not all(self.readable(t, backend) for t in _sources(placed).values()):
+            return None  # an input reaches it through a copy: its regions would read the mirror
+        decisions: list[ReadThrough] = []
+        for t in dict.fromkeys(unit.inputs):
+            w = self.written.get(id(t))
+            if w is None or w.backend is not backend:
+                continue
+            if t.describe.use_count != 1 or unit.inputs.count(t) != 1:
+                continue  # read by another op too (or a graph output): it is written
+            composed = _through(placed, t, w.pieces)
+            if composed is None:
+                continue
+            before = _sources(placed)
+            new = tuple(s for k, s in _sources(composed).items() if k not in before)
+            if not all(self.readable(s, backend) for s in new):
+                continue
+            placed = composed
+            t.describe.virtual = True
+            decisions.append(ReadThrough(t, w.unit, w.index, new))
+        for j, t in enumerate(unit.outputs):
+            pieces = tuple(p for k, p in placed if k == j)
+            t.describe.regions = pieces
+            self.written[id(t)] = _Written(unit, j, pieces, backend)
+        sources = tuple(dict.fromkeys(s for d in decisions for s in d.sources))
+        for s in sources:
+            s.describe.use_count += 1  # this unit reads it: released after it, not before
+        return UnitGeometry(backend, tuple(decisions), sources)
+
+    def count_reads(self, unit: Unit, extra: Sequence[Tensor]) -> None:
+        """Record ``unit``'s reads, and the input a reshape takes over in place."""
+        if self.aliases(unit):
+            self.taken.add(id(unit.inputs[0]))
+        for t in [*unit.inputs, *extra]:
+            self.seen[id(t)] = self.seen.get(id(t), 0) + 1
+
+
+def plan_geometry(
+    units: Sequence[Unit], target: Callable[[Unit], Backend | None], host: Backend
+) -> Geometry:
+    """Describe the region ops of ``units`` and decide their virtual tensors, before creation.
+
+    Args:
+        units: the pipeline's units in order, their shapes computed (the shape stage).
+        target: the backend each unit will run on (its execution's, or its first placement
+            candidate); None for a folded unit (its outputs are held by ``host``).
+        host: the CPU backend, which holds folded outputs.
+
+    Returns:
+        Per unit described as regions, its decisions; the tensors carry ``regions`` and
+        ``virtual``, and the sources read through have one more use count each.
+    """
+    for u in units:
+        for t in u.outputs:
+            t.describe.regions, t.describe.virtual = None, False
+    decided = _Pass(units, target, host)
+    result: dict[int, UnitGeometry] = {}
+    for u in units:
+        g = decided.describe(u)
+        if g is not None:
+            result[id(u)] = g
+        decided.count_reads(u, g.sources if g is not None else ())
+    return Geometry(result)

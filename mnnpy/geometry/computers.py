@@ -1,0 +1,187 @@
+"""Geometry computers: data-movement ops as region copies (MNN's ``GeometryComputer`` s).
+
+Each computer is registered for its op types (MNN's ``REGISTER_GEOMETRY``) and describes, from
+the op's parameters and the shapes computed in the shape stage alone (no backend, no memory),
+every box copy the op makes: a list of ``(output index, Piece)`` whose pieces read the op's
+inputs (``Piece.source``). None: the op is no box copy for these tensors (NHWC mixed with
+NCHW-ordered tensors, a reshape without a common refinement, a dtype the rasters do not copy),
+and its execution computes it as it likes.
+
+Permute, Concat, Slice and SliceTf are boxes (:func:`boxes`); Reshape, Flatten, Squeeze and
+Unsqueeze one copy over the shapes' common refinement (:func:`reshape_piece`); ConvertTensor
+between NCHW-ordered layouts the identity box. The CPU rasters run these pieces as storage
+regions (``regions.plan``); the geometry stage (:mod:`mnnpy.geometry`) composes them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from mnnpy.geometry import regions as R
+from mnnpy.geometry.compose import Piece
+from mnnpy.net import OpDef, OpType
+from mnnpy.ops import concat, content_of, permute, reshape, slice_tf
+from mnnpy.ops import slice as slice_op
+from mnnpy.tensor import Tensor
+from mnnpy.tensor_format import DimensionFormat
+
+__all__ = [
+    "Box",
+    "Placed",
+    "boxes",
+    "layout_of",
+    "mixes_nhwc",
+    "register_geometry",
+    "regions_of",
+    "reshape_piece",
+    "same_storage",
+]
+
+Placed = tuple[int, Piece]  # (output index, piece)
+# (input, output, iteration space, source start, destination start, source dim of each dim)
+Box = tuple[int, int, tuple[int, ...], list[int], list[int], list[int]]
+Computer = Callable[[OpDef, Sequence[Tensor], Sequence[Tensor]], list[Placed] | None]
+
+NHWC = DimensionFormat.NHWC
+_COMPUTERS: dict[int, Computer] = {}
+_COPIED = (np.float32, np.int32, np.uint8, np.int8)  # 1- and 4-byte elements
+
+
+def register_geometry(*types: int) -> Callable[[Computer], Computer]:
+    """Register a computer for ``types`` (MNN's ``REGISTER_GEOMETRY``)."""
+
+    def decorate(fn: Computer) -> Computer:
+        for t in types:
+            _COMPUTERS[t] = fn
+        return fn
+
+    return decorate
+
+
+def regions_of(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+) -> list[Placed] | None:
+    """``op``'s box copies over ``inputs``, or None when it is no region op for these tensors."""
+    fn = _COMPUTERS.get(op.type)
+    return None if fn is None else fn(op, inputs, outputs)
+
+
+def layout_of(t: Tensor, rank: int | None = None) -> R.Layout:
+    """``t``'s storage layout; a lower-rank tensor gets trailing dims of 1 (same storage)."""
+    shape = tuple(t.shape) + (1,) * ((rank or t.ndim) - t.ndim)
+    return R.Layout(shape, t.is_packed)
+
+
+def mixes_nhwc(tensors: Sequence[Tensor]) -> bool:
+    """Whether rank >= 3 tensors mix NHWC with NCHW-ordered layouts (positions would disagree)."""
+    kinds = {t.dimension_format == NHWC for t in tensors if t.ndim >= 3}
+    return len(kinds) > 1
+
+
+def boxes(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Box]:
+    """Permute / Concat / Slice / SliceTf as logical boxes ``out_j[dst] = in_i[src]``."""
+    src = inputs[0]
+    rank = src.ndim
+    ident = list(range(rank))
+    if op.type == OpType.Permute:
+        perm = list(permute.permutation(op, rank))
+        return [(0, 0, tuple(outputs[0].shape), [0] * rank, [0] * rank, perm)]
+    if op.type == OpType.Concat:
+        axis, start, result = concat.resolve_axis(op, rank), 0, []
+        for i, t in enumerate(inputs):
+            space = tuple(t.shape) + (1,) * (rank - t.ndim)
+            d_start = [start if d == axis else 0 for d in ident]
+            result.append((i, 0, space, [0] * rank, d_start, ident))
+            start += space[axis]
+        return result
+    if op.type == OpType.Slice:
+        values = inputs[1].describe.content if len(inputs) > 1 else None
+        result = []
+        for j, (axis, a, _) in enumerate(slice_op.bounds(op, src.shape, len(outputs), values)):
+            s_start = [a if d == axis else 0 for d in ident]
+            result.append((0, j, tuple(outputs[j].shape), s_start, [0] * rank, ident))
+        return result
+    region = slice_tf.region(src.shape, content_of(inputs[1]), content_of(inputs[2]))
+    return [(0, 0, tuple(outputs[0].shape), [b for b, _ in region], [0] * rank, ident)]
+
+
+@register_geometry(OpType.Permute, OpType.Concat, OpType.Slice, OpType.SliceTf)
+def _movement(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+) -> list[Placed] | None:
+    data = inputs if op.type == OpType.Concat else inputs[:1]
+    if mixes_nhwc([*data, *outputs]):
+        return None
+    result = []
+    for i, j, space, s_start, d_start, dims in boxes(op, inputs, outputs):
+        dst = R.Side.box(layout_of(outputs[j]), d_start, range(len(space)))
+        src_dims: list[int | None] = [None] * len(s_start)
+        for d, k in enumerate(dims):
+            src_dims[k] = d
+        src = R.Side.box(layout_of(inputs[i], len(s_start)), s_start, src_dims)
+        result.append((j, Piece(list(space), inputs[i], src, dst)))
+    return result
+
+
+def same_storage(src: Tensor, dst: Tensor) -> bool:
+    """Whether a reshape's input and output storage hold the same bytes in the same order.
+
+    Plain to plain, or NC4HW4 to NC4HW4 with the same batch, channels and area.
+    """
+    if src.dtype != dst.dtype or src.is_packed != dst.is_packed:
+        return False
+    if src.is_packed:
+        return (src.shape[0], src.shape[1], math.prod(src.shape[2:])) == (
+            dst.shape[0],
+            dst.shape[1],
+            math.prod(dst.shape[2:]),
+        )
+    return src.element_size == dst.element_size
+
+
+def _flat_order(t: Tensor, nhwc: bool) -> list[int]:
+    """``t``'s logical dims in the flat order of the reshape (NHWC moves C last, rank >= 3)."""
+    dims = list(range(t.ndim))
+    return [0, *dims[2:], 1] if nhwc and t.ndim >= 3 else dims
+
+
+def reshape_nhwc(op: OpDef, inputs: Sequence[Tensor]) -> bool:
+    """Whether the reshape's flat order is NHWC (``(N, *spatial, C)``) rather than NCHW."""
+    return op.type == OpType.Reshape and reshape.nhwc_order(
+        op, inputs[0].dimension_format, len(inputs) > 1
+    )
+
+
+def reshape_piece(src: Tensor, dst: Tensor, nhwc: bool) -> Piece | None:
+    """The reshape as one box copy over the shapes' common refinement, or None without one."""
+    s_order, d_order = _flat_order(src, nhwc), _flat_order(dst, nhwc)
+    space = R.refine([src.shape[k] for k in s_order], [dst.shape[k] for k in d_order])
+    if space is None:
+        return None
+    s_side = R.merged(R.Layout(tuple(src.shape), src.is_packed), s_order, space)
+    d_side = R.merged(R.Layout(tuple(dst.shape), dst.is_packed), d_order, space)
+    return Piece(space, src, s_side, d_side)
+
+
+@register_geometry(OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)
+def _reshape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
+    if inputs[0].dimension_format != outputs[0].dimension_format:
+        return None
+    p = reshape_piece(inputs[0], outputs[0], reshape_nhwc(op, inputs))
+    return None if p is None else [(0, p)]
+
+
+@register_geometry(OpType.ConvertTensor)
+def _convert(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
+    src, dst = inputs[0], outputs[0]
+    if src.dtype not in _COPIED:
+        return None
+    if NHWC in (src.dimension_format, dst.dimension_format) and src.ndim >= 3:
+        return None
+    rank = src.ndim
+    s_side = R.Side.box(layout_of(src), [0] * rank, range(rank))
+    d_side = R.Side.box(layout_of(dst), [0] * rank, range(rank))
+    return [(0, Piece(list(src.shape), src, s_side, d_side))]
