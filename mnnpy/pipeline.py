@@ -89,8 +89,10 @@ class Pipeline:
                 t.describe.use_count = use_counts[t.describe.index]
         folded: set[int] = set()
         for unit in self.units:  # the shape stage: output shapes, and the ops that fold
-            with self._resizing(unit):
+            try:  # no memory is requested: no resize scope
                 shaped = unit.shape()
+            except Exception as e:
+                raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
             if isinstance(shaped, Waiting):
                 return shaped
             if shaped:
@@ -128,11 +130,15 @@ class Pipeline:
                 for backend in self.backends:
                     scopes.enter_context(backend.resize_scope(unit.op))
                 yield
-        except MNNError as e:
-            name = unit.backend.name if unit.backend else None
-            raise e.with_op(unit.op.type_name, unit.op.name, backend=name, phase="resize") from None
         except Exception as e:
-            raise self._wrap(e, unit, "resize") from e
+            raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
+
+    def _resize_error(self, error: Exception, unit: Unit) -> MNNError:
+        """An error raised while resizing ``unit``, as an MNNError naming its op and backend."""
+        if isinstance(error, MNNError):
+            name = unit.backend.name if unit.backend else None
+            return error.with_op(unit.op.type_name, unit.op.name, backend=name, phase="resize")
+        return self._wrap(error, unit, "resize")
 
     def plan_steps(self) -> None:
         """The flat run loop's steps, built by the session once memory is planned.

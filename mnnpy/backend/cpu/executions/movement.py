@@ -33,12 +33,12 @@ class CPUMovement(CPURaster):
         self.op = op
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
-        self._boxes = boxes(self.op, inputs, outputs)  # the fall-back copies the same boxes
         return regions_of(self.op, inputs, outputs)
 
     def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         """The fall-back: unpack into NCHW scratch, NumPy copies, pack."""
         self._views: list[tuple[int, int, tuple, Index, Index]] = []
+        self._boxes = boxes(self.op, inputs, outputs)
         for i, j, space, s_start, d_start, dims in self._boxes:
             cut = [slice(a, a + space[dims.index(k)]) for k, a in enumerate(s_start)]
             dst = tuple(slice(a, a + n) for a, n in zip(d_start, space, strict=True))

@@ -64,14 +64,13 @@ class CPURaster(Execution):
         self._write_all = [False] * len(outputs)
         self._copies: list[tuple[Tensor, int, np.ndarray]] | None = None
         self._pieces: list[Placed] = []
-        pieces = own = self.pieces(inputs, outputs)
         decided = [t.describe.regions for t in outputs]
         if all(r is not None for r in decided):  # the geometry stage's plan (mnnpy.geometry)
-            pieces = [(j, p) for j, r in enumerate(decided) for p in r or ()]
+            pieces: list[Placed] | None = [(j, p) for j, r in enumerate(decided) for p in r or ()]
+        else:
+            pieces = self.pieces(inputs, outputs)
         # whether any input is read through its writer (the stage kept the plan in budget)
-        self.read_through = pieces is not own and any(
-            all(p.source is not t for t in inputs) for _, p in pieces or ()
-        )
+        self.read_through = any(all(p.source is not t for t in inputs) for _, p in pieces or ())
         copies = self._plan(pieces, outputs) if pieces is not None else None
         if pieces is None or copies is None:
             assert not self.read_through, "the geometry stage planned within the region budget"
