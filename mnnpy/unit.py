@@ -204,7 +204,8 @@ class Unit:
         execution, backend = self.execution, self.backend
         assert backend is not None
         inputs, copies, edges = self._wrap_inputs(backend)
-        if geometry is None or not _runs(geometry, execution, backend, copies):
+        runs = geometry if geometry and _runs(geometry, execution, backend, copies) else None
+        if runs is None:  # no regions decided, or not runnable as decided
             _fall_back(geometry, self.outputs, execution)
         outputs = self.outputs
         if execution.support_inplace and not copies and self._can_reuse_input(execution):
@@ -220,7 +221,7 @@ class Unit:
             logger.debug("prepared %s %r on %s", self.op.type_name, self.op.name, backend.name)
         macs = count_macs(self.op, self.inputs, self.outputs)
         info = OpInfo(self.op.name, self.op.type_name, macs / 1e6, backend.name)
-        through = geometry.reads_through if geometry is not None else ()
+        through = runs.reads_through if runs is not None else ()
         return UnitPlan(execution, backend, inputs, copies, info, through, edges)
 
     def bind(self) -> RunStep | None:

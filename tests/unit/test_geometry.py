@@ -195,4 +195,5 @@ def test_a_reader_that_runs_no_regions_falls_back(monkeypatch: pytest.MonkeyPatc
     units = session.pipelines[0].units
     assert not any(t.describe.virtual for u in units if u.op.type in movers for t in u.inputs)
     assert not any(t.describe.virtual for u in units if u.op.type in movers for t in u.outputs)
+    assert not any(u.plan.reads_through for u in units if u.op.type in movers)
     assert any(u.plan.reads_through for u in units if u.op.type not in movers)
