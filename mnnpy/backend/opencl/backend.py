@@ -128,6 +128,14 @@ class OpenCLBackend(Backend):
             return Unsupported("quantized (int8 model) tensors run on the CPU")
         return super().on_create(op, inputs, outputs)
 
+    def should_lower(self, op: OpDef) -> bool:
+        """Decompose composites OpenCL has no execution for (a stateless Attention).
+
+        The primitives (MatMul, Permute, Reshape, BinaryOp, Softmax) then run here, instead of
+        the composite falling back to the CPU.
+        """
+        return op.type not in self._creators
+
     # -- memory hooks ---------------------------------------------------------------------------
     def _op_index(self) -> int:
         op = self.current_op
