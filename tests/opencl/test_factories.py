@@ -57,6 +57,7 @@ def test_mixed_placement_mapped_makes_no_copy_device_copies_each_edge(
     monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "device")
     device = _alternating(net)
     assert not device.backend.mapped  # type: ignore[attr-defined]
+    assert device.backend.get_handle_factory_preferences() == ["OPENCL:device"]  # type: ignore[attr-defined]
     # the same edges, each a copy now (staging through on_copy_buffer)
     assert device.copy_stats()[0] == edges["import"] + edges["map"]
     assert device.edge_stats() == {
@@ -65,10 +66,15 @@ def test_mixed_placement_mapped_makes_no_copy_device_copies_each_edge(
         "map": 0,
         "copy": device.copy_stats()[0],
     }
+    transfers = device.backend.transfers  # type: ignore[attr-defined]
     for session in (mapped, device, mapped):  # twice mapped: the syncs run every time
+        transfers.clear()
         got = _run(net, session, feeds)
         for k, v in want.items():
             assert_close(got[k], v)
+        if session is device:  # the copies go both ways: uploads and downloads
+            assert transfers["upload"] + transfers["upload_staged"] >= edges["import"]
+            assert transfers["download"] + transfers["download_staged"] >= edges["map"]
 
 
 def test_callbacks_see_every_output_with_mapped_edges(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,3 +229,31 @@ def test_opencl_verify_refusal_names_backend_and_op(monkeypatch: pytest.MonkeyPa
         net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
     assert e.value.code == ErrorCode.NOT_SUPPORT and e.value.backend == "OPENCL"
     assert e.value.op_name == net.net.ops[-1].name and "work group too large" in str(e.value)
+
+
+def test_mixed_memory_maps_what_host_readers_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Device-only memory first, the mapped factory per tensor (issue 19: the producer's
+    factory chosen from its readers): OpenCL outputs read by CPU ops are moved to mapped memory
+    and read through a map (no copy, no download); CPU outputs are still uploaded."""
+    for model in MODELS:
+        net, feeds = _feeds(model)
+        want = _run(net, net.create_session(mnnpy.ScheduleConfig(type=CPU)), feeds)
+        monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "device")
+        device = _alternating(net)
+        monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "mixed")
+        mixed = _alternating(net)
+        backend = mixed.backend
+        assert isinstance(backend, OpenCLBackend) and backend.memory_mode == "mixed"
+        assert backend.get_handle_factory_preferences() == ["OPENCL:device", "OPENCL:mapped"]
+        edges, copies = mixed.edge_stats(), device.edge_stats()["copy"]
+        assert edges["map"] >= 1 and edges["copy"] == copies - edges["map"]
+        moved = [t for t in mixed.tensors if t.describe.extra.get("handle_factory")]
+        assert moved and all(t.describe.backend is backend and t.host is not None for t in moved)
+        for _ in range(2):
+            backend.transfers.clear()
+            got = _run(net, mixed, feeds)
+            for k, v in want.items():
+                assert_close(got[k], v)
+            assert backend.transfers["download"] + backend.transfers["download_staged"] <= len(
+                want
+            )  # at most the user's reads of outputs; edges to the CPU are maps

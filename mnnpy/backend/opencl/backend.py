@@ -19,6 +19,7 @@ Designed after MNN's ``OpenCLBackend`` (``source/backend/opencl/core/``) in buff
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ import pyopencl as cl
 
 from mnnpy.backend import Backend, BackendInfo, ForwardType, MemoryInfo, StorageType
 from mnnpy.backend.allocator import free_block
-from mnnpy.backend.handles import TensorHandleFactoryRegistry
+from mnnpy.backend.handles import FACTORY_KEY, TensorHandleFactoryRegistry
 from mnnpy.backend.opencl import boxes
 from mnnpy.backend.opencl.memory import (
     DEVICE,
@@ -38,7 +39,7 @@ from mnnpy.backend.opencl.memory import (
     OpenCLMappedFactory,
     host_pool,
     map_and_unmap,
-    use_mapped,
+    memory_mode,
 )
 from mnnpy.backend.opencl.runtime import OpenCLRuntime, wrap_cl_error
 from mnnpy.errors import MNNError, NotSupportError, OutOfMemoryError
@@ -84,10 +85,13 @@ class OpenCLBackend(Backend):
         budget = getattr(info.config, "memory_budget", None)
         self.memory_budget = runtime.limits.global_mem if budget is None else int(budget)
         self.allocator = getattr(info.config, "allocator", None)  # for the host-visible pools
-        self.mapped = use_mapped(runtime.limits.host_unified)  # see opencl/memory.py
+        self.memory_mode = memory_mode(runtime.limits.host_unified)  # see opencl/memory.py
+        self.mapped = self.memory_mode == "mapped"
         self.imports = HostImports(self)
         self.static_bytes = 0
         self.copies = 0  # host <-> device transfers made through on_copy_buffer
+        # by kind: upload / download, each direct or through a staging buffer, and device
+        self.transfers: Counter[str] = Counter()
         self._clear_state()
 
     def _clear_state(self) -> None:
@@ -234,9 +238,10 @@ class OpenCLBackend(Backend):
         except cl.Error as e:
             raise wrap_cl_error(e, "creating sub-buffers", self.device) from e
 
-    def _pool(self, nbytes: int, what: str) -> Any:
-        """A device buffer, or with mapped memory a host pool the device uses in place."""
-        if not self.mapped:
+    def _pool(self, nbytes: int, what: str, mapped: int = 0) -> Any:
+        """A device buffer, or with mapped memory (or ``mapped``) a host pool used in place."""
+        what = what or "a mapped tensor"
+        if not (self.mapped or mapped):
             mem = self._new_buffer(nbytes, what)
         else:
             mem, view, block = host_pool(self, nbytes, what)
@@ -248,6 +253,8 @@ class OpenCLBackend(Backend):
     def _sub(self, tensor: Tensor, pool: Any, offset: int) -> None:
         assert offset % self.align == 0, (tensor.name, offset)
         buffer: DeviceBuffer = tensor.describe.extra[KEY]
+        if tensor.describe.extra.get(FACTORY_KEY) == MAPPED and not self.mapped:  # mixed: own pool
+            pool, offset = self._pool(-(-max(tensor.size, 4) // self.align) * self.align, "", 1), 0
         buffer.mem = pool.get_sub_region(offset, max(tensor.size, 4))
         view = self._host_views.get(id(pool))
         if view is not None:  # mapped memory: host readers use this view after map_for_host
@@ -315,8 +322,10 @@ class OpenCLBackend(Backend):
         same = _same_storage(src, dst)
         try:
             if src_dev and dst_dev:
+                kind = "device"
                 self._convert(self.buffer(src), src, self.buffer(dst), dst)
             elif dst_dev:
+                kind = "upload" if same else "upload_staged"
                 host = _host_storage(src)
                 if same:
                     cl.enqueue_copy(self.queue, self.buffer(dst), host, is_blocking=True)
@@ -329,6 +338,7 @@ class OpenCLBackend(Backend):
                     self._convert(staging, src, self.buffer(dst), dst)
                     self.queue.finish()
             else:
+                kind = "download" if same else "download_staged"
                 host = _host_storage(dst)
                 if same:
                     cl.enqueue_copy(self.queue, host, self.buffer(src), is_blocking=True)
@@ -339,6 +349,7 @@ class OpenCLBackend(Backend):
         except cl.Error as e:
             raise wrap_cl_error(e, f"copying {src.name!r} to {dst.name!r}", self.device) from e
         self.copies += 1
+        self.transfers[kind] += 1
 
     def _convert(self, src_mem: Any, src: Tensor, dst_mem: Any, dst: Tensor) -> None:
         """Enqueue the box copy converting ``src``'s layout into ``dst``'s (then its padding)."""
@@ -369,8 +380,22 @@ class OpenCLBackend(Backend):
         registry.register(OpenCLDeviceFactory(self))
 
     def get_handle_factory_preferences(self) -> list[str]:
-        """Mapped memory first on devices that share the host's (or when asked), else device."""
-        return [MAPPED, DEVICE] if self.mapped else [DEVICE]
+        """Mapped memory first on devices that share the host's, else device memory first.
+
+        ``mixed`` (the default off host-unified devices) offers mapped memory second, for the
+        tensors host readers would copy; ``device`` offers device memory only.
+        """
+        return {"mapped": [MAPPED, DEVICE], "mixed": [DEVICE, MAPPED]}.get(
+            self.memory_mode, [DEVICE]
+        )
+
+    def assign_handle_factory(self, tensor: Tensor, factory_id: str) -> bool:
+        """Mixed memory: a DYNAMIC tensor a host reader would copy gets mapped memory instead."""
+        if self.memory_mode != "mixed" or factory_id != MAPPED:
+            return False
+        if not any(t is tensor for t in (*self._dynamic.values(), *self._separate)):
+            return False
+        return True
 
     def get_capabilities(self) -> dict[str, bool]:
         """Float32 kernels, no int8, sub-buffers, import/export when mapped, async runs.
