@@ -29,7 +29,7 @@ import pyopencl as cl
 
 from mnnpy.backend import Backend, BackendInfo, ForwardType, MemoryInfo, StorageType
 from mnnpy.backend.allocator import free_block
-from mnnpy.backend.handles import FACTORY_KEY, TensorHandleFactoryRegistry
+from mnnpy.backend.handles import FACTORY_KEY, TensorHandleFactoryRegistry, producer_factory
 from mnnpy.backend.opencl import boxes
 from mnnpy.backend.opencl.memory import (
     DEVICE,
@@ -86,6 +86,7 @@ class OpenCLBackend(Backend):
         self.memory_budget = runtime.limits.global_mem if budget is None else int(budget)
         self.allocator = getattr(info.config, "allocator", None)  # for the host-visible pools
         self.memory_mode = memory_mode(runtime.limits.host_unified)  # see opencl/memory.py
+        self._sub_tensor_ops: dict[int, Any] = {}  # op index -> execution offering sub-tensors
         self.mapped = self.memory_mode == "mapped"
         self.imports = HostImports(self)
         self.static_bytes = 0
@@ -98,6 +99,7 @@ class OpenCLBackend(Backend):
         self._planner = MemoryPlanner(self.align)
         self._dynamic: dict[int, Tensor] = {}
         self._aliases: dict[int, int] = {}  # id(tensor) -> id(the tensor whose bytes it took)
+        self._views: dict[int, int] = {}  # id(sub-tensor) -> id(the tensor it is a range of)
         self._separate: list[Tensor] = []
         self._pools: list[Any] = []
         self._blocks: list[Any] = []  # the allocator's blocks behind host-visible pools
@@ -130,7 +132,10 @@ class OpenCLBackend(Backend):
             "quant" in t.describe.extra or "int8" in t.describe.extra for t in (*inputs, *outputs)
         ):
             return Unsupported("quantized (int8 model) tensors run on the CPU")
-        return super().on_create(op, inputs, outputs)
+        ex = super().on_create(op, inputs, outputs)
+        if getattr(ex, "offers_sub_tensors", False):
+            self._sub_tensor_ops[op.index] = ex
+        return ex
 
     def should_lower(self, op: OpDef) -> bool:
         """Decompose composites OpenCL has no execution for (a stateless Attention).
@@ -175,6 +180,8 @@ class OpenCLBackend(Backend):
             buffer.mem = self._new_buffer(tensor.size, f"STATIC buffer {tensor.name!r}{at}")
             self.static_bytes += tensor.size
         elif storage_type == StorageType.DYNAMIC:
+            if self._acquire_sub_tensor(tensor, buffer):
+                return
             scratch = bool(tensor.describe.extra.get("scratch"))
             self.scratch_bytes += tensor.size if scratch else 0
             kind = "scratch" if scratch else "tensor"
@@ -183,6 +190,34 @@ class OpenCLBackend(Backend):
         else:
             self._separate.append(tensor)
         tensor.describe.extra[KEY] = buffer
+
+    def _acquire_sub_tensor(self, tensor: Tensor, buffer: DeviceBuffer) -> bool:
+        """Make ``tensor`` a sub-buffer of its source when the op being prepared offers one.
+
+        The factories support sub-tensors (Arm NN's ``SupportsSubTensors``): an execution that
+        writes an output as a contiguous, aligned range of an input (a Slice along the outermost
+        axis) answers ``sub_tensor_of``; the output then is that range (no copy, no kernel).
+        """
+        op = self.current_op
+        ex = None if op is None else self._sub_tensor_ops.get(op.index)
+        if ex is None or not producer_factory(self).supports_sub_tensors:
+            return False
+        found = ex.sub_tensor_of(tensor, self.align)
+        if found is None:
+            return False
+        source, offset = found
+        if source.describe.backend is not self or id(source) not in self._dynamic:
+            return False
+        if not self._planner.view(id(tensor), id(source), offset, tensor.size, self._op_index()):
+            return False
+        self._dynamic[id(tensor)] = tensor
+        self._views[id(tensor)] = id(source)
+        tensor.describe.extra[KEY] = buffer
+        return True
+
+    def is_sub_tensor(self, tensor: Tensor) -> bool:
+        """Whether ``tensor`` is, in this resize, a range of another tensor's buffer."""
+        return id(tensor) in self._views
 
     def on_acquire_inplace(self, tensor: Tensor, source: Tensor) -> bool:
         """Let ``tensor`` share DYNAMIC ``source``'s planned bytes (an in-place reshape)."""
