@@ -257,3 +257,44 @@ def test_mixed_memory_maps_what_host_readers_read(monkeypatch: pytest.MonkeyPatc
             assert backend.transfers["download"] + backend.transfers["download_staged"] <= len(
                 want
             )  # at most the user's reads of outputs; edges to the CPU are maps
+
+
+def test_mixed_memory_moved_tensor_is_not_taken_over_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tensor moved to its own mapped pool is outside the arena: a later in-place Reshape must
+    not alias it (it would skip its work and read nothing), and an alias is never moved."""
+    from mnnpy._schema.MNN.BinaryOp import BinaryOpT
+    from mnnpy._schema.MNN.Net import NetT
+    from mnnpy._schema.MNN.OpParameter import OpParameter
+    from mnnpy._schema.MNN.OpType import OpType
+    from mnnpy._schema.MNN.Reshape import ReshapeT
+    from mnnpy.net import pack_net
+    from mnnpy.tensor_format import DimensionFormat
+    from mnnpy.testing.builders import input_op, make_op, run_net
+
+    net = NetT()
+    net.tensorName = ["x", "y", "s", "z", "w"]
+    add = BinaryOpT()
+    add.opType = 0
+    shape = ReshapeT()
+    shape.dims, shape.dimType = [1, -1], DimensionFormat.NCHW
+    net.oplists = [
+        input_op("x", 0, (1, 8, 16), fmt=DimensionFormat.NCHW),
+        make_op(OpType.BinaryOp, "double", [0, 0], [1], add, OpParameter.BinaryOp),
+        make_op(OpType.Sigmoid, "cpu_reader", [1], [2]),
+        make_op(OpType.Reshape, "flat", [1], [3], shape, OpParameter.Reshape),
+        make_op(OpType.BinaryOp, "again", [3, 3], [4], add, OpParameter.BinaryOp),
+    ]
+    net.outputName = ["s", "w"]
+    data = pack_net(net)
+    x = np.random.default_rng(1).standard_normal((1, 8, 16)).astype(np.float32)
+    _, want = run_net(data, {"x": x}, mnnpy.ScheduleConfig(type=CPU))
+    monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "mixed")
+    cfg = mnnpy.ScheduleConfig(type=OPENCL, op_backend={"cpu_reader": CPU})
+    session, got = run_net(data, {"x": x}, cfg, quiet_fallback=True)
+    y = next(t for t in session.tensors if t.name == "y")
+    assert y.describe.extra.get("handle_factory") == "OPENCL:mapped"
+    assert session.edge_stats()["map"] == 1
+    for k, v in want.items():
+        assert_close(got[k], v)

@@ -206,7 +206,7 @@ class OpenCLBackend(Backend):
         if found is None:
             return False
         source, offset = found
-        if source.describe.backend is not self or id(source) not in self._dynamic:
+        if source.describe.backend is not self or id(source) not in self._dynamic or _moved(source):
             return False
         if not self._planner.view(id(tensor), id(source), offset, tensor.size, self._op_index()):
             return False
@@ -226,6 +226,7 @@ class OpenCLBackend(Backend):
             or source.describe.storage_type != StorageType.DYNAMIC
             or id(source) not in self._dynamic
             or source.size != tensor.size
+            or _moved(source)  # in a host pool of its own (mixed memory), not the arena
             or not self._planner.alias(id(tensor), id(source), self._op_index())
         ):
             return False
@@ -288,7 +289,7 @@ class OpenCLBackend(Backend):
     def _sub(self, tensor: Tensor, pool: Any, offset: int) -> None:
         assert offset % self.align == 0, (tensor.name, offset)
         buffer: DeviceBuffer = tensor.describe.extra[KEY]
-        if tensor.describe.extra.get(FACTORY_KEY) == MAPPED and not self.mapped:  # mixed: own pool
+        if _moved(tensor) and not self.mapped:  # mixed memory: a host pool of its own
             pool, offset = self._pool(-(-max(tensor.size, 4) // self.align) * self.align, "", 1), 0
         buffer.mem = pool.get_sub_region(offset, max(tensor.size, 4))
         view = self._host_views.get(id(pool))
@@ -428,9 +429,9 @@ class OpenCLBackend(Backend):
         """Mixed memory: a DYNAMIC tensor a host reader would copy gets mapped memory instead."""
         if self.memory_mode != "mixed" or factory_id != MAPPED:
             return False
-        if not any(t is tensor for t in (*self._dynamic.values(), *self._separate)):
+        if id(tensor) in self._aliases or id(tensor) in self._views:  # bytes shared in place
             return False
-        return True
+        return any(t is tensor for t in (*self._dynamic.values(), *self._separate))
 
     def get_capabilities(self) -> dict[str, bool]:
         """Float32 kernels, no int8, sub-buffers, import/export when mapped, async runs.
@@ -475,6 +476,11 @@ class OpenCLBackend(Backend):
         t = self.static_tensor(data)
         weakref.finalize(owner, self.on_release_buffer, t, StorageType.STATIC)
         return self.buffer(t)
+
+
+def _moved(tensor: Tensor) -> bool:
+    """Whether ``tensor`` was moved to the mapped factory for a host reader (mixed memory)."""
+    return tensor.describe.extra.get(FACTORY_KEY) == MAPPED
 
 
 def _same_storage(a: Tensor, b: Tensor) -> bool:
