@@ -1,8 +1,8 @@
 """XPU primitives for lowered composites: broadcasting BinaryOp, Reduction, UnaryOp (plain NCHW).
 
-What ``mnnpy.lowering`` decomposes LayerNorm, Softmax and MNN's tanh GELU into. The XPU keeps no LayerNorm or
-Softmax of its own: ``XPUBackend.should_lower`` asks for them to be decomposed, so they run here
-as these primitives instead of falling back to the CPU. Only plain storage (device memory, or
+What ``mnnpy.lowering`` decomposes LayerNorm, Softmax and MNN's tanh GELU into. The XPU keeps
+none of them of its own: ``XPUBackend.should_lower`` asks for them to be decomposed, so they run
+here as these primitives instead of falling back to the CPU. Only plain storage (device memory, or
 NCHW / NHWC tensors in host memory): the arrays are reshaped to the logical shape, a view.
 """
 
