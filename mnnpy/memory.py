@@ -37,6 +37,8 @@ class Block:
     first_op: int = -1
     last_op: int = -1
     owners: list[Hashable] = field(default_factory=list)
+    views: set[Hashable] = field(default_factory=set)  # live sub-tensors (MemoryPlanner.view)
+    done: bool = False  # its owner released it while sub-tensors were alive
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class MemoryPlanner:
         self.alignment = alignment
         self._blocks: dict[Hashable, Block] = {}
         self._owner: dict[Hashable, Block] = {}
+        self._view_at: dict[Hashable, tuple[int, int]] = {}  # sub-tensor -> (offset, size)
         self._clock = 0
 
     def __len__(self) -> int:
@@ -94,12 +97,37 @@ class MemoryPlanner:
         Returns False, changing nothing, when ``source`` is not alive.
         """
         block = self._owner.get(source)
-        if block is None or block.end != _NEVER or block.owners[-1] != source:
-            return False
+        if block is None or block.end != _NEVER or block.owners[-1] != source or block.views:
+            return False  # not alive, taken over, or sub-tensors still read its bytes
         assert key not in self._owner, f"buffer {key!r} acquired twice"
         block.owners.append(key)
         block.last_op = max(block.last_op, op)
         self._owner[key] = block
+        return True
+
+    def view(self, key: Hashable, source: Hashable, offset: int, nbytes: int, op: int = -1) -> bool:
+        """Let ``key`` be ``nbytes`` of ``source``'s live buffer from ``offset`` (a sub-tensor).
+
+        The block lives until both are released; nothing may take it over in place meanwhile.
+        Returns False, changing nothing, when ``source`` is not alive, was taken over, or the
+        range is not inside it or not aligned.
+        """
+        block = self._owner.get(source)
+        if (
+            block is None
+            or block.end != _NEVER
+            or block.done
+            or block.owners[-1] != source
+            or offset % self.alignment
+            or offset < 0
+            or offset + nbytes > block.size
+        ):
+            return False
+        assert key not in self._owner, f"buffer {key!r} acquired twice"
+        block.views.add(key)
+        block.last_op = max(block.last_op, op)
+        self._owner[key] = block
+        self._view_at[key] = (offset, int(nbytes))
         return True
 
     def extend(self, key: Hashable, op: int = -1) -> bool:
@@ -122,11 +150,16 @@ class MemoryPlanner:
         """``key`` is done with its buffer; once its last owner is done the bytes may be reused."""
         block = self._owner[key]
         block.last_op = max(block.last_op, op)
-        if block.owners[-1] != key:  # an alias took the buffer over
+        if key in self._view_at:  # a sub-tensor: the block ends with the last of them
+            block.views.discard(key)
+        elif block.owners[-1] != key:  # an alias took the buffer over
             return
-        assert block.end == _NEVER, f"buffer {key!r} released twice"
-        block.end = self._clock
-        self._clock += 1
+        else:
+            assert block.end == _NEVER and not block.done, f"buffer {key!r} released twice"
+            block.done = True
+        if block.done and not block.views and block.end == _NEVER:
+            block.end = self._clock
+            self._clock += 1
 
     def compute(self) -> MemoryPlan:
         """Assign offsets to every buffer recorded so far and return the plan."""
@@ -137,8 +170,15 @@ class MemoryPlanner:
             placed.append(block)
         lower_bound, peak_op = self._lower_bound()
         return MemoryPlan(
-            offsets=MappingProxyType({key: b.offset for key, b in self._owner.items()}),
-            sizes=MappingProxyType({key: b.size for key, b in self._owner.items()}),
+            offsets=MappingProxyType(
+                {
+                    key: b.offset + self._view_at.get(key, (0, 0))[0]
+                    for key, b in self._owner.items()
+                }
+            ),
+            sizes=MappingProxyType(
+                {key: self._view_at.get(key, (0, b.size))[1] for key, b in self._owner.items()}
+            ),
             arena_size=max((b.offset + b.size for b in placed), default=0),
             lower_bound=lower_bound,
             peak_op=peak_op,

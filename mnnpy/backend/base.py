@@ -350,6 +350,15 @@ class Backend(GraphHooks):
         """
         return [default_factory_id(self)]
 
+    def assign_handle_factory(self, tensor: Tensor, factory_id: str) -> bool:
+        """Keep ``tensor`` (one this backend produces) in the memory of factory ``factory_id``.
+
+        Asked while readers are placed, before memory is allocated, when a reader would read it
+        without a copy from that factory (see :mod:`mnnpy.backend.handles`). True: the tensor's
+        memory will come from there. Default: False, it stays in the first preference's memory.
+        """
+        return False
+
     def get_capabilities(self) -> dict[str, bool]:
         """What this backend can do, as name/value pairs (Arm NN's ``GetCapabilities``).
 

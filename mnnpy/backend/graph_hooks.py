@@ -58,11 +58,13 @@ class GraphHooks:
         return OptimizationViews(subs, [], [view.sub_view(rest)] if rest else [])
 
     def should_lower(self, op: OpDef) -> bool:
-        """Whether ``op``, a composite (LayerNorm, GELU, Softmax, ...), is to be decomposed.
+        """Whether ``op``, a composite (LayerNorm, GELU, Softmax, Attention), is to be decomposed.
 
-        Asked when the session is built, of the first backend ``op`` would be placed on, for op
-        types :mod:`mnnpy.lowering` can decompose; True replaces it by primitive ops (BinaryOp,
-        UnaryOp, Reduction, ...) that are then placed one by one (Glow's ``shouldLower``).
+        Asked when the session is built, of the first backend ``op`` would be placed on, for ops
+        :mod:`mnnpy.lowering` can decompose (never for those ``lowering.refusal`` refuses, such
+        as a ``kv_cache`` Attention, whose state outlives runs); True replaces it by primitive
+        ops (BinaryOp, UnaryOp, Reduction, MatMul, ...) that are then placed one by one, and
+        offered again (Glow's ``shouldLower``).
         Default: False, keep it whole (it runs where it is supported, else falls back).
         """
         return False

@@ -19,6 +19,15 @@ producer's first preference. When an op reads a tensor held by another backend, 
 4. **copy**: a mirror on the consumer and ``on_copy_buffer`` before each run (MNN's
    WrapExecution), counted by ``Session.copy_stats``.
 
+A tensor's factory is chosen from what its readers prefer (Arm NN's per-slot ``CalculateSlotOption``
+with import/export enabled): it starts as the producer's first preference; when a reader would
+have to copy, :func:`choose_edge` looks for another factory the producer registered (and lists in
+its preferences) under which that reader does not copy and no reader decided before changes its
+edge (one that copies keeps its valid copy), and asks the producer to move the tensor there
+(``Backend.assign_handle_factory``). Readers are placed one by one, in execution order, while
+the first resize prepares them, so the choice minimises copies over the readers in that order:
+with readers on two backends, the factory both read without a copy wins when there is one.
+
 A backend that registers nothing gets :class:`DefaultHandleFactory`, whose only compatibility rule
 is ``can_share``: today's backends cross edges exactly as before.
 """
@@ -47,7 +56,11 @@ __all__ = [
     "default_factory_id",
     "factories_of",
     "producer_factory",
+    "tensor_factory",
 ]
+
+FACTORY_KEY = "handle_factory"  # describe.extra: the factory id the producer moved a tensor to
+_READERS_KEY = "handle_readers"  # describe.extra: {id(consumer): (consumer, strategy)} so far
 
 
 class EdgeStrategy(Enum):
@@ -206,11 +219,63 @@ class Edge:
     sync: Callable[[], None] | None = None
 
 
+def tensor_factory(tensor: Tensor, owner: Backend) -> TensorHandleFactory:
+    """The factory ``tensor`` lives in: the one its producer moved it to, else the first."""
+    fid = tensor.describe.extra.get(FACTORY_KEY)
+    factory = factories_of(owner).get(fid) if fid is not None else None
+    return factory if factory is not None else producer_factory(owner)
+
+
 def choose_edge(consumer: Backend, tensor: Tensor, owner: Backend) -> Edge:
-    """How an op on ``consumer`` reads ``tensor``, held by ``owner`` (in the order above)."""
+    """How an op on ``consumer`` reads ``tensor``, held by ``owner`` (in the order above).
+
+    The tensor's factory may move first, when that spares this reader a copy (see above).
+    """
     if consumer.can_share(tensor, owner):
         return Edge(EdgeStrategy.DIRECT, tensor)
-    src = producer_factory(owner)
+    readers = tensor.describe.extra.setdefault(_READERS_KEY, {})
+    src = tensor_factory(tensor, owner)
+    if _strategy(consumer, tensor, owner, src) == EdgeStrategy.COPY:
+        src = _better_factory(consumer, tensor, owner, src, readers)
+    edge = _edge(consumer, tensor, owner, src)
+    readers[id(consumer)] = (consumer, edge.strategy)
+    return edge
+
+
+def _better_factory(
+    consumer: Backend,
+    tensor: Tensor,
+    owner: Backend,
+    current: TensorHandleFactory,
+    readers: dict[int, tuple[Backend, EdgeStrategy]],
+) -> TensorHandleFactory:
+    """A factory of ``owner`` this reader reads without a copy, moving no earlier reader's edge."""
+    registry = factories_of(owner)
+    for fid in owner.get_handle_factory_preferences():
+        f = registry.get(fid)
+        if f is None or f is current or _strategy(consumer, tensor, owner, f) == EdgeStrategy.COPY:
+            continue
+        earlier = [(b, s) for key, (b, s) in readers.items() if key != id(consumer)]
+        if any(s != EdgeStrategy.COPY and _strategy(b, tensor, owner, f) != s for b, s in earlier):
+            continue
+        if any(s == EdgeStrategy.MAP for _, s in earlier):  # bound to the old factory's hook
+            continue
+        if owner.assign_handle_factory(tensor, f.id):
+            tensor.describe.extra[FACTORY_KEY] = f.id
+            return f
+    return current
+
+
+def _strategy(
+    consumer: Backend, tensor: Tensor, owner: Backend, src: TensorHandleFactory
+) -> EdgeStrategy:
+    """The strategy :func:`_edge` would pick with ``src``, without its side effects."""
+    return _edge(consumer, tensor, owner, src, dry=True).strategy
+
+
+def _edge(
+    consumer: Backend, tensor: Tensor, owner: Backend, src: TensorHandleFactory, dry: bool = False
+) -> Edge:
     if isinstance(src, DefaultHandleFactory):  # its compatibility is can_share alone
         return Edge(EdgeStrategy.COPY, tensor)
     if owner.storage_format(tensor) != consumer.storage_format(tensor):
@@ -222,7 +287,7 @@ def choose_edge(consumer: Backend, tensor: Tensor, owner: Backend) -> Edge:
         registry = factories_of(consumer)
         for fid in prefs:
             f = registry.get(fid)
-            if f is not None and f.supports_import and f.import_tensor(tensor):
+            if f is not None and f.supports_import and (dry or f.import_tensor(tensor)):
                 return Edge(EdgeStrategy.IMPORT, tensor, f, _bound(f.sync_import, tensor))
     if src.supports_map and consumer.memory_kind == "host":
         return Edge(EdgeStrategy.MAP, tensor, src, _bound(src.map_tensor, tensor))

@@ -32,6 +32,7 @@ from mnnpy.testing.builders import (
     run_op,
 )
 from mnnpy.testing.cases import ModelCase, OpCase, compare
+from mnnpy.testing.lowering import LoweringCheck, check_lowering, lowering_cases
 from mnnpy.testing.model_cases import bench_model_dir, default_model_dirs, model_cases
 from mnnpy.testing.op_cases import covered_op_types, op_cases, uncovered_op_types
 from mnnpy.testing.report import CaseResult, ConformanceReport, OpTypeRow
@@ -45,6 +46,7 @@ __all__ = [
     "ATOL",
     "RTOL",
     "CaseResult",
+    "LoweringCheck",
     "SubstitutionReport",
     "ConformanceReport",
     "ModelCase",
@@ -52,12 +54,14 @@ __all__ = [
     "OpTypeRow",
     "assert_close",
     "bench_model_dir",
+    "check_lowering",
     "check_substitutions",
     "compare",
     "const_op",
     "covered_op_types",
     "default_model_dirs",
     "input_op",
+    "lowering_cases",
     "make_op",
     "make_single_op_net",
     "model_cases",

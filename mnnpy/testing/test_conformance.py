@@ -12,6 +12,7 @@ import pytest
 
 from mnnpy.config import ScheduleConfig
 from mnnpy.testing import ModelCase, OpCase, model_cases, op_cases, run_case
+from mnnpy.testing.lowering import check_lowering, lowering_cases
 from mnnpy.testing.report import CaseResult
 from mnnpy.testing.substitution import check_substitutions
 
@@ -60,3 +61,12 @@ def test_substitutions(model_case: ModelCase, schedule_config: ScheduleConfig) -
     bad = [g for g in report.groups if not g.ok]
     if bad or not report.outputs_ok:
         pytest.fail(f"{report.model}: fused != unfused: {bad or 'model outputs'}", pytrace=False)
+
+
+@pytest.mark.parametrize("lowering_case", lowering_cases(), ids=lambda c: c.name)
+def test_lowering(lowering_case: OpCase, schedule_config: ScheduleConfig) -> None:
+    """Each composite lowered on the backend under test equals its reference (rtol 1e-3)."""
+    result = check_lowering(lowering_case, schedule_config)
+    if not result.ok:
+        pytest.fail(f"{result.name} (on {', '.join(result.backends)}): {result.message}",
+                    pytrace=False)  # fmt: skip

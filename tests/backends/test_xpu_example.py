@@ -378,3 +378,19 @@ def test_numpy_copies_nc4hw4_data_with_one_spatial_element():
     for shape in ((1, 5, 1, 1), (1, 4, 1, 1), (2, 4)):
         buf = np.arange(layout.storage_elements(shape, DimensionFormat.NC4HW4), dtype=np.float32)
         assert not np.shares_memory(layout.unpack_nc4hw4(buf, shape), buf)
+
+
+def test_kit_lowering_cases_pass_on_the_xpu(xpu) -> None:
+    """The kit's lowering check on the example: each composite decomposed, equal to its
+    reference; LayerNorm, Softmax and MNN's tanh GELU run on the XPU's own primitives (the erf
+    GELU's ERF and an Attention's MatMul / Permute / Reshape are not the XPU's: those fall back
+    to the CPU, still correct)."""
+    from mnnpy.testing import check_lowering, lowering_cases
+
+    on_xpu = set()
+    for case in lowering_cases():
+        result = check_lowering(case, mnnpy.ScheduleConfig(type=XPU))
+        assert result.ok, (result.name, result.message)
+        if result.backends == ("USER_0",):
+            on_xpu.add(case.name.split("/")[0] if "GELU" not in case.name.upper() else case.name)
+    assert on_xpu == {"LayerNorm", "Softmax", "UnaryOp/gelu_tanh"}

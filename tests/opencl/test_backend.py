@@ -86,6 +86,22 @@ def test_copy_from_and_numpy_convert_layouts_on_the_device(
     )
     conv.copy_from_host_tensor(nhwc)
     np.testing.assert_array_equal(conv.numpy(), value)
+    # the device-only path's staging copies, both ways: a host tensor in another layout is
+    # converted on the device from (upload) or into (download) a staging buffer
+    backend = _opencl(session)
+    assert backend.memory_mode == "device" and not backend.mapped
+    backend.transfers.clear()
+    other = (value * -2).astype(np.float32)
+    for fmt in (mnnpy.DimensionType.CAFFE, mnnpy.DimensionType.TENSORFLOW):
+        src = mnnpy.Tensor.from_numpy(
+            other if fmt == mnnpy.DimensionType.CAFFE else other.transpose(0, 2, 3, 1).copy(), fmt
+        )
+        backend.on_copy_buffer(src, conv)  # upload through staging
+        np.testing.assert_array_equal(conv.numpy(), other)  # plain download (same layout)
+        dst = mnnpy.Tensor.from_numpy(np.zeros_like(src.numpy()), fmt)
+        backend.on_copy_buffer(conv, dst)  # download through staging
+        np.testing.assert_array_equal(dst.numpy(), src.numpy())
+    assert backend.transfers["upload_staged"] == 2 and backend.transfers["download_staged"] == 2
 
 
 def test_program_binaries_are_cached_on_disk(

@@ -57,6 +57,7 @@ def test_mixed_placement_mapped_makes_no_copy_device_copies_each_edge(
     monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "device")
     device = _alternating(net)
     assert not device.backend.mapped  # type: ignore[attr-defined]
+    assert device.backend.get_handle_factory_preferences() == ["OPENCL:device"]  # type: ignore[attr-defined]
     # the same edges, each a copy now (staging through on_copy_buffer)
     assert device.copy_stats()[0] == edges["import"] + edges["map"]
     assert device.edge_stats() == {
@@ -65,10 +66,15 @@ def test_mixed_placement_mapped_makes_no_copy_device_copies_each_edge(
         "map": 0,
         "copy": device.copy_stats()[0],
     }
+    transfers = device.backend.transfers  # type: ignore[attr-defined]
     for session in (mapped, device, mapped):  # twice mapped: the syncs run every time
+        transfers.clear()
         got = _run(net, session, feeds)
         for k, v in want.items():
             assert_close(got[k], v)
+        if session is device:  # the copies go both ways: uploads and downloads
+            assert transfers["upload"] + transfers["upload_staged"] >= edges["import"]
+            assert transfers["download"] + transfers["download_staged"] >= edges["map"]
 
 
 def test_callbacks_see_every_output_with_mapped_edges(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -223,3 +229,72 @@ def test_opencl_verify_refusal_names_backend_and_op(monkeypatch: pytest.MonkeyPa
         net.create_session(mnnpy.ScheduleConfig(type=OPENCL))
     assert e.value.code == ErrorCode.NOT_SUPPORT and e.value.backend == "OPENCL"
     assert e.value.op_name == net.net.ops[-1].name and "work group too large" in str(e.value)
+
+
+def test_mixed_memory_maps_what_host_readers_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Device-only memory first, the mapped factory per tensor (issue 19: the producer's
+    factory chosen from its readers): OpenCL outputs read by CPU ops are moved to mapped memory
+    and read through a map (no copy, no download); CPU outputs are still uploaded."""
+    for model in MODELS:
+        net, feeds = _feeds(model)
+        want = _run(net, net.create_session(mnnpy.ScheduleConfig(type=CPU)), feeds)
+        monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "device")
+        device = _alternating(net)
+        monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "mixed")
+        mixed = _alternating(net)
+        backend = mixed.backend
+        assert isinstance(backend, OpenCLBackend) and backend.memory_mode == "mixed"
+        assert backend.get_handle_factory_preferences() == ["OPENCL:device", "OPENCL:mapped"]
+        edges, copies = mixed.edge_stats(), device.edge_stats()["copy"]
+        assert edges["map"] >= 1 and edges["copy"] == copies - edges["map"]
+        moved = [t for t in mixed.tensors if t.describe.extra.get("handle_factory")]
+        assert moved and all(t.describe.backend is backend and t.host is not None for t in moved)
+        for _ in range(2):
+            backend.transfers.clear()
+            got = _run(net, mixed, feeds)
+            for k, v in want.items():
+                assert_close(got[k], v)
+            assert backend.transfers["download"] + backend.transfers["download_staged"] <= len(
+                want
+            )  # at most the user's reads of outputs; edges to the CPU are maps
+
+
+def test_mixed_memory_moved_tensor_is_not_taken_over_in_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A tensor moved to its own mapped pool is outside the arena: a later in-place Reshape must
+    not alias it (it would skip its work and read nothing), and an alias is never moved."""
+    from mnnpy._schema.MNN.BinaryOp import BinaryOpT
+    from mnnpy._schema.MNN.Net import NetT
+    from mnnpy._schema.MNN.OpParameter import OpParameter
+    from mnnpy._schema.MNN.OpType import OpType
+    from mnnpy._schema.MNN.Reshape import ReshapeT
+    from mnnpy.net import pack_net
+    from mnnpy.tensor_format import DimensionFormat
+    from mnnpy.testing.builders import input_op, make_op, run_net
+
+    net = NetT()
+    net.tensorName = ["x", "y", "s", "z", "w"]
+    add = BinaryOpT()
+    add.opType = 0
+    shape = ReshapeT()
+    shape.dims, shape.dimType = [1, -1], DimensionFormat.NCHW
+    net.oplists = [
+        input_op("x", 0, (1, 8, 16), fmt=DimensionFormat.NCHW),
+        make_op(OpType.BinaryOp, "double", [0, 0], [1], add, OpParameter.BinaryOp),
+        make_op(OpType.Sigmoid, "cpu_reader", [1], [2]),
+        make_op(OpType.Reshape, "flat", [1], [3], shape, OpParameter.Reshape),
+        make_op(OpType.BinaryOp, "again", [3, 3], [4], add, OpParameter.BinaryOp),
+    ]
+    net.outputName = ["s", "w"]
+    data = pack_net(net)
+    x = np.random.default_rng(1).standard_normal((1, 8, 16)).astype(np.float32)
+    _, want = run_net(data, {"x": x}, mnnpy.ScheduleConfig(type=CPU))
+    monkeypatch.setenv("MNNPY_OPENCL_MEMORY", "mixed")
+    cfg = mnnpy.ScheduleConfig(type=OPENCL, op_backend={"cpu_reader": CPU})
+    session, got = run_net(data, {"x": x}, cfg, quiet_fallback=True)
+    y = next(t for t in session.tensors if t.name == "y")
+    assert y.describe.extra.get("handle_factory") == "OPENCL:mapped"
+    assert session.edge_stats()["map"] == 1
+    for k, v in want.items():
+        assert_close(got[k], v)

@@ -65,6 +65,7 @@ CASES = [
     ("softmax_last", OpType.Softmax, _axis(-1), OpParameter.Axis, (2, 3, 9), NCHW),
     ("softmax_c", OpType.Softmax, _axis(1), OpParameter.Axis, (2, 5, 3, 3), NC4HW4),
     ("gelu_erf", OpType.UnaryOp, _unary(Un.GELU_STANDARD), OpParameter.UnaryOp, (4, 17), NCHW),
+    ("gelu_tanh", OpType.UnaryOp, _unary(Un.GELU), OpParameter.UnaryOp, (4, 17), NCHW),
 ]
 
 
@@ -118,5 +119,27 @@ def test_lowerable_refuses_what_it_cannot_decompose() -> None:
     plain = _layer_norm([-1], True)
     assert lowerable(OpDef(0, OpType.LayerNorm, "ln", (0,), (1,), plain, ln, NCHW))
     assert not lowerable(OpDef(0, OpType.UnaryOp, "u", (0,), (1,), _unary(Un.EXP), 0, NCHW))
-    assert not lowerable(OpDef(0, OpType.UnaryOp, "u", (0,), (1,), _unary(Un.GELU), 0, NCHW))
+    assert lowerable(OpDef(0, OpType.UnaryOp, "u", (0,), (1,), _unary(Un.GELU), 0, NCHW))
     assert not lowerable(OpDef(0, OpType.ReLU, "r", (0,), (1,), None, 0, NCHW))
+
+
+@pytest.mark.parametrize("code", [Un.GELU, Un.GELU_STANDARD])
+def test_lowered_gelu_equals_mnn_definition_over_the_whole_range(
+    monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    """Both GELU forms against MNN's definition (``unary_op._gelu``: the clamped rational tanh)
+    from -12 to 12, through both clamps (|0.798 (x + 0.045 x^3)| = 5 near |x| = 3.9), and where
+    plain ``tanh`` is 2e-4 off MNN's (x near -4)."""
+    x = np.linspace(-12, 12, 24001, dtype=np.float32).reshape(1, -1)
+    data = make_single_op_net(OpType.UnaryOp, [x], _unary(code), OpParameter.UnaryOp, fmt=NCHW)
+    monkeypatch.setattr(CPUBackend, "should_lower", lambda self, op: True)
+    session, lowered = run_net(data, {"in0": x}, ScheduleConfig())
+    kinds = [p.op_type for p in session.placement()]
+    assert "UnaryOp" not in kinds if code == Un.GELU else kinds.count("UnaryOp") == 1, kinds
+    op = OpDef(0, OpType.UnaryOp, "u", (0,), (1,), _unary(code), OpParameter.UnaryOp, NCHW)
+    expected = reference_of(OpType.UnaryOp)(op, [x])[0]
+    assert_close(lowered["out0"], expected)
+    if code == Un.GELU:  # the reason plain tanh would not do: it misses MNN's by > atol
+        x64 = x.astype(np.float64)
+        plain = 0.5 * x64 * (1 + np.tanh(np.sqrt(2 / np.pi) * (x64 + 0.044715 * x64**3)))
+        assert np.abs(plain - expected).max() > 1e-4

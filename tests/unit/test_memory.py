@@ -97,3 +97,24 @@ def test_extend_refuses_bytes_taken_over_in_place():
     p.release("a")
     assert not p.extend("a")
     assert p.extend("b") and not p.extend("missing")
+
+
+def test_sub_tensor_views_keep_the_block_and_block_in_place_takeover() -> None:
+    """``view``: a sub-tensor is a range of a live buffer (Arm NN's sub-tensor handles)."""
+    p = MemoryPlanner(alignment=64)
+    p.acquire("parent", 1024, op=0)
+    assert p.view("lo", "parent", 0, 512, op=1) and p.view("hi", "parent", 512, 512, op=1)
+    assert not p.view("odd", "parent", 100, 64)  # not aligned
+    assert not p.view("past", "parent", 960, 128)  # not inside
+    p.release("parent", op=1)  # the parent dies at the Slice, its parts live on
+    assert not p.alias("inplace", "parent", op=2)  # nothing takes the bytes over meanwhile
+    p.acquire("other", 1024, op=2)  # cannot reuse the parent's bytes: "hi" is alive
+    p.release("lo", op=2)
+    p.release("hi", op=3)
+    p.acquire("later", 1024, op=4)  # now it can
+    plan = p.compute()
+    assert plan.offsets["lo"] == plan.offsets["parent"]
+    assert plan.offsets["hi"] == plan.offsets["parent"] + 512 and plan.sizes["hi"] == 512
+    assert plan.offsets["other"] != plan.offsets["parent"]
+    assert plan.offsets["later"] in (plan.offsets["parent"], plan.offsets["other"])
+    assert plan.arena_size == 2048

@@ -1,8 +1,8 @@
 """XPU primitives for lowered composites: broadcasting BinaryOp, Reduction, UnaryOp (plain NCHW).
 
-What ``mnnpy.lowering`` decomposes LayerNorm and Softmax into. The XPU keeps no LayerNorm or
-Softmax of its own: ``XPUBackend.should_lower`` asks for them to be decomposed, so they run here
-as these primitives instead of falling back to the CPU. Only plain storage (device memory, or
+What ``mnnpy.lowering`` decomposes LayerNorm, Softmax and MNN's tanh GELU into. The XPU keeps
+none of them of its own: ``XPUBackend.should_lower`` asks for them to be decomposed, so they run
+here as these primitives instead of falling back to the CPU. Only plain storage (device memory, or
 NCHW / NHWC tensors in host memory): the arrays are reshaped to the logical shape, a view.
 """
 
@@ -28,6 +28,8 @@ BINARY: dict[int, Any] = {
     Bin.SUB: np.subtract,
     Bin.MUL: np.multiply,
     Bin.REALDIV: np.divide,
+    Bin.MINIMUM: np.minimum,  # with MAXIMUM: the clamps of MNN's tanh GELU, lowered
+    Bin.MAXIMUM: np.maximum,
 }
 REDUCE: dict[int, Any] = {Red.SUM: np.sum, Red.MEAN: np.mean, Red.MAXIMUM: np.max}
 
@@ -63,7 +65,7 @@ class XPUPrimitive(Execution):
 
 
 def binary_supported(backend: XPUBackend, op: OpDef, inputs: Sequence[Tensor]) -> bool:
-    """BinaryOp ADD / SUB / MUL / REALDIV of plain float32 tensors, broadcasting, no ReLU."""
+    """BinaryOp ADD / SUB / MUL / REALDIV / MINIMUM / MAXIMUM of plain float32, broadcasting."""
     code = getattr(op.param, "opType", None)
     relu = getattr(op.param, "activationType", 0) == 1
     return code in BINARY and not relu and len(inputs) == 2 and plain(backend, inputs)

@@ -19,6 +19,7 @@ Designed after MNN's ``OpenCLBackend`` (``source/backend/opencl/core/``) in buff
 from __future__ import annotations
 
 import weakref
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ import pyopencl as cl
 
 from mnnpy.backend import Backend, BackendInfo, ForwardType, MemoryInfo, StorageType
 from mnnpy.backend.allocator import free_block
-from mnnpy.backend.handles import TensorHandleFactoryRegistry
+from mnnpy.backend.handles import FACTORY_KEY, TensorHandleFactoryRegistry, producer_factory
 from mnnpy.backend.opencl import boxes
 from mnnpy.backend.opencl.memory import (
     DEVICE,
@@ -38,7 +39,7 @@ from mnnpy.backend.opencl.memory import (
     OpenCLMappedFactory,
     host_pool,
     map_and_unmap,
-    use_mapped,
+    memory_mode,
 )
 from mnnpy.backend.opencl.runtime import OpenCLRuntime, wrap_cl_error
 from mnnpy.errors import MNNError, NotSupportError, OutOfMemoryError
@@ -84,16 +85,21 @@ class OpenCLBackend(Backend):
         budget = getattr(info.config, "memory_budget", None)
         self.memory_budget = runtime.limits.global_mem if budget is None else int(budget)
         self.allocator = getattr(info.config, "allocator", None)  # for the host-visible pools
-        self.mapped = use_mapped(runtime.limits.host_unified)  # see opencl/memory.py
+        self.memory_mode = memory_mode(runtime.limits.host_unified)  # see opencl/memory.py
+        self._sub_tensor_ops: dict[int, Any] = {}  # op index -> execution offering sub-tensors
+        self.mapped = self.memory_mode == "mapped"
         self.imports = HostImports(self)
         self.static_bytes = 0
         self.copies = 0  # host <-> device transfers made through on_copy_buffer
+        # by kind: upload / download, each direct or through a staging buffer, and device
+        self.transfers: Counter[str] = Counter()
         self._clear_state()
 
     def _clear_state(self) -> None:
         self._planner = MemoryPlanner(self.align)
         self._dynamic: dict[int, Tensor] = {}
         self._aliases: dict[int, int] = {}  # id(tensor) -> id(the tensor whose bytes it took)
+        self._views: dict[int, int] = {}  # id(sub-tensor) -> id(the tensor it is a range of)
         self._separate: list[Tensor] = []
         self._pools: list[Any] = []
         self._blocks: list[Any] = []  # the allocator's blocks behind host-visible pools
@@ -126,7 +132,18 @@ class OpenCLBackend(Backend):
             "quant" in t.describe.extra or "int8" in t.describe.extra for t in (*inputs, *outputs)
         ):
             return Unsupported("quantized (int8 model) tensors run on the CPU")
-        return super().on_create(op, inputs, outputs)
+        ex = super().on_create(op, inputs, outputs)
+        if getattr(ex, "offers_sub_tensors", False):
+            self._sub_tensor_ops[op.index] = ex
+        return ex
+
+    def should_lower(self, op: OpDef) -> bool:
+        """Decompose composites OpenCL has no execution for (a stateless Attention).
+
+        The primitives (MatMul, Permute, Reshape, BinaryOp, Softmax) then run here, instead of
+        the composite falling back to the CPU.
+        """
+        return op.type not in self._creators
 
     # -- memory hooks ---------------------------------------------------------------------------
     def _op_index(self) -> int:
@@ -163,6 +180,8 @@ class OpenCLBackend(Backend):
             buffer.mem = self._new_buffer(tensor.size, f"STATIC buffer {tensor.name!r}{at}")
             self.static_bytes += tensor.size
         elif storage_type == StorageType.DYNAMIC:
+            if self._acquire_sub_tensor(tensor, buffer):
+                return
             scratch = bool(tensor.describe.extra.get("scratch"))
             self.scratch_bytes += tensor.size if scratch else 0
             kind = "scratch" if scratch else "tensor"
@@ -172,6 +191,34 @@ class OpenCLBackend(Backend):
             self._separate.append(tensor)
         tensor.describe.extra[KEY] = buffer
 
+    def _acquire_sub_tensor(self, tensor: Tensor, buffer: DeviceBuffer) -> bool:
+        """Make ``tensor`` a sub-buffer of its source when the op being prepared offers one.
+
+        The factories support sub-tensors (Arm NN's ``SupportsSubTensors``): an execution that
+        writes an output as a contiguous, aligned range of an input (a Slice along the outermost
+        axis) answers ``sub_tensor_of``; the output then is that range (no copy, no kernel).
+        """
+        op = self.current_op
+        ex = None if op is None else self._sub_tensor_ops.get(op.index)
+        if ex is None or not producer_factory(self).supports_sub_tensors:
+            return False
+        found = ex.sub_tensor_of(tensor, self.align)
+        if found is None:
+            return False
+        source, offset = found
+        if source.describe.backend is not self or id(source) not in self._dynamic or _moved(source):
+            return False
+        if not self._planner.view(id(tensor), id(source), offset, tensor.size, self._op_index()):
+            return False
+        self._dynamic[id(tensor)] = tensor
+        self._views[id(tensor)] = id(source)
+        tensor.describe.extra[KEY] = buffer
+        return True
+
+    def is_sub_tensor(self, tensor: Tensor) -> bool:
+        """Whether ``tensor`` is, in this resize, a range of another tensor's buffer."""
+        return id(tensor) in self._views
+
     def on_acquire_inplace(self, tensor: Tensor, source: Tensor) -> bool:
         """Let ``tensor`` share DYNAMIC ``source``'s planned bytes (an in-place reshape)."""
         if (
@@ -179,6 +226,7 @@ class OpenCLBackend(Backend):
             or source.describe.storage_type != StorageType.DYNAMIC
             or id(source) not in self._dynamic
             or source.size != tensor.size
+            or _moved(source)  # in a host pool of its own (mixed memory), not the arena
             or not self._planner.alias(id(tensor), id(source), self._op_index())
         ):
             return False
@@ -226,9 +274,10 @@ class OpenCLBackend(Backend):
         except cl.Error as e:
             raise wrap_cl_error(e, "creating sub-buffers", self.device) from e
 
-    def _pool(self, nbytes: int, what: str) -> Any:
-        """A device buffer, or with mapped memory a host pool the device uses in place."""
-        if not self.mapped:
+    def _pool(self, nbytes: int, what: str, mapped: int = 0) -> Any:
+        """A device buffer, or with mapped memory (or ``mapped``) a host pool used in place."""
+        what = what or "a mapped tensor"
+        if not (self.mapped or mapped):
             mem = self._new_buffer(nbytes, what)
         else:
             mem, view, block = host_pool(self, nbytes, what)
@@ -240,6 +289,8 @@ class OpenCLBackend(Backend):
     def _sub(self, tensor: Tensor, pool: Any, offset: int) -> None:
         assert offset % self.align == 0, (tensor.name, offset)
         buffer: DeviceBuffer = tensor.describe.extra[KEY]
+        if _moved(tensor) and not self.mapped:  # mixed memory: a host pool of its own
+            pool, offset = self._pool(-(-max(tensor.size, 4) // self.align) * self.align, "", 1), 0
         buffer.mem = pool.get_sub_region(offset, max(tensor.size, 4))
         view = self._host_views.get(id(pool))
         if view is not None:  # mapped memory: host readers use this view after map_for_host
@@ -307,8 +358,10 @@ class OpenCLBackend(Backend):
         same = _same_storage(src, dst)
         try:
             if src_dev and dst_dev:
+                kind = "device"
                 self._convert(self.buffer(src), src, self.buffer(dst), dst)
             elif dst_dev:
+                kind = "upload" if same else "upload_staged"
                 host = _host_storage(src)
                 if same:
                     cl.enqueue_copy(self.queue, self.buffer(dst), host, is_blocking=True)
@@ -321,6 +374,7 @@ class OpenCLBackend(Backend):
                     self._convert(staging, src, self.buffer(dst), dst)
                     self.queue.finish()
             else:
+                kind = "download" if same else "download_staged"
                 host = _host_storage(dst)
                 if same:
                     cl.enqueue_copy(self.queue, host, self.buffer(src), is_blocking=True)
@@ -331,6 +385,7 @@ class OpenCLBackend(Backend):
         except cl.Error as e:
             raise wrap_cl_error(e, f"copying {src.name!r} to {dst.name!r}", self.device) from e
         self.copies += 1
+        self.transfers[kind] += 1
 
     def _convert(self, src_mem: Any, src: Tensor, dst_mem: Any, dst: Tensor) -> None:
         """Enqueue the box copy converting ``src``'s layout into ``dst``'s (then its padding)."""
@@ -361,8 +416,22 @@ class OpenCLBackend(Backend):
         registry.register(OpenCLDeviceFactory(self))
 
     def get_handle_factory_preferences(self) -> list[str]:
-        """Mapped memory first on devices that share the host's (or when asked), else device."""
-        return [MAPPED, DEVICE] if self.mapped else [DEVICE]
+        """Mapped memory first on devices that share the host's, else device memory first.
+
+        ``mixed`` (the default off host-unified devices) offers mapped memory second, for the
+        tensors host readers would copy; ``device`` offers device memory only.
+        """
+        return {"mapped": [MAPPED, DEVICE], "mixed": [DEVICE, MAPPED]}.get(
+            self.memory_mode, [DEVICE]
+        )
+
+    def assign_handle_factory(self, tensor: Tensor, factory_id: str) -> bool:
+        """Mixed memory: a DYNAMIC tensor a host reader would copy gets mapped memory instead."""
+        if self.memory_mode != "mixed" or factory_id != MAPPED:
+            return False
+        if id(tensor) in self._aliases or id(tensor) in self._views:  # bytes shared in place
+            return False
+        return any(t is tensor for t in (*self._dynamic.values(), *self._separate))
 
     def get_capabilities(self) -> dict[str, bool]:
         """Float32 kernels, no int8, sub-buffers, import/export when mapped, async runs.
@@ -407,6 +476,11 @@ class OpenCLBackend(Backend):
         t = self.static_tensor(data)
         weakref.finalize(owner, self.on_release_buffer, t, StorageType.STATIC)
         return self.buffer(t)
+
+
+def _moved(tensor: Tensor) -> bool:
+    """Whether ``tensor`` was moved to the mapped factory for a host reader (mixed memory)."""
+    return tensor.describe.extra.get(FACTORY_KEY) == MAPPED
 
 
 def _same_storage(a: Tensor, b: Tensor) -> bool:

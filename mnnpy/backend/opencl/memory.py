@@ -14,8 +14,12 @@ Two factories (see :mod:`mnnpy.backend.handles`):
   host is a copy through ``on_copy_buffer`` (one transfer, or a layout conversion on the device
   from or into a staging buffer).
 
-``MNNPY_OPENCL_MEMORY=mapped|device`` overrides the choice (``auto``, the default, follows the
-device).
+``MNNPY_OPENCL_MEMORY=mapped|device|mixed`` overrides the choice (``auto``, the default, is
+``mapped`` on host-unified devices, else ``mixed``). ``device`` is device-only memory: every edge
+to the host is a copy. ``mixed`` prefers device-only memory but also offers the mapped factory
+per tensor: a tensor whose reader on the host would otherwise copy it (found by
+``handles.choose_edge`` from the readers' preferences) gets a host pool of its own, wrapped with
+``USE_HOST_PTR``, and is read through a map (Arm NN's export-enabled output slots).
 """
 
 from __future__ import annotations
@@ -35,21 +39,35 @@ if TYPE_CHECKING:
     from mnnpy.backend.opencl.backend import OpenCLBackend
     from mnnpy.tensor import Tensor
 
-__all__ = ["HostImports", "OpenCLDeviceFactory", "OpenCLMappedFactory", "host_pool", "use_mapped"]
+__all__ = [
+    "HostImports",
+    "OpenCLDeviceFactory",
+    "OpenCLMappedFactory",
+    "host_pool",
+    "memory_mode",
+    "use_mapped",
+]
 
 MAPPED, DEVICE = "OPENCL:mapped", "OPENCL:device"
 
 
-def use_mapped(host_unified: bool) -> bool:
-    """Whether the backend keeps its pools in host-mapped memory (see the module docstring).
+def memory_mode(host_unified: bool) -> str:
+    """``mapped``, ``device`` or ``mixed``: where the pools live (see the module docstring).
 
     Raises:
-        InvalidValueError: ``MNNPY_OPENCL_MEMORY`` is not auto, mapped or device.
+        InvalidValueError: ``MNNPY_OPENCL_MEMORY`` is not auto, mapped, device or mixed.
     """
     mode = os.environ.get("MNNPY_OPENCL_MEMORY", "auto").strip().lower()
-    if mode not in ("auto", "mapped", "device"):
-        raise InvalidValueError(f"MNNPY_OPENCL_MEMORY={mode!r}: use auto, mapped or device")
-    return mode == "mapped" or (mode == "auto" and host_unified)
+    if mode not in ("auto", "mapped", "device", "mixed"):
+        raise InvalidValueError(f"MNNPY_OPENCL_MEMORY={mode!r}: use auto, mapped, device or mixed")
+    if mode == "auto":
+        return "mapped" if host_unified else "mixed"
+    return mode
+
+
+def use_mapped(host_unified: bool) -> bool:
+    """Whether the backend keeps all its pools in host-mapped memory."""
+    return memory_mode(host_unified) == "mapped"
 
 
 class OpenCLMappedFactory(TensorHandleFactory):

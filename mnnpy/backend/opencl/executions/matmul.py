@@ -72,7 +72,8 @@ def _why_not(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
     batch = math.prod(y.shape[:-2])
     for t in (a, b):
         count = math.prod(t.shape[:-2])
-        if count not in (1, batch) or (count == batch and t.shape[:-2] != y.shape[:-2]):
+        # one matrix (any batch dims of 1, or none) broadcasts: its batch stride is 0
+        if count not in (1, batch) or (count == batch > 1 and t.shape[:-2] != y.shape[:-2]):
             return f"batch dims {t.shape[:-2]} against {y.shape[:-2]}"
     if len(inputs) > 2 and (inputs[2].shape != (y.shape[-1],) or inputs[2].ndim != 1):
         return f"bias of shape {inputs[2].shape}"

@@ -104,7 +104,58 @@ class CLReshape(CLRaster):
 
 
 class CLMovement(CLRaster):
-    """Permute, Concat, Slice and SliceTf as boxes (MNN's geometry of each)."""
+    """Permute, Concat, Slice and SliceTf as boxes (MNN's geometry of each).
+
+    A Slice output that is a contiguous range of the input (plain layouts, every dim before the
+    axis 1) at an aligned offset is a sub-tensor (:meth:`sub_tensor_of`): the backend makes it a
+    sub-buffer of the input and no box copies it.
+    """
+
+    def __init__(self, backend: Backend, op: OpDef, inputs: Sequence[Tensor] = (),
+                 outputs: Sequence[Tensor] = ()) -> None:  # fmt: skip
+        super().__init__(backend, op)
+        self.offers_sub_tensors = op.type == OpType.Slice
+        self._io = (tuple(inputs), tuple(outputs))
+
+    def sub_tensor_of(self, tensor: Tensor, alignment: int) -> tuple[Tensor, int] | None:
+        """``(input, byte offset)`` when output ``tensor`` can be a range of the input."""
+        inputs, outputs = self._io
+        index = next((j for j, t in enumerate(outputs) if t is tensor), -1)
+        if index < 0 or not inputs:
+            return None
+        src = inputs[0]
+        if boxes.packed(src) or boxes.packed(tensor) or src.dtype != tensor.dtype:
+            return None
+        values = inputs[1].describe.content if len(inputs) > 1 else None
+        axis, start, _ = slice_op.bounds(self.op, src.shape, len(outputs), values)[index]
+        if any(d != 1 for d in src.shape[:axis]):
+            return None
+        offset = start * math.prod(src.shape[axis + 1 :]) * src.dtype.itemsize
+        return (src, offset) if offset % alignment == 0 else None
+
+    def idle(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
+        """Nothing to do when every output is a sub-tensor of the input."""
+        return all(self.cl.is_sub_tensor(t) for t in outputs)
+
+    def plan(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        views = [self.cl.is_sub_tensor(t) for t in outputs]
+        if not any(views):
+            super().plan(inputs, outputs)
+            return
+        for i, j, space, s_off, s_str, d_off, d_str in self.boxes_of(inputs, outputs):
+            if views[j]:
+                continue
+            src, dst = inputs[i], outputs[j]
+            args = (
+                (self.device_input(src), boxes.desc(src), i32(s_off), boxes.int8(s_str, 0)),
+                (dst, boxes.desc(dst), i32(d_off), boxes.int8(d_str, 0)),
+            )
+            total = math.prod(space)
+            self.launch("raster", "box_copy", (total,), *args[0], *args[1], boxes.int8(space, 1),
+                        i32(total))  # fmt: skip
+        for t, view in zip(outputs, views, strict=True):
+            if not view:
+                self.zero_padding(t)
 
     def boxes_of(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Box]:
         op, src = self.op, inputs[0]
@@ -189,4 +240,4 @@ def create_movement(
         return Unsupported("NHWC tensors mixed with NCHW / NC4HW4 ones")
     if op.type == OpType.SliceTf and any(t.describe.content is None for t in inputs[1:3]):
         return Unsupported("begin / size known only at run time")
-    return CLMovement(backend, op)
+    return CLMovement(backend, op, inputs, outputs)
