@@ -214,6 +214,18 @@ def test_1x1_batch_of_1x1_images_is_row_major(batch: int, c: int, oc: int) -> No
         assert execution_of(run(x, param, CONV, 2, memory)[1])._linear
 
 
+@pytest.mark.usefixtures("isa")
+@pytest.mark.parametrize("c", [3, 4, 17])
+@pytest.mark.parametrize("k, stride, pad", [(3, 1, 1), (3, 2, 0), (5, 2, 2), (4, 1, 0)])
+def test_1d_along_h_runs_along_w(c: int, k: int, stride: int, pad: int) -> None:
+    """A 1-D convolution on width-1 images (audio front ends) runs as the same one along W."""
+    x = data((2, c, 37, 1))
+    param = conv(c, 9, (k, 1), strideY=stride, pads=[pad, 0, pad, 0], padY=pad)
+    check(x, param)
+    ex = execution_of(run(x, param, CONV, 2, "NORMAL")[1])
+    assert ex._shape[2] == ex._shape[5] == 1 and ex._window[0] == 1
+
+
 @pytest.mark.parametrize(
     "c, oc, hw, k",
     [(24, 40, (30, 29), (1, 1)), (20, 36, (23, 31), (3, 3)), (3, 20, (41, 37), (7, 7))],

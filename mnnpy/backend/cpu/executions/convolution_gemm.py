@@ -24,6 +24,22 @@ from mnnpy.weights import WeightTable
 _GATHER_BELOW = 64
 
 
+def along_width(
+    shape: tuple[int, ...], window: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A 1-D convolution along H of width-1 images as the same one along W.
+
+    ``[N][C/4][H][1][4]`` and ``[N][C/4][1][H][4]`` are the same bytes, and the k order (tap,
+    channel) is the same, so the results are bit-identical; but im2col then copies runs of
+    pixels and the "shift" path multiplies whole rows instead of one pixel per GEMM.
+    """
+    batch, ic, ih, iw, oc, oh, ow = shape
+    ky, kx, sy, _, dy, _, top, _ = window
+    if iw != 1 or ow != 1 or kx != 1 or ih == 1:
+        return shape, window
+    return (batch, ic, 1, ih, oc, 1, oh), (1, ky, 1, sy, 1, dy, 0, top)
+
+
 class CPUConvolutionGemm(CPUConvolutionBase):
     """Group-1 convolution as im2col + GEMM on NC4HW4 (MNN's DenseConvolutionTiledExecutor).
 
@@ -73,6 +89,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
+        self._shape, self._window = along_width(self._shape, self._window)
         backend = cpu_backend(self.backend)
         ky, kx, sy, sx, _, _, top, left = self._window
         direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)

