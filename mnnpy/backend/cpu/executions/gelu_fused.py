@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as Bin
-from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.unary import CPUUnary
 from mnnpy.errors import NotSupportError
 from mnnpy.net import OpType
@@ -59,7 +59,7 @@ def _by_const(node: Node | None, x: Tensor, codes: tuple[int, ...], value: float
     if node is None or node.op.type != OpType.BinaryOp or len(node.inputs) != 2:
         return False
     p = node.op.param
-    if getattr(p, "opType", None) not in codes or getattr(p, "activationType", 0):
+    if getattr(p, "opType", None) not in codes or getattr(p, "activationType", None):
         return False
     a, b = node.inputs
     if a is not x and (b is not x or p.opType not in (Bin.MUL, Bin.ADD)):
@@ -122,7 +122,9 @@ def _gelu_at(view: SubgraphView, erf: Node) -> Substitution | None:
     if outputs != [out] or not view.is_convex(group):
         return None
     at = next(i for i, t in enumerate(inputs) if t is x)
-    return Substitution(f"{erf.op.name}+gelu", tuple(group), CPUFusedGelu(view.backend, at))
+    return Substitution(
+        f"{erf.op.name}+gelu", tuple(group), CPUFusedGelu(cpu_backend(view.backend), at)
+    )
 
 
 @CPUBackend.register_fusion
