@@ -105,3 +105,23 @@ def test_attention_condition_selects_a_constant(isa: str, where: int) -> None:
     with pytest.raises(ValueError, match="not both"):
         A.attention(*f32, np.zeros(n, np.float32), out, scratch, dims, True, 0.5, False, True,
                     (1, 0, 0), 2, cond.ravel(), -1e9, where)  # fmt: skip
+
+
+def test_attention_reads_k_with_heads_interleaved(isa: str) -> None:
+    """k as ``[B / h][n][h][d]`` (before a head Permute) gives the result of contiguous k."""
+    b, h, m, n, d, dv = 2, 3, 13, 11, 8, 5
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((b * h, m, d)).astype(np.float32)
+    k = rng.standard_normal((b, n, h, d)).astype(np.float32)
+    v = rng.standard_normal((b * h, n, dv)).astype(np.float32)
+    dims = (b * h, m, n, d, dv)
+    out = np.zeros(b * h * m * dv, np.float32)
+    scratch = np.zeros(A.scratch_size(dims, 2), np.float32)
+    A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, out, scratch, dims, True, 1.0, False,
+                False, (1, 0, 0), 2, None, 0.0, 1, h)  # fmt: skip
+    kc = k.transpose(0, 2, 1, 3).reshape(b * h, n, d)
+    np.testing.assert_allclose(out.reshape(b * h, m, dv), sdpa_reference(q, kc, v, None, 1.0),
+                               rtol=1e-4, atol=1e-5)  # fmt: skip
+    with pytest.raises(ValueError, match="k_heads"):
+        A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, out, scratch, dims, False, 1.0,
+                    False, False, (1, 0, 0), 2, None, 0.0, 1, h)  # fmt: skip

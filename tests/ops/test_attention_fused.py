@@ -41,14 +41,16 @@ def attention_net(
     (``kform`` "tb"), ``[b, d, n]`` ("plain") or ``[b, n, d]`` through a Permute ("permute")."""
     net = NetT()
     net.tensorName = ["q", "k", "v", "s", "c", "t", "mask", "u", "p", "out", "kt", "fill"]
-    kshape = (b, d, n) if kform == "plain" else (b, n, d)
-    ops = [input_op("q", 0, (b, m, d), fmt=NCHW), input_op("k", 1, kshape, fmt=NCHW)]
-    ops += [input_op("v", 2, (b, n, d + 3), fmt=NCHW)]
+    heads = kform == "heads"  # k [1, n, b, d] through Permute (0, 2, 3, 1), the rest [1, b, ...]
+    kshape = {"plain": (b, d, n), "heads": (1, n, b, d)}.get(kform, (b, n, d))
+    lead = (1, b) if heads else (b,)
+    ops = [input_op("q", 0, (*lead, m, d), fmt=NCHW), input_op("k", 1, kshape, fmt=NCHW)]
+    ops += [input_op("v", 2, (*lead, n, d + 3), fmt=NCHW)]
     ops += [const_op("c", 4, np.float32([8.0 if scale == 7 else 0.125]))]
     k = 1
-    if kform == "permute":
+    if kform in ("permute", "heads"):
         perm = PermuteT()
-        perm.dims = [0, 2, 1]
+        perm.dims = [0, 2, 3, 1] if heads else [0, 2, 1]
         ops.append(make_op(OpType.Permute, "kt", [1], [10], perm, OpParameter.Permute))
         k = 10
     mm = MatMulT()
@@ -89,6 +91,7 @@ def attention_net(
         ("permute", "full", None),  # the PyTorch export scales q and k before the product
         ("permute", "select", 2),  # a causal mask as Select(cond, -1e9, scores)
         ("tb", "select_rows", None),
+        ("heads", None, 7),  # k [1, n, H, d] made [1, H, d, n] by the Permute
     ],
 )
 @pytest.mark.parametrize("threads", [1, 2])
@@ -101,10 +104,12 @@ def test_attention_runs_as_one_group_and_matches_the_ops(
     select = mask is not None and mask.startswith("select")
     data = attention_net(b, m, n, d, kform, shapes[mask], scale, select)
     rng = np.random.default_rng(3)
+    lead = (1, b) if kform == "heads" else (b,)
+    kshape = {"plain": (b, d, n), "heads": (1, n, b, d)}.get(kform, (b, n, d))
     feeds = {
-        "q": rng.standard_normal((b, m, d)).astype(np.float32),
-        "k": rng.standard_normal((b, d, n) if kform == "plain" else (b, n, d)).astype(np.float32),
-        "v": rng.standard_normal((b, n, d + 3)).astype(np.float32),
+        "q": rng.standard_normal((*lead, m, d)).astype(np.float32),
+        "k": rng.standard_normal(kshape).astype(np.float32),
+        "v": rng.standard_normal((*lead, n, d + 3)).astype(np.float32),
     }
     if mask is not None:
         masked = rng.random(shapes[mask]) < 0.3

@@ -4,8 +4,9 @@ A fusion finder (``Backend.register_fusion``) replaces the chain by one executio
 ``kernels/sdpa.pyx`` (MNN's CPUAttention role for graphs without the Attention op): scores exist
 a tile of query rows at a time, per thread. The scale is a MUL / DIV by a scalar constant; the
 mask is added, or is the int32 condition of a Select between the scores and a scalar constant
-(causal masks of exported decoders), broadcasting over whole batches or rows. A Permute that
-only swaps k's last two dims for this MatMul joins the group (the kernel reads k either way).
+(causal masks of exported decoders), broadcasting over whole batches or rows. A Permute making
+k for this MatMul alone joins the group when it swaps the last two dims or turns heads
+``[B, n, H, d]`` into ``[B, H, d, n]``: the kernel reads its input.
 Each step is the arithmetic of the op it replaces (tests/ops/test_attention_fused.py).
 """
 
@@ -20,6 +21,7 @@ import numpy as np
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as Bin
 from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
+from mnnpy.backend.cpu.executions import fusion_match as M
 from mnnpy.backend.cpu.kernels import sdpa as K
 from mnnpy.execution import Execution
 from mnnpy.net import OpType
@@ -41,6 +43,7 @@ class CPUFusedAttention(Execution):
         self.at = at  # positions of q, k, v (and the mask) among the group's inputs
         self.tk, self.scale, self.div = tk, scale, div
         self.select: tuple[float, int] | None = None  # a condition's (fill, fill_where)
+        self.k_heads = 1  # k read as [B / h][n][h][d] (kernels/sdpa.pyx)
         self._scratch: Tensor | None = None
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
@@ -64,52 +67,17 @@ class CPUFusedAttention(Execution):
             q, k, v, mask[0] if mask and not self.select else _EMPTY, outputs[0].buffer,
             self._scratch.buffer, self._dims, self.tk, 1.0 if self.scale is None else self.scale,
             self.div, self.scale is not None, self._mask_dims, self.backend.num_thread, cond,
-            fill, where,
+            fill, where, self.k_heads,
         )  # fmt: skip
-
-
-def _binary(node: Node | None, *codes: int) -> bool:
-    return (
-        node is not None
-        and node.op.type == OpType.BinaryOp
-        and getattr(node.op.param, "opType", None) in codes
-        and len(node.inputs) == 2
-        and not getattr(node.op.param, "activationType", 0)  # no ReLU fused into it
-    )
-
-
-def _other(node: Node, t: Tensor) -> Tensor:
-    a, b = node.inputs
-    return b if a is t else a
-
-
-def _plain(*ts: Tensor) -> bool:
-    return all(t.dtype == np.float32 and not t.is_packed for t in ts)
-
-
-def _squeezed(dims: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(dims[next((i for i, d in enumerate(dims) if d != 1), len(dims)) :])
-
-
-def _mask_fits(mask: Tensor, scores: tuple[int, ...]) -> bool:
-    """The mask broadcasts over whole batches or over rows only (what the kernel indexes)."""
-    if mask.ndim != len(scores) or mask.shape[-1] != scores[-1]:
-        return False
-    batches = math.prod(mask.shape[:-2])
-    return (
-        batches in (1, math.prod(scores[:-2]))
-        and mask.shape[-2] in (1, scores[-2])
-        and (batches == 1 or mask.shape[:-2] == scores[:-2])
-    )
 
 
 def _scale(view: SubgraphView, group: list[Node]) -> tuple[float | None, bool, Node | None]:
     """A MUL / DIV of the scores by a scalar constant after the first MatMul, if any."""
     s = group[-1].outputs[0]
     nxt = view.only_reader(s)
-    if not _binary(nxt, Bin.MUL, Bin.DIV, Bin.REALDIV) or nxt is None:
+    if not M.binary(nxt, Bin.MUL, Bin.DIV, Bin.REALDIV) or nxt is None:
         return None, False, nxt
-    c = _other(nxt, s)
+    c = M.other(nxt, s)
     div = nxt.op.param.opType != Bin.MUL
     if c.describe.content is None or c.element_size != 1 or (div and c is nxt.inputs[0]):
         return None, False, None  # not a scale: no fusion
@@ -117,30 +85,22 @@ def _scale(view: SubgraphView, group: list[Node]) -> tuple[float | None, bool, N
     return float(np.asarray(c.describe.content).reshape(())), div, view.only_reader(nxt.outputs[0])
 
 
-def _select(node: Node | None, s: Tensor) -> tuple[Tensor, float, int] | None:
-    """A Select between the scores ``s`` and a scalar float constant: (cond, fill, where)."""
-    if node is None or node.op.type != OpType.Select or len(node.inputs) != 3:
-        return None
-    cond, x, y = node.inputs
-    if s not in (x, y) or x is y or cond.dtype != np.int32 or cond.is_packed:
-        return None
-    c = y if x is s else x
-    if c.describe.content is None or c.element_size != 1 or c.dtype != np.float32:
-        return None
-    fill = float(np.asarray(c.describe.content).reshape(()))
-    return cond, fill, int(c is x)
+def _k_permute(view: SubgraphView, k: Tensor, reader: Node, tk: bool) -> tuple[Node, int] | None:
+    """The Permute writing ``k`` for ``reader`` alone that the kernel can read through.
 
-
-def _k_permute(view: SubgraphView, k: Tensor, reader: Node) -> Node | None:
-    """The Permute writing ``k`` when it only swaps the last two dims for ``reader`` alone."""
+    A swap of the last two dims (heads 1), or ``[B, n, H, d] -> [B, H, d, n]`` (heads H).
+    """
     node = view.producer(k)
     if node is None or node.op.type != OpType.Permute or node not in view.nodes:
         return None
-    perm = permute.permutation(node.op, k.ndim)
-    swap = (*range(k.ndim - 2), k.ndim - 1, k.ndim - 2)
-    if perm != swap or view.only_reader(k) is not reader or not _plain(node.inputs[0]):
+    if view.only_reader(k) is not reader or not M.plain(node.inputs[0]):
         return None
-    return node
+    perm = permute.permutation(node.op, k.ndim)
+    if perm == (*range(k.ndim - 2), k.ndim - 1, k.ndim - 2):
+        return node, 1
+    if perm == (0, 2, 3, 1) and not tk:
+        return node, node.inputs[0].shape[2]
+    return None
 
 
 def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa: C901
@@ -150,9 +110,9 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
     q, k = mm1.inputs
     group = [mm1]
     scale, div, nxt = _scale(view, group)
-    mask, select = None, _select(nxt, group[-1].outputs[0])
-    if _binary(nxt, Bin.ADD) and nxt is not None:
-        mask = _other(nxt, group[-1].outputs[0])
+    mask, select = None, M.select(nxt, group[-1].outputs[0])
+    if M.binary(nxt, Bin.ADD) and nxt is not None:
+        mask = M.other(nxt, group[-1].outputs[0])
     elif select is not None:
         mask = select[0]
     if mask is not None and nxt is not None:
@@ -169,18 +129,19 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
         return None
     v, out = mm2.inputs[1], mm2.outputs[0]
     group.append(mm2)
-    if not _plain(q, k, v, out) or (mask is not None and mask.is_packed):
+    if not M.plain(q, k, v, out) or (mask is not None and mask.is_packed):
         return None
     if mask is not None and select is None and mask.dtype != np.float32:
         return None
-    if any(_squeezed(t.shape[:-2]) != _squeezed(out.shape[:-2]) for t in (q, k, v, s)):
+    if any(M.squeezed(t.shape[:-2]) != M.squeezed(out.shape[:-2]) for t in (q, k, v, s)):
         return None  # the same matrices in every operand (leading 1s aside), no broadcasting
-    if mask is not None and not _mask_fits(mask, s.shape):
+    if mask is not None and not M.mask_fits(mask, s.shape):
         return None
-    perm = _k_permute(view, k, mm1)
+    perm = _k_permute(view, k, mm1, tk)
+    heads = 1
     if perm is not None:  # read k before the Permute, the other way round
-        group.insert(0, perm)
-        k, tk = perm.inputs[0], not tk
+        group.insert(0, perm[0])
+        k, tk, heads = perm[0].inputs[0], not tk, perm[1]
     inputs, outputs = view.boundary(group)
     want = [q, k, v] + ([mask] if mask is not None else [])
     at = [next((i for i, t in enumerate(inputs) if t is w), -1) for w in want]
@@ -190,6 +151,7 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
         return None
     ex = CPUFusedAttention(cpu_backend(view.backend), at, tk, scale, div)
     ex.select = None if select is None else select[1:]
+    ex.k_heads = heads
     return Substitution(f"{mm1.op.name}+attention", tuple(group), ex)
 
 

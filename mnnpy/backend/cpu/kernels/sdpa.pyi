@@ -18,4 +18,5 @@ def attention(
     cond: np.ndarray | None = None,
     fill: float = 0,
     fill_where: int = 1,
+    k_heads: int = 1,
 ) -> None: ...

@@ -2,11 +2,15 @@
 """Fused attention: ``out = softmax(q k * scale + mask) v`` over ``B`` matrix triples.
 
 ``q`` is ``B`` matrices ``[M][d]``; ``k`` is ``[n][d]`` each (``tk``, q k^T) or ``[d][n]``;
-``v`` is ``[n][dv]``; ``out`` is ``[M][dv]``, all row-major float32. The scale multiplies the
-scores (or divides them, ``div``), as the BinaryOp it replaces; the mask (``[mask_batches][M or
-1][n]``, its batch and row strides ``mb`` and ``mr`` 0 where it broadcasts) is added after;
-or, instead of a mask, an int32 condition of the same shapes selects a constant ``fill`` where it
-is non-zero (``fill_where`` 1) or zero (0), the scores elsewhere (a Select, as in causal masks).
+``v`` is ``[n][dv]``; ``out`` is ``[M][dv]``, all row-major float32. With ``k_heads`` h > 1,
+k is ``[B / h][n][h][d]`` instead (the input of the Permute that made it ``[B / h][h][d][n]``;
+``tk`` must be set): matrix ``b`` has rows of ``d`` at ``h * d`` floats apart.
+
+The scale multiplies the scores (or divides them, ``div``), as the BinaryOp it replaces; the mask
+(``[mask_batches][M or 1][n]``, its batch and row strides ``mb`` and ``mr`` 0 where it broadcasts)
+is added after; or, instead of a mask, an int32 condition of the same shapes selects a constant
+``fill`` where it is non-zero (``fill_where`` 1) or zero (0), the scores elsewhere (a Select, as in
+causal masks).
 
 Per run, in scratch: every batch's k and v as the row-major GEMM's 16-column panels
 (``linear_kernels.h``), then, for each block of ``rows`` query rows (one work item, one thread),
@@ -38,6 +42,7 @@ cdef struct Att:
     float scale, fill
     int fill_where  # -1: no condition; 1: fill where cond != 0; 0: where cond == 0
     Py_ssize_t mask_batches, mb, mr
+    Py_ssize_t kh  # k's heads interleaved per row (1: contiguous matrices)
 
 
 cdef Att _plan(tuple dims, int num_thread) except *:
@@ -64,7 +69,7 @@ def scratch_size(tuple dims, int num_thread=1):
 def attention(const float[::1] q, const float[::1] k, const float[::1] v, const float[::1] mask,
               float[::1] out, float[::1] scratch, tuple dims, bint tk, float scale, bint div,
               bint has_scale, tuple mask_dims, int num_thread=1, const int[::1] cond=None,
-              float fill=0, int fill_where=1):
+              float fill=0, int fill_where=1, Py_ssize_t k_heads=1):
     """The fused attention of the module docstring; ``mask`` empty for none, ``mask_dims`` =
     ``(mask_batches, mb, mr)`` for the mask or ``cond``; ``scratch`` needs
     ``scratch_size(dims, num_thread)`` floats."""
@@ -72,6 +77,9 @@ def attention(const float[::1] q, const float[::1] k, const float[::1] v, const 
     g.tk, g.scale, g.div, g.has_scale = tk, scale, div, has_scale
     g.mask_batches, g.mb, g.mr = mask_dims
     g.fill, g.fill_where = fill, -1
+    if k_heads < 1 or g.B % k_heads or (k_heads > 1 and not tk):
+        raise ValueError(f"k_heads {k_heads} must divide {g.B} matrices and come with tk")
+    g.kh = k_heads
     cdef Py_ssize_t need = g.B * (g.kp + g.vp) + num_thread * g.tile
     cdef Py_ssize_t mneed = 0, msize = mask.shape[0]
     cdef const int* cp = NULL
@@ -98,8 +106,10 @@ def attention(const float[::1] q, const float[::1] k, const float[::1] v, const 
         _run(&g, &q[0], &k[0], &v[0], mp, cp, &out[0], &scratch[0], num_thread)
 
 
-cdef void _pack(const float* b, Py_ssize_t K, Py_ssize_t N, bint tb, float* w) noexcept nogil:
-    """``B[K][N]`` (``[N][K]`` when ``tb``) as ``[ceil(N/16)][K][16]`` panels, zero-padded."""
+cdef void _pack(const float* b, Py_ssize_t K, Py_ssize_t N, bint tb, Py_ssize_t ld,
+                float* w) noexcept nogil:
+    """``B[K][N]`` (``[N][K]`` with rows ``ld`` apart when ``tb``) as ``[ceil(N/16)][K][16]``
+    panels, zero-padded."""
     cdef Py_ssize_t p, kk, j, n0, cols
     for p in range(cdiv(N, 16)):
         n0 = p * 16
@@ -107,7 +117,7 @@ cdef void _pack(const float* b, Py_ssize_t K, Py_ssize_t N, bint tb, float* w) n
         if tb:
             for kk in range(K):
                 for j in range(cols):
-                    w[kk * 16 + j] = b[(n0 + j) * K + kk]
+                    w[kk * 16 + j] = b[(n0 + j) * ld + kk]
         else:
             for kk in range(K):
                 memcpy(w + kk * 16, b + kk * N + n0, cols * 4)
@@ -150,6 +160,11 @@ cdef void _block(const Att* g, const float* q, const float* kp, const float* vp,
                  -INFINITY, INFINITY)
 
 
+cdef inline const float* _k_at(const Att* g, const float* k, Py_ssize_t b) noexcept nogil:
+    """Matrix ``b`` of k: contiguous, or head ``b % kh`` of the ``[n][kh][d]`` block ``b / kh``."""
+    return k + (b // g.kh) * g.n * g.kh * g.d + (b % g.kh) * g.d
+
+
 cdef void _run(const Att* g, const float* q, const float* k, const float* v, const float* mask,
                const int* cond, float* out, float* scratch, int num_thread) noexcept nogil:
     cdef float* kp = scratch
@@ -159,8 +174,8 @@ cdef void _run(const Att* g, const float* q, const float* k, const float* v, con
     cdef Py_ssize_t it, b
     if num_thread == 1:
         for b in range(g.B):
-            _pack(k + b * g.n * g.d, g.d, g.n, g.tk, kp + b * g.kp)
-            _pack(v + b * g.n * g.dv, g.n, g.dv, False, vp + b * g.vp)
+            _pack(_k_at(g, k, b), g.d, g.n, g.tk, g.kh * g.d, kp + b * g.kp)
+            _pack(v + b * g.n * g.dv, g.n, g.dv, False, 0, vp + b * g.vp)
         for it in range(g.B * g.nblk):
             _block(g, q, kp + (it // g.nblk) * g.kp, vp + (it // g.nblk) * g.vp, mask, cond,
                    out, tiles, it // g.nblk, (it % g.nblk) * g.rows, isa)
@@ -168,9 +183,9 @@ cdef void _run(const Att* g, const float* q, const float* k, const float* v, con
     for it in prange(2 * g.B, num_threads=num_thread, schedule="static"):
         b = it // 2
         if it % 2 == 0:
-            _pack(k + b * g.n * g.d, g.d, g.n, g.tk, kp + b * g.kp)
+            _pack(_k_at(g, k, b), g.d, g.n, g.tk, g.kh * g.d, kp + b * g.kp)
         else:
-            _pack(v + b * g.n * g.dv, g.n, g.dv, False, vp + b * g.vp)
+            _pack(v + b * g.n * g.dv, g.n, g.dv, False, 0, vp + b * g.vp)
     for it in prange(g.B * g.nblk, num_threads=num_thread, schedule="static"):
         b = it // g.nblk
         _block(g, q, kp + b * g.kp, vp + b * g.vp, mask, cond, out,
