@@ -147,8 +147,7 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
     at = [next((i for i, t in enumerate(inputs) if t is w), -1) for w in want]
     if len(outputs) != 1 or outputs[0] is not out or len(set(at)) != len(at) or -1 in at:
         return None  # q, k, v and the mask must be distinct tensors
-    if not view.is_convex(group):
-        return None
+    # convex by construction: every tensor made in the group has its one reader inside
     ex = CPUFusedAttention(cpu_backend(view.backend), at, tk, scale, div)
     ex.select = None if select is None else select[1:]
     ex.k_heads = heads
