@@ -194,13 +194,36 @@ def test_1x1_matmul_style() -> None:  # what the converter makes of Gemm: no pad
 
 
 @pytest.mark.usefixtures("isa")
-@pytest.mark.parametrize("batch, hw", [(2, (1, 1)), (5, (3, 1)), (128, (1, 1))])
+@pytest.mark.parametrize("batch, hw", [(5, (3, 1)), (7, (2, 3))])
 def test_1x1_batch_gathered(batch: int, hw: tuple[int, int]) -> None:
-    """A batch of tiny images (a converted MatMul) runs as one gathered GEMM in NORMAL mode."""
+    """A batch of tiny images runs as one gathered GEMM in NORMAL mode."""
     x, param = data((batch, 17, *hw)), conv(17, 5, (1, 1), relu=True)
     check(x, param)
     assert execution_of(run(x, param, CONV, 2, "NORMAL")[1])._gather
     assert not execution_of(run(x, param, CONV, 1, "LIMIT")[1])._gather
+
+
+@pytest.mark.usefixtures("isa")
+@pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
+@pytest.mark.parametrize("batch, oc", [(2, 5), (128, 40), (23, 33)])
+def test_1x1_batch_of_1x1_images_is_row_major(batch: int, c: int, oc: int) -> None:
+    """A converted MatMul (``[M, C, 1, 1]``) runs as the row-major GEMM in both memory modes."""
+    x, param = data((batch, c, 1, 1)), conv(c, oc, (1, 1), relu6=True)
+    check(x, param)
+    for memory in ("NORMAL", "LIMIT"):
+        assert execution_of(run(x, param, CONV, 2, memory)[1])._linear
+
+
+@pytest.mark.usefixtures("isa")
+@pytest.mark.parametrize("c", [3, 4, 17])
+@pytest.mark.parametrize("k, stride, pad", [(3, 1, 1), (3, 2, 0), (5, 2, 2), (4, 1, 0)])
+def test_1d_along_h_runs_along_w(c: int, k: int, stride: int, pad: int) -> None:
+    """A 1-D convolution on width-1 images (audio front ends) runs as the same one along W."""
+    x = data((2, c, 37, 1))
+    param = conv(c, 9, (k, 1), strideY=stride, pads=[pad, 0, pad, 0], padY=pad)
+    check(x, param)
+    ex = execution_of(run(x, param, CONV, 2, "NORMAL")[1])
+    assert ex._shape[2] == ex._shape[5] == 1 and ex._window[0] == 1
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from mnnpy.backend.cpu.executions.convolution_base import (
     pad_to,
 )
 from mnnpy.backend.cpu.kernels import gemm as G
+from mnnpy.backend.cpu.kernels import linear as L
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
@@ -23,11 +24,29 @@ from mnnpy.weights import WeightTable
 _GATHER_BELOW = 64
 
 
+def along_width(
+    shape: tuple[int, ...], window: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A 1-D convolution along H of width-1 images as the same one along W.
+
+    ``[N][C/4][H][1][4]`` and ``[N][C/4][1][H][4]`` are the same bytes, and the k order (tap,
+    channel) is the same, so the results are bit-identical; but im2col then copies runs of
+    pixels and the "shift" path multiplies whole rows instead of one pixel per GEMM.
+    """
+    batch, ic, ih, iw, oc, oh, ow = shape
+    ky, kx, sy, _, dy, _, top, _ = window
+    if iw != 1 or ow != 1 or kx != 1 or ih == 1:
+        return shape, window
+    return (batch, ic, 1, ih, oc, 1, oh), (1, ky, 1, sy, 1, dy, 0, top)
+
+
 class CPUConvolutionGemm(CPUConvolutionBase):
     """Group-1 convolution as im2col + GEMM on NC4HW4 (MNN's DenseConvolutionTiledExecutor).
 
-    A 1x1, stride-1, unpadded convolution multiplies the input in place; on a batch of small
-    images (a MatMul converted to a convolution on ``[M, K, 1, 1]``) it first gathers the batch
+    A 1x1, stride-1, unpadded convolution multiplies the input in place. On a batch of 1x1
+    images (a MatMul converted to a convolution on ``[M, K, 1, 1]``), whose NC4HW4 storage is a
+    row-major matrix, it is a row-major GEMM in place (``kernels/linear.pyx``, any memory mode);
+    on a batch of other small images it first gathers the batch
     into one DYNAMIC panel and runs a single GEMM over all its pixels (NORMAL mode only: the
     panel is as large as input plus output). In NORMAL mode a stride-1 convolution on a
     multiple of 4 input channels reads a padded copy of its input in place, tap by tap (no
@@ -53,6 +72,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
         self._tile = 0
         self._gather = False
+        self._linear = False
         self._shift = not backend.low_memory
         self._scratch_tensor: Tensor | None = None
 
@@ -69,11 +89,16 @@ class CPUConvolutionGemm(CPUConvolutionBase):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
+        self._shape, self._window = along_width(self._shape, self._window)
         backend = cpu_backend(self.backend)
         ky, kx, sy, sx, _, _, top, left = self._window
         direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
         oc, oh, ow = self._shape[4:]
         batch, k = self._shape[0], self.in_channels * ky * kx
+        self._linear = direct and batch > 1 and oh * ow == 1
+        if self._linear:
+            self._scratch_tensor = None
+            return
         self._gather = direct and batch > 1 and oh * ow < _GATHER_BELOW and not backend.low_memory
         pixels = oh * ow * (batch if self._gather else 1)
         self._tile = gemm_tile(k, oc, pixels, backend.low_memory, direct)
@@ -82,7 +107,18 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         )
         self._scratch_tensor = self._scratch(n)
 
+    def _bind_linear(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> L.LinearCall:
+        """The batch of 1x1 images as rows: ``[M][4 ceil(C/4)]`` in, the same out."""
+        batch, oc = self._shape[0], self._shape[4]
+        lda, ldd = 4 * (-(-self.in_channels // 4)), 4 * (-(-oc // 4))
+        return L.bind_linear(
+            inputs[0].buffer, lda, batch, self.in_channels, self.weight, self.bias,
+            outputs[0].buffer, ldd, oc, ldd, self.lo, self.hi, self.backend.num_thread,
+        )  # fmt: skip
+
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
+        if self._linear:
+            return self._bind_linear(inputs, outputs)
         scratch = EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         return G.bind_conv2d(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
@@ -91,6 +127,9 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         )  # fmt: skip
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        if self._linear:
+            self._bind_linear(inputs, outputs)()
+            return
         scratch = EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
         G.conv2d(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,

@@ -79,7 +79,9 @@ class CPUMatMul(Execution):
         if min(self._dims) < 1:
             return
         self._tile = gemm_tile(k, n, m * (len(self._a_idx) if nbb == 1 else 1), False, True)
-        size = MK.scratch_size(self._dims, self._use_packed, self._tile, backend.num_thread)
+        size = MK.scratch_size(
+            self._dims, self._use_packed, self._tile, backend.num_thread, self.transpose_a
+        )
         self._scratch = backend.acquire_scratch(size)
         backend.on_release_buffer(self._scratch, StorageType.DYNAMIC)
 

@@ -1,6 +1,12 @@
 import numpy as np
 
-def scratch_size(dims: tuple[int, ...], packed_b: bool, tile: int, num_thread: int = 1) -> int: ...
+def scratch_size(
+    dims: tuple[int, ...],
+    packed_b: bool,
+    tile: int,
+    num_thread: int = 1,
+    transpose_a: bool = True,
+) -> int: ...
 def matmul(
     a: np.ndarray,
     b: np.ndarray,

@@ -1,35 +1,25 @@
 # cython: language_level=3
 """LayerNorm / RMSNorm over the middle axis of a plain ``[outer][n][inner]`` float32 buffer.
 
-NumPy reference: ``mnnpy/ops/layer_norm.py``. Every (outer, inner) column is normalized by one
-thread: mean, then the variance of ``x - mean`` (two passes, in float64), then
-``(x - mean) / sqrt(var + eps) * gamma[k] + beta[k]``. RMSNorm uses mean 0. A column is read
-completely before it is written, so ``src`` and ``dst`` may be the same buffer; results do not
-depend on the thread count.
+NumPy reference: ``mnnpy/ops/layer_norm.py``. As MNN's MNNNorm, in float32: mean, then the
+variance of ``x - mean``, then ``(x - mean) / sqrt(var + eps) * gamma[k] + beta[k]``; RMSNorm
+uses mean 0. The C kernels (``norm_kernels.h``, the ISA from ``gemm.set_isa``) take a contiguous
+row (``inner == 1``) or up to 16 adjacent columns as one work item, each computed by one thread
+in a fixed order, so results do not depend on the thread count. A column is read completely
+before it is written, so ``src`` and ``dst`` may be the same buffer.
 """
 
 from cython.parallel cimport prange
-from libc.math cimport sqrt
+from libc.stddef cimport ptrdiff_t
+
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa
 
 
-cdef void _column(const float* src, float* dst, Py_ssize_t n, Py_ssize_t inner,
-                  const float* gamma, const float* beta, double eps, bint rms) noexcept nogil:
-    cdef Py_ssize_t k
-    cdef double mean = 0, var = 0, d, scale
-    if not rms:
-        for k in range(n):
-            mean += src[k * inner]
-        mean /= n
-    for k in range(n):
-        d = src[k * inner] - mean
-        var += d * d
-    scale = 1.0 / sqrt(var / n + eps)
-    if gamma != NULL:
-        for k in range(n):
-            dst[k * inner] = <float>((src[k * inner] - mean) * scale * gamma[k] + beta[k])
-    else:
-        for k in range(n):
-            dst[k * inner] = <float>((src[k * inner] - mean) * scale)
+cdef extern from "norm_kernels.h" nogil:
+    void mnnpy_norm_row(int isa, const float* src, float* dst, ptrdiff_t n, const float* gamma,
+                        const float* beta, float eps, int rms)
+    void mnnpy_norm_cols(int isa, const float* src, float* dst, ptrdiff_t n, ptrdiff_t inner,
+                         ptrdiff_t w, const float* gamma, const float* beta, float eps, int rms)
 
 
 def layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_t n,
@@ -48,8 +38,22 @@ def layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_
         return
     cdef const float* g = &gamma[0] if gamma.shape[0] else NULL
     cdef const float* b = &beta[0] if beta.shape[0] else NULL
-    cdef Py_ssize_t columns = outer * inner, col, base
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    cdef float e = <float>eps
+    cdef int isa = current_isa(), r = rms
+    cdef Py_ssize_t blocks = (inner + 15) // 16, it, o, j
     with nogil:
-        for col in prange(columns, num_threads=num_thread, schedule="static"):
-            base = (col // inner) * n * inner + col % inner
-            _column(&src[base], &dst[base], n, inner, g, b, eps, rms)
+        if inner == 1:
+            if outer == 1 or num_thread == 1:
+                for it in range(outer):
+                    mnnpy_norm_row(isa, s + it * n, d + it * n, n, g, b, e, r)
+            else:
+                for it in prange(outer, num_threads=num_thread, schedule="static"):
+                    mnnpy_norm_row(isa, s + it * n, d + it * n, n, g, b, e, r)
+        else:
+            for it in prange(outer * blocks, num_threads=num_thread, schedule="static"):
+                o = it // blocks
+                j = (it % blocks) * 16
+                mnnpy_norm_cols(isa, s + o * n * inner + j, d + o * n * inner + j, n, inner,
+                                min(16, inner - j), g, b, e, r)

@@ -1,0 +1,64 @@
+"""Graph matching helpers of the CPU fusion finders (``attention_fused.py``)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mnnpy.net import OpType
+from mnnpy.optimization import Node
+from mnnpy.tensor import Tensor
+
+
+def binary(node: Node | None, *codes: int) -> bool:
+    """``node`` is a two-input BinaryOp with one of ``codes`` and no fused activation."""
+    return (
+        node is not None
+        and node.op.type == OpType.BinaryOp
+        and getattr(node.op.param, "opType", None) in codes
+        and len(node.inputs) == 2
+        and not getattr(node.op.param, "activationType", 0)  # no ReLU fused into it
+    )
+
+
+def other(node: Node, t: Tensor) -> Tensor:
+    """The input of a two-input ``node`` that is not ``t``."""
+    a, b = node.inputs
+    return b if a is t else a
+
+
+def plain(*ts: Tensor) -> bool:
+    """All float32 and not NC4HW4."""
+    return all(t.dtype == np.float32 and not t.is_packed for t in ts)
+
+
+def squeezed(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """``dims`` without its leading 1s."""
+    return tuple(dims[next((i for i, d in enumerate(dims) if d != 1), len(dims)) :])
+
+
+def mask_fits(mask: Tensor, scores: tuple[int, ...]) -> bool:
+    """The mask broadcasts over whole batches or over rows only (what the kernel indexes)."""
+    if mask.ndim != len(scores) or mask.shape[-1] != scores[-1]:
+        return False
+    batches = math.prod(mask.shape[:-2])
+    return (
+        batches in (1, math.prod(scores[:-2]))
+        and mask.shape[-2] in (1, scores[-2])
+        and (batches == 1 or mask.shape[:-2] == scores[:-2])
+    )
+
+
+def select(node: Node | None, s: Tensor) -> tuple[Tensor, float, int] | None:
+    """A Select between the scores ``s`` and a scalar float constant: (cond, fill, where)."""
+    if node is None or node.op.type != OpType.Select or len(node.inputs) != 3:
+        return None
+    cond, x, y = node.inputs
+    if s not in (x, y) or x is y or cond.dtype != np.int32 or cond.is_packed:
+        return None
+    c = y if x is s else x
+    if c.describe.content is None or c.element_size != 1 or c.dtype != np.float32:
+        return None
+    fill = float(np.asarray(c.describe.content).reshape(()))
+    return cond, fill, int(c is x)

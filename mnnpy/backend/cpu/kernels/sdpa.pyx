@@ -1,0 +1,192 @@
+# cython: language_level=3
+"""Fused attention: ``out = softmax(q k * scale + mask) v`` over ``B`` matrix triples.
+
+``q`` is ``B`` matrices ``[M][d]``; ``k`` is ``[n][d]`` each (``tk``, q k^T) or ``[d][n]``;
+``v`` is ``[n][dv]``; ``out`` is ``[M][dv]``, all row-major float32. With ``k_heads`` h > 1,
+k is ``[B / h][n][h][d]`` instead (the input of the Permute that made it ``[B / h][h][d][n]``;
+``tk`` must be set): matrix ``b`` has rows of ``d`` at ``h * d`` floats apart.
+
+The scale multiplies the scores (or divides them, ``div``), as the BinaryOp it replaces; the mask
+(``[mask_batches][M or 1][n]``, its batch and row strides ``mb`` and ``mr`` 0 where it broadcasts)
+is added after; or, instead of a mask, an int32 condition of the same shapes selects a constant
+``fill`` where it is non-zero (``fill_where`` 1) or zero (0), the scores elsewhere (a Select, as in
+causal masks).
+
+Per run, in scratch: every batch's k and v as the row-major GEMM's 16-column panels
+(``linear_kernels.h``), then, for each block of ``rows`` query rows (one work item, one thread),
+the block's scores in a per-thread tile: GEMM, scale, mask and ``mnnpy_softmax_row``
+(``softmax_kernels.h``) on each row, then the tile times v's panels into the output rows. Only
+one tile of scores per thread exists. Each step is the arithmetic of the op it replaces (the
+same FMA chains as MatMul, the same softmax row), so results do not depend on the thread count.
+NumPy reference: ``tests/kernels/test_sdpa_kernel.py``.
+"""
+
+from cython.parallel cimport prange, threadid
+from libc.stddef cimport ptrdiff_t
+from libc.string cimport memcpy, memset
+
+from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa
+from mnnpy.backend.cpu.kernels.linear cimport mnnpy_linear
+
+
+cdef extern from "math.h" nogil:
+    float INFINITY
+
+cdef extern from "softmax_kernels.h" nogil:
+    void mnnpy_softmax_row(int isa, const float* src, float* dst, ptrdiff_t n)
+
+
+cdef struct Att:
+    Py_ssize_t B, M, n, d, dv, rows, nblk, kp, vp, tile
+    bint tk, div, has_scale
+    float scale, fill
+    int fill_where  # -1: no condition; 1: fill where cond != 0; 0: where cond == 0
+    Py_ssize_t mask_batches, mb, mr
+    Py_ssize_t kh  # k's heads interleaved per row (1: contiguous matrices)
+
+
+cdef Att _plan(tuple dims, int num_thread) except *:
+    cdef Att g
+    g.B, g.M, g.n, g.d, g.dv = dims
+    if min(g.B, g.M, g.n, g.d, g.dv, num_thread) < 1:
+        raise ValueError(f"sizes and threads must be positive, got dims {dims!r}, "
+                         f"num_thread {num_thread}")
+    # about 32K floats of scores per tile, in blocks of the micro-kernel's 10 rows
+    g.rows = min(g.M, max(10, (32768 // g.n) // 10 * 10))
+    g.nblk = cdiv(g.M, g.rows)
+    g.kp = cdiv(g.n, 16) * 16 * g.d  # floats of one batch's k panels
+    g.vp = cdiv(g.dv, 16) * 16 * g.n
+    g.tile = g.rows * g.n
+    return g
+
+
+def scratch_size(tuple dims, int num_thread=1):
+    """Floats of scratch ``attention`` needs; ``dims = (B, M, n, d, dv)``."""
+    cdef Att g = _plan(dims, num_thread)
+    return g.B * (g.kp + g.vp) + num_thread * g.tile
+
+
+def attention(const float[::1] q, const float[::1] k, const float[::1] v, const float[::1] mask,
+              float[::1] out, float[::1] scratch, tuple dims, bint tk, float scale, bint div,
+              bint has_scale, tuple mask_dims, int num_thread=1, const int[::1] cond=None,
+              float fill=0, int fill_where=1, Py_ssize_t k_heads=1):
+    """The fused attention of the module docstring; ``mask`` empty for none, ``mask_dims`` =
+    ``(mask_batches, mb, mr)`` for the mask or ``cond``; ``scratch`` needs
+    ``scratch_size(dims, num_thread)`` floats."""
+    cdef Att g = _plan(dims, num_thread)
+    g.tk, g.scale, g.div, g.has_scale = tk, scale, div, has_scale
+    g.mask_batches, g.mb, g.mr = mask_dims
+    g.fill, g.fill_where = fill, -1
+    if k_heads < 1 or g.B % k_heads or (k_heads > 1 and not tk):
+        raise ValueError(f"k_heads {k_heads} must divide {g.B} matrices and come with tk")
+    g.kh = k_heads
+    cdef Py_ssize_t need = g.B * (g.kp + g.vp) + num_thread * g.tile
+    cdef Py_ssize_t mneed = 0, msize = mask.shape[0]
+    cdef const int* cp = NULL
+    if cond is not None and cond.shape[0]:
+        if msize:
+            raise ValueError("a mask or a condition, not both")
+        if fill_where not in (0, 1):
+            raise ValueError(f"fill_where must be 0 or 1, got {fill_where}")
+        g.fill_where, msize, cp = fill_where, cond.shape[0], &cond[0]
+    if msize:
+        if g.mask_batches not in (1, g.B) or g.mb < 0 or g.mr < 0:
+            raise ValueError(f"mask dims {mask_dims!r} do not broadcast to scores "
+                             f"{(g.B, g.M, g.n)!r}")
+        mneed = (g.mask_batches - 1) * g.mb + (g.M - 1) * g.mr + g.n
+    if (q.shape[0] < g.B * g.M * g.d or k.shape[0] < g.B * g.n * g.d
+            or v.shape[0] < g.B * g.n * g.dv or out.shape[0] < g.B * g.M * g.dv
+            or scratch.shape[0] < need or msize < mneed):
+        raise ValueError(
+            f"buffers too small: q {q.shape[0]}, k {k.shape[0]}, v {v.shape[0]}, out "
+            f"{out.shape[0]}, mask / cond {msize} (needs {mneed}), scratch {scratch.shape[0]} "
+            f"(needs {need}) for dims {dims!r}")
+    cdef const float* mp = &mask[0] if mask.shape[0] else NULL
+    with nogil:
+        _run(&g, &q[0], &k[0], &v[0], mp, cp, &out[0], &scratch[0], num_thread)
+
+
+cdef void _pack(const float* b, Py_ssize_t K, Py_ssize_t N, bint tb, Py_ssize_t ld,
+                float* w) noexcept nogil:
+    """``B[K][N]`` (``[N][K]`` with rows ``ld`` apart when ``tb``) as ``[ceil(N/16)][K][16]``
+    panels, zero-padded."""
+    cdef Py_ssize_t p, kk, j, n0, cols
+    for p in range(cdiv(N, 16)):
+        n0 = p * 16
+        cols = min(16, N - n0)
+        if tb:
+            for kk in range(K):
+                for j in range(cols):
+                    w[kk * 16 + j] = b[(n0 + j) * ld + kk]
+        else:
+            for kk in range(K):
+                memcpy(w + kk * 16, b + kk * N + n0, cols * 4)
+        if cols < 16:
+            for kk in range(K):
+                memset(w + kk * 16 + cols, 0, (16 - cols) * 4)
+        w += 16 * K
+
+
+cdef void _block(const Att* g, const float* q, const float* kp, const float* vp,
+                 const float* mask, const int* cond, float* out, float* s, Py_ssize_t b,
+                 Py_ssize_t r0, int isa) noexcept nogil:
+    cdef Py_ssize_t rr = min(g.rows, g.M - r0), i, j, at
+    cdef float* row
+    cdef const float* m
+    cdef const int* c
+    mnnpy_linear(isa, q + (b * g.M + r0) * g.d, g.d, rr, g.d, kp, NULL, s, g.n, g.n, g.n,
+                 -INFINITY, INFINITY)
+    for i in range(rr):
+        row = s + i * g.n
+        if g.has_scale:
+            if g.div:
+                for j in range(g.n):
+                    row[j] = row[j] / g.scale
+            else:
+                for j in range(g.n):
+                    row[j] = row[j] * g.scale
+        at = (b if g.mask_batches > 1 else 0) * g.mb + (r0 + i) * g.mr
+        if mask != NULL:
+            m = mask + at
+            for j in range(g.n):
+                row[j] = row[j] + m[j]
+        elif cond != NULL:
+            c = cond + at
+            for j in range(g.n):
+                if (c[j] != 0) == (g.fill_where == 1):
+                    row[j] = g.fill
+        mnnpy_softmax_row(isa, row, row, g.n)
+    mnnpy_linear(isa, s, g.n, rr, g.n, vp, NULL, out + (b * g.M + r0) * g.dv, g.dv, g.dv, g.dv,
+                 -INFINITY, INFINITY)
+
+
+cdef inline const float* _k_at(const Att* g, const float* k, Py_ssize_t b) noexcept nogil:
+    """Matrix ``b`` of k: contiguous, or head ``b % kh`` of the ``[n][kh][d]`` block ``b / kh``."""
+    return k + (b // g.kh) * g.n * g.kh * g.d + (b % g.kh) * g.d
+
+
+cdef void _run(const Att* g, const float* q, const float* k, const float* v, const float* mask,
+               const int* cond, float* out, float* scratch, int num_thread) noexcept nogil:
+    cdef float* kp = scratch
+    cdef float* vp = scratch + g.B * g.kp
+    cdef float* tiles = vp + g.B * g.vp
+    cdef int isa = current_isa()
+    cdef Py_ssize_t it, b
+    if num_thread == 1:
+        for b in range(g.B):
+            _pack(_k_at(g, k, b), g.d, g.n, g.tk, g.kh * g.d, kp + b * g.kp)
+            _pack(v + b * g.n * g.dv, g.n, g.dv, False, 0, vp + b * g.vp)
+        for it in range(g.B * g.nblk):
+            _block(g, q, kp + (it // g.nblk) * g.kp, vp + (it // g.nblk) * g.vp, mask, cond,
+                   out, tiles, it // g.nblk, (it % g.nblk) * g.rows, isa)
+        return
+    for it in prange(2 * g.B, num_threads=num_thread, schedule="static"):
+        b = it // 2
+        if it % 2 == 0:
+            _pack(_k_at(g, k, b), g.d, g.n, g.tk, g.kh * g.d, kp + b * g.kp)
+        else:
+            _pack(v + b * g.n * g.dv, g.n, g.dv, False, 0, vp + b * g.vp)
+    for it in prange(g.B * g.nblk, num_threads=num_thread, schedule="static"):
+        b = it // g.nblk
+        _block(g, q, kp + b * g.kp, vp + b * g.vp, mask, cond, out,
+               tiles + threadid() * g.tile, b, (it % g.nblk) * g.rows, isa)
