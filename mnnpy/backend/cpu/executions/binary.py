@@ -51,7 +51,8 @@ class CPUBinary(Execution):
         self._pad = bca(out.shape) if out.is_packed and out.shape[1] % 4 else None
         self._binary = specialize(K.binary, inputs[0].dtype, out.dtype)
         # a packed input with a per-channel vector: on raw storage (bind_channel_binary)
-        self._channel = channel_broadcast(*inputs, out, self.code) if len(inputs) == 2 else None
+        two = len(inputs) == 2
+        self._channel = channel_broadcast(inputs[0], inputs[-1], out, self.code) if two else None
         if self._channel is not None:
             return
         if all(lane_compatible(t, out) or t.element_size == 1 for t in inputs):
@@ -74,12 +75,12 @@ class CPUBinary(Execution):
     ) -> Callable[[], None] | None:
         """float32 on raw storage: the kernel with its buffers resolved once (``bind_binary``)."""
         out = outputs[0]
-        if self._channel is not None:
+        if self._channel is not None and self.code is not None:
             swap, rows, area, b_rows = self._channel
-            a, b = (inputs[1], inputs[0]) if swap else inputs
-            call = K.bind_channel_binary(a.buffer, b.buffer, out.buffer, self.code, rows, area,
-                                         b_rows, self.relu, self.backend.num_thread)  # fmt: skip
-            return call if self._pad is None else chain(call, self._zero_pad(out))
+            x, v = (inputs[1], inputs[0]) if swap else (inputs[0], inputs[1])
+            ch = K.bind_channel_binary(x.buffer, v.buffer, out.buffer, self.code, rows, area,
+                                       b_rows, self.relu, self.backend.num_thread)  # fmt: skip
+            return ch if self._pad is None else chain(ch, self._zero_pad(out))
         if self._io is not None or self.code is None or len(inputs) != 2:
             return None
         if not inputs[0].dtype == inputs[1].dtype == out.dtype == np.float32:
