@@ -169,3 +169,43 @@ def test_bound_binary_checks() -> None:
     out = np.ones(4, np.float32)
     K.bind_binary(a, a, out, 0, _i(0), _i(1), _i(1))()  # an empty index space writes nothing
     assert out.tolist() == [1, 1, 1, 1]
+
+
+def _nc4(x: np.ndarray) -> np.ndarray:
+    """NCHW -> flat NC4HW4 (zero padding lanes)."""
+    n, c, h, w = x.shape
+    p = np.zeros((n, -(-c // 4) * 4, h, w), np.float32)
+    p[:, :c] = x
+    return np.ascontiguousarray(p.reshape(n, -1, 4, h * w).transpose(0, 1, 3, 2)).ravel()
+
+
+@pytest.mark.usefixtures("isa")
+@pytest.mark.parametrize("op", sorted(_HOT))
+@pytest.mark.parametrize(("n", "bn", "c", "hw"), [(2, 1, 6, (3, 5)), (1, 1, 8, (48, 48)),
+                                                  (2, 2, 5, (33, 65))])  # fmt: skip
+def test_channel_binary_every_isa(op: int, n: int, bn: int, c: int, hw: tuple) -> None:
+    """``bind_channel_binary`` (an NC4HW4 tensor with a per-channel vector, the SE multiply) is
+    NumPy's broadcast exactly, in every ISA, on 1 and 2 threads (planes split into chunks)."""
+    rng = np.random.default_rng(op)
+    x = rng.standard_normal((n, c, *hw)).astype(np.float32)
+    v = rng.standard_normal((bn, c, 1, 1)).astype(np.float32) + np.float32(0.25)
+    x[0, 0, 0, :2] = [np.nan, -0.0]
+    with np.errstate(all="ignore"):
+        want = _nc4(_HOT[op](x, v).astype(np.float32))
+    a, b = _nc4(x), _nc4(v)
+    for threads in (1, 2):
+        got = np.full_like(a, np.nan)
+        K.bind_channel_binary(a, b, got, op, n * -(-c // 4), hw[0] * hw[1], bn * -(-c // 4),
+                              False, threads)()  # fmt: skip
+        real = _nc4(np.ones_like(x)) != 0  # padding lanes (0 op 0) are the execution's
+        np.testing.assert_array_equal(got[real].view(np.int32), want[real].view(np.int32))
+
+
+def test_channel_binary_checks() -> None:
+    a = np.zeros(32, np.float32)
+    with pytest.raises(ValueError, match="too small"):
+        K.bind_channel_binary(a, a[:4], a, 2, 2, 5, 1)
+    with pytest.raises(ValueError, match="bad sizes"):
+        K.bind_channel_binary(a, a, a, 2, 3, 2, 2)
+    with pytest.raises(ValueError, match="no channel-broadcast"):
+        K.bind_channel_binary(a, a, a, 6, 2, 4, 1)  # POW

@@ -90,6 +90,9 @@ def test_int_division_by_zero_gives_zero() -> None:
         ((2, 17, 3, 1), (2, 1, 1, 9)),
         ((3, 7), (2, 4, 3, 7)),
         ((1,), (2, 3)),
+        ((2, 5, 3, 7), (1, 5, 1, 1)),  # per-channel vectors: the squeeze-excitation multiply
+        ((2, 6, 3, 7), (2, 6, 1, 1)),
+        ((1, 8, 1, 1), (2, 8, 4, 4)),
     ],
 )
 def test_broadcasting(a: tuple, b: tuple, fmt: DimensionFormat) -> None:
@@ -97,6 +100,24 @@ def test_broadcasting(a: tuple, b: tuple, fmt: DimensionFormat) -> None:
     check(x, y, param(B.MUL), fmt=fmt)
     check(y, x, param(B.SUB, True), fmt=fmt)
     check(x, y, param(B.ADD), fmt=fmt, consts={1: y})
+
+
+@pytest.mark.parametrize("code", [B.ADD, B.SUB, B.MUL, B.REALDIV, B.MINIMUM, B.MAXIMUM])
+@pytest.mark.parametrize("swap", [False, True])
+def test_channel_vector_on_packed_storage(
+    code: int, swap: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An NC4HW4 tensor with a ``[N, C, 1, 1]`` vector runs on raw storage (no logical copies):
+    every op with the vector second, commutative ones with it first too; 1 and 2 threads."""
+    from mnnpy.backend.cpu.kernels import eltwise
+
+    calls = []
+    bind = eltwise.bind_channel_binary
+    monkeypatch.setattr(eltwise, "bind_channel_binary", lambda *a: calls.append(1) or bind(*a))
+    x, v = data((2, 7, 40, 60)), np.abs(data((2, 7, 1, 1), 1)) + 0.5
+    check(*((v, x) if swap else (x, v)), param(code, code == B.SUB))
+    commutative = code in (B.ADD, B.MUL, B.MINIMUM, B.MAXIMUM)
+    assert len(calls) == (2 if commutative or not swap else 0)
 
 
 def test_comparison_with_const_scalar() -> None:

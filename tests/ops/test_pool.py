@@ -121,6 +121,23 @@ def test_global(kind: int) -> None:
     assert np.array_equal(out, out3d)
 
 
+@pytest.mark.parametrize("hw", [(1, 1), (1, 7), (5, 7), (8, 8), (56, 57)])
+def test_global_average_every_isa_identical(hw: tuple[int, int]) -> None:
+    """Global average pooling (8 interleaved sums per plane, remainders included): the same bits
+    in every ISA, 1 and 2 threads, close to NumPy's mean."""
+    x = data((2, 6, *hw), seed=hw[0])
+    param = PoolT(type=AVG, isGlobal=True)
+    outs = []
+    for name in G.available_isas():
+        G.set_isa(name)
+        try:
+            outs.append(check(x, param))
+        finally:
+            G.set_isa("best")
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    assert_close(outs[0], x.mean(axis=(2, 3), keepdims=True))
+
+
 def test_ceil_mode_sizes() -> None:
     x = data((1, 1, 7, 7))
     assert check(x, pool(MAX, k=2, s=2, ceilModel=True)).shape == (1, 1, 4, 4)

@@ -9,7 +9,11 @@ import numpy as np
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions import binary_int8
-from mnnpy.backend.cpu.executions.binary_plan import broadcast_plan, lane_compatible
+from mnnpy.backend.cpu.executions.binary_plan import (
+    broadcast_plan,
+    channel_broadcast,
+    lane_compatible,
+)
 from mnnpy.backend.cpu.executions.convolution_base import chain
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, bca
 from mnnpy.backend.cpu.kernels import eltwise as K
@@ -46,6 +50,11 @@ class CPUBinary(Execution):
         self._io: LogicalIO | None = None
         self._pad = bca(out.shape) if out.is_packed and out.shape[1] % 4 else None
         self._binary = specialize(K.binary, inputs[0].dtype, out.dtype)
+        # a packed input with a per-channel vector: on raw storage (bind_channel_binary)
+        two = len(inputs) == 2
+        self._channel = channel_broadcast(inputs[0], inputs[-1], out, self.code) if two else None
+        if self._channel is not None:
+            return
         if all(lane_compatible(t, out) or t.element_size == 1 for t in inputs):
             # one flat index space over the output's storage, as rows of channel-block planes
             # when packed (the kernel then splits planes, not blocks, between threads); size-1
@@ -66,6 +75,12 @@ class CPUBinary(Execution):
     ) -> Callable[[], None] | None:
         """float32 on raw storage: the kernel with its buffers resolved once (``bind_binary``)."""
         out = outputs[0]
+        if self._channel is not None and self.code is not None:
+            swap, rows, area, b_rows = self._channel
+            x, v = (inputs[1], inputs[0]) if swap else (inputs[0], inputs[1])
+            ch = K.bind_channel_binary(x.buffer, v.buffer, out.buffer, self.code, rows, area,
+                                       b_rows, self.relu, self.backend.num_thread)  # fmt: skip
+            return ch if self._pad is None else chain(ch, self._zero_pad(out))
         if self._io is not None or self.code is None or len(inputs) != 2:
             return None
         if not inputs[0].dtype == inputs[1].dtype == out.dtype == np.float32:
@@ -73,13 +88,18 @@ class CPUBinary(Execution):
         a, b = self._strides
         call = K.bind_binary(inputs[0].buffer, inputs[1].buffer, out.buffer, self.code,
                              self._shape, a, b, self.relu, self.backend.num_thread)  # fmt: skip
-        if self._pad is None:
-            return call
+        return call if self._pad is None else chain(call, self._zero_pad(out))
+
+    def _zero_pad(self, out: Tensor) -> Callable[[], None]:
         pad = self._pad
-        return chain(call, lambda: K.zero_padding(out.buffer, *pad))
+        assert pad is not None
+        return lambda: K.zero_padding(out.buffer, *pad)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         out, threads = outputs[0], self.backend.num_thread
+        call = self.bind(inputs, outputs) if self._channel is not None else None
+        if call is not None:  # the per-channel broadcast
+            return call()
         if self._io is not None:
             a, b = self._io.read(inputs, flat=True)
             (o,) = self._io.outputs(outputs, flat=True)
@@ -91,17 +111,8 @@ class CPUBinary(Execution):
             np.copyto(out.buffer, inputs[0].buffer)
             return
         shape, strides = self._shape, self._strides
-        self._binary(
-            inputs[0].buffer,
-            inputs[1].buffer,
-            out.buffer,
-            self.code,
-            shape,
-            strides[0],
-            strides[1],
-            self.relu,
-            threads,
-        )
+        self._binary(inputs[0].buffer, inputs[1].buffer, out.buffer, self.code, shape,
+                     strides[0], strides[1], self.relu, threads)  # fmt: skip
         for t, stride in zip(inputs[2:], strides[2:], strict=True):  # Eltwise: out = op(out, x_i)
             o = out.buffer
             self._binary(o, t.buffer, o, self.code, shape, self._dense, stride, False, threads)

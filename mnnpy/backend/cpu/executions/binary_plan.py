@@ -13,7 +13,9 @@ from mnnpy.backend.cpu.kernels import eltwise as K
 from mnnpy.errors import NotSupportError
 from mnnpy.tensor import Tensor
 
-__all__ = ["broadcast_plan", "lane_compatible"]
+__all__ = ["broadcast_plan", "channel_broadcast", "lane_compatible"]
+
+_COMMUTATIVE = (0, 2, 8, 9)  # ADD, MUL, MINIMUM, MAXIMUM
 
 
 def lane_compatible(t: Tensor, out: Tensor) -> bool:
@@ -56,3 +58,33 @@ def broadcast_plan(
         np.ascontiguousarray(cols[1]),
         np.ascontiguousarray(cols[2]),
     )
+
+
+def channel_broadcast(
+    a: Tensor, b: Tensor, out: Tensor, code: int | None
+) -> tuple[bool, int, int, int] | None:
+    """The NC4HW4 per-channel broadcast of ``a`` with ``b`` (a squeeze-excitation multiply).
+
+    One input is stored like ``out``, the other is packed ``[1 or N, C, 1, ..., 1]``: then
+    ``eltwise.bind_channel_binary`` runs on raw storage instead of logical copies.
+
+    Returns:
+        ``(swap, rows, area, b_rows)``: whether the vector is ``a`` (a commutative op then runs
+        with the inputs swapped), the output's planes, pixels per plane and the vector's planes;
+        None when this is not such a broadcast.
+    """
+    if code not in K.CHANNEL_OPS or not out.is_packed or out.ndim < 3:
+        return None
+    if not a.dtype == b.dtype == out.dtype == np.float32:
+        return None
+    n, c, *spatial = out.shape
+    for swap, full, vec in ((False, a, b), (True, b, a)):
+        if swap and code not in _COMMUTATIVE:
+            continue
+        if not (full.is_packed and vec.is_packed and full.shape == out.shape):
+            continue
+        if vec.ndim == out.ndim and vec.shape[1] == c and vec.shape[0] in (1, n):
+            if all(d == 1 for d in vec.shape[2:]):
+                blocks = -(-c // 4)
+                return swap, n * blocks, int(np.prod(spatial)), vec.shape[0] * blocks
+    return None

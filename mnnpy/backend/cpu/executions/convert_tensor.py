@@ -69,12 +69,27 @@ class CPUConvertTensor(CPURaster):
 
     Between the NCHW-ordered layouts it is also a box copy, so it can read through the tensor it
     converts (and be read through) like the other raster executions; on its own it runs the pack
-    kernels.
+    kernels. Where both layouts store the same bytes (``inplace_fits``) the output takes over the
+    input's storage and the copy maps onto itself, so the op is idle and left out of runs.
     """
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
         self.op = op
+
+    support_inplace = True
+
+    def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
+        """NCHW and NC4HW4 of one pixel and channels a multiple of 4: the same bytes in order.
+
+        The ``[M, K, 1, 1]`` tensors around a MatMul that MNN's converter made a convolution.
+        """
+        if src.dtype != dst.dtype or src.shape != dst.shape or src.is_packed == dst.is_packed:
+            return False
+        plain = dst if src.is_packed else src
+        if src.ndim < 3 or plain.dimension_format != NCHW:
+            return False
+        return src.shape[1] % 4 == 0 and math.prod(src.shape[2:]) == 1
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
         return regions_of(self.op, inputs, outputs)

@@ -67,7 +67,7 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
         dequant = self._dequantized()
         call = K.bind_depthwise(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, self._shape,
-            self._window, self.lo, self.hi, self.backend.num_thread,
+            self._window, self.lo, self.hi, self.backend.num_thread, self.act,
         )  # fmt: skip
         return call if dequant is None else chain(dequant, call)
 
@@ -77,7 +77,7 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
             dequant()
         K.conv2d_depthwise(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, self._shape,
-            self._window, self.lo, self.hi, self.backend.num_thread,
+            self._window, self.lo, self.hi, self.backend.num_thread, self.act,
         )  # fmt: skip
 
 

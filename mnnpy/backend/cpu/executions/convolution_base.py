@@ -94,6 +94,7 @@ class CPUConvolutionBase(Execution):
         self.op = op
         self.in_channels = in_channels
         self.lo, self.hi = activation_bounds(conv_common(op))
+        self.act = -1  # a fused activation's UnaryOp code (``conv_activation.py``), -1: none
         self._shape: tuple[int, ...] = ()
         self._window: tuple[int, ...] = ()
         self.compressed: CompressedPanels | None = None

@@ -123,7 +123,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         return G.bind_conv2d(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
-            self._shift,
+            self._shift, self.act,
         )  # fmt: skip
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
@@ -134,5 +134,5 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         G.conv2d(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
-            self._shift,
+            self._shift, self.act,
         )  # fmt: skip

@@ -14,6 +14,7 @@ def bind_depthwise(
     lo: float,
     hi: float,
     num_thread: int = 1,
+    act: int = -1,
 ) -> DepthwiseCall: ...
 def conv2d_depthwise(
     src: np.ndarray,
@@ -25,6 +26,7 @@ def conv2d_depthwise(
     lo: float,
     hi: float,
     num_thread: int = 1,
+    act: int = -1,
 ) -> None: ...
 def grouped_scratch_size(
     shape: tuple[int, ...], window: tuple[int, ...], group: int, tile: int, num_thread: int = 1

@@ -6,7 +6,8 @@ im2col and GEMM micro-kernels (``gemm_kernels.h``) per group. Activations are
 ``[batch][ceil(C/4)][H][W][4]``; the kernel takes ``shape = (batch, ic, ih, iw, oc, oh, ow)``
 and ``window = (ky, kx, sy, sx, dy, dx, pad_top, pad_left)``. Kernel taps that fall into the
 padding are skipped; outputs are clamped to ``[lo, hi]`` (fused relu / relu6); output
-padding lanes (channels >= oc) are written as zeros. The C row kernel is
+padding lanes (channels >= oc) are written as zeros; a fused activation ``act`` (``gemm.pyx``'s,
+-1 for none) runs on each item's rows once written. The C row kernel is
 ``depthwise_kernels.h``, in the ISA chosen by ``gemm.set_isa``.
 
 Sizes and buffer lengths are checked before the ``nogil`` loop, so a wrong call raises
@@ -21,6 +22,12 @@ from libc.stddef cimport ptrdiff_t
 from mnnpy.backend.cpu.kernels.gemm cimport (
     KernelCall, cdiv, current_isa, mnnpy_gemm_c4, mnnpy_im2col)
 
+from mnnpy.backend.cpu.kernels.gemm import FUSED_ACTS
+
+
+cdef extern from "unary_kernels.h" nogil:
+    int mnnpy_unary_simd(int isa, int op, const float* src, float* dst, ptrdiff_t n)
+
 
 cdef extern from "depthwise_kernels.h" nogil:
     ctypedef struct mnnpy_dw_geom:
@@ -34,6 +41,7 @@ cdef class DepthwiseCall(KernelCall):
     """A depthwise convolution (``bind_depthwise``)."""
     cdef mnnpy_dw_geom g
     cdef Py_ssize_t c, oh, step, chunks, items, planes
+    cdef int act
 
     cdef void run(self) noexcept:
         cdef mnnpy_dw_geom* g = &self.g
@@ -45,40 +53,44 @@ cdef class DepthwiseCall(KernelCall):
         cdef const float* w = self.w
         cdef const float* b = self.b
         cdef float lo = self.lo, hi = self.hi
-        cdef int isa = current_isa(), num_thread = self.num_thread
+        cdef int isa = current_isa(), num_thread = self.num_thread, act = self.act
         with nogil:
             if num_thread == 1:  # no parallel region to enter
                 for it in range(self.items):
-                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, it)
+                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, act, it)
             else:
                 for it in prange(self.items, num_threads=num_thread, schedule="static"):
-                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi,
+                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, act,
                              (it % planes) * chunks + it // planes if rowmajor else it)
 
 
 def conv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] weight,
                      const float[::1] bias, tuple shape, tuple window, float lo,
-                     float hi, int num_thread=1):
+                     float hi, int num_thread=1, int act=-1):
     """Depthwise convolution (ic == oc == group).
 
     ``weight`` is ``[c/4][ky][kx][4]`` (zero-padded), ``bias`` has ``4 * ceil(c/4)``
     values.
     """
-    _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread).run()
+    _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread, act).run()
 
 
 def bind_depthwise(const float[::1] src, float[::1] dst, const float[::1] weight,
                    const float[::1] bias, tuple shape, tuple window, float lo, float hi,
-                   int num_thread=1):
+                   int num_thread=1, int act=-1):
     """``conv2d_depthwise`` on these buffers, checked now: a ``DepthwiseCall`` that runs it
     when called with no arguments (a session's prepared step, ``Execution.bind``)."""
-    return _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread)
+    return _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread, act)
 
 
 cdef DepthwiseCall _bind_depthwise(const float[::1] src, float[::1] dst,
                                    const float[::1] weight, const float[::1] bias, tuple shape,
-                                   tuple window, float lo, float hi, int num_thread):
+                                   tuple window, float lo, float hi, int num_thread,
+                                   int act=-1):
+    if act != -1 and act not in FUSED_ACTS:
+        raise ValueError(f"activation {act} cannot be fused")
     cdef DepthwiseCall call = DepthwiseCall.__new__(DepthwiseCall)
+    call.act = act
     cdef mnnpy_dw_geom* g = &call.g
     cdef Py_ssize_t batch, c, oc, oh, c4
     batch, c, g.ih, g.iw, oc, oh, g.ow = shape
@@ -123,14 +135,16 @@ cdef DepthwiseCall _bind_depthwise(const float[::1] src, float[::1] dst,
 
 cdef inline void _dw_item(int isa, const mnnpy_dw_geom* g, const float* s, float* d,
                           const float* w, const float* b, Py_ssize_t c, Py_ssize_t oh,
-                          Py_ssize_t step, Py_ssize_t chunks, float lo, float hi,
+                          Py_ssize_t step, Py_ssize_t chunks, float lo, float hi, int act,
                           Py_ssize_t it) noexcept nogil:
     # item it: rows [y0, y0 + step) of plane it // chunks (image n, block plane % c4)
-    cdef Py_ssize_t plane = it // chunks, y0 = (it % chunks) * step
+    cdef Py_ssize_t plane = it // chunks, y0 = (it % chunks) * step, y1 = min(oh, y0 + step)
     cdef Py_ssize_t blk = plane % cdiv(c, 4)
+    cdef float* rows = d + (plane * oh + y0) * g.ow * 4
     mnnpy_dw_rows(isa, g, s + plane * g.ih * g.iw * 4, d + plane * oh * g.ow * 4,
-                  w + blk * g.KY * g.KX * 4, b + blk * 4, y0, min(oh, y0 + step),
-                  min(4, c - blk * 4), lo, hi)
+                  w + blk * g.KY * g.KX * 4, b + blk * 4, y0, y1, min(4, c - blk * 4), lo, hi)
+    if act >= 0:
+        mnnpy_unary_simd(isa, act, rows, rows, (y1 - y0) * g.ow * 4)
 
 
 cdef inline void _copy_plane(const float* sp, float* dp, Py_ssize_t area) noexcept nogil:

@@ -5,6 +5,7 @@ from mnnpy.backend.cpu.kernels.gemm import KernelCall
 FLOAT_OPS: frozenset[int]
 INT_OPS: frozenset[int]
 COMPARE_OPS: frozenset[int]
+CHANNEL_OPS: frozenset[int]
 MAX_DIMS: int
 
 def binary(
@@ -40,3 +41,17 @@ def bind_binary(
     relu: bool = False,
     num_thread: int = 1,
 ) -> BinaryCall: ...
+
+class ChannelBinaryCall(KernelCall): ...
+
+def bind_channel_binary(
+    a: np.ndarray,
+    b: np.ndarray,
+    out: np.ndarray,
+    op: int,
+    rows: int,
+    area: int,
+    b_rows: int,
+    relu: bool = False,
+    num_thread: int = 1,
+) -> ChannelBinaryCall: ...

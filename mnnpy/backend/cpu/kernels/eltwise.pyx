@@ -89,6 +89,8 @@ INT_OPS = frozenset({
     GREATER_EQUAL, LESS, FLOORDIV, SQUARED_DIFFERENCE, EQUAL, LESS_EQUAL, FLOORMOD, MOD,
     LOGICALOR, NOTEQUAL, BITWISE_AND, BITWISE_OR, BITWISE_XOR, LOGICALXOR, LEFTSHIFT, RIGHTSHIFT,
 })
+# ops of bind_channel_binary (mnnpy_ew_row's)
+CHANNEL_OPS = frozenset({ADD, SUB, MUL, REALDIV, MINIMUM, MAXIMUM, MUL_SILU})
 COMPARE_OPS = frozenset({GREATER, GREATER_EQUAL, LESS, LESS_EQUAL, EQUAL, NOTEQUAL})
 # Rows shorter than this are not split between threads.
 cdef Py_ssize_t _MIN_CHUNK = 4096
@@ -400,6 +402,67 @@ def bind_binary(const float[::1] a, const float[::1] b, float[::1] out, int op,
     call.rows = total // call.inner
     call.cpr = _chunks(call.rows, call.inner, total, &num_thread)
     call.num_thread = num_thread
+    call.s, call.w, call.d = &a[0], &b[0], &out[0]
+    return call
+
+
+cdef class ChannelBinaryCall(KernelCall):
+    """A float32 BinaryOp of NC4HW4 planes with a per-channel vector (``bind_channel_binary``)."""
+    cdef int op
+    cdef bint relu
+    cdef Py_ssize_t rows, area, b_rows, cpr
+
+    cdef void run(self) noexcept:
+        cdef Py_ssize_t rows = self.rows, area = self.area, b_rows = self.b_rows
+        cdef Py_ssize_t clen = (area + self.cpr - 1) // self.cpr, tasks = rows * self.cpr
+        cdef Py_ssize_t t, r, p0, p1
+        cdef int isa = current_isa(), op = self.op
+        cdef bint relu = self.relu
+        cdef const float* a = self.s
+        cdef const float* b = self.w
+        cdef float* o = self.d
+        with nogil:
+            if self.num_thread == 1:  # cpr == 1; no parallel region to enter
+                for r in range(rows):
+                    _channel_row(isa, op, a, b, o, area, b_rows, relu, r, 0, area)
+            else:
+                for t in prange(tasks, num_threads=self.num_thread, schedule="static"):
+                    p0 = (t // rows) * clen
+                    p1 = min(p0 + clen, area)
+                    if p0 < p1:
+                        _channel_row(isa, op, a, b, o, area, b_rows, relu, t % rows, p0, p1)
+
+
+cdef inline void _channel_row(int isa, int op, const float* a, const float* b, float* o,
+                              Py_ssize_t area, Py_ssize_t b_rows, bint relu, Py_ssize_t r,
+                              Py_ssize_t p0, Py_ssize_t p1) noexcept nogil:
+    # plane r, pixels [p0, p1): its 4-lane block of b repeated
+    mnnpy_ew_row(isa, op, a + (r * area + p0) * 4, b + (r % b_rows) * 4, 4,
+                 o + (r * area + p0) * 4, (p1 - p0) * 4, relu)
+
+
+def bind_channel_binary(const float[::1] a, const float[::1] b, float[::1] out, int op,
+                        Py_ssize_t rows, Py_ssize_t area, Py_ssize_t b_rows, bint relu=False,
+                        int num_thread=1):
+    """``out[r, p, l] = op(a[r, p, l], b[r % b_rows, l])`` on ``rows`` NC4HW4 planes of ``area``
+    pixels x 4 lanes, ``b`` one 4-lane block per plane (``[batch or 1][C/4][1][1][4]``): the
+    channel broadcast of a squeeze-excitation multiply, checked now; a ``ChannelBinaryCall``.
+
+    ``op`` is a float op of ``mnnpy_ew_row`` (add, sub, mul, div, min, max, mul_silu)."""
+    if op not in CHANNEL_OPS:
+        raise ValueError(f"binary op {op} has no channel-broadcast kernel")
+    if rows < 0 or area < 0 or b_rows < 1 or rows % b_rows:
+        raise ValueError(f"bad sizes: rows {rows}, area {area}, b_rows {b_rows}")
+    if a.shape[0] < rows * area * 4 or out.shape[0] < rows * area * 4 or b.shape[0] < b_rows * 4:
+        raise ValueError(f"buffers too small for {rows} planes of {area} pixels")
+    cdef ChannelBinaryCall call = ChannelBinaryCall()
+    call.op, call.relu, call.rows, call.area, call.b_rows = op, relu, rows, area, b_rows
+    call.buffers = (a, b, out)
+    call.cpr = _chunks(rows, area * 4, rows * area * 4, &num_thread) if rows * area else 1
+    call.num_thread = num_thread
+    if rows * area == 0:
+        call.rows = 0
+        return call
     call.s, call.w, call.d = &a[0], &b[0], &out[0]
     return call
 

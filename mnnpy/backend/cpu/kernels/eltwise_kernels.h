@@ -12,7 +12,8 @@
  * a load right after a store to the "same" 4 KB offset would otherwise wait for it.
  *
  * op: 0 add, 1 sub, 2 mul, 7 div, 8 min, 9 max, 29 mul_silu (MNN's BinaryOpOperation values).
- * b_step: 1 for a row of b, 0 for one scalar b[0].
+ * b_step: 1 for a row of b, 0 for one scalar b[0], 4 for b[0..3] repeated (b[i % 4]: a
+ * per-channel vector over an NC4HW4 plane; the row starts at lane 0).
  */
 #ifndef MNNPY_ELTWISE_KERNELS_H
 #define MNNPY_ELTWISE_KERNELS_H
@@ -41,11 +42,17 @@
 #define MNNPY_EW_LOOP(OP)                                                          \
     do {                                                                           \
         ptrdiff_t i = 0;                                                           \
+        float rep[MNNPY_EW_CHUNK];                                                 \
+        if (b_step == 4)                                                           \
+            for (int j = 0; j < MNNPY_EW_CHUNK; ++j) rep[j] = b[j & 3];            \
         for (; i + MNNPY_EW_CHUNK <= n; i += MNNPY_EW_CHUNK) {                     \
             float t[MNNPY_EW_CHUNK];                                               \
-            if (b_step)                                                            \
+            if (b_step == 1)                                                       \
                 for (int j = 0; j < MNNPY_EW_CHUNK; ++j)                           \
                     t[j] = MNNPY_EW_APPLY(OP, a[i + j], b[i + j]);                 \
+            else if (b_step == 4)                                                  \
+                for (int j = 0; j < MNNPY_EW_CHUNK; ++j)                           \
+                    t[j] = MNNPY_EW_APPLY(OP, a[i + j], rep[j]);                   \
             else                                                                   \
                 for (int j = 0; j < MNNPY_EW_CHUNK; ++j)                           \
                     t[j] = MNNPY_EW_APPLY(OP, a[i + j], b[0]);                     \
@@ -54,7 +61,7 @@
             for (int j = 0; j < MNNPY_EW_CHUNK; ++j) o[i + j] = t[j];              \
         }                                                                          \
         for (; i < n; ++i) {                                                       \
-            float v = MNNPY_EW_APPLY(OP, a[i], b[b_step ? i : 0]);                 \
+            float v = MNNPY_EW_APPLY(OP, a[i], b[b_step == 1 ? i : b_step == 4 ? (i & 3) : 0]); \
             o[i] = relu ? (v > 0 ? v : 0.0f) : v;                                  \
         }                                                                          \
     } while (0)
@@ -92,7 +99,7 @@ mnnpy_ew_avx512(int op, const float* a, const float* b, int b_step, float* o, pt
 #pragma GCC pop_options
 #endif
 
-/* o[i] = relu?(op(a[i], b[b_step * i])) for i < n. */
+/* o[i] = relu?(op(a[i], b[i], b[i % 4] or b[0] by b_step)) for i < n. */
 MNNPY_STATIC void mnnpy_ew_row(int isa, int op, const float* a, const float* b, int b_step,
                                float* o, ptrdiff_t n, int relu) {
 #if MNNPY_X86

@@ -1,5 +1,6 @@
 import numpy as np
 
+FUSED_ACTS: frozenset[int]
 ISA_NAMES: tuple[str, ...]
 
 def available_isas() -> tuple[str, ...]: ...
@@ -46,6 +47,7 @@ def bind_conv2d(
     num_thread: int = 1,
     gather: bool = False,
     shift: bool = False,
+    act: int = -1,
 ) -> Conv2dCall: ...
 def conv2d(
     src: np.ndarray,
@@ -61,4 +63,5 @@ def conv2d(
     num_thread: int = 1,
     gather: bool = False,
     shift: bool = False,
+    act: int = -1,
 ) -> None: ...

@@ -25,6 +25,11 @@ row is one GEMM whose k-panels, one per (kernel tap, channel block), are read in
 offset from the row (``mnnpy_gemm_c4_panels``). Its k order is im2col's, so the results are
 bit-identical; its scratch is the padded input instead of one tile per thread.
 
+``act`` (a UnaryOp code, -1 for none; see ``FUSED_ACTS``) applies that activation to each
+output tile right after the micro-kernel wrote it, while it is in cache (a convolution fused with
+the SiLU / GELU that follows it): the same ``unary_kernels.h`` loop as the UnaryOp, so the bits
+are those of the two ops run apart. Only activations with f(0) = 0, so padding lanes stay 0.
+
 ``set_isa`` chooses the micro-kernels for every module that cimports ``current_isa``.
 """
 
@@ -32,6 +37,13 @@ from cython.parallel cimport prange, threadid
 from libc.stddef cimport ptrdiff_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
+
+
+cdef extern from "unary_kernels.h" nogil:
+    int mnnpy_unary_simd(int isa, int op, const float* src, float* dst, ptrdiff_t n)
+
+# UnaryOp codes ``act`` may name: TANH, HARDSWISH, GELU, GELU_STANDARD, SILU (f(0) = 0)
+FUSED_ACTS = frozenset({30, 31, 32, 33, 34})
 
 
 ISA_NAMES = ("generic", "avx2", "avx512")
@@ -101,6 +113,7 @@ cdef struct Plan:
     # shifted: stride 1, ic % 4 == 0; tiles are rows; the input padded to ihp x iwp
     bint shifted
     Py_ssize_t oh, ihp, iwp, top, left
+    int act  # the fused activation's UnaryOp code, -1 for none
 
 
 cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
@@ -249,7 +262,8 @@ cdef class Conv2dCall(KernelCall):
 
 def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
            const float[::1] bias, float[::1] scratch, tuple shape, tuple window, float lo,
-           float hi, Py_ssize_t tile, int num_thread=1, bint gather=False, bint shift=False):
+           float hi, Py_ssize_t tile, int num_thread=1, bint gather=False, bint shift=False,
+           int act=-1):
     """Group-1 convolution by GEMM; ``tile`` bounds the pixels per work item (and scratch),
     ``gather`` makes the batch one GEMM (direct 1x1 only), ``shift`` lets a stride-1
     convolution skip im2col (see the module docstring).
@@ -257,29 +271,34 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
     ``scratch`` needs ``scratch_size(shape, window, tile, num_thread, gather, shift)`` floats.
     """
     _bind(src, dst, weight, bias, scratch, shape, window, lo, hi, tile, num_thread, gather,
-          shift).run()
+          shift, act).run()
 
 
 def bind_conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
                 const float[::1] bias, float[::1] scratch, tuple shape, tuple window,
                 float lo, float hi, Py_ssize_t tile, int num_thread=1, bint gather=False,
-                bint shift=False):
+                bint shift=False, int act=-1):
     """``conv2d`` on these buffers, checked and planned now: a ``Conv2dCall`` that runs it
-    when called with no arguments (a session's prepared step, ``Execution.bind``)."""
+    when called with no arguments (a session's prepared step, ``Execution.bind``); ``act``
+    fuses an activation (module docstring)."""
     return _bind(src, dst, weight, bias, scratch, shape, window, lo, hi, tile, num_thread,
-                 gather, shift)
+                 gather, shift, act)
 
 
 cdef Conv2dCall _bind(const float[::1] src, float[::1] dst, const float[::1] weight,
                       const float[::1] bias, float[::1] scratch, tuple shape, tuple window,
                       float lo, float hi, Py_ssize_t tile, int num_thread, bint gather,
-                      bint shift):
+                      bint shift, int act):
+    if act != -1 and act not in FUSED_ACTS:
+        raise ValueError(f"activation {act} cannot be fused")
     cdef Conv2dCall call = Conv2dCall.__new__(Conv2dCall)
     cdef Plan* g = &call.g
     g[0] = _plan(shape, window, tile, num_thread, shift)
+    g.act = act
     call.gather = gather
     if gather:
         call.gp = _gather_plan(g, window, tile, num_thread)
+        call.gp.act = act
     cdef Py_ssize_t need = scratch_size(shape, window, tile, num_thread, gather, shift)
     cdef Py_ssize_t n16 = cdiv(g.oc, 16), i
     if (src.shape[0] < g.batch * g.ic4 * g.ih * g.iw * 4
@@ -356,6 +375,8 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
                 w + o0 * g.k, bias + o0,
                 dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4, g.ohw * 4,
                 min(g.cp * 16, g.oc - o0), lo, hi)
+            post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4,
+                     cdiv(min(g.cp * 16, g.oc - o0), 4), g.ohw * 4, g.ow * 4)
             r = r + 1
 
 
@@ -364,27 +385,33 @@ cdef void _gathered(const Plan* g, const Plan* gp, const float* src, float* dst,
                     float lo, float hi, int num_thread, Py_ssize_t* last) noexcept nogil:
     """Images' channel blocks into one ``[ic4][batch * ohw][4]`` panel, the GEMM on it into
     ``[oc4][batch * ohw][4]``, then back to ``[batch][oc4][ohw][4]``."""
-    cdef Py_ssize_t run = g.ohw * 4, p4 = g.batch * run, it, j, c, n
+    cdef Py_ssize_t run = g.ohw * 4, p4 = g.batch * run, it
     cdef float* a = scratch
     cdef float* d = scratch + g.ic4 * p4
-    cdef const float* s
-    cdef float* t
-    for it in prange(g.batch * g.ic4, num_threads=num_thread, schedule="static"):
-        n = it // g.ic4
-        c = it % g.ic4
-        s = src + it * run  # NC4HW4: item (n, c) is the run at it * run
-        t = a + c * p4 + n * run
-        for j in range(run):
-            t[j] = s[j]
+    for it in prange(g.ic4, num_threads=num_thread, schedule="static"):
+        # channel block it of every image (NC4HW4: image n's at (n * ic4 + it) * run)
+        _runs(src + it * run, g.ic4 * run, a + it * p4, run, g.batch, run)
     for it in prange(gp.items, num_threads=num_thread, schedule="dynamic"):
         _item(gp, a, d, w, bias, NULL, win, lo, hi, it, threadid(), last)
-    for it in prange(g.batch * g.oc4, num_threads=num_thread, schedule="static"):
-        n = it // g.oc4
-        c = it % g.oc4
-        s = d + c * p4 + n * run
-        t = dst + it * run
-        for j in range(run):
-            t[j] = s[j]
+    for it in prange(g.batch, num_threads=num_thread, schedule="static"):
+        # image it's channel blocks, written in order (strided writes would cost more)
+        _runs(d + it * run, p4, dst + it * g.oc4 * run, run, g.oc4, run)
+
+
+cdef inline void _runs(const float* s, Py_ssize_t ss, float* t, Py_ssize_t ts, Py_ssize_t count,
+                       Py_ssize_t run) noexcept nogil:
+    """Copy ``count`` runs of ``run`` floats, ``ss`` apart in ``s``, to ``ts`` apart in ``t``
+    (a run of 4: one 16-byte move each, the pixel of a [M, K, 1, 1] MatMul)."""
+    cdef Py_ssize_t i
+    if run == 4:
+        for i in range(count):
+            t[i * ts] = s[i * ss]
+            t[i * ts + 1] = s[i * ss + 1]
+            t[i * ts + 2] = s[i * ss + 2]
+            t[i * ts + 3] = s[i * ss + 3]
+        return
+    for i in range(count):
+        memcpy(t + i * ts, s + i * ss, run * sizeof(float))
 
 
 cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
@@ -408,3 +435,14 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
     mnnpy_gemm_c4(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
                   dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
                   min(g.cp * 16, g.oc - o0), lo, hi)
+    post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4,
+             cdiv(min(g.cp * 16, g.oc - o0), 4), g.ohw * 4, pixels * 4)
+
+
+cdef inline void post_act(int act, float* d, Py_ssize_t blocks, Py_ssize_t stride,
+                          Py_ssize_t n) noexcept nogil:
+    """The fused activation (``act`` >= 0) in place on ``blocks`` runs of ``n`` floats."""
+    cdef Py_ssize_t j
+    if act >= 0:
+        for j in range(blocks):
+            mnnpy_unary_simd(_isa, act, d + j * stride, d + j * stride, n)

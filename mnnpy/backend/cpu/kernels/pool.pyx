@@ -8,7 +8,8 @@ inside the input and divides by the count MNN uses (see ``avg_pool``). Output pa
 lanes (channels >= c) are written as zeros.
 
 The window reductions are C (``pool_kernels.h``: SSE on x86, a portable loop elsewhere or after
-``gemm.set_isa("generic")``, bit-identical); windows wholly inside a row go several at a time.
+``gemm.set_isa("generic")``, bit-identical); windows wholly inside a row go several at a time,
+a global average (one unpadded window over the plane) as 8 interleaved sums.
 Sizes and buffer lengths are checked before the ``nogil`` loop. Threads split the output
 rows; results do not depend on the thread count.
 """
@@ -30,6 +31,8 @@ cdef extern from "pool_kernels.h" nogil:
                            float* out, ptrdiff_t lanes)
     void mnnpy_sum_window(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys, ptrdiff_t ye,
                           ptrdiff_t xs, ptrdiff_t xe, float scale, float* out, ptrdiff_t lanes)
+    void mnnpy_sum_plane(int isa, const float* plane, ptrdiff_t n, float scale, float* out,
+                         ptrdiff_t lanes)
 
 
 cdef struct Geom:
@@ -178,6 +181,10 @@ cdef void _avg_row(const Geom* g, const float* src, float* dst, bint include_pad
     cdef float* out = dst + row * g.ow * 4
     cdef float inv
     cdef Py_ssize_t lo, hi
+    if g.ow == 1 and iy0 == 0 and g.left == 0 and g.ky == g.ih and g.kx == g.iw:
+        # global average pooling (no padding): the plane's pixels in 8 independent sums
+        mnnpy_sum_plane(isa, src_p, g.ih * g.iw, 1.0 / (g.ih * g.iw), out, lanes)
+        return
     _inner(g, &lo, &hi)
     if hi > lo:  # count = rows inside (or to the pads) x kx
         if include_pad:

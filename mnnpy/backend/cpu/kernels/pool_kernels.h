@@ -157,6 +157,40 @@ MNNPY_INLINE void mnnpy_sum_windows(int isa, const float* plane, ptrdiff_t iw, p
                            out + 4 * i, lanes);
 }
 
+/* scale * the sum of the n pixels of a whole plane (global average pooling): 8 independent
+ * sums, pixel i into sum i % 8, added pairwise at the end ((0+1)+(2+3))+((4+5)+(6+7)): one add
+ * chain would wait on its latency every pixel. The portable loop adds in the same order. */
+#define MNNPY_PLANE_SUMS 8
+MNNPY_INLINE void mnnpy_sum_plane(int isa, const float* plane, ptrdiff_t n, float scale,
+                                  float* out, ptrdiff_t lanes) {
+#if MNNPY_X86
+    if (isa != MNNPY_ISA_GENERIC) {
+        __m128 a[MNNPY_PLANE_SUMS];
+        for (int k = 0; k < MNNPY_PLANE_SUMS; ++k) a[k] = _mm_setzero_ps();
+        ptrdiff_t i = 0;
+        for (; i + MNNPY_PLANE_SUMS <= n; i += MNNPY_PLANE_SUMS)
+            for (int k = 0; k < MNNPY_PLANE_SUMS; ++k)
+                a[k] = _mm_add_ps(a[k], _mm_loadu_ps(plane + (i + k) * 4));
+        for (int k = 0; i < n; ++i, ++k) a[k] = _mm_add_ps(a[k], _mm_loadu_ps(plane + i * 4));
+        __m128 v = _mm_add_ps(_mm_add_ps(_mm_add_ps(a[0], a[1]), _mm_add_ps(a[2], a[3])),
+                              _mm_add_ps(_mm_add_ps(a[4], a[5]), _mm_add_ps(a[6], a[7])));
+        mnnpy_pool_store_sse(_mm_mul_ps(v, _mm_set1_ps(scale)), out, lanes);
+        return;
+    }
+#endif
+    float a[MNNPY_PLANE_SUMS][4] = {{0.0f}}, v[4];
+    ptrdiff_t i = 0;
+    for (; i + MNNPY_PLANE_SUMS <= n; i += MNNPY_PLANE_SUMS)
+        for (int k = 0; k < MNNPY_PLANE_SUMS; ++k)
+            for (int l = 0; l < 4; ++l) a[k][l] = a[k][l] + plane[(i + k) * 4 + l];
+    for (int k = 0; i < n; ++i, ++k)
+        for (int l = 0; l < 4; ++l) a[k][l] = a[k][l] + plane[i * 4 + l];
+    for (int l = 0; l < 4; ++l)
+        v[l] = (((a[0][l] + a[1][l]) + (a[2][l] + a[3][l])) +
+                ((a[4][l] + a[5][l]) + (a[6][l] + a[7][l]))) * scale;
+    mnnpy_pool_store_c(v, out, lanes);
+}
+
 /* Max over rows [ys, ye) x columns [xs, xe) (both non-empty) of one NC4HW4 plane. */
 MNNPY_INLINE void mnnpy_max_window(int isa, const float* plane, ptrdiff_t iw, ptrdiff_t ys,
                                    ptrdiff_t ye, ptrdiff_t xs, ptrdiff_t xe, float* out,

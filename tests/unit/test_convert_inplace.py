@@ -1,0 +1,64 @@
+"""ConvertTensor in place: NCHW <-> NC4HW4 of one pixel and channels a multiple of 4 store the
+same bytes, so the output takes over the input's storage and the op is left out of runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mnnpy
+from mnnpy._schema.MNN.Net import NetT
+from mnnpy._schema.MNN.TensorConvertInfo import TensorConvertInfoT
+from mnnpy._schema.MNN.UnaryOp import UnaryOpT
+from mnnpy.net import OpParameter, OpType, pack_net
+from mnnpy.tensor_format import DimensionFormat
+from tests.helpers import _op, input_op
+
+NC4HW4, NCHW = DimensionFormat.NC4HW4, DimensionFormat.NCHW
+NEG, SQUARE = 1, 4
+
+
+def _unary(name: str, src: int, dst: int, code: int) -> object:
+    p = UnaryOpT()
+    p.opType = code
+    return _op(OpType.UnaryOp, name, [src], [dst], p, OpParameter.UnaryOp)
+
+
+def _convert(name: str, src: int, dst: int, a: DimensionFormat, b: DimensionFormat) -> object:
+    p = TensorConvertInfoT()
+    p.source, p.dest = int(a), int(b)
+    return _op(OpType.ConvertTensor, name, [src], [dst], p, OpParameter.TensorConvertInfo)
+
+
+def _net(shape: tuple[int, ...]) -> bytes:
+    """NEG (NCHW) -> to NC4HW4 -> SQUARE (NC4HW4) -> to NCHW -> NEG: the converts' inputs die
+    at them (the shape of the tensors around a MatMul made a 1x1 convolution)."""
+    net = NetT()
+    net.tensorName = [f"t{i}" for i in range(6)]
+    net.oplists = [
+        input_op("t0", 0, shape, fmt=NCHW),
+        _unary("neg0", 0, 1, NEG),
+        _convert("pack", 1, 2, NCHW, NC4HW4),
+        _unary("square", 2, 3, SQUARE),
+        _convert("unpack", 3, 4, NC4HW4, NCHW),
+        _unary("neg1", 4, 5, NEG),
+    ]
+    net.outputName, net.tensorNumber = ["t5"], 6
+    return pack_net(net)
+
+
+@pytest.mark.parametrize("shape", [(37, 8, 1, 1), (5, 12, 1), (37, 6, 1, 1), (3, 8, 2, 1)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_convert_of_same_bytes_is_in_place(shape: tuple[int, ...], threads: int) -> None:
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    interp = mnnpy.Interpreter.from_buffer(_net(shape))
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
+    interp.get_session_input(session, "t0").copy_from(x)
+    for _ in range(2):  # a second run sees the same storage
+        interp.run_session(session)
+        np.testing.assert_array_equal(interp.get_session_output(session, "t5").numpy(), -(x * x))
+    same = shape[1] % 4 == 0 and int(np.prod(shape[2:])) == 1
+    for unit in (u for p in session.pipelines for u in p.units):
+        if unit.op.type == OpType.ConvertTensor:
+            src, dst = unit.inputs[0].buffer, unit.outputs[0].buffer
+            assert (src.ctypes.data == dst.ctypes.data) == same, unit.op.name
