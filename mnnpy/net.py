@@ -18,13 +18,19 @@ from collections.abc import Sequence
 from typing import Any
 
 import flatbuffers
+import numpy as np
 
+from mnnpy._schema.MNN.Convolution2D import Convolution2D, Convolution2DT
+from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.ExtraInfo import ExtraInfoT
+from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.Net import Net as _FbNet
 from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.Op import OpT
 from mnnpy._schema.MNN.OpParameter import OpParameter
 from mnnpy._schema.MNN.OpType import OpType
+from mnnpy._schema.MNN.QuantizedFloatParam import QuantizedFloatParamT
+from mnnpy._schema.MNN.SparseCommon import SparseCommonT
 from mnnpy._schema.MNN.SubGraphProto import SubGraphProtoT
 from mnnpy._schema.MNN.TensorDescribe import TensorDescribeT
 from mnnpy.errors import InvalidModelError
@@ -155,16 +161,79 @@ def _param_class(tag: int) -> Any:
     return cls
 
 
+# The commonest small parameter tables, read like the op headers: per vtable slot (4, 6, ...)
+# its field, kind (i: int32, b: int8, ?: bool, I / B: int32 / int8 vector as a NumPy view, as
+# the object API gives) and default. test_net_lean_reader checks them against the generated code.
+_SCALARS = {"i": _I32, "b": _I8, "?": struct.Struct("<?").unpack_from}
+_VECTORS: dict[str, np.dtype[Any]] = {"I": np.dtype("<i4"), "B": np.dtype("int8")}
+_CONV_COMMON = (
+    *((f, "i", d) for f, d in (("padX", 0), ("padY", 0), ("kernelX", 1), ("kernelY", 1))),
+    *((f, "i", 1) for f in ("strideX", "strideY", "dilateX", "dilateY")),
+    ("padMode", "b", 0),
+    *(("group", "i", 1), ("outputCount", "i", 0), ("inputCount", "i", 0)),
+    *(("relu", "?", False), ("relu6", "?", False), ("pads", "I", None)),
+    *(("outPads", "I", None), ("hasOutputShape", "?", False)),
+)
+_LEAN_PARAMS: dict[int, tuple[tuple[str, str, Any], ...]] = {
+    OpParameter.BinaryOp: (("opType", "i", 0), ("t", "i", 1), ("activationType", "i", 0)),
+    OpParameter.UnaryOp: (("opType", "i", 0), ("t", "i", 0), ("tableInt8", "B", None)),
+    OpParameter.Axis: (("axis", "i", 0),),
+    OpParameter.SqueezeParam: (("squeezeDims", "I", None),),
+    OpParameter.Reshape: (("dims", "I", None), ("dimType", "b", 0)),
+    OpParameter.Permute: (("dims", "I", None),),
+    OpParameter.TensorConvertInfo: (("source", "b", 0), ("dest", "b", 0)),
+}
+
+
+def _lean_table(obj: Any, spec: tuple[tuple[str, str, Any], ...], data: bytes, pos: int) -> Any:
+    for (name, kind, default), at in zip(spec, _slots(data, pos, len(spec)), strict=True):
+        if not at:
+            value = default
+        elif kind in _VECTORS:
+            start, n = _vector(data, at)
+            value = np.frombuffer(data, _VECTORS[kind], count=n, offset=start)
+        else:
+            value = _SCALARS[kind](data, at)[0]
+        setattr(obj, name, value)
+    return obj
+
+
+def _lean_param(data: bytes, tag: int, table: int) -> Any:
+    """The op's parameter table: hot small ones read here, the rest by the object API."""
+    cls = _param_class(tag)
+    spec = _LEAN_PARAMS.get(tag)
+    if spec is not None:
+        return _lean_table(cls(), spec, data, table)
+    if tag != OpParameter.Convolution2D:
+        return None if cls is None else cls.InitFromBuf(data, table)
+    fb = Convolution2D()  # its common table read here, the rest as Convolution2DT._UnPack does
+    fb.Init(data, table)
+    conv = Convolution2DT()
+    common = fb.Common()
+    if common is not None:
+        conv.common = _lean_table(Convolution2DCommonT(), _CONV_COMMON, data, common._tab.Pos)
+    conv.weight = None if fb.WeightIsNone() else fb.WeightAsNumpy()
+    conv.bias = None if fb.BiasIsNone() else fb.BiasAsNumpy()
+    for field, read, unpack in (
+        ("quanParameter", fb.QuanParameter, IDSTQuanT),
+        ("symmetricQuan", fb.SymmetricQuan, QuantizedFloatParamT),
+        ("sparseParameter", fb.SparseParameter, SparseCommonT),
+    ):
+        if (sub := read()) is not None:
+            setattr(conv, field, unpack.InitFromObj(sub))
+    conv.external = None if fb.ExternalIsNone() else fb.ExternalAsNumpy()
+    return conv
+
+
 def _lean_op(data: bytes, pos: int) -> OpT:
-    """An ``OpT`` read with offset arithmetic; its parameter table by the object API."""
+    """An ``OpT`` read with offset arithmetic; its parameter table by :func:`_lean_param`."""
     f = _slots(data, pos, 8)
     op = OpT()
     op.inputIndexes = _int32s(data, f[0])
     op.mainType = _U8(data, f[1])[0] if f[1] else 0
     if f[2]:
         table = f[2] + _U32(data, f[2])[0]
-        cls = _param_class(op.mainType)
-        op.main = None if cls is None else cls.InitFromBuf(data, table)
+        op.main = _lean_param(data, op.mainType, table)
     op.name = _string(data, f[3])
     op.outputIndexes = _int32s(data, f[4])
     op.type = _I32(data, f[5])[0] if f[5] else 0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NotSupportError
-from mnnpy.ops._content import content_inputs, content_of, declare_content, waiting_on
+from mnnpy.ops._content import _CONTENT, content_inputs, content_of, declare_content, waiting_on
 
 if TYPE_CHECKING:
     from mnnpy.net import OpDef
@@ -126,18 +126,26 @@ def try_fold(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
     An op folds when it needs only shapes (a fold function), or when every input's content is
     known, it has a reference and its inputs are small. Returns whether it folded.
     """
-    load_all()
+    if not _loaded:
+        load_all()
     fold = _FOLDS.get(op.type)
     if fold is not None:
         results = fold(op, inputs)
     else:
         ref = _REFERENCES.get(op.type)
-        contents = [t.describe.content for t in inputs]
-        if ref is None or not inputs or any(c is None for c in contents):
+        if ref is None or not inputs:
             return False
-        if sum(c.size for c in contents if c is not None) > FOLD_MAX_ELEMENTS:
+        contents = []
+        total = 0
+        for t in inputs:  # stop at the first input whose values are not known
+            c = t.describe.content
+            if c is None:
+                return False
+            contents.append(c)
+            total += c.size
+        if total > FOLD_MAX_ELEMENTS:
             return False
-        results = ref(op, contents)  # type: ignore[arg-type]
+        results = ref(op, contents)
     if len(results) != len(outputs):
         raise ComputeSizeError(f"folding produced {len(results)} outputs, expected {len(outputs)}")
     for out, value in zip(outputs, results, strict=True):
@@ -171,7 +179,8 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     Raises:
         ComputeSizeError: when the shapes are inconsistent or an input is missing.
     """
-    load_all()
+    if not _loaded:
+        load_all()
     fn = _SHAPES.get(op.type)
     describes = op.output_describes
     if describes and all(d is not None and d.shape is not None for d in describes):
@@ -179,14 +188,14 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
         from mnnpy.ops.raster import static_shape_function
 
         fn = static_shape_function(fn)
-    elif fn is not None and (needed := waiting_on(op, inputs)) is not None:
+    elif fn is not None and op.type in _CONTENT and (needed := waiting_on(op, inputs)) is not None:
         return needed
     if fn is not None:
         if (needed := fn(op, inputs, outputs)) is not None:
             return needed  # values the function found it needs beyond those it declares
         for out in outputs:  # shape functions may compute with NumPy: keep plain ints
-            out.shape = tuple(int(d) for d in out.shape)
-            if any(d < 0 for d in out.shape):
+            out.shape = shape = tuple(map(int, out.shape))
+            if shape and min(shape) < 0:
                 raise ComputeSizeError(f"output {out.name!r} got a negative dim: {out.shape!r}")
         return None
     if not inputs or not outputs:
