@@ -126,26 +126,18 @@ def try_fold(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
     An op folds when it needs only shapes (a fold function), or when every input's content is
     known, it has a reference and its inputs are small. Returns whether it folded.
     """
-    if not _loaded:
-        load_all()
+    load_all()
     fold = _FOLDS.get(op.type)
     if fold is not None:
         results = fold(op, inputs)
     else:
         ref = _REFERENCES.get(op.type)
-        if ref is None or not inputs:
+        contents = [t.describe.content for t in inputs] if ref is not None else []
+        if ref is None or not contents or any(c is None for c in contents):
             return False
-        contents = []
-        total = 0
-        for t in inputs:  # stop at the first input whose values are not known
-            c = t.describe.content
-            if c is None:
-                return False
-            contents.append(c)
-            total += c.size
-        if total > FOLD_MAX_ELEMENTS:
+        if sum(c.size for c in contents if c is not None) > FOLD_MAX_ELEMENTS:
             return False
-        results = ref(op, contents)
+        results = ref(op, contents)  # type: ignore[arg-type]
     if len(results) != len(outputs):
         raise ComputeSizeError(f"folding produced {len(results)} outputs, expected {len(outputs)}")
     for out, value in zip(outputs, results, strict=True):
@@ -179,8 +171,7 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     Raises:
         ComputeSizeError: when the shapes are inconsistent or an input is missing.
     """
-    if not _loaded:
-        load_all()
+    load_all()
     fn = _SHAPES.get(op.type)
     describes = op.output_describes
     if describes and all(d is not None and d.shape is not None for d in describes):
