@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -114,13 +115,17 @@ def to_format(x: np.ndarray, src: DimensionFormat, dst: DimensionFormat) -> np.n
     return np.moveaxis(x, 1, -1)
 
 
-def pack_depthwise_weight(weight: np.ndarray) -> np.ndarray:
+def pack_depthwise_weight(weight: np.ndarray, empty: Any = np.zeros) -> np.ndarray:
     """A depthwise weight ``(C, 1, KH, KW)`` as ``[C/4][KH][KW][4]``, zero-padded, flat.
 
     The order the CPU depthwise (de)convolution kernels read, one 4-channel lane per tap (dtype
-    kept).
+    kept); written into ``empty(size, dtype)`` (zeroed, flat) with one strided copy.
     """
     c, _, kh, kw = weight.shape
-    w = np.zeros((c4(c) * 4, kh, kw), weight.dtype)
-    w[:c] = weight[:, 0]
-    return np.ascontiguousarray(w.reshape(c4(c), 4, kh, kw).transpose(0, 2, 3, 1)).ravel()
+    out = empty(c4(c) * 4 * kh * kw, weight.dtype)
+    full, rest = divmod(c, 4)
+    lanes = out.reshape(c4(c), kh, kw, 4).transpose(0, 3, 1, 2)  # [C/4][4][KH][KW]
+    lanes[:full] = weight[: full * 4, 0].reshape(full, 4, kh, kw)
+    if rest:
+        lanes[full, :rest] = weight[full * 4 :, 0]
+    return out

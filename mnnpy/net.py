@@ -1,26 +1,48 @@
 """Model bytes to a :class:`Net`: the only module that touches raw FlatBuffers.
 
-The generated object API (``mnnpy._schema``) unpacks the whole file once; this module checks what
-the rest of the runtime relies on (tensor indexes in range, names decodable, a root that exists)
-and wraps everything into plain dataclasses. Weight vectors stay zero-copy NumPy views of the
-model bytes. Any failure to read the bytes becomes :class:`InvalidModelError`.
+The op list, names and indexes are read with offset arithmetic (a lean reader: most of a model's
+bytes are its ops' headers); each op's parameter table and the rarer tables (subgraphs, tensor
+describes) are unpacked by the generated object API (``mnnpy._schema``). Where the lean reader
+fails, the object API reads the whole file again and names the broken field. This module checks
+what the rest of the runtime relies on (tensor indexes in range, names decodable, a root that
+exists) and wraps everything into the plain dataclasses of :mod:`mnnpy.net_defs`. Weight vectors
+stay zero-copy NumPy views of the model bytes. Any failure to read the bytes becomes
+:class:`InvalidModelError`.
 """
 
 from __future__ import annotations
 
+import importlib
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import flatbuffers
+import numpy as np
 
+from mnnpy._schema.MNN.Convolution2D import Convolution2D, Convolution2DT
+from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
+from mnnpy._schema.MNN.ExtraInfo import ExtraInfoT
+from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.Net import Net as _FbNet
 from mnnpy._schema.MNN.Net import NetT
+from mnnpy._schema.MNN.Op import OpT
 from mnnpy._schema.MNN.OpParameter import OpParameter
 from mnnpy._schema.MNN.OpType import OpType
+from mnnpy._schema.MNN.QuantizedFloatParam import QuantizedFloatParamT
+from mnnpy._schema.MNN.SparseCommon import SparseCommonT
+from mnnpy._schema.MNN.SubGraphProto import SubGraphProtoT
+from mnnpy._schema.MNN.TensorDescribe import TensorDescribeT
 from mnnpy.errors import InvalidModelError
 from mnnpy.model_format import identify, read_error
+from mnnpy.net_defs import (
+    _PARAM_NAMES,
+    Net,
+    OpDef,
+    SubGraph,
+    TensorQuantInfo,
+    op_type_name,
+)
 from mnnpy.net_describe import RegionDef, TensorDescribeDef, ViewDef, describes, split_inplace
 from mnnpy.net_describe import text as _text
 from mnnpy.tensor_format import DimensionFormat
@@ -40,8 +62,6 @@ __all__ = [
     "op_type_name",
 ]
 
-_OP_TYPE_NAMES = {v: k for k, v in vars(OpType).items() if not k.startswith("_")}
-_PARAM_NAMES = {v: k for k, v in vars(OpParameter).items() if not k.startswith("_")}
 # Exceptions the generated readers raise on bytes that are not a valid FlatBuffer.
 _READ_ERRORS = (
     struct.error,
@@ -54,138 +74,6 @@ _READ_ERRORS = (
     AttributeError,
     MemoryError,
 )
-
-
-def op_type_name(op_type: int) -> str:
-    """The schema name of an op type, or ``OpType(<n>)`` for a value the schema does not know."""
-    name = _OP_TYPE_NAMES.get(op_type)  # not .get(t, f"..."): that formats on every call
-    return name if name is not None else f"OpType({op_type})"
-
-
-@dataclass
-class OpDef:
-    """One op of the model.
-
-    Attributes:
-        index: position in the model's op list.
-        type: the ``OpType`` value.
-        name: the op's name (may be empty in hand-made files).
-        inputs: indexes of the tensors it reads.
-        outputs: indexes of the tensors it writes.
-        param: the op's parameter table as a generated ``*T`` object, or None.
-        param_type: the ``OpParameter`` union tag of ``param``.
-        default_format: the op's ``defaultDimentionFormat``.
-        external_data: the model's external weight file (a ``weights.ExternalData``) when
-            the op keeps tables there, else None.
-    """
-
-    index: int
-    type: int
-    name: str
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    param: Any
-    param_type: int
-    default_format: DimensionFormat
-    external_data: Any = None
-    # Static models (``Net.static``): the file's describe of each input / output, or None.
-    input_describes: tuple[TensorDescribeDef | None, ...] = ()
-    output_describes: tuple[TensorDescribeDef | None, ...] = ()
-    # Static models: (input position, output position) pairs where the file has the op write
-    # the tensor it reads (a While accumulating in place); the output is a new tensor that
-    # continues the input (see ``net_describe.split_inplace``).
-    inplace: tuple[tuple[int, int], ...] = ()
-    # If / While with subgraphs: the model's subgraphs by name (``Net.subgraphs``).
-    subgraphs: dict[str, SubGraph] | None = None
-
-    @property
-    def type_name(self) -> str:
-        """The op type's schema name, e.g. ``Convolution``."""
-        return op_type_name(self.type)
-
-    @property
-    def param_name(self) -> str:
-        """The parameter table's union name, e.g. ``Convolution2D``, or ``NONE``."""
-        return _PARAM_NAMES.get(self.param_type, f"OpParameter({self.param_type})")
-
-
-@dataclass(frozen=True)
-class TensorQuantInfo:
-    """A tensor's int8 quantization from ``extraTensorDescribe`` (MNN's ``TensorQuantInfo``).
-
-    ``real = (q - zero) * scale``, ``q`` in ``[min, max]``; ``type`` is a ``DataType``.
-    """
-
-    scale: float
-    zero: float = 0.0
-    min: float = -128.0
-    max: float = 127.0
-    type: int = 6  # DataType.DT_INT8
-
-
-@dataclass
-class Net:
-    """A loaded model: tensor names, ops in execution order, declared outputs."""
-
-    tensor_names: list[str]
-    ops: list[OpDef]
-    output_names: list[str]
-    biz_code: str
-    uuid: str
-    size: int
-    # The converter version from ``extraInfo.version``; "" when absent (MNN: "<2.0.0").
-    version: str = ""
-    # The external weight file (``weights.ExternalData``) the ops read, when one was given.
-    external_data: Any = None
-    # ``usage == INFERENCE_STATIC`` (``--saveStaticModel``): shapes and geometry precomputed;
-    # then ``describes`` holds the file's ``extraTensorDescribe`` by tensor index.
-    static: bool = False
-    describes: dict[int, TensorDescribeDef] = field(default_factory=dict)
-    # ``extraTensorDescribe[].quantInfo`` by tensor index (written by MNN's int8 quantizer).
-    quant_info: dict[int, TensorQuantInfo] = field(default_factory=dict)
-    # The model's ``subgraphs`` by name (bodies of If / While), shared by its subgraphs' nets.
-    subgraphs: dict[str, SubGraph] = field(default_factory=dict)
-
-    @property
-    def external_ops(self) -> list[OpDef]:
-        """Ops that keep a table in the external weight file (``external`` with 2+ values).
-
-        The subgraphs' ops included: they read the same file.
-        """
-        subs = (o for sub in self.subgraphs.values() if sub.net is not self for o in sub.net.ops)
-        return [op for op in [*self.ops, *subs] if _external_len(op.param) > 1]
-
-    def attach_external(self, external: Any) -> None:
-        """Give the net, its subgraphs and every op with external tables the weight file."""
-        self.external_data = external
-        for sub in self.subgraphs.values():
-            sub.net.external_data = external
-        for op in self.external_ops:
-            op.external_data = external
-
-    @property
-    def tensor_count(self) -> int:
-        """Number of tensors the ops refer to."""
-        return len(self.tensor_names)
-
-
-@dataclass
-class SubGraph:
-    """A subgraph of the model (MNN's ``SubGraphProto``): a branch of an If, a body of a While.
-
-    Attributes:
-        name: the name IfParam / WhileParam refer to.
-        net: its tensors (``tensors``) and ops (``nodes``) as a Net; its ``subgraphs`` are the
-            model's, so subgraphs may hold If / While ops of their own.
-        inputs: indexes (into ``net``'s tensors) of the values the op passes in, in order; each
-            is written by an Input op of the subgraph.
-        outputs: indexes of the values it returns, in order.
-    """
-
-    name: str
-    net: Net
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
 
 
 def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
@@ -202,20 +90,191 @@ def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
     data = bytes(buf)
     if identify(data) is not None or len(data) < 8:  # ONNX, TFLite...: say so, and how to convert
         raise InvalidModelError(identify(data) or f"model is {len(data)} bytes: too short")
-    try:
-        fb = _FbNet.GetRootAs(data, 0)
-        raw = NetT.InitFromObj(fb)
-    except _READ_ERRORS as e:
-        raise InvalidModelError(read_error(e, len(data))) from e  # names the table and field
-    net = _build(raw, len(data))
+    net = None
+    try:  # the lean reader, or None: then the object API reads the bytes and names what is broken
+        net = _build(_lean_net(data), len(data))
+    except (*_READ_ERRORS, InvalidModelError):
+        pass
+    if net is None:
+        try:
+            raw = NetT.InitFromObj(_FbNet.GetRootAs(data, 0))
+        except _READ_ERRORS as e:
+            raise InvalidModelError(read_error(e, len(data))) from e  # names the table and field
+        net = _build(raw, len(data))
     if external is not None:
         net.attach_external(external)
     return net
 
 
-def _external_len(param: Any) -> int:
-    ext = getattr(param, "external", None)
-    return 0 if ext is None else len(ext)
+_U8 = struct.Struct("<B").unpack_from
+_I8 = struct.Struct("<b").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+_I32 = struct.Struct("<i").unpack_from
+_U16 = struct.Struct("<H").unpack_from
+_PARAM_T: dict[int, Any] = {}  # OpParameter tag -> the generated ``*T`` class
+
+
+def _slots(data: bytes, pos: int, n: int) -> tuple[int, ...]:
+    """The absolute positions of a table's first ``n`` fields (0: absent), as ``Table.Offset``."""
+    vtable = pos - _I32(data, pos)[0]
+    if vtable < 0:
+        raise ValueError("vtable before the buffer")
+    end = _U16(data, vtable)[0]
+    k = min(n, max(0, (end - 3) // 2))  # slot s (4, 6, ...) is read when s < end
+    found = struct.unpack_from(f"<{k}H", data, vtable + 4) if k else ()
+    return tuple(pos + o if o else 0 for o in found) + (0,) * (n - k)
+
+
+def _string(data: bytes, at: int) -> bytes | None:
+    if not at:
+        return None
+    at += _U32(data, at)[0]
+    return data[at + 4 : at + 4 + _U32(data, at)[0]]
+
+
+def _vector(data: bytes, at: int) -> tuple[int, int]:
+    """(start of the elements, count) of the vector whose offset is at ``at``."""
+    at += _U32(data, at)[0]
+    return at + 4, _U32(data, at)[0]
+
+
+def _int32s(data: bytes, at: int) -> tuple[int, ...] | None:
+    if not at:
+        return None
+    start, n = _vector(data, at)
+    return struct.unpack_from(f"<{n}i", data, start)
+
+
+def _strings(data: bytes, at: int) -> list[bytes | None] | None:
+    if not at:
+        return None
+    start, n = _vector(data, at)
+    return [_string(data, start + 4 * i) for i in range(n)]
+
+
+def _param_class(tag: int) -> Any:
+    cls = _PARAM_T.get(tag)
+    if cls is None and tag in _PARAM_NAMES and tag != OpParameter.NONE:
+        name = _PARAM_NAMES[tag]
+        module = importlib.import_module(f"mnnpy._schema.MNN.{name}")
+        cls = _PARAM_T[tag] = getattr(module, f"{name}T")
+    return cls
+
+
+# The commonest small parameter tables, read like the op headers: per vtable slot (4, 6, ...)
+# its field, kind (i: int32, b: int8, ?: bool, I / B: int32 / int8 vector as a NumPy view, as
+# the object API gives) and default. test_net_lean_reader checks them against the generated code.
+_SCALARS = {"i": _I32, "b": _I8, "?": struct.Struct("<?").unpack_from}
+_VECTORS: dict[str, np.dtype[Any]] = {"I": np.dtype("<i4"), "B": np.dtype("int8")}
+_CONV_COMMON = (
+    *((f, "i", d) for f, d in (("padX", 0), ("padY", 0), ("kernelX", 1), ("kernelY", 1))),
+    *((f, "i", 1) for f in ("strideX", "strideY", "dilateX", "dilateY")),
+    ("padMode", "b", 0),
+    *(("group", "i", 1), ("outputCount", "i", 0), ("inputCount", "i", 0)),
+    *(("relu", "?", False), ("relu6", "?", False), ("pads", "I", None)),
+    *(("outPads", "I", None), ("hasOutputShape", "?", False)),
+)
+_LEAN_PARAMS: dict[int, tuple[tuple[str, str, Any], ...]] = {
+    OpParameter.BinaryOp: (("opType", "i", 0), ("t", "i", 1), ("activationType", "i", 0)),
+    OpParameter.UnaryOp: (("opType", "i", 0), ("t", "i", 0), ("tableInt8", "B", None)),
+    OpParameter.Axis: (("axis", "i", 0),),
+    OpParameter.SqueezeParam: (("squeezeDims", "I", None),),
+    OpParameter.Reshape: (("dims", "I", None), ("dimType", "b", 0)),
+    OpParameter.Permute: (("dims", "I", None),),
+    OpParameter.TensorConvertInfo: (("source", "b", 0), ("dest", "b", 0)),
+}
+
+
+def _lean_table(obj: Any, spec: tuple[tuple[str, str, Any], ...], data: bytes, pos: int) -> Any:
+    for (name, kind, default), at in zip(spec, _slots(data, pos, len(spec)), strict=True):
+        if not at:
+            value = default
+        elif kind in _VECTORS:
+            start, n = _vector(data, at)
+            value = np.frombuffer(data, _VECTORS[kind], count=n, offset=start)
+        else:
+            value = _SCALARS[kind](data, at)[0]
+        setattr(obj, name, value)
+    return obj
+
+
+def _lean_param(data: bytes, tag: int, table: int) -> Any:
+    """The op's parameter table: hot small ones read here, the rest by the object API."""
+    cls = _param_class(tag)
+    spec = _LEAN_PARAMS.get(tag)
+    if spec is not None:
+        return _lean_table(cls(), spec, data, table)
+    if tag != OpParameter.Convolution2D:
+        return None if cls is None else cls.InitFromBuf(data, table)
+    fb = Convolution2D()  # its common table read here, the rest as Convolution2DT._UnPack does
+    fb.Init(data, table)
+    conv = Convolution2DT()
+    common = fb.Common()
+    if common is not None:
+        conv.common = _lean_table(Convolution2DCommonT(), _CONV_COMMON, data, common._tab.Pos)
+    conv.weight = None if fb.WeightIsNone() else fb.WeightAsNumpy()
+    conv.bias = None if fb.BiasIsNone() else fb.BiasAsNumpy()
+    for field, read, unpack in (
+        ("quanParameter", fb.QuanParameter, IDSTQuanT),
+        ("symmetricQuan", fb.SymmetricQuan, QuantizedFloatParamT),
+        ("sparseParameter", fb.SparseParameter, SparseCommonT),
+    ):
+        if (sub := read()) is not None:
+            setattr(conv, field, unpack.InitFromObj(sub))
+    conv.external = None if fb.ExternalIsNone() else fb.ExternalAsNumpy()
+    return conv
+
+
+def _lean_op(data: bytes, pos: int) -> OpT:
+    """An ``OpT`` read with offset arithmetic; its parameter table by :func:`_lean_param`."""
+    f = _slots(data, pos, 8)
+    op = OpT()
+    op.inputIndexes = _int32s(data, f[0])
+    op.mainType = _U8(data, f[1])[0] if f[1] else 0
+    if f[2]:
+        table = f[2] + _U32(data, f[2])[0]
+        op.main = _lean_param(data, op.mainType, table)
+    op.name = _string(data, f[3])
+    op.outputIndexes = _int32s(data, f[4])
+    op.type = _I32(data, f[5])[0] if f[5] else 0
+    op.defaultDimentionFormat = _I8(data, f[6])[0] if f[6] else 1
+    op.externalPath = _string(data, f[7])
+    return op
+
+
+def _lean_net(data: bytes) -> NetT:
+    """The model as ``NetT``, read with offset arithmetic (ops) and the object API (the rest).
+
+    Reads every field ``NetT.InitFromObj`` reads, with at least its bounds checks; any failure
+    sends ``load_net`` to the object API, which names the broken field.
+    """
+    fb = _FbNet.GetRootAs(data, 0)
+    f = _slots(data, fb._tab.Pos, 12)
+    raw = NetT()
+    raw.bizCode = _string(data, f[0])
+    if f[1]:
+        raw.extraTensorDescribe = [
+            TensorDescribeT.InitFromObj(fb.ExtraTensorDescribe(i))
+            for i in range(fb.ExtraTensorDescribeLength())
+        ]
+    if f[2]:
+        raw.extraInfo = ExtraInfoT.InitFromObj(fb.ExtraInfo())
+    if f[3]:
+        start, n = _vector(data, f[3])
+        at = range(start, start + 4 * n, 4)
+        raw.oplists = [_lean_op(data, a + _U32(data, a)[0]) for a in at]
+    raw.outputName = _strings(data, f[4])
+    raw.preferForwardType = _I8(data, f[5])[0] if f[5] else 0
+    raw.sourceType = _I8(data, f[6])[0] if f[6] else 0
+    raw.tensorName = _strings(data, f[7])
+    raw.tensorNumber = _I32(data, f[8])[0] if f[8] else 0
+    raw.usage = _I8(data, f[9])[0] if f[9] else 0
+    if f[10]:
+        raw.subgraphs = [
+            SubGraphProtoT.InitFromObj(fb.Subgraphs(i)) for i in range(fb.SubgraphsLength())
+        ]
+    raw.mnnUuid = _string(data, f[11])
+    return raw
 
 
 def _build(raw: NetT, size: int) -> Net:
@@ -316,12 +375,15 @@ def _build_op(index: int, op: Any, n_tensors: int) -> OpDef:
 
 
 def _indexes(values: Sequence[int] | None, n_tensors: int, where: str, what: str) -> tuple:
-    result = tuple(int(v) for v in (values if values is not None else ()))
-    for v in result:
-        if not 0 <= v < n_tensors:
-            raise InvalidModelError(
-                f"{where}: {what} tensor index {v} is outside 0..{n_tensors - 1}"
-            )
+    if values is None:
+        return ()
+    result = values if type(values) is tuple else tuple(int(v) for v in values)
+    if result and (min(result) < 0 or max(result) >= n_tensors):  # then name the first one
+        for v in result:
+            if not 0 <= v < n_tensors:
+                raise InvalidModelError(
+                    f"{where}: {what} tensor index {v} is outside 0..{n_tensors - 1}"
+                )
     return result
 
 

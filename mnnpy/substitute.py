@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.contract import acquire_buffer, release_buffer
+from mnnpy.backend.graph_hooks import GraphHooks
 from mnnpy.errors import MNNError, NotSupportError
 from mnnpy.net import OpDef
 from mnnpy.ops import compute_shape, count_macs, try_fold
@@ -215,7 +216,7 @@ def optimize_units(pipeline: Pipeline, use_counts: Sequence[int]) -> list[Unit] 
     None when nothing changed (every backend left its ops untouched, or shapes need run-time
     values, or inside :func:`disabled`). Tensors are left as they were found.
     """
-    if not _ENABLED.get():
+    if not _ENABLED.get() or not any(_may_substitute(b) for b in pipeline.backends):
         return None
     tensors = {id(t): t for u in pipeline.units for t in u.outputs}.values()
     saved: list[tuple[Tensor, Any]] = [(t, _state(t)) for t in tensors]
@@ -235,6 +236,20 @@ def optimize_units(pipeline: Pipeline, use_counts: Sequence[int]) -> list[Unit] 
     for f in fused:
         position[id(f)] = min(position[id(m)] for m in f.group)
     return _ordered(sorted(units, key=lambda u: position[id(u)]), position)
+
+
+def _may_substitute(backend: Backend) -> bool:
+    """Whether ``optimize_subgraph`` may change anything: overridden, or with fusion finders.
+
+    The default with no finders leaves every op untouched, so placing every op first (a second
+    shape-and-fold pass over the model) would change nothing: ``Unit.prepare`` places them.
+    """
+    cls = type(backend)
+    if "optimize_subgraph" in getattr(backend, "__dict__", {}):
+        return True
+    if getattr(cls, "optimize_subgraph", None) is not GraphHooks.optimize_subgraph:
+        return True
+    return any(k.__dict__.get("_fusion_finders") for k in cls.__mro__)
 
 
 def _ask_backends(

@@ -27,7 +27,7 @@ import numpy as np
 from mnnpy.errors import InvalidValueError, MNNError, NotSupportError, OutOfMemoryError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from mnnpy.backend.base import Backend, StorageType
     from mnnpy.tensor import Tensor
@@ -77,22 +77,25 @@ def _memory_hook(
     backend: Backend,
     hook: str,
     failed: type[MNNError],
-    meaning: str,
+    meaning: str | Callable[[], str],
     tensor: Tensor | None = None,
     storage_type: StorageType | None = None,
 ) -> None:
     """Call ``backend.<hook>()`` (or ``(tensor, storage_type)``) as MNN's memory hooks are called.
 
     An exception becomes an MNNError naming the hook and the tensor; the return value is checked
-    by :func:`_check_result` (False raises ``failed`` with ``meaning``).
+    by :func:`_check_result` (False raises ``failed`` with ``meaning``, a text or, so that the
+    common case formats nothing, a function making it).
     """
-    where = _where(backend, hook, *([] if tensor is None else [tensor]))
     args = () if tensor is None else (tensor, storage_type)
     try:
         result = getattr(backend, hook)(*args)
     except Exception as e:
-        raise _raised(e, where) from e
-    _check_result(result, where, failed, meaning)
+        raise _raised(e, _where(backend, hook, *args[:1])) from e
+    if result is None or result is True:  # the hooks' usual answers: nothing to format
+        return
+    text = meaning if isinstance(meaning, str) else meaning()
+    _check_result(result, _where(backend, hook, *args[:1]), failed, text)
 
 
 def acquire_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) -> None:
@@ -103,8 +106,14 @@ def acquire_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) 
         MNNError: it raised, or returned something that is not None or a bool.
     """
     tensor.describe.backend, tensor.describe.storage_type = backend, storage_type
-    meaning = f"no memory for {tensor.size} bytes"
-    _memory_hook(backend, "on_acquire_buffer", OutOfMemoryError, meaning, tensor, storage_type)
+    _memory_hook(
+        backend,
+        "on_acquire_buffer",
+        OutOfMemoryError,
+        lambda: f"no memory for {tensor.size} bytes",
+        tensor,
+        storage_type,
+    )
 
 
 def release_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from mnnpy.errors import ComputeSizeError, InvalidValueError, NotSupportError
-from mnnpy.ops._content import content_inputs, content_of, declare_content, waiting_on
+from mnnpy.ops._content import _CONTENT, content_inputs, content_of, declare_content, waiting_on
 
 if TYPE_CHECKING:
     from mnnpy.net import OpDef
@@ -132,8 +132,8 @@ def try_fold(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
         results = fold(op, inputs)
     else:
         ref = _REFERENCES.get(op.type)
-        contents = [t.describe.content for t in inputs]
-        if ref is None or not inputs or any(c is None for c in contents):
+        contents = [t.describe.content for t in inputs] if ref is not None else []
+        if ref is None or not contents or any(c is None for c in contents):
             return False
         if sum(c.size for c in contents if c is not None) > FOLD_MAX_ELEMENTS:
             return False
@@ -179,14 +179,14 @@ def compute_shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
         from mnnpy.ops.raster import static_shape_function
 
         fn = static_shape_function(fn)
-    elif fn is not None and (needed := waiting_on(op, inputs)) is not None:
+    elif fn is not None and op.type in _CONTENT and (needed := waiting_on(op, inputs)) is not None:
         return needed
     if fn is not None:
         if (needed := fn(op, inputs, outputs)) is not None:
             return needed  # values the function found it needs beyond those it declares
         for out in outputs:  # shape functions may compute with NumPy: keep plain ints
-            out.shape = tuple(int(d) for d in out.shape)
-            if any(d < 0 for d in out.shape):
+            out.shape = shape = tuple(map(int, out.shape))
+            if shape and min(shape) < 0:
                 raise ComputeSizeError(f"output {out.name!r} got a negative dim: {out.shape!r}")
         return None
     if not inputs or not outputs:

@@ -47,10 +47,13 @@ def content_inputs(op: OpDef, n_inputs: int) -> tuple[int, ...]:
     MNN's ``SizeComputer::needInputContent``: declared indexes past the op's inputs (an optional
     input that is absent) are left out.
     """
-    from mnnpy.ops import load_all  # the package, loaded before this module: no cycle
+    from mnnpy import ops  # the package, loaded before this module: no cycle
 
-    load_all()  # the declarations are made as the op modules load
+    if not ops._loaded:
+        ops.load_all()  # the declarations are made as the op modules load
     declared = _CONTENT.get(op.type, ())
+    if not declared:
+        return ()
     if callable(declared):
         declared = declared(op, n_inputs)
     return tuple(i for i in declared if 0 <= i < n_inputs)

@@ -292,6 +292,8 @@ class CPUBackend(Backend):
         t = Tensor((int(size),), np.dtype(dtype), name=f"static:{type(owner).__name__}")
         self.on_acquire_buffer(t, StorageType.STATIC)
         assert t.host is not None
+        if self.allocator is not None:  # a user's allocator may give used bytes
+            t.host.fill(0)
         weakref.finalize(owner, self._release_static, t.size, self._blocks.pop(id(t), None))
         return t.host
 

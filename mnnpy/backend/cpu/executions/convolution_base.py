@@ -8,7 +8,7 @@ import numpy as np
 
 from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels, Pack
+from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels
 from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution
 from mnnpy.net import OpDef
@@ -100,8 +100,10 @@ class CPUConvolutionBase(Execution):
         self.compressed: CompressedPanels | None = None
         self._weight_scratch: Tensor | None = None
 
-    def _keep_weight(self, weight: np.ndarray | WeightTable, pack: Pack, lanes: int) -> np.ndarray:
-        """``pack(weight)`` in STATIC memory, or the compressed panels.
+    def _keep_weight(
+        self, weight: np.ndarray | WeightTable, pack: Callable[..., np.ndarray], lanes: int
+    ) -> np.ndarray:
+        """``pack(weight)`` written straight into STATIC memory, or the compressed panels.
 
         For a ``WeightTable`` (LIMIT mode, integer or fp16 codes): the compressed panels instead,
         and an empty array that ``_dequantized`` points at the float panels in scratch.
@@ -110,7 +112,7 @@ class CPUConvolutionBase(Execution):
         if isinstance(weight, WeightTable):
             self.compressed = CompressedPanels(backend, weight, pack, lanes, owner=self)
             return EMPTY
-        return backend.static_copy(pack(weight), owner=self)
+        return pack(weight, lambda n, dtype: backend.static_empty(n, dtype, owner=self))
 
     def _dequantized(self) -> Callable[[], None] | None:
         """LIMIT with compressed weights: the call that dequantizes them; else None.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +39,24 @@ def along_width(
     if iw != 1 or ow != 1 or kx != 1 or ih == 1:
         return shape, window
     return (batch, ic, 1, ih, oc, 1, oh), (1, ky, 1, sy, 1, dy, 0, top)
+
+
+Empty = Callable[[int, Any], np.ndarray]  # (size, dtype) -> zeroed flat array
+
+
+def fill_panels(out: np.ndarray, weight: np.ndarray) -> None:
+    """``[G][O][I][KH][KW]`` weights into zeroed ``out``, ``[G][ceil(O/16)][KH*KW*I][16]`` panels.
+
+    One strided copy per group of full 16-row blocks and one for the rest: no loop over groups.
+    """
+    g, o = weight.shape[:2]
+    src = weight.transpose(0, 1, 3, 4, 2).reshape(g, o, -1)  # k = (ky * KW + kx) * I + i
+    full, rest = divmod(o, 16)
+    k = src.shape[2]
+    lanes = out.reshape(g, full + (rest > 0), k, 16).transpose(0, 1, 3, 2)
+    lanes[:, :full] = src[:, : full * 16].reshape(g, full, 16, k)
+    if rest:
+        lanes[:, full, :rest] = src[:, full * 16 :]
 
 
 class CPUConvolutionGemm(CPUConvolutionBase):
@@ -77,15 +96,16 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self._scratch_tensor: Tensor | None = None
 
     @staticmethod
-    def pack_weight(weight: np.ndarray) -> np.ndarray:
+    def pack_weight(weight: np.ndarray, empty: Empty = np.zeros) -> np.ndarray:
         """OIHW -> ``[ceil(O/16)][KH*KW*I][16]``, zero-padded (dtype kept).
 
-        k = (ky * KW + kx) * I + i.
+        k = (ky * KW + kx) * I + i. Written into ``empty(size, dtype)`` (zeroed, flat: the
+        execution passes STATIC memory, so the weight is copied once).
         """
         o, i, kh, kw = weight.shape
-        w = np.zeros((-(-o // 16) * 16, kh * kw * i), weight.dtype)
-        w[:o] = weight.transpose(0, 2, 3, 1).reshape(o, -1)
-        return np.ascontiguousarray(w.reshape(-1, 16, w.shape[1]).transpose(0, 2, 1)).ravel()
+        out = empty(-(-o // 16) * 16 * kh * kw * i, weight.dtype)
+        fill_panels(out, weight.reshape(1, o, i, kh, kw))
+        return out
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)

@@ -20,7 +20,7 @@ from mnnpy.backend.cpu.executions.convolution_base import (
     gemm_tile,
     pad_to,
 )
-from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
+from mnnpy.backend.cpu.executions.convolution_gemm import Empty, fill_panels
 from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
@@ -50,19 +50,25 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         super().__init__(backend, op, weight.shape[1] * group)
         self.group = group
         self.icg, self.ocg = weight.shape[1], weight.shape[0] // group
-        self.weight = self._keep_weight(weight, lambda w: self.pack_weight(w, group), 16)
+        self.weight = self._keep_weight(
+            weight, lambda w, empty=np.zeros: self.pack_weight(w, group, empty), 16
+        )
         self.bias = backend.static_copy(self.pack_bias(bias, group), owner=self)
         self._tile = 0
         self._scratch_tensor: Tensor | None = None
 
     @staticmethod
-    def pack_weight(weight: np.ndarray, group: int) -> np.ndarray:
+    def pack_weight(weight: np.ndarray, group: int, empty: Empty = np.zeros) -> np.ndarray:
         """Each group's OIHW slice packed as ``CPUConvolutionGemm.pack_weight``.
 
-        One after another, dtype kept (so an index array packs to an index map).
+        One after another, dtype kept (so an index array packs to an index map); written into
+        ``empty(size, dtype)`` (zeroed, flat) in one pass over the groups.
         """
-        parts = np.split(weight, group)
-        return np.concatenate([CPUConvolutionGemm.pack_weight(w) for w in parts])
+        o, i, kh, kw = weight.shape
+        per = o // group
+        out = empty(group * -(-per // 16) * 16 * kh * kw * i, weight.dtype)
+        fill_panels(out, weight.reshape(group, per, i, kh, kw))
+        return out
 
     @staticmethod
     def pack_bias(bias: np.ndarray, group: int) -> np.ndarray:
