@@ -146,6 +146,49 @@ def test_session_fuses_conv_and_silu(group: int, threads: int) -> None:
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_session_fuses_row_major_conv_and_silu(threads: int) -> None:
+    """A 1x1 convolution on a batch of 1x1 images (a converted MatMul, run by the row-major GEMM)
+    fused with SiLU: the bits of the two ops run apart (regression: the fused activation was
+    dropped on that path)."""
+    from mnnpy._schema.MNN.Net import NetT
+
+    u = UnaryOpT()
+    u.opType = SILU
+    net = NetT()
+    net.tensorName = ["in0", "mid", "out0"]
+    net.oplists = [
+        input_op("in0", 0, (37, 12, 1, 1)),
+        make_op(
+            OpType.Convolution,
+            "conv",
+            [0],
+            [1],
+            conv_param(12, 40, (1, 1), seed=3),
+            OpParameter.Convolution2D,
+        ),  # fmt: skip
+        make_op(OpType.UnaryOp, "act", [1], [2], u, OpParameter.UnaryOp),
+    ]
+    net.outputName, net.tensorNumber = ["out0"], 3
+    model = pack_net(net)
+    x = np.random.default_rng(5).standard_normal((37, 12, 1, 1)).astype(np.float32)
+    outs = []
+    for fuse in (True, False):
+        interp = mnnpy.Interpreter.from_buffer(model)
+        with substitute.disabled() if not fuse else _null():
+            session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
+        interp.get_session_input(session, "in0").copy_from(x)
+        interp.run_session(session)
+        outs.append(interp.get_session_output(session, "out0").numpy().copy())
+        assert ({p.group for p in session.placement()} != {None}) == fuse
+    np.testing.assert_array_equal(outs[0], outs[1])
+    # and close to NumPy: SiLU of the float64 1x1 convolution
+    p = conv_param(12, 40, (1, 1), seed=3)
+    w = np.asarray(p.weight, np.float64).reshape(40, 12)
+    y = x.reshape(37, 12).astype(np.float64) @ w.T + np.asarray(p.bias, np.float64)
+    np.testing.assert_allclose(outs[0].reshape(37, 40), y / (1 + np.exp(-y)), rtol=1e-3, atol=1e-4)
+
+
 class _null:
     def __enter__(self) -> None:
         return None

@@ -104,3 +104,30 @@ def test_linear_checks_sizes() -> None:
         L.linear(a, 7, 4, 8, w, b, d, 16, 16, 16, 0, 1)  # lda < k
     with pytest.raises(ValueError, match="bad sizes"):
         L.bind_linear(a, 8, 4, 8, w, b, d, 16, 16, 16, 0, 1, 0)  # no threads
+
+
+@pytest.mark.parametrize("code", sorted(G.FUSED_ACTS))
+@pytest.mark.parametrize("rows, k, n", [(7, 5, 9), (37, 12, 40), (64, 32, 80)])
+def test_linear_with_activation(isa: str, code: int, rows: int, k: int, n: int) -> None:
+    """``act``: the bits of the GEMM then the UnaryOp kernel on its output, for 1 and 2 threads;
+    padding lanes stay 0 and nothing past them is written."""
+    from mnnpy.backend.cpu.kernels import unary as U
+
+    a, _, panels, bias = operands(rows, k, n, code * 7 + rows)
+    nz = -(-n // 4) * 4
+    ldd = nz + 3
+    plain = np.full((rows, ldd), 7, np.float32)
+    L.linear(a.ravel(), k, rows, k, panels, bias, plain.ravel(), ldd, n, nz, -np.inf, np.inf)
+    expected = plain.copy()
+    for r in range(rows):
+        row = plain[r, :nz].copy()
+        U.unary(row, expected[r, :nz], nz, code, 1)
+    for threads in (1, 2):
+        dst = np.full((rows, ldd), 7, np.float32)
+        call = L.bind_linear(a.ravel(), k, rows, k, panels, bias, dst.ravel(), ldd, n, nz,
+                             -np.inf, np.inf, threads, code)  # fmt: skip
+        call()
+        np.testing.assert_array_equal(dst, expected)
+        assert np.all(dst[:, n:nz] == 0) and np.all(dst[:, nz:] == 7)
+    with pytest.raises(ValueError, match="cannot be fused"):  # 29: SIGMOID, f(0) != 0
+        L.linear(a.ravel(), k, rows, k, panels, bias, plain.ravel(), ldd, n, nz, 0, 1, 1, 29)

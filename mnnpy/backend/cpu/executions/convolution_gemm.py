@@ -133,7 +133,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         lda, ldd = 4 * (-(-self.in_channels // 4)), 4 * (-(-oc // 4))
         return L.bind_linear(
             inputs[0].buffer, lda, batch, self.in_channels, self.weight, self.bias,
-            outputs[0].buffer, ldd, oc, ldd, self.lo, self.hi, self.backend.num_thread,
+            outputs[0].buffer, ldd, oc, ldd, self.lo, self.hi, self.backend.num_thread, self.act,
         )  # fmt: skip
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:

@@ -11,8 +11,10 @@ cdef extern from "linear_kernels.h" nogil:
 
 cdef struct LinearPlan:
     # M x K times K x N (Nz columns written); items: nr row chunks of ``rows`` x nc column
-    # chunks of ``cols``
+    # chunks of ``cols``; ``act``: a fused activation's UnaryOp code applied to each chunk once
+    # written (``gemm.FUSED_ACTS``), -1 for none
     Py_ssize_t M, K, N, Nz, rows, cols, nr, nc
+    int act
 
 cdef LinearPlan plan_linear(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, Py_ssize_t Nz,
                             int num_thread) noexcept nogil

@@ -16,6 +16,7 @@ def linear(
     lo: float,
     hi: float,
     num_thread: int = 1,
+    act: int = -1,
 ) -> None: ...
 
 class LinearCall(KernelCall): ...
@@ -34,4 +35,5 @@ def bind_linear(
     lo: float,
     hi: float,
     num_thread: int = 1,
+    act: int = -1,
 ) -> LinearCall: ...

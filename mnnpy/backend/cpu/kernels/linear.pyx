@@ -12,12 +12,23 @@ The C kernels are in ``linear_kernels.h`` (AVX-512, AVX2, portable C; the ISA ``
 chose); the NumPy reference is in ``tests/kernels/test_linear_kernels.py``. Threads take
 contiguous column chunks (multiples of 32) or row chunks (multiples of 10), whichever splits
 the work more evenly; every value is one FMA chain over k in increasing order, the same as the
-NC4HW4 GEMM's, so results do not depend on the thread count or on which GEMM ran.
+NC4HW4 GEMM's, so results do not depend on the thread count or on which GEMM ran. ``act`` (a
+UnaryOp code of ``gemm.FUSED_ACTS``, -1 for none) applies that activation to each chunk right
+after it is written, with the UnaryOp's own kernel, as the NC4HW4 GEMM does for a convolution
+fused with its activation (``executions/conv_activation.py``).
 """
 
 from cython.parallel cimport prange
 
+from libc.stddef cimport ptrdiff_t
+
 from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, cdiv, current_isa
+
+from mnnpy.backend.cpu.kernels.gemm import FUSED_ACTS
+
+
+cdef extern from "unary_kernels.h" nogil:
+    int mnnpy_unary_simd(int isa, int op, const float* src, float* dst, ptrdiff_t n)
 
 
 cdef LinearPlan plan_linear(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, Py_ssize_t Nz,
@@ -27,6 +38,7 @@ cdef LinearPlan plan_linear(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, Py_ssize_t
     cdef Py_ssize_t ur = cdiv(M, 10), uc = cdiv(Nz, 32), t = num_thread, nr, nc
     g.M, g.K, g.N, g.Nz = M, K, N, Nz
     g.rows, g.cols, g.nr, g.nc = M, Nz, 1, 1
+    g.act = -1
     if t > 1:
         nr, nc = min(t, ur), min(t, uc)
         # the split whose busiest thread has the least work; a tie halves the larger operand
@@ -45,10 +57,13 @@ cdef void linear_item(const LinearPlan* g, const float* a, Py_ssize_t lda, const
                       Py_ssize_t it) noexcept nogil:
     """Work item ``it`` of ``g`` (row chunk ``it // nc``, column chunk ``it % nc``)."""
     cdef Py_ssize_t m0 = (it // g.nc) * g.rows, o0 = (it % g.nc) * g.cols
-    cdef Py_ssize_t nz = min(g.cols, g.Nz - o0)
-    mnnpy_linear(current_isa(), a + m0 * lda, lda, min(g.rows, g.M - m0), g.K, w + o0 * g.K,
+    cdef Py_ssize_t nz = min(g.cols, g.Nz - o0), rows = min(g.rows, g.M - m0), r
+    mnnpy_linear(current_isa(), a + m0 * lda, lda, rows, g.K, w + o0 * g.K,
                  bias + o0 if bias != NULL else NULL, d + m0 * ldd + o0, ldd, g.N - o0, nz,
                  lo, hi)
+    if g.act >= 0:  # while the chunk is in cache; padding columns stay 0 (f(0) = 0)
+        for r in range(m0, m0 + rows):
+            mnnpy_unary_simd(current_isa(), g.act, d + r * ldd + o0, d + r * ldd + o0, nz)
 
 
 cdef void linear_run(const LinearPlan* g, const float* a, Py_ssize_t lda, const float* w,
@@ -66,7 +81,10 @@ cdef void linear_run(const LinearPlan* g, const float* a, Py_ssize_t lda, const 
 
 cdef LinearPlan _checked(const float[::1] a, Py_ssize_t lda, Py_ssize_t rows, Py_ssize_t k,
                          const float[::1] weight, const float[::1] bias, float[::1] dst,
-                         Py_ssize_t ldd, Py_ssize_t n, Py_ssize_t nz, int num_thread) except *:
+                         Py_ssize_t ldd, Py_ssize_t n, Py_ssize_t nz, int num_thread,
+                         int act) except *:
+    if act != -1 and act not in FUSED_ACTS:
+        raise ValueError(f"activation {act} cannot be fused")
     if min(rows, k, n, num_thread) < 1 or nz < n or nz > 16 * cdiv(n, 16) or lda < k or ldd < nz:
         raise ValueError(f"bad sizes: rows {rows}, k {k}, n {n}, nz {nz}, lda {lda}, ldd {ldd}, "
                          f"num_thread {num_thread}")
@@ -77,14 +95,16 @@ cdef LinearPlan _checked(const float[::1] a, Py_ssize_t lda, Py_ssize_t rows, Py
             f"buffers too small: a {a.shape[0]}, weight {weight.shape[0]}, bias "
             f"{bias.shape[0]} (0 or {n16 * 16}), dst {dst.shape[0]} for rows {rows}, k {k}, "
             f"n {n}, nz {nz}, lda {lda}, ldd {ldd}")
-    return plan_linear(rows, k, n, nz, num_thread)
+    cdef LinearPlan g = plan_linear(rows, k, n, nz, num_thread)
+    g.act = act
+    return g
 
 
 def linear(const float[::1] a, Py_ssize_t lda, Py_ssize_t rows, Py_ssize_t k,
            const float[::1] weight, const float[::1] bias, float[::1] dst, Py_ssize_t ldd,
-           Py_ssize_t n, Py_ssize_t nz, float lo, float hi, int num_thread=1):
+           Py_ssize_t n, Py_ssize_t nz, float lo, float hi, int num_thread=1, int act=-1):
     """The GEMM of the module docstring (``bias`` empty for none), checked, on ``num_thread``."""
-    cdef LinearPlan g = _checked(a, lda, rows, k, weight, bias, dst, ldd, n, nz, num_thread)
+    cdef LinearPlan g = _checked(a, lda, rows, k, weight, bias, dst, ldd, n, nz, num_thread, act)
     cdef const float* b = &bias[0] if bias.shape[0] else NULL
     with nogil:
         linear_run(&g, &a[0], lda, &weight[0], b, &dst[0], ldd, lo, hi, num_thread)
@@ -103,11 +123,11 @@ cdef class LinearCall(KernelCall):
 
 def bind_linear(const float[::1] a, Py_ssize_t lda, Py_ssize_t rows, Py_ssize_t k,
                 const float[::1] weight, const float[::1] bias, float[::1] dst, Py_ssize_t ldd,
-                Py_ssize_t n, Py_ssize_t nz, float lo, float hi, int num_thread=1):
+                Py_ssize_t n, Py_ssize_t nz, float lo, float hi, int num_thread=1, int act=-1):
     """``linear`` on these buffers, checked and planned now: a ``LinearCall`` that runs it
     when called with no arguments (a session's prepared step, ``Execution.bind``)."""
     cdef LinearCall call = LinearCall.__new__(LinearCall)
-    call.g = _checked(a, lda, rows, k, weight, bias, dst, ldd, n, nz, num_thread)
+    call.g = _checked(a, lda, rows, k, weight, bias, dst, ldd, n, nz, num_thread, act)
     call.buffers = (a, weight, bias, dst)  # alive as long as the pointers below
     call.s, call.w, call.d = &a[0], &weight[0], &dst[0]
     call.b = &bias[0] if bias.shape[0] else NULL
