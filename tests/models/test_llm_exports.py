@@ -150,8 +150,10 @@ def test_mem_command_before_run(capsys) -> None:
 
 
 def test_length_change_plans_once(monkeypatch) -> None:
-    """Prefill -> decode re-plans the session once: the last slice's ``logits_index`` value is
-    given to the resize, so the run does not plan again (regression: it planned twice)."""
+    """Each kind of step keeps its own plan (mnnpy.llm.plans): after load() planned the decode
+    step, a prompt plans the prefill session once (the last slice's ``logits_index`` value is
+    given to the resize, so the run does not plan again), decode steps and a prompt of the same
+    length plan nothing, and a prompt of another length plans once more."""
     m = llm.create(DATA / "q4_b64")
     m.set_config({"thread_num": 1, "sampler_type": "greedy", "max_new_tokens": 8})
     m.load()
@@ -160,10 +162,14 @@ def test_length_change_plans_once(monkeypatch) -> None:
     monkeypatch.setattr(type(m.session), "resize", lambda s, known=None: (calls.append(known),
                         real(s, known))[1])  # fmt: skip
     first = m.forward([5, 6, 7]).copy()
-    m.forward([8])
-    assert len(calls) == 2, calls  # one per length: 3 tokens, then 1
+    step = m.forward([8]).copy()
+    assert len(calls) == 1 and calls[0], calls  # the prompt of 3 tokens, given the value
     m.reset()
     np.testing.assert_array_equal(m.forward([5, 6, 7]), first)
+    np.testing.assert_array_equal(m.forward([8]), step)
+    assert len(calls) == 1, calls
+    m.forward([9, 10])
+    assert len(calls) == 2, calls
 
 
 @pytest.mark.parametrize("name", VARIANTS)

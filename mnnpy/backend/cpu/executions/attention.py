@@ -34,6 +34,8 @@ class CPUAttention(Execution):
     reference is :func:`mnnpy.ops.attention.attend`.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     def __init__(self, backend: CPUBackend, op: OpDef, kv_heads: int, head_dim: int) -> None:
         super().__init__(backend)
         self.op = op

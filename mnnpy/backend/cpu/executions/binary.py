@@ -34,6 +34,8 @@ class CPUBinary(Execution):
     with broadcasting.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     # out[i] reads input 0 at i only (the pipeline aliases only a same-shaped input 0)
     support_inplace = True
 

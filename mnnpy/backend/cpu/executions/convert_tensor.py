@@ -73,6 +73,8 @@ class CPUConvertTensor(CPURaster):
     kernels.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
         src, dst = inputs[0], outputs[0]
         if NHWC in (src.dimension_format, dst.dimension_format) and src.ndim >= 3:

@@ -50,6 +50,8 @@ class CPUDataMovement(Execution):
     NC4HW4 tensors go through NCHW scratch (MNN expresses these ops as raster regions).
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
         self.op = op

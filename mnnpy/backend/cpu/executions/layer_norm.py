@@ -26,6 +26,8 @@ class CPULayerNorm(Execution):
     A packed ``[N, C]`` input goes through NCHW scratch.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     # a column is read completely before it is written
     support_inplace = True
 
