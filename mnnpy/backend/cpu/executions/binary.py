@@ -68,13 +68,18 @@ class CPUBinary(Execution):
     ) -> Callable[[], None] | None:
         """float32 on raw storage: the kernel with its buffers resolved once (``bind_binary``)."""
         out = outputs[0]
-        if self._io is not None or self.code is None or len(inputs) != 2:
+        if self.code is None or len(inputs) != 2:
             return None
         if not inputs[0].dtype == inputs[1].dtype == out.dtype == np.float32:
             return None
-        a, b = self._strides
+        if self._io is not None:  # broadcasting: in place where every tensor is plain
+            if any(t.is_packed for t in (*inputs, out)):
+                return None
+            shape, a, b = self._plan
+        else:
+            shape, (a, b) = self._shape, self._strides
         call = K.bind_binary(inputs[0].buffer, inputs[1].buffer, out.buffer, self.code,
-                             self._shape, a, b, self.relu, self.backend.num_thread)  # fmt: skip
+                             shape, a, b, self.relu, self.backend.num_thread)  # fmt: skip
         if self._pad is None:
             return call
         pad = self._pad

@@ -16,7 +16,7 @@ op's output.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -158,6 +158,18 @@ class CPURaster(Execution):
             if not self._skip[j] and not _onto_itself(src, outputs[j], rows):
                 return False
         return all(self._skip[j] for j, _ in self._pads)
+
+    def bind(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Callable[[], None] | None:
+        """The planned copies and padding as one C call (``bind_regions``), as on_execute."""
+        if self._copies is None:
+            return None
+        jobs = [(src.buffer, outputs[j].buffer, rows, False)
+                for src, j, rows in self._copies if not self._skip[j]]  # fmt: skip
+        jobs += [(outputs[j].buffer, outputs[j].buffer, rows, True)
+                 for j, rows in self._pads if not self._skip[j]]  # fmt: skip
+        return K.bind_regions(jobs, self.backend.num_thread)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if self._copies is None:
