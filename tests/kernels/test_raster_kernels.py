@@ -299,3 +299,19 @@ def test_bind_regions_runs_the_jobs_in_order_as_the_plain_calls() -> None:
         np.testing.assert_array_equal(got, want)
     with pytest.raises(ValueError):  # checked when bound
         K.bind_regions([(src, np.zeros(4, np.float32), copy, False)])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_view_rows_copy_a_strided_view(seed: int) -> None:
+    """``regions.view_rows`` (a StridedSlice's bound copy) against NumPy's copy of the view."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(n) for n in rng.integers(1, 6, size=int(rng.integers(1, 6))))
+    base = rng.standard_normal(int(np.prod(shape))).astype(np.float32)
+    index = tuple(slice(int(rng.integers(0, n)), n, int(rng.integers(1, 3))) for n in shape)
+    view = base.reshape(shape)[index]
+    rows = R.view_rows(base, view)
+    assert rows is not None
+    got = np.full(view.size, 7.0, np.float32)
+    K.copy_regions(base, got, rows)
+    np.testing.assert_array_equal(got, view.reshape(-1))
+    assert R.view_rows(base, base.reshape(shape)[..., ::-1]) is None or shape[-1] == 1
