@@ -11,6 +11,8 @@ depend on the thread count.
 from cython.parallel cimport prange
 from libc.math cimport sqrt
 
+from mnnpy.backend.cpu.kernels.gemm cimport KernelCall
+
 
 cdef void _column(const float* src, float* dst, Py_ssize_t n, Py_ssize_t inner,
                   const float* gamma, const float* beta, double eps, bint rms) noexcept nogil:
@@ -53,3 +55,42 @@ def layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_
         for col in prange(columns, num_threads=num_thread, schedule="static"):
             base = (col // inner) * n * inner + col % inner
             _column(&src[base], &dst[base], n, inner, g, b, eps, rms)
+
+
+cdef class LayerNormCall(KernelCall):
+    """``layer_norm`` with its buffers and sizes fixed (``bind_layer_norm``)."""
+    cdef Py_ssize_t n, inner, columns
+    cdef double eps
+    cdef bint rms
+
+    cdef void run(self) noexcept:
+        cdef Py_ssize_t col, base, inner = self.inner, n = self.n
+        cdef int threads = self.num_thread if self.columns > 1 else 1
+        with nogil:
+            for col in prange(self.columns, num_threads=threads, schedule="static"):
+                base = (col // inner) * n * inner + col % inner
+                _column(self.s + base, self.d + base, n, inner, self.w, self.b, self.eps,
+                        self.rms)
+
+
+def bind_layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_t n,
+                    Py_ssize_t inner, const float[::1] gamma, const float[::1] beta, double eps,
+                    bint rms=False, int num_thread=1):
+    """``layer_norm`` on these buffers, checked now: a ``LayerNormCall`` that runs it when
+    called (``Execution.bind``)."""
+    if outer < 0 or n < 0 or inner < 0:
+        raise ValueError("negative size")
+    cdef Py_ssize_t total = outer * n * inner
+    if src.shape[0] < total or dst.shape[0] < total:
+        raise ValueError(f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, need {total}")
+    if gamma.shape[0] != beta.shape[0] or gamma.shape[0] not in (0, n):
+        raise ValueError(f"gamma / beta have {gamma.shape[0]} / {beta.shape[0]} values, need {n}")
+    cdef LayerNormCall call = LayerNormCall()
+    call.buffers = (src, dst, gamma, beta)
+    call.n, call.inner, call.columns = n, inner, (outer * inner if total else 0)
+    call.eps, call.rms, call.num_thread = eps, rms, num_thread
+    call.s = &src[0] if src.shape[0] else NULL
+    call.d = &dst[0] if dst.shape[0] else NULL
+    call.w = &gamma[0] if gamma.shape[0] else NULL
+    call.b = &beta[0] if beta.shape[0] else NULL
+    return call

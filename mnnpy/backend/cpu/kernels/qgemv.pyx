@@ -20,7 +20,7 @@ from cython.parallel cimport prange
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport uint8_t
 
-from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, cdiv, current_isa
 
 
 cdef extern from "qgemv_kernels.h" nogil:
@@ -50,9 +50,9 @@ cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
     return (c + 3) // 4 * 4
 
 
-cdef class QgemvCall:
-    """A GEMV with its buffers and threads fixed (``bind_qgemv``); calling it writes ``dst``.
-    It keeps its buffers alive."""
+cdef class QgemvCall(KernelCall):
+    """A GEMV with its buffers and threads fixed (``bind_qgemv``); calling it writes ``dst``
+    (the session's C loop runs it as a ``KernelCall``). It keeps its buffers alive."""
     cdef const uint8_t* codes
     cdef const float* sc
     cdef const float* off
@@ -63,12 +63,7 @@ cdef class QgemvCall:
     cdef float* xsum
     cdef float* xpair
     cdef Py_ssize_t panels, k, blocks, tokens, hw, in_stride, out_stride, oc4, step
-    cdef float lo, hi
-    cdef int kind, num_thread
-    cdef object buffers
-
-    def __call__(self):
-        self.run()
+    cdef int kind
 
     cdef void run(self) noexcept:
         cdef Py_ssize_t it, step = self.step, panels = self.panels
