@@ -27,6 +27,11 @@ __all__ = ["CPUBinary", "CPUBinaryCast", "broadcast_plan", "lane_compatible"]
 _DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8))
 
 
+# packed planes shorter than this (floats) are not rows of their own: the kernel's vector loop
+# needs long rows (eltwise_kernels.h's chunk is 64)
+_MIN_PLANE = 64
+
+
 class CPUBinary(Execution):
     """BinaryOp / Eltwise on any layout (MNN's CPUBinary, CPUEltwise).
 
@@ -54,6 +59,8 @@ class CPUBinary(Execution):
             # inputs repeat (stride 0)
             rows = out.shape[0] * c4(out.shape[1]) if out.is_packed and out.ndim >= 3 else 1
             inner = out.storage_elements // max(rows, 1)
+            if inner < _MIN_PLANE:  # tiny planes (a token's [1, C, 1, 1]): one vector row
+                rows, inner = 1, out.storage_elements
             self._shape = np.array([rows, inner], np.intp)
             self._dense = np.array([inner, 1], np.intp)
             self._strides = [self._dense if t.element_size > 1 else _REPEAT for t in inputs]
