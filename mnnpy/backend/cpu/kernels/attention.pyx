@@ -16,6 +16,12 @@ from libc.stdlib cimport free, malloc
 from mnnpy.backend.cpu.kernels.gemm cimport current_isa
 
 
+# below this many multiply-adds (scores and mix, about half each) a parallel section costs more
+# than it saves; results do not depend on the thread count either way
+cdef enum:
+    MIN_PARALLEL_MACS = 65536
+
+
 cdef extern from "attention_kernels.h" nogil:
     void mnnpy_att_scores(int isa, const float* q, const float* keys, Py_ssize_t d,
                           Py_ssize_t n, float scale, float* scores)
@@ -91,6 +97,8 @@ def attention(const float[:, :, ::1] q, const float[:, :, ::1] keys,
     cdef float* scores
     cdef int failed = 0, isa = current_isa()
     cdef int* fail = &failed
+    if nh * seq * total * d < MIN_PARALLEL_MACS:  # a decode step's few heads: one thread
+        num_thread = 1
     with nogil, parallel(num_threads=num_thread):
         scores = <float*>malloc(total * sizeof(float))
         if scores == NULL:

@@ -37,6 +37,12 @@ cdef extern from "qgemv_kernels.h" nogil:
                             ptrdiff_t bstride, ptrdiff_t p0, ptrdiff_t p1)
 
 
+# below this many code rows x tokens (16 multiply-adds each) a GEMV runs on one thread: a
+# parallel section costs more than it saves (results do not depend on the thread count)
+cdef enum:
+    MIN_PARALLEL_MACS = 16384
+
+
 mnnpy_dq_init()  # CPU features (F16C), once, before any kernel runs
 
 
@@ -146,6 +152,9 @@ def bind_qgemv(const uint8_t[::1] codes, int bits, const float[::1] scale,
     call.panels, call.k, call.blocks, call.tokens, call.hw = panels, k, blocks, tokens, hw
     call.in_stride, call.out_stride, call.oc4 = _c4(k) * hw, _c4(oc) * hw, _c4(oc)
     call.lo, call.hi, call.num_thread = lo, hi, num_thread
+    if panels * k * tokens < MIN_PARALLEL_MACS:  # a small layer: no parallel section
+        num_thread = 1
+    call.num_thread = num_thread
     call.step = max(1, cdiv(panels, num_thread))  # one run of panels per thread
     call.buffers = (codes, scale, offset, src, dst, bias, scratch)
     call.codes = &codes[0] if codes.shape[0] else NULL
