@@ -27,9 +27,7 @@ __all__ = ["CPUBinary", "CPUBinaryCast", "broadcast_plan", "lane_compatible"]
 _DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8))
 
 
-# packed planes shorter than this (floats) are not rows of their own: the kernel's vector loop
-# needs long rows (eltwise_kernels.h's chunk is 64)
-_MIN_PLANE = 64
+_MIN_PLANE = 64  # shorter packed planes run as one row (eltwise_kernels.h's vector chunk)
 
 
 class CPUBinary(Execution):
@@ -40,7 +38,6 @@ class CPUBinary(Execution):
     """
 
     clonable = True  # on_clone: a copy shares the weights, resizes on its own
-
     # out[i] reads input 0 at i only (the pipeline aliases only a same-shaped input 0)
     support_inplace = True
 
@@ -59,7 +56,7 @@ class CPUBinary(Execution):
             # inputs repeat (stride 0)
             rows = out.shape[0] * c4(out.shape[1]) if out.is_packed and out.ndim >= 3 else 1
             inner = out.storage_elements // max(rows, 1)
-            if inner < _MIN_PLANE:  # tiny planes (a token's [1, C, 1, 1]): one vector row
+            if inner < _MIN_PLANE:  # a token's [1, C, 1, 1]
                 rows, inner = 1, out.storage_elements
             self._shape = np.array([rows, inner], np.intp)
             self._dense = np.array([inner, 1], np.intp)
