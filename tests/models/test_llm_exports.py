@@ -82,6 +82,31 @@ def test_cache_over_budget_names_bytes() -> None:
     )
 
 
+def test_two_plans_share_weights_and_one_budget() -> None:
+    """The prefill session's executions are clones of the decode session's (mnnpy.llm.plans):
+    the weights and the K/V cache are held once, and each session's backend may use the budget
+    less what the other holds; a prompt the rest of the budget cannot plan is refused."""
+    m = llm.create(DATA / "q4_b64")
+    m.set_config({"thread_num": 1, "max_new_tokens": 8, "max_prompt_tokens": 64})
+    m.load()
+    m.forward(list(range(5, 21)))
+    decode, prefill = m._plans.sessions
+    assert prefill is not decode
+    held = [s.memory_info() for s in (decode, prefill)]
+    assert held[0].static > 0 and held[1].static == 0  # the clones own no weights
+    budget = m._plans.budget
+    for session, other in ((decode, held[1]), (prefill, held[0])):
+        other_total = other.static + other.dynamic + other.separate
+        assert session.host_backend.memory_budget == budget - other_total
+    tight = llm.create(DATA / "q4_b64")
+    tight.set_config({"thread_num": 1, "max_new_tokens": 8, "max_prompt_tokens": 64})
+    tight.set_config({"memory_budget": held[0].static + held[0].dynamic + held[0].separate + 4096})
+    tight.load()
+    with pytest.raises(MNNError) as e:
+        tight.forward(list(range(5, 69)))
+    assert e.value.code == ErrorCode.OUT_OF_MEMORY
+
+
 def test_bad_ids() -> None:
     m = llm.create(DATA / "q4_b64")
     m.set_config({"thread_num": 1})
