@@ -7,7 +7,9 @@ facts: hidden size, mask kind, chat template), ``llm.mnn`` + ``llm.mnn.weight``,
 ``attention_mask`` (``[1, 1, seq, seq]``, 0 or float-min, causal over the new tokens),
 ``position_ids`` (``[1, seq]``, continuing after the cached tokens) and ``logits_index``
 (``[-1]``: the last token's logits); the Attention ops keep the K/V history
-(:mod:`mnnpy.kv_cache`), reserved at :meth:`Llm.load` for the whole context.
+(:mod:`mnnpy.kv_cache`), reserved at :meth:`Llm.load` for the whole context. Prompts and
+one-token steps run in two sessions that share the weights and the cache, each keeping its own
+plan (:mod:`mnnpy.llm.plans`, MNN's prefill and decode modules), so switching re-plans nothing.
 
 ``config.json`` keys read: the file names, ``thread_num``, ``memory`` (``low`` keeps the 4/8-bit
 weights compressed; the arithmetic is float32 either way: MNN's low mode on x86 instead
