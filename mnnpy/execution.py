@@ -8,6 +8,7 @@ runs it on every ``run_session`` (compute only; no allocation, no shape work).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -33,9 +34,27 @@ class Execution:
 
     support_inplace: bool = False
     reads_regions: bool = False
+    # on_clone may copy the execution: its weights are read-only after creation and on_resize
+    # sets every per-resize attribute anew (it mutates nothing it shares)
+    clonable: bool = False
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
+
+    def on_clone(self, backend: Backend) -> Execution | None:
+        """A copy for another session on ``backend`` that shares these weights, or None.
+
+        MNN's ``Execution::onClone``: the copy is resized on its own (another shape plan), while
+        the weights (and state such as a K/V cache) stay one. The copy keeps this execution
+        alive, and with it the STATIC memory its weights are counted in. Default: a shallow
+        copy where ``clonable``, else None (the other session creates its own).
+        """
+        if not self.clonable:
+            return None
+        twin = copy.copy(self)
+        twin.backend = backend
+        twin.__dict__["_clone_of"] = self  # keeps the shared weights' owner alive
+        return twin
 
     def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
         """Whether output 0 may take over the storage of input 0.

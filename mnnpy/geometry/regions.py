@@ -355,3 +355,38 @@ def apply_reference(src: np.ndarray, dst: np.ndarray, rows: np.ndarray) -> None:
             dst[do + i * ds[0] + j * ds[1] + k * ds[2]] = src[
                 so + i * ss[0] + j * ss[1] + k * ss[2]
             ]
+
+
+def view_rows(base: np.ndarray, view: np.ndarray, limit: int = 64) -> np.ndarray | None:
+    """Region rows copying ``view``, a strided view of the flat ``base``, into a C-contiguous array.
+
+    None past ``limit`` rows, or for negative strides.
+    """
+    size = base.itemsize
+    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // size
+    dims: list[list[int]] = []  # [extent, src stride, dst stride], adjacent dims merged
+    step = view.size
+    for n, st in zip(view.shape, view.strides, strict=True):
+        step //= max(n, 1)
+        if n == 1:
+            continue
+        if st < 0 or st % size:
+            return None
+        if dims and dims[-1][1] == st // size * n and dims[-1][2] == step * n:
+            dims[-1] = [dims[-1][0] * n, st // size, step]
+        else:
+            dims.append([n, st // size, step])
+    if view.size == 0:
+        return np.zeros((0, 11), np.int64)
+    dims = [[1, 0, 0]] * max(0, 3 - len(dims)) + dims
+    outer, inner = dims[:-3], dims[-3:]
+    count = math.prod(n for n, _, _ in outer)
+    if count > limit:
+        return None
+    rows = []
+    for idx in np.ndindex(*(n for n, _, _ in outer)):
+        so = offset + sum(i * d[1] for i, d in zip(idx, outer, strict=True))
+        do = sum(i * d[2] for i, d in zip(idx, outer, strict=True))
+        rows.append([so, do, *(d[0] for d in inner), *(d[1] for d in inner),
+                     *(d[2] for d in inner)])  # fmt: skip
+    return np.array(rows, np.int64)

@@ -7,7 +7,9 @@ facts: hidden size, mask kind, chat template), ``llm.mnn`` + ``llm.mnn.weight``,
 ``attention_mask`` (``[1, 1, seq, seq]``, 0 or float-min, causal over the new tokens),
 ``position_ids`` (``[1, seq]``, continuing after the cached tokens) and ``logits_index``
 (``[-1]``: the last token's logits); the Attention ops keep the K/V history
-(:mod:`mnnpy.kv_cache`), reserved at :meth:`Llm.load` for the whole context.
+(:mod:`mnnpy.kv_cache`), reserved at :meth:`Llm.load` for the whole context. Prompts and
+one-token steps run in two sessions that share the weights and the cache, each keeping its own
+plan (:mod:`mnnpy.llm.plans`, MNN's prefill and decode modules), so switching re-plans nothing.
 
 ``config.json`` keys read: the file names, ``thread_num``, ``memory`` (``low`` keeps the 4/8-bit
 weights compressed; the arithmetic is float32 either way: MNN's low mode on x86 instead
@@ -29,9 +31,11 @@ from typing import Any
 import numpy as np
 
 from mnnpy import kv_cache
+from mnnpy.backend.cpu.backend import cpu_backend
 from mnnpy.config import BackendConfig, MemoryMode, ScheduleConfig
 from mnnpy.errors import FileNotExistError, InvalidModelError, InvalidValueError, OutOfMemoryError
 from mnnpy.interpreter import Interpreter
+from mnnpy.llm.plans import ShapePlans
 from mnnpy.llm.sampler import Sampler
 from mnnpy.llm.template import render_chat
 from mnnpy.llm.tokenizer import Tokenizer, load_tokenizer
@@ -125,7 +129,8 @@ class Llm:
             raise OutOfMemoryError(
                 f"the K/V cache for {self.context} tokens needs {need} bytes: {e}"
             ) from None
-        self._seq = -1
+        budget = cpu_backend(self.session.host_backend).memory_budget
+        self._plans = ShapePlans(self.interpreter, self.session, self._feed([0]), budget)
         self._loaded = True
 
     # -- tokens ---------------------------------------------------------------------------------
@@ -161,29 +166,13 @@ class Llm:
         n = len(ids)
         if n == 0 or min(ids) < 0 or max(ids) >= self.embeddings.shape[0]:
             raise InvalidValueError(f"token ids must be in [0, {self.embeddings.shape[0]})")
-        it, s = self.interpreter, self.session
         feed = self._feed(ids)
-        if n != self._seq:
-            inputs = {name: it.get_session_input(s, name) for name in feed}
-            for name, value in feed.items():
-                it.resize_tensor(inputs[name], value.shape)
-            # llmexport's graph slices the row ``logits_index`` names, so that slice's shape
-            # needs the value: given it, one resize plans the whole graph (a plain one stops at
-            # the slice, and the run would plan everything again)
-            needed = s.needed  # the session's record of such inputs
-            known = {
-                t.describe.index: feed[k] for k, t in inputs.items() if t.describe.index in needed
-            }
-            if known:
-                s.resize(known)
-            else:
-                it.resize_session(s)
-            self._seq = n
+        session, inputs = self._plans.inputs(feed)
         for name, value in feed.items():
-            it.get_session_input(s, name).copy_from(value)
-        it.run_session(s)
+            inputs[name].copy_from(value)
+        self.interpreter.run_session(session)
         self.history.extend(ids)
-        return it.get_session_output(s, "logits").numpy()
+        return self.interpreter.get_session_output(session, "logits").numpy()
 
     def _feed(self, ids: list[int]) -> dict[str, np.ndarray]:
         """The graph's inputs for ``ids`` after the cached tokens."""

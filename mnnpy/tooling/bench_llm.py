@@ -8,8 +8,9 @@ In a process, each of ``--runs`` runs is: reset, one forward of ``--prompt`` tok
 then ``--decode`` forwards of one token (decode). The table gives tokens/s as the median over
 all runs and, in brackets, the best run; ``max |diff|`` is the largest difference between the
 two engines' logits after the last decode step (the same token ids are fed to both);
-``1st step ms`` is the median time of the first decode step, which includes re-planning the
-session from the prompt's length to one token (it counts in decode tokens/s too). MNN's
+``1st step ms`` is the median time of the first decode step after the prompt (it counts in
+decode tokens/s too; mnnpy keeps a decode plan apart from the prompt's, as MNN's prefill and
+decode modules do, so it is not re-planned: ``mnnpy.llm.plans``). MNN's
 low-memory mode also quantizes the activations to int8 on the fly (its "dynamic quant"), so its
 logits there differ from float math (mnnpy's, and MNN's own with ``--memory normal``) by more
 than rounding on a large random model.

@@ -54,3 +54,30 @@ def test_wide_rows_keep_their_tail_and_bad_sizes() -> None:
         K.attention(q, kv, kv, 3, 1, np.zeros(2, np.float32), 1, 3, 1.0, out, 1)  # short mask
     with pytest.raises(ValueError):
         K.attention(q, kv[:, :, :2].copy(), kv, 3, 1, np.zeros(0, np.float32), 0, 0, 1.0, out, 1)
+
+
+@pytest.mark.parametrize("isa", ["generic", "avx2", "avx512"])
+@pytest.mark.parametrize("d", [8, 16, 64, 128, 136])  # the SIMD loops' widths, and past them
+def test_every_isa_against_reference(isa, d) -> None:
+    """The SIMD scores and mix (attention_kernels.h), one decode token and a prompt."""
+    from mnnpy.backend.cpu.kernels import gemm
+
+    if isa not in gemm.available_isas():
+        pytest.skip(f"{isa} not available")
+    rng = np.random.default_rng(d)
+    before = gemm.get_isa()
+    gemm.set_isa(isa)
+    try:
+        for seq, history in ((1, 37), (5, 3)):
+            q = rng.standard_normal((seq, 4, d)).astype(np.float32)
+            keys = rng.standard_normal((2, history + seq + 2, d)).astype(np.float32)
+            values = rng.standard_normal((2, history + seq + 2, d)).astype(np.float32)
+            mask = rng.standard_normal((1, 1, seq, seq)).astype(np.float32)
+            one = run(q, keys, values, history, mask, 1)
+            np.testing.assert_array_equal(run(q, keys, values, history, mask, 2), one)
+            total = history + seq
+            want = attend(q, keys[:, :total], values[:, :total], mask_rows(mask, seq, history),
+                          0.25)  # fmt: skip
+            assert_close(one, want)
+    finally:
+        gemm.set_isa(before)

@@ -107,6 +107,24 @@ def test_activation_clamps(isa):
     assert (want == 0).any() and (want == 0.5).any()
 
 
+@pytest.mark.parametrize("oc", [20, 48])
+def test_one_token_clamps_and_keeps_nan(isa, oc):
+    """One token of 4-bit codes (AVX-512's register-only path): clamps, a NaN input stays NaN,
+    and nothing is written past the output's channels."""
+    rng = np.random.default_rng(oc)
+    codes, scale, offset = make(rng, oc, 64, 4, 2, True)
+    panels = codes.shape[0]
+    x = rng.normal(0, 3, (1, 64, 1)).astype(np.float32)
+    bias = rng.normal(0, 1, panels * 16).astype(np.float32)
+    got = run(compress(codes, 4), 4, scale, offset, panels, 64, x, oc, bias, 0.0, 0.5)
+    want = expect(weight(codes, scale, offset), x, bias, oc, 0.0, 0.5)
+    np.testing.assert_allclose(got[:, :oc], want, rtol=1e-3, atol=1e-4)
+    assert (want == 0).any() and (want == 0.5).any()
+    x[0, 3, 0] = np.nan
+    got = run(compress(codes, 4), 4, scale, offset, panels, 64, x, oc, bias, 0.0, 0.5)
+    assert np.isnan(got[:, :oc]).all()
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 def test_threads_give_identical_results(bits):
     rng = np.random.default_rng(7)

@@ -279,3 +279,39 @@ def test_remembered_plans_are_the_plans_and_each_call_owns_its_rows() -> None:
     want = layout.unpack_nc4hw4(data, (1, 10, 3, 5))[:, :9].ravel()
     np.testing.assert_array_equal(got[: want.size], want)
     assert R._memo_bytes[0] <= R._MEMO_BYTES
+
+
+def test_bind_regions_runs_the_jobs_in_order_as_the_plain_calls() -> None:
+    """``bind_regions``: copies then a zeroing, bound once, run twice on changed contents."""
+    rng = np.random.default_rng(3)
+    src = rng.standard_normal(64).astype(np.float32)
+    copy = np.array([row(1, 0, (2, 3, 4), (16, 4, 1), (12, 4, 1))], np.int64)
+    zero = np.array([row(0, 5, (1, 1, 3), (0, 0, 1), (0, 0, 1))], np.int64)
+    got = np.full(40, 7.0, np.float32)
+    call = K.bind_regions([(src, got, copy, False), (got, got, zero, True)], 2)
+    for _ in range(2):
+        src += 1
+        want = np.full(40, 7.0, np.float32)
+        K.copy_regions(src, want, copy)
+        K.zero_regions(want, zero)
+        got[:] = 7.0
+        call()
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError):  # checked when bound
+        K.bind_regions([(src, np.zeros(4, np.float32), copy, False)])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_view_rows_copy_a_strided_view(seed: int) -> None:
+    """``regions.view_rows`` (a StridedSlice's bound copy) against NumPy's copy of the view."""
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(n) for n in rng.integers(1, 6, size=int(rng.integers(1, 6))))
+    base = rng.standard_normal(int(np.prod(shape))).astype(np.float32)
+    index = tuple(slice(int(rng.integers(0, n)), n, int(rng.integers(1, 3))) for n in shape)
+    view = base.reshape(shape)[index]
+    rows = R.view_rows(base, view)
+    assert rows is not None
+    got = np.full(view.size, 7.0, np.float32)
+    K.copy_regions(base, got, rows)
+    np.testing.assert_array_equal(got, view.reshape(-1))
+    assert R.view_rows(base, base.reshape(shape)[..., ::-1]) is None or shape[-1] == 1

@@ -82,6 +82,31 @@ def test_cache_over_budget_names_bytes() -> None:
     )
 
 
+def test_two_plans_share_weights_and_one_budget() -> None:
+    """The prefill session's executions are clones of the decode session's (mnnpy.llm.plans):
+    the weights and the K/V cache are held once, and each session's backend may use the budget
+    less what the other holds; a prompt the rest of the budget cannot plan is refused."""
+    m = llm.create(DATA / "q4_b64")
+    m.set_config({"thread_num": 1, "max_new_tokens": 8, "max_prompt_tokens": 64})
+    m.load()
+    m.forward(list(range(5, 21)))
+    decode, prefill = m._plans.sessions
+    assert prefill is not decode
+    held = [s.memory_info() for s in (decode, prefill)]
+    assert held[0].static > 0 and held[1].static == 0  # the clones own no weights
+    budget = m._plans.budget
+    for session, other in ((decode, held[1]), (prefill, held[0])):
+        other_total = other.static + other.dynamic + other.separate
+        assert session.host_backend.memory_budget == budget - other_total
+    tight = llm.create(DATA / "q4_b64")
+    tight.set_config({"thread_num": 1, "max_new_tokens": 8, "max_prompt_tokens": 64})
+    tight.set_config({"memory_budget": held[0].static + held[0].dynamic + held[0].separate + 4096})
+    tight.load()
+    with pytest.raises(MNNError) as e:
+        tight.forward(list(range(5, 69)))
+    assert e.value.code == ErrorCode.OUT_OF_MEMORY
+
+
 def test_bad_ids() -> None:
     m = llm.create(DATA / "q4_b64")
     m.set_config({"thread_num": 1})
@@ -150,8 +175,10 @@ def test_mem_command_before_run(capsys) -> None:
 
 
 def test_length_change_plans_once(monkeypatch) -> None:
-    """Prefill -> decode re-plans the session once: the last slice's ``logits_index`` value is
-    given to the resize, so the run does not plan again (regression: it planned twice)."""
+    """Each kind of step keeps its own plan (mnnpy.llm.plans): after load() planned the decode
+    step, a prompt plans the prefill session once (the last slice's ``logits_index`` value is
+    given to the resize, so the run does not plan again), decode steps and a prompt of the same
+    length plan nothing, and a prompt of another length plans once more."""
     m = llm.create(DATA / "q4_b64")
     m.set_config({"thread_num": 1, "sampler_type": "greedy", "max_new_tokens": 8})
     m.load()
@@ -160,10 +187,14 @@ def test_length_change_plans_once(monkeypatch) -> None:
     monkeypatch.setattr(type(m.session), "resize", lambda s, known=None: (calls.append(known),
                         real(s, known))[1])  # fmt: skip
     first = m.forward([5, 6, 7]).copy()
-    m.forward([8])
-    assert len(calls) == 2, calls  # one per length: 3 tokens, then 1
+    step = m.forward([8]).copy()
+    assert len(calls) == 1 and calls[0], calls  # the prompt of 3 tokens, given the value
     m.reset()
     np.testing.assert_array_equal(m.forward([5, 6, 7]), first)
+    np.testing.assert_array_equal(m.forward([8]), step)
+    assert len(calls) == 1, calls
+    m.forward([9, 10])
+    assert len(calls) == 2, calls
 
 
 @pytest.mark.parametrize("name", VARIANTS)

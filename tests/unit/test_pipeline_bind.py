@@ -32,7 +32,14 @@ def test_bound_steps_give_what_on_execute_gives(threads: int) -> None:
     session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
     steps = session.pipelines[0]._steps
     bound = {type(s.execution).__name__ for s in steps if s.call is not None}
-    assert bound == {"CPUConvolutionGemm", "CPUConvolutionDepthwise"}
+    # the convolutions and the raster ops (region copies, kernels.raster.bind_regions)
+    assert bound == {
+        "CPUConvolutionGemm",
+        "CPUConvolutionDepthwise",
+        "CPUConvertTensor",
+        "CPUMovement",
+        "CPUReshape",
+    }
     outs = []
     for callback in (False, True):  # the bound run loop, then on_execute through callbacks
         interp.get_session_input(session).copy_from(x)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,8 @@ class CPUAttention(Execution):
     reference is :func:`mnnpy.ops.attention.attend`.
     """
 
+    clonable = True  # on_clone: a copy shares the K/V cache, resizes on its own
+
     def __init__(self, backend: CPUBackend, op: OpDef, kv_heads: int, head_dim: int) -> None:
         super().__init__(backend)
         self.op = op
@@ -49,6 +51,41 @@ class CPUAttention(Execution):
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         self._dims = attention.heads(self.op, inputs[0].shape, inputs[1].shape)
         self._scale = attention.scale_of(self.op, self._dims[3])
+
+    def bind(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Callable[[], None] | None:
+        """``on_execute`` with its views of the buffers made once.
+
+        None where the value rows are not a view (an NC4HW4 value whose channels are not a
+        multiple of 4): the run loop then calls ``on_execute``.
+        """
+        seq, nh, kv, d = self._dims
+        cache, keep, scale, threads = self.kv_cache, self.keep, self._scale, self.backend.num_thread
+        q = inputs[0].buffer[: seq * nh * d].reshape(seq, nh, d)
+        k = inputs[1].buffer[: seq * kv * d].reshape(seq, kv, d).transpose(1, 0, 2)
+        v = _rows(inputs[2], seq).reshape(seq, kv, d).transpose(1, 0, 2)
+        if not np.shares_memory(v, inputs[2].buffer):
+            return None
+        m = inputs[3] if len(inputs) > 3 else None
+        mask = _EMPTY if m is None else m.buffer[: m.element_size]
+        shaped = None if m is None else mask.reshape(m.shape)
+        dst = outputs[0]
+        width = c4(nh * d) * 4 if dst.is_packed else nh * d
+        view = dst.buffer[: seq * width].reshape(seq, width)
+
+        def run() -> None:
+            if not keep:
+                cache.length = 0
+            history = cache.length
+            mode, cols = (0, 0) if shaped is None else attention.mask_mode(shaped, seq, history)
+            cache.append(k, v)
+            if width > nh * d:
+                view[:, nh * d :] = 0
+            K.attention(q, cache.keys, cache.values, cache.length, history, mask, mode, cols,
+                        scale, view, threads)  # fmt: skip
+
+        return run
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         seq, nh, kv, d = self._dims

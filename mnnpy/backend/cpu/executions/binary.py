@@ -6,9 +6,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mnnpy.backend import Backend, StorageType
+from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions import binary_int8
 from mnnpy.backend.cpu.executions.binary_plan import (
     broadcast_plan,
     channel_broadcast,
@@ -21,14 +20,15 @@ from mnnpy.backend.cpu.kernels import specialize
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import binary_op, eltwise
+from mnnpy.ops import eltwise
 from mnnpy.tensor import Tensor
 
 _REPEAT = np.array([0, 0], np.intp)  # a size-1 input in the (rows, inner) index space
 
-__all__ = ["CPUBinary", "CPUBinaryCast", "broadcast_plan", "lane_compatible"]
+__all__ = ["CPUBinary", "broadcast_plan", "lane_compatible"]
 
-_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.uint8))
+
+_MIN_PLANE = 64  # shorter packed planes run as one row (eltwise_kernels.h's vector chunk)
 
 
 class CPUBinary(Execution):
@@ -38,6 +38,7 @@ class CPUBinary(Execution):
     with broadcasting.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
     # out[i] reads input 0 at i only (the pipeline aliases only a same-shaped input 0)
     support_inplace = True
 
@@ -61,6 +62,8 @@ class CPUBinary(Execution):
             # inputs repeat (stride 0)
             rows = out.shape[0] * c4(out.shape[1]) if out.is_packed and out.ndim >= 3 else 1
             inner = out.storage_elements // max(rows, 1)
+            if inner < _MIN_PLANE:  # a token's [1, C, 1, 1]
+                rows, inner = 1, out.storage_elements
             self._shape = np.array([rows, inner], np.intp)
             self._dense = np.array([inner, 1], np.intp)
             self._strides = [self._dense if t.element_size > 1 else _REPEAT for t in inputs]
@@ -81,13 +84,18 @@ class CPUBinary(Execution):
             ch = K.bind_channel_binary(x.buffer, v.buffer, out.buffer, self.code, rows, area,
                                        b_rows, self.relu, self.backend.num_thread)  # fmt: skip
             return ch if self._pad is None else chain(ch, self._zero_pad(out))
-        if self._io is not None or self.code is None or len(inputs) != 2:
+        if self.code is None or len(inputs) != 2:
             return None
         if not inputs[0].dtype == inputs[1].dtype == out.dtype == np.float32:
             return None
-        a, b = self._strides
+        if self._io is not None:  # broadcasting: in place where every tensor is plain
+            if any(t.is_packed for t in (*inputs, out)):
+                return None
+            shape, a, b = self._plan
+        else:
+            shape, (a, b) = self._shape, self._strides
         call = K.bind_binary(inputs[0].buffer, inputs[1].buffer, out.buffer, self.code,
-                             self._shape, a, b, self.relu, self.backend.num_thread)  # fmt: skip
+                             shape, a, b, self.relu, self.backend.num_thread)  # fmt: skip
         return call if self._pad is None else chain(call, self._zero_pad(out))
 
     def _zero_pad(self, out: Tensor) -> Callable[[], None]:
@@ -118,72 +126,6 @@ class CPUBinary(Execution):
             self._binary(o, t.buffer, o, self.code, shape, self._dense, stride, False, threads)
         if self._pad is not None:  # e.g. 0 / 0 in REALDIV; keep NC4HW4 padding lanes zero
             K.zero_padding(out.buffer, *self._pad)
-
-
-class CPUBinaryCast(Execution):
-    """BinaryOp on inputs of different dtypes, through one compute dtype.
-
-    CPUBinary runs on copies converted to the compute dtype (DYNAMIC scratch in the tensors'
-    layouts); the result is converted to the output's dtype.
-    """
-
-    def __init__(self, backend: Backend, code: int, relu: bool, dtype: np.dtype) -> None:
-        super().__init__(backend)
-        self.core, self.dtype = CPUBinary(backend, code, relu), dtype
-
-    def _shadow(self, t: Tensor) -> Tensor | None:
-        if t.dtype == self.dtype:
-            return None
-        shadow = Tensor(t.shape, self.dtype, t.dimension_format, name=f"{t.name}:as_{self.dtype}")
-        shadow.describe.extra["scratch"] = True
-        self.backend.on_acquire_buffer(shadow, StorageType.DYNAMIC)
-        return shadow
-
-    def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        self._shadows = [self._shadow(t) for t in (*inputs, outputs[0])]
-        self.core.on_resize(*self._swap(inputs, outputs))
-        for shadow in self._shadows:
-            if shadow is not None:
-                self.backend.on_release_buffer(shadow, StorageType.DYNAMIC)
-
-    def _swap(
-        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
-    ) -> tuple[list[Tensor], list[Tensor]]:
-        tensors = [s or t for s, t in zip(self._shadows, (*inputs, outputs[0]), strict=True)]
-        return tensors[:-1], tensors[-1:]
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        ins, outs = self._swap(inputs, outputs)
-        with np.errstate(invalid="ignore"):  # float -> int: NaN / out of range give INT_MIN
-            for src, dst in zip(inputs, ins, strict=True):
-                if dst is not src:
-                    np.copyto(dst.buffer, src.buffer, casting="unsafe")
-            self.core.on_execute(ins, outs)
-            if outs[0] is not outputs[0]:
-                np.copyto(outputs[0].buffer, outs[0].buffer, casting="unsafe")
-
-
-@CPUBackend.register_creator(OpType.BinaryOp)
-def create_binary(
-    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
-) -> Execution | Unsupported:
-    """The BinaryOp execution (MNN's CPUBinary creator; int8 models get CPUBinaryInt8).
-
-    Mixed input dtypes run through ``CPUBinaryCast``; operations the kernels lack for the
-    compute dtype are refused.
-    """
-    if "int8" in outputs[0].describe.extra:  # int8 model: MNN's CPUBinaryInt8
-        return binary_int8.create_binary_int8(op, inputs, outputs, backend)
-    code = binary_op.op_code(op)
-    dtype = binary_op.compute_dtype(code, inputs[0].dtype, inputs[1].dtype)
-    supported = K.FLOAT_OPS if dtype == np.float32 else K.INT_OPS
-    if dtype not in _DTYPES or code not in supported or code not in binary_op.FUNCS[dtype]:
-        return Unsupported(f"opType={code} for {dtype.name}")
-    # activationType other than 1 is ignored, as in MNN's CPUBinary
-    relu = getattr(op.param, "activationType", 0) == 1
-    if any(t.dtype != dtype for t in inputs):
-        return CPUBinaryCast(backend, code, relu, dtype)
-    return CPUBinary(backend, code, relu)
 
 
 @CPUBackend.register_creator(OpType.Eltwise)

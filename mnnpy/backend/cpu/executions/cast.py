@@ -22,6 +22,8 @@ from mnnpy.tensor_format import DataType
 class CPUCast(Execution):
     """dtype conversion lane by lane, any layout (MNN's CPUCast; CastLike as a Cast)."""
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     def __init__(self, backend: Backend, dst: int | None = None) -> None:
         super().__init__(backend)
         self.to_bool = dst == DataType.DT_BOOL

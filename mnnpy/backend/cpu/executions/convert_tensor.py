@@ -64,6 +64,10 @@ def layout_kernel(src: Tensor, dst: Tensor) -> Callable[[np.ndarray, np.ndarray,
     return table[(s_fmt, d_fmt)]
 
 
+# region rows up to which a conversion runs as region copies bound in C (``bind``)
+_FEW_ROWS = 4
+
+
 class CPUConvertTensor(CPURaster):
     """Layout conversion between NCHW, NHWC and NC4HW4 (MNN's CPUTensorConvert).
 
@@ -78,6 +82,7 @@ class CPUConvertTensor(CPURaster):
         self.op = op
 
     support_inplace = True
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
 
     def inplace_fits(self, src: Tensor, dst: Tensor) -> bool:
         """NCHW and NC4HW4 of one pixel and channels a multiple of 4: the same bytes in order.
@@ -103,6 +108,19 @@ class CPUConvertTensor(CPURaster):
 
     def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         self._kernel(inputs[0].buffer, outputs[0].buffer, self.backend.num_thread)
+
+    def bind(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Callable[[], None] | None:
+        """The region copies bound in C, where on_execute would run them or they are few.
+
+        A few rows (one token's conversion) write the same bytes as the pack kernel; else None,
+        and the run loop calls on_execute.
+        """
+        few = self._copies is not None and sum(len(r) for *_, r in self._copies) <= _FEW_ROWS
+        if self.read_through or self._skip[0] or few:
+            return super().bind(inputs, outputs)
+        return None
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if self.read_through or (self._skip[0] and not self.backend.observed):

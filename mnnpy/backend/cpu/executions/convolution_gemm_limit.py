@@ -65,6 +65,8 @@ class CPUConvolutionGemmLimit(ChunkedRun, CPUConvolutionGemm):
         bias: ``outputCount`` float32 values.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     def __init__(
         self, backend: CPUBackend, op: OpDef, weight: WeightTable, bias: np.ndarray
     ) -> None:

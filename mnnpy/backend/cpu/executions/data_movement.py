@@ -15,7 +15,9 @@ from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.executions.reshape import CPUReshape
+from mnnpy.backend.cpu.kernels import raster as RK
 from mnnpy.execution import Execution, Unsupported
+from mnnpy.geometry import regions as R
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import broadcast_to, content_of, strided_slice, transpose, unpack
 from mnnpy.tensor import Tensor
@@ -49,6 +51,8 @@ class CPUDataMovement(Execution):
 
     NC4HW4 tensors go through NCHW scratch (MNN expresses these ops as raster regions).
     """
+
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
 
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
@@ -103,6 +107,20 @@ class CPUDataMovement(Execution):
         np.not_equal(cond, 0, out=mask)
         np.copyto(d[0], y)
         np.copyto(d[0], x, where=mask)
+
+    def bind(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Callable[[], None] | None:
+        """A StridedSlice of plain tensors as region copies bound in C (``bind_regions``)."""
+        src, out = inputs[0], outputs[0]
+        if self.op.type != OpType.StridedSlice or src.is_packed or out.is_packed:
+            return None
+        view = self._io.read([src])[0]
+        index, _, _ = strided_slice.plan(self.op, src.shape, [content_of(t) for t in inputs[1:]])
+        rows = R.view_rows(src.buffer, view[index])
+        if rows is None:
+            return None
+        return RK.bind_regions([(src.buffer, out.buffer, rows, False)], self.backend.num_thread)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         self._run(self._io.read([inputs[i] for i in self._read]), self._io.outputs(outputs))

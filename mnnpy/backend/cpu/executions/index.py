@@ -57,6 +57,8 @@ def _check(bad: int, indices: np.ndarray) -> None:
 class CPUGather(_IndexExecution):
     """Gather / GatherV2 as ``[outer][axis][inner]`` row copies (MNN: a loop of regions)."""
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     def prepare(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         shape = inputs[0].shape
         axis = gather.axis_of(self.op, len(shape), gather._axis_content(inputs))

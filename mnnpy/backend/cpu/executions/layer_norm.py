@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -26,6 +26,8 @@ class CPULayerNorm(Execution):
     A packed ``[N, C]`` input goes through NCHW scratch.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     # a column is read completely before it is written
     support_inplace = True
 
@@ -47,6 +49,17 @@ class CPULayerNorm(Execution):
         if inputs[0].is_packed:  # unpack, normalize in place in the scratch, pack
             self._io = LogicalIO(cpu_backend(self.backend), inputs, [])
             self._io.release()
+
+    def bind(
+        self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+    ) -> Callable[[], None] | None:
+        """A plain input's normalization bound in C (``bind_layer_norm``)."""
+        if self._io is not None:
+            return None
+        outer, n, inner = self._dims
+        return K.bind_layer_norm(inputs[0].buffer, outputs[0].buffer, outer, n, inner,
+                                 self._gamma, self._beta, self._eps, self._rms,
+                                 self.backend.num_thread)  # fmt: skip
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         threads = self.backend.num_thread

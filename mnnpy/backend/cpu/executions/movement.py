@@ -28,6 +28,8 @@ class CPUMovement(CPURaster):
     NC4HW4 in place (MNN's raster); through NCHW scratch only when the regions would be too many.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     def __init__(self, backend: Backend, op: OpDef) -> None:
         super().__init__(backend)
         self.op = op

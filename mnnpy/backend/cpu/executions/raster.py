@@ -115,13 +115,19 @@ class CPURaster(Execution):
     def bind(
         self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     ) -> Callable[[], None] | None:
-        """None (the run loop calls ``on_execute``); the outputs to skip are final by now.
+        """The planned copies and padding as one C call (``bind_regions``), as on_execute.
 
-        A reader that fell back from reading an output through (``Unit.prepare``) has marked it
-        written again after this execution's ``on_resize``.
+        The outputs to skip are final by now: a reader that fell back from reading an output
+        through (``Unit.prepare``) has marked it written again after this ``on_resize``.
         """
         self._skip = [t.describe.virtual for t in outputs]
-        return None
+        if self._copies is None:
+            return None
+        jobs = [(src.buffer, outputs[j].buffer, rows, False)
+                for src, j, rows in self._copies if not self._skip[j]]  # fmt: skip
+        jobs += [(outputs[j].buffer, outputs[j].buffer, rows, True)
+                 for j, rows in self._pads if not self._skip[j]]  # fmt: skip
+        return K.bind_regions(jobs, self.backend.num_thread)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if self._copies is None:

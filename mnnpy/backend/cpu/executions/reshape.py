@@ -51,6 +51,8 @@ class CPUReshape(CPURaster):
     MNN's GeometryReshape plus raster; through scratch when the shapes have no common refinement.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     support_inplace = True  # when the storage is the same bytes (inplace_fits), nothing moves
 
     def __init__(self, backend: Backend, op: OpDef) -> None:

@@ -27,6 +27,8 @@ class CPUUnary(Execution):
     NC4HW4 padding lanes are reset when ``f(0) != 0``.
     """
 
+    clonable = True  # on_clone: a copy shares the weights, resizes on its own
+
     # out[i] reads input 0 at i only
     support_inplace = True
 

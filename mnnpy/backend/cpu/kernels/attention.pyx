@@ -13,29 +13,31 @@ from cython.parallel cimport parallel, prange
 from libc.math cimport INFINITY, expf
 from libc.stdlib cimport free, malloc
 
+from mnnpy.backend.cpu.kernels.gemm cimport current_isa
 
-cdef void _one(const float* q, const float* keys, const float* values, const float* mask,
-               float* scores, float* out, Py_ssize_t d, Py_ssize_t limit, Py_ssize_t history,
-               Py_ssize_t row, Py_ssize_t cols, int mode, float scale) noexcept nogil:
-    cdef Py_ssize_t j, t, u, d8 = d - d % 8
-    cdef float acc, best = -INFINITY, total = 0, w
-    cdef float part[8]
-    cdef const float* k
-    cdef const float* v
+
+# below this many multiply-adds (scores and mix, about half each) a parallel section costs more
+# than it saves; results do not depend on the thread count either way
+cdef enum:
+    MIN_PARALLEL_MACS = 65536
+
+
+cdef extern from "attention_kernels.h" nogil:
+    void mnnpy_att_scores(int isa, const float* q, const float* keys, Py_ssize_t d,
+                          Py_ssize_t n, float scale, float* scores)
+    void mnnpy_att_mix(int isa, const float* w, const float* values, Py_ssize_t d,
+                       Py_ssize_t n, float* out)
+
+
+cdef void _one(int isa, const float* q, const float* keys, const float* values,
+               const float* mask, float* scores, float* out, Py_ssize_t d, Py_ssize_t limit,
+               Py_ssize_t history, Py_ssize_t row, Py_ssize_t cols, int mode,
+               float scale) noexcept nogil:
+    cdef Py_ssize_t j
+    cdef float best = -INFINITY, total = 0, acc
+    mnnpy_att_scores(isa, q, keys, d, limit, scale, scores)  # q . k * scale, per key
     for j in range(limit):
-        k = keys + j * d
-        # eight partial sums (lane u takes t = u mod 8): independent chains the compiler keeps
-        # in one vector register, where a single running sum would wait on every add
-        for u in range(8):
-            part[u] = 0
-        for t in range(0, d8, 8):
-            for u in range(8):
-                part[u] = part[u] + q[t + u] * k[t + u]
-        acc = ((part[0] + part[4]) + (part[1] + part[5])) + ((part[2] + part[6]) +
-                                                             (part[3] + part[7]))
-        for t in range(d8, d):
-            acc = acc + q[t] * k[t]
-        acc = acc * scale
+        acc = scores[j]
         if mode == 1:
             acc = acc + mask[row * cols + j]
         elif mode == 2 and j >= history:
@@ -46,13 +48,9 @@ cdef void _one(const float* q, const float* keys, const float* values, const flo
     for j in range(limit):
         scores[j] = expf(scores[j] - best)
         total = total + scores[j]
-    for t in range(d):
-        out[t] = 0
     for j in range(limit):
-        w = scores[j] / total
-        v = values + j * d
-        for t in range(d):
-            out[t] = out[t] + w * v[t]
+        scores[j] = scores[j] / total
+    mnnpy_att_mix(isa, scores, values, d, limit, out)
 
 
 def attention(const float[:, :, ::1] q, const float[:, :, ::1] keys,
@@ -97,8 +95,10 @@ def attention(const float[:, :, ::1] q, const float[:, :, ::1] keys,
     cdef Py_ssize_t group = nh // kv, cap = keys.shape[1], stride = out.shape[1]
     cdef Py_ssize_t it, h, i, g
     cdef float* scores
-    cdef int failed = 0
+    cdef int failed = 0, isa = current_isa()
     cdef int* fail = &failed
+    if nh * seq * total * d < MIN_PARALLEL_MACS:  # a decode step's few heads: one thread
+        num_thread = 1
     with nogil, parallel(num_threads=num_thread):
         scores = <float*>malloc(total * sizeof(float))
         if scores == NULL:
@@ -108,7 +108,7 @@ def attention(const float[:, :, ::1] q, const float[:, :, ::1] keys,
                 h = it // seq
                 i = it % seq
                 g = h // group
-                _one(qp + (i * nh + h) * d, kp + g * cap * d, vp + g * cap * d, mp, scores,
+                _one(isa, qp + (i * nh + h) * d, kp + g * cap * d, vp + g * cap * d, mp, scores,
                      op + i * stride + h * d, d, total if mask_mode else history + i + 1,
                      history, i, mask_cols, mask_mode, scale)
             free(scores)

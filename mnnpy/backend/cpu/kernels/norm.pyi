@@ -12,3 +12,19 @@ def layer_norm(
     rms: bool = False,
     num_thread: int = 1,
 ) -> None: ...
+
+class LayerNormCall:
+    def __call__(self) -> None: ...
+
+def bind_layer_norm(
+    src: np.ndarray,
+    dst: np.ndarray,
+    outer: int,
+    n: int,
+    inner: int,
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    eps: float,
+    rms: bool = False,
+    num_thread: int = 1,
+) -> LayerNormCall: ...

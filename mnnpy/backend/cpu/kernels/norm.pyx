@@ -6,13 +6,14 @@ variance of ``x - mean``, then ``(x - mean) / sqrt(var + eps) * gamma[k] + beta[
 uses mean 0. The C kernels (``norm_kernels.h``, the ISA from ``gemm.set_isa``) take a contiguous
 row (``inner == 1``) or up to 16 adjacent columns as one work item, each computed by one thread
 in a fixed order, so results do not depend on the thread count. A column is read completely
-before it is written, so ``src`` and ``dst`` may be the same buffer.
+before it is written, so ``src`` and ``dst`` may be the same buffer. ``bind_layer_norm`` checks
+and fixes the buffers once, for a session's run loop (a decode step's RMSNorms).
 """
 
 from cython.parallel cimport prange
 from libc.stddef cimport ptrdiff_t
 
-from mnnpy.backend.cpu.kernels.gemm cimport current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, current_isa
 
 
 cdef extern from "norm_kernels.h" nogil:
@@ -22,11 +23,37 @@ cdef extern from "norm_kernels.h" nogil:
                          ptrdiff_t w, const float* gamma, const float* beta, float eps, int rms)
 
 
-def layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_t n,
-               Py_ssize_t inner, const float[::1] gamma, const float[::1] beta, double eps,
-               bint rms=False, int num_thread=1):
-    """Normalize each column of ``n`` elements (stride ``inner``); ``gamma`` / ``beta`` are
-    ``n`` long, or both empty for no affine part."""
+cdef void norm_run(const float* s, float* d, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
+                   const float* g, const float* b, float e, int r,
+                   int num_thread) noexcept nogil:
+    """Every row (``inner == 1``) or 16-column block, over ``num_thread`` threads."""
+    cdef int isa = current_isa()
+    cdef Py_ssize_t blocks = (inner + 15) // 16, it, o, j
+    if outer * n * inner == 0:
+        return
+    if inner == 1:
+        if outer == 1 or num_thread == 1:
+            for it in range(outer):
+                mnnpy_norm_row(isa, s + it * n, d + it * n, n, g, b, e, r)
+        else:
+            for it in prange(outer, num_threads=num_thread, schedule="static"):
+                mnnpy_norm_row(isa, s + it * n, d + it * n, n, g, b, e, r)
+    elif outer * blocks == 1 or num_thread == 1:
+        for it in range(outer * blocks):
+            o = it // blocks
+            j = (it % blocks) * 16
+            mnnpy_norm_cols(isa, s + o * n * inner + j, d + o * n * inner + j, n, inner,
+                            min(16, inner - j), g, b, e, r)
+    else:
+        for it in prange(outer * blocks, num_threads=num_thread, schedule="static"):
+            o = it // blocks
+            j = (it % blocks) * 16
+            mnnpy_norm_cols(isa, s + o * n * inner + j, d + o * n * inner + j, n, inner,
+                            min(16, inner - j), g, b, e, r)
+
+
+cdef void _check(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_t n,
+                 Py_ssize_t inner, const float[::1] gamma, const float[::1] beta) except *:
     if outer < 0 or n < 0 or inner < 0:
         raise ValueError("negative size")
     cdef Py_ssize_t total = outer * n * inner
@@ -34,26 +61,47 @@ def layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_
         raise ValueError(f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, need {total}")
     if gamma.shape[0] != beta.shape[0] or gamma.shape[0] not in (0, n):
         raise ValueError(f"gamma / beta have {gamma.shape[0]} / {beta.shape[0]} values, need {n}")
-    if total == 0:
+
+
+def layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_t n,
+               Py_ssize_t inner, const float[::1] gamma, const float[::1] beta, double eps,
+               bint rms=False, int num_thread=1):
+    """Normalize each column of ``n`` elements (stride ``inner``); ``gamma`` / ``beta`` are
+    ``n`` long, or both empty for no affine part."""
+    _check(src, dst, outer, n, inner, gamma, beta)
+    if outer * n * inner == 0:
         return
     cdef const float* g = &gamma[0] if gamma.shape[0] else NULL
     cdef const float* b = &beta[0] if beta.shape[0] else NULL
-    cdef const float* s = &src[0]
-    cdef float* d = &dst[0]
-    cdef float e = <float>eps
-    cdef int isa = current_isa(), r = rms
-    cdef Py_ssize_t blocks = (inner + 15) // 16, it, o, j
     with nogil:
-        if inner == 1:
-            if outer == 1 or num_thread == 1:
-                for it in range(outer):
-                    mnnpy_norm_row(isa, s + it * n, d + it * n, n, g, b, e, r)
-            else:
-                for it in prange(outer, num_threads=num_thread, schedule="static"):
-                    mnnpy_norm_row(isa, s + it * n, d + it * n, n, g, b, e, r)
-        else:
-            for it in prange(outer * blocks, num_threads=num_thread, schedule="static"):
-                o = it // blocks
-                j = (it % blocks) * 16
-                mnnpy_norm_cols(isa, s + o * n * inner + j, d + o * n * inner + j, n, inner,
-                                min(16, inner - j), g, b, e, r)
+        norm_run(&src[0], &dst[0], outer, n, inner, g, b, <float>eps, rms, num_thread)
+
+
+cdef class LayerNormCall(KernelCall):
+    """``layer_norm`` with its buffers and sizes fixed (``bind_layer_norm``)."""
+    cdef Py_ssize_t outer, n, inner
+    cdef float eps
+    cdef int rms
+
+    cdef void run(self) noexcept:
+        with nogil:
+            norm_run(self.s, self.d, self.outer, self.n, self.inner, self.w, self.b, self.eps,
+                     self.rms, self.num_thread)
+
+
+def bind_layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_ssize_t n,
+                    Py_ssize_t inner, const float[::1] gamma, const float[::1] beta, double eps,
+                    bint rms=False, int num_thread=1):
+    """``layer_norm`` on these buffers, checked now: a ``LayerNormCall`` that runs it when
+    called (``Execution.bind``)."""
+    _check(src, dst, outer, n, inner, gamma, beta)
+    cdef LayerNormCall call = LayerNormCall()
+    call.buffers = (src, dst, gamma, beta)
+    empty = outer * n * inner == 0
+    call.outer, call.n, call.inner = (0 if empty else outer), n, inner
+    call.eps, call.rms, call.num_thread = <float>eps, rms, num_thread
+    call.s = &src[0] if src.shape[0] else NULL
+    call.d = &dst[0] if dst.shape[0] else NULL
+    call.w = &gamma[0] if gamma.shape[0] else NULL
+    call.b = &beta[0] if beta.shape[0] else NULL
+    return call

@@ -20,7 +20,7 @@ from cython.parallel cimport prange
 from libc.stddef cimport ptrdiff_t
 from libc.stdint cimport uint8_t
 
-from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, cdiv, current_isa
 
 
 cdef extern from "qgemv_kernels.h" nogil:
@@ -37,6 +37,12 @@ cdef extern from "qgemv_kernels.h" nogil:
                             ptrdiff_t bstride, ptrdiff_t p0, ptrdiff_t p1)
 
 
+# below this many code rows x tokens (16 multiply-adds each) a GEMV runs on one thread: a
+# parallel section costs more than it saves (results do not depend on the thread count)
+cdef enum:
+    MIN_PARALLEL_MACS = 16384
+
+
 mnnpy_dq_init()  # CPU features (F16C), once, before any kernel runs
 
 
@@ -50,9 +56,9 @@ cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
     return (c + 3) // 4 * 4
 
 
-cdef class QgemvCall:
-    """A GEMV with its buffers and threads fixed (``bind_qgemv``); calling it writes ``dst``.
-    It keeps its buffers alive."""
+cdef class QgemvCall(KernelCall):
+    """A GEMV with its buffers and threads fixed (``bind_qgemv``); calling it writes ``dst``
+    (the session's C loop runs it as a ``KernelCall``). It keeps its buffers alive."""
     cdef const uint8_t* codes
     cdef const float* sc
     cdef const float* off
@@ -63,12 +69,7 @@ cdef class QgemvCall:
     cdef float* xsum
     cdef float* xpair
     cdef Py_ssize_t panels, k, blocks, tokens, hw, in_stride, out_stride, oc4, step
-    cdef float lo, hi
-    cdef int kind, num_thread
-    cdef object buffers
-
-    def __call__(self):
-        self.run()
+    cdef int kind
 
     cdef void run(self) noexcept:
         cdef Py_ssize_t it, step = self.step, panels = self.panels
@@ -151,6 +152,9 @@ def bind_qgemv(const uint8_t[::1] codes, int bits, const float[::1] scale,
     call.panels, call.k, call.blocks, call.tokens, call.hw = panels, k, blocks, tokens, hw
     call.in_stride, call.out_stride, call.oc4 = _c4(k) * hw, _c4(oc) * hw, _c4(oc)
     call.lo, call.hi, call.num_thread = lo, hi, num_thread
+    if panels * k * tokens < MIN_PARALLEL_MACS:  # a small layer: no parallel section
+        num_thread = 1
+    call.num_thread = num_thread
     call.step = max(1, cdiv(panels, num_thread))  # one run of panels per thread
     call.buffers = (codes, scale, offset, src, dst, bias, scratch)
     call.codes = &codes[0] if codes.shape[0] else NULL

@@ -315,6 +315,53 @@ MNNPY_TQG512 static void mnnpy_qgemv_avx512(int kind, const uint8_t* codes, cons
     }
 }
 
+/* One token, 2-4 bit codes, blocks of a multiple of 4 rows, a contiguous output (hw = 1): the
+ * nibble loop of mnnpy_qg_block_nib_512 with the block's scale and offset applied in registers,
+ * and each panel's 16 sums stored once (the general path keeps them in memory per block). */
+MNNPY_TQG512 static void mnnpy_qgemv_nib1_512(const uint8_t* codes, const float* sc,
+                                              const float* off, ptrdiff_t K, ptrdiff_t nb,
+                                              const float* xp, const float* xsum,
+                                              const float* bias, float lo, float hi, float* dst,
+                                              ptrdiff_t oc4, ptrdiff_t p0, ptrdiff_t p1) {
+    const __m512 table = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1);
+    const __m512i inter = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7,
+                                            23);
+    ptrdiff_t blen = K / nb, p, b, r, left;
+    for (p = p0; p < p1; p++) {
+        const uint8_t* c = codes + p * K * 8;
+        __m512 y = _mm512_setzero_ps();
+        for (b = 0; b < nb; b++) {
+            __m512 e0 = _mm512_setzero_ps(), e1 = e0, o0 = e0, o1 = e0;
+            for (r = b * blen; r < (b + 1) * blen; r += 4) {
+                __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(c + 8 * r)));
+                __m512i v1 =
+                    _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i*)(c + 8 * r + 16)));
+                __m512 x0 = _mm512_loadu_ps(xp + 8 * r), x1 = _mm512_loadu_ps(xp + 8 * r + 16);
+                e0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(v0, table), x0, e0);
+                o0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v0, 4), table), x0,
+                                     o0);
+                e1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(v1, table), x1, e1);
+                o1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v1, 4), table), x1,
+                                     o1);
+            }
+            __m512 e = _mm512_add_ps(e0, e1), o = _mm512_add_ps(o0, o1);
+            e = _mm512_add_ps(e, _mm512_shuffle_f32x4(e, e, 0x4E)); /* + the other 8 lanes */
+            o = _mm512_add_ps(o, _mm512_shuffle_f32x4(o, o, 0x4E));
+            __m512 a = _mm512_permutex2var_ps(e, inter, o);
+            y = _mm512_fmadd_ps(a, _mm512_loadu_ps(sc + (p * nb + b) * 16), y);
+            if (off)
+                y = _mm512_fmadd_ps(_mm512_loadu_ps(off + (p * nb + b) * 16),
+                                    _mm512_set1_ps(xsum[b]), y);
+        }
+        left = oc4 - 16 * p;
+        __mmask16 keep = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1u);
+        y = _mm512_add_ps(y, _mm512_maskz_loadu_ps(keep, bias + 16 * p));
+        /* max / min return their second operand for a NaN: a NaN stays NaN (mnnpy_clamp) */
+        y = _mm512_min_ps(_mm512_set1_ps(hi), _mm512_max_ps(_mm512_set1_ps(lo), y));
+        _mm512_mask_storeu_ps(dst + 16 * p, keep, y);
+    }
+}
+
 /* AVX2: rows k and k+1 as two pairs of 8-lane registers (w[0], w[1]: row k; w[2], w[3]: k+1). */
 MNNPY_TQG256 static inline void mnnpy_qg_rows2_256(int kind, const uint8_t* codes, ptrdiff_t k,
                                                    __m256* w) {
@@ -412,6 +459,12 @@ MNNPY_STATIC void mnnpy_qgemv_panels(int isa, int kind, const uint8_t* codes, co
                                      ptrdiff_t p0, ptrdiff_t p1) {
 #if MNNPY_X86
     int f16 = kind != MNNPY_DQ_HALF || mnnpy_dq_has_f16c;
+    ptrdiff_t nb = blocks > 0 ? blocks : 1;
+    if (isa >= MNNPY_ISA_AVX512 && kind == MNNPY_DQ_NIBBLE && xpair && sc && M == 1 && hw == 1 &&
+        (K / nb) % 4 == 0) {
+        mnnpy_qgemv_nib1_512(codes, sc, off, K, nb, xpair, xsum, bias, lo, hi, dst, oc4, p0, p1);
+        return;
+    }
     if (isa >= MNNPY_ISA_AVX512 && f16) {
         mnnpy_qgemv_avx512(kind, codes, sc, off, K, blocks, x, xsum, xpair, M, bias, lo, hi,
                            dst, oc4, hw, bstride, p0, p1);

@@ -25,6 +25,9 @@ from cpython.buffer cimport (
     PyObject_GetBuffer,
 )
 from cython.parallel cimport prange
+from libc.stdlib cimport free, malloc
+
+from mnnpy.backend.cpu.kernels.gemm cimport KernelCall
 
 cdef extern from "raster_kernels.h" nogil:
     void mnnpy_raster_row(const char* src, char* dst, const long long* r, Py_ssize_t row,
@@ -156,3 +159,71 @@ def copy_regions(src, dst, regions, int num_thread=1):
 def zero_regions(dst, regions, int num_thread=1):
     """Set the destination elements of every region to zero (source columns are ignored)."""
     _apply(dst, dst, regions, num_thread, True)
+
+
+cdef struct _Job:
+    const char* src
+    char* dst
+    const long long* rows
+    Py_ssize_t count
+    int es
+    bint zero
+
+
+cdef class RegionsCall(KernelCall):
+    """Several ``copy_regions`` / ``zero_regions`` calls with their buffers fixed
+    (``bind_regions``): one raster op's run, in C."""
+    cdef _Job* jobs
+    cdef Py_ssize_t njobs
+
+    def __dealloc__(self):
+        free(self.jobs)
+
+    cdef void run(self) noexcept:
+        cdef Py_ssize_t q
+        with nogil:
+            for q in range(self.njobs):
+                _run(self.jobs[q].src, self.jobs[q].dst, self.jobs[q].rows, self.jobs[q].count,
+                     self.jobs[q].es, self.jobs[q].zero, self.num_thread)
+
+
+def bind_regions(list jobs, int num_thread=1):
+    """A ``RegionsCall`` running ``(src, dst, regions, zero)`` jobs in order, each as
+    ``copy_regions(src, dst, regions)`` (or ``zero_regions(dst, regions)`` when ``zero``),
+    checked now. The buffers are kept alive; their contents may change, not their place."""
+    cdef RegionsCall call = RegionsCall()
+    cdef Py_buffer s, d, g
+    cdef Py_ssize_t q, count, bad, es
+    call.jobs = <_Job*>malloc(max(len(jobs), 1) * sizeof(_Job))
+    if call.jobs == NULL:
+        raise MemoryError("bind_regions: no memory for the jobs")
+    call.njobs = 0
+    call.num_thread = num_thread
+    call.buffers = tuple(jobs)
+    for q, (src, dst, regions, zero) in enumerate(jobs):
+        PyObject_GetBuffer(regions, &g, PyBUF_SIMPLE)
+        PyObject_GetBuffer(dst, &d, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        PyObject_GetBuffer(src, &s, PyBUF_SIMPLE)
+        try:
+            if g.itemsize != 8 or g.len % (COLS * 8):
+                raise ValueError(f"regions must be int64 rows of {COLS}, got {regions!r}")
+            count = g.len // (COLS * 8)
+            es = d.itemsize
+            if s.itemsize != es or es not in (1, 2, 4, 8):
+                raise ValueError(f"item sizes {s.itemsize} and {es} differ or are unusual")
+            bad = _check(<const long long*>g.buf, count, -1 if zero else s.len // es,
+                         d.len // es)
+            if bad >= 0:
+                raise ValueError(f"region {bad} of job {q} is negative or out of bounds")
+            call.jobs[q].src = <const char*>s.buf
+            call.jobs[q].dst = <char*>d.buf
+            call.jobs[q].rows = <const long long*>g.buf
+            call.jobs[q].count = count
+            call.jobs[q].es = <int>es
+            call.jobs[q].zero = bool(zero)
+            call.njobs = q + 1
+        finally:
+            PyBuffer_Release(&s)
+            PyBuffer_Release(&d)
+            PyBuffer_Release(&g)
+    return call
