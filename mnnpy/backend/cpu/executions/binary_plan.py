@@ -78,6 +78,8 @@ def channel_broadcast(
     if not a.dtype == b.dtype == out.dtype == np.float32:
         return None
     n, c, *spatial = out.shape
+    if a.shape == b.shape:  # no broadcast (a token's [1, C, 1, 1]): one flat row is faster
+        return None
     for swap, full, vec in ((False, a, b), (True, b, a)):
         if swap and code not in _COMMUTATIVE:
             continue
