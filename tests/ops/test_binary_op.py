@@ -120,6 +120,20 @@ def test_channel_vector_on_packed_storage(
     assert len(calls) == (2 if commutative or not swap else 0)
 
 
+def test_same_shaped_vectors_run_as_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two ``[1, C, 1, 1]`` tensors (a decode step's token) are no per-channel broadcast: they run
+    as one flat row, not as C/4 planes of one pixel (regression: 0.3 ms per LLM decode step)."""
+    from mnnpy.backend.cpu.kernels import eltwise
+
+    calls = []
+    bind = eltwise.bind_channel_binary
+    monkeypatch.setattr(eltwise, "bind_channel_binary", lambda *a: calls.append(1) or bind(*a))
+    x, y = data((1, 37, 1, 1)), data((1, 37, 1, 1), 1)
+    out = check(x, y, param(B.MUL), fmt=DimensionFormat.NC4HW4)
+    assert_close(out, x * y)
+    assert not calls
+
+
 def test_comparison_with_const_scalar() -> None:
     x = data((2, 5, 3, 3))
     out = check(x, np.float32(0.25), param(B.GREATER), consts={1: np.array(0.25, np.float32)})
