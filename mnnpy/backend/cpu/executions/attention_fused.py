@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy import fusion_match as M
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as Bin
 from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions import fusion_match as M
 from mnnpy.backend.cpu.kernels import sdpa as K
 from mnnpy.execution import Execution
 from mnnpy.net import OpType

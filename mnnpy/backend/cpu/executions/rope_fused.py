@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy import fusion_match as M
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as Bin
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions import fusion_match as M
 from mnnpy.backend.cpu.kernels import rope as K
 from mnnpy.errors import MNNError
 from mnnpy.execution import Execution

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy import fusion_match as M
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as Bin
 from mnnpy.backend.opencl import boxes
 from mnnpy.backend.opencl.backend import OpenCLBackend
@@ -42,11 +43,6 @@ def _binary(node: Node | None, *codes: int) -> bool:
     )
 
 
-def _other(node: Node, t: Tensor) -> Tensor:
-    a, b = node.inputs
-    return b if a is t else a
-
-
 def _act_bounds(node: Node | None) -> tuple[float, float] | None:
     """A ReLU (no slope) or ReLU6 node as a clamp range, else None."""
     if node is None:
@@ -70,7 +66,7 @@ def conv_residual(backend: Any, view: SubgraphView) -> list[Substitution]:
         add = view.only_reader(y)
         if add is None or not _binary(add, Bin.ADD) or add.inputs[0] is add.inputs[1]:
             continue
-        res = _other(add, y)
+        res = M.other(add, y)
         if (res.shape, res.dtype, res.dimension_format) != (y.shape, y.dtype, y.dimension_format):
             continue
         relu_in_add = getattr(add.op.param, "activationType", 0) == 1
@@ -133,7 +129,7 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:
     nxt = view.only_reader(mm1.outputs[0])
     scale, div = 1.0, False  # the PyTorch export scales q and k before the product instead
     if _binary(nxt, Bin.MUL, Bin.DIV, Bin.REALDIV) and nxt is not None:
-        c = _other(nxt, mm1.outputs[0])
+        c = M.other(nxt, mm1.outputs[0])
         div = nxt.op.param.opType != Bin.MUL
         if c.describe.content is None or c.element_size != 1 or (div and c is nxt.inputs[0]):
             return None
@@ -142,7 +138,7 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:
         nxt = view.only_reader(nxt.outputs[0])
     mask = None
     if _binary(nxt, Bin.ADD) and nxt is not None:
-        mask = _other(nxt, group[-1].outputs[0])
+        mask = M.other(nxt, group[-1].outputs[0])
         group.append(nxt)
         nxt = view.only_reader(nxt.outputs[0])
     s = group[-1].outputs[0]
@@ -162,11 +158,11 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:
     batch = out.shape[:-2]
     if not _plain(q, k, v, out, *([mask] if mask is not None else [])):
         return None
-    if any(_squeezed(t.shape[:-2]) != _squeezed(batch) for t in (q, k, v, s)):
+    if any(M.squeezed(t.shape[:-2]) != M.squeezed(batch) for t in (q, k, v, s)):
         return None  # the same matrices in every operand (leading 1s aside), no broadcasting
     if max(q.shape[-1], v.shape[-1]) > 256:
         return None  # the kernel keeps a row of q and of the output in private memory
-    if mask is not None and not _mask_fits(mask, s.shape):
+    if mask is not None and not M.mask_fits(mask, s.shape):
         return None
     inputs, outputs = view.boundary(group)
     want = [q, k, v] + ([mask] if mask is not None else [])
@@ -175,25 +171,6 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:
         return None  # q, k, v and the mask must be distinct tensors
     ex = CLAttention(view.backend, at, tk, scale, div)  # type: ignore[arg-type]
     return Substitution(f"{mm1.op.name}+attention", tuple(group), ex)
-
-
-def _squeezed(dims: tuple[int, ...]) -> tuple[int, ...]:
-    i = 0
-    while i < len(dims) and dims[i] == 1:
-        i += 1
-    return dims[i:]
-
-
-def _mask_fits(mask: Tensor, scores: tuple[int, ...]) -> bool:
-    """The mask broadcasts over whole batches or over rows only (what the kernel indexes)."""
-    if mask.ndim != len(scores) or mask.shape[-1] != scores[-1]:
-        return False
-    batches = math.prod(mask.shape[:-2])
-    return (
-        batches in (1, math.prod(scores[:-2]))
-        and mask.shape[-2] in (1, scores[-2])
-        and (batches == 1 or mask.shape[:-2] == scores[:-2])
-    )
 
 
 @OpenCLBackend.register_fusion

@@ -1,4 +1,8 @@
-"""Graph matching helpers of the CPU fusion finders (``attention_fused.py``)."""
+"""Graph matching helpers shared by the backends' fusion finders.
+
+CPU ``attention_fused.py`` and ``rope_fused.py``, OpenCL ``executions/fused.py``: checks on
+``Node`` s that depend on no backend.
+"""
 
 from __future__ import annotations
 
