@@ -130,22 +130,6 @@ class MemoryPlanner:
         self._view_at[key] = (offset, int(nbytes))
         return True
 
-    def extend(self, key: Hashable, op: int = -1) -> bool:
-        """Keep ``key``'s bytes alive until now, even if released.
-
-        A later op reads it directly (MNN's raster reading through a virtual tensor). Before
-        :meth:`compute` only; False, changing nothing, when another buffer has taken the bytes over
-        in place.
-        """
-        block = self._owner.get(key)
-        if block is None or block.owners[-1] != key:
-            return False
-        block.last_op = max(block.last_op, op)
-        if block.end != _NEVER:
-            block.end = self._clock
-            self._clock += 1
-        return True
-
     def release(self, key: Hashable, op: int = -1) -> None:
         """``key`` is done with its buffer; once its last owner is done the bytes may be reused."""
         block = self._owner[key]

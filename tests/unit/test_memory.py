@@ -73,32 +73,6 @@ def test_random_lifetimes_never_overlap_and_stay_near_the_bound():
         assert plan.lower_bound <= plan.arena_size <= 2 * plan.lower_bound
 
 
-def test_extend_keeps_released_bytes_from_later_buffers():
-    p = MemoryPlanner(64)
-    p.acquire("a", 128)
-    p.release("a")
-    p.acquire("b", 128)  # could take a's bytes...
-    assert p.extend("a")  # ...but a is read again now
-    p.release("b")
-    plan = p.compute()
-    assert plan.offsets["a"] != plan.offsets["b"]
-    q = MemoryPlanner(64)
-    q.acquire("a", 128)
-    q.release("a")
-    q.acquire("b", 128)
-    q.release("b")
-    assert q.compute().offsets["a"] == q.compute().offsets["b"]
-
-
-def test_extend_refuses_bytes_taken_over_in_place():
-    p = MemoryPlanner(64)
-    p.acquire("a", 128)
-    assert p.alias("b", "a")
-    p.release("a")
-    assert not p.extend("a")
-    assert p.extend("b") and not p.extend("missing")
-
-
 def test_sub_tensor_views_keep_the_block_and_block_in_place_takeover() -> None:
     """``view``: a sub-tensor is a range of a live buffer (Arm NN's sub-tensor handles)."""
     p = MemoryPlanner(alignment=64)
