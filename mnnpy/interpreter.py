@@ -6,8 +6,10 @@ here mirror MNN's C++ API in snake_case.
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from enum import IntEnum
 from typing import Any
 
@@ -35,6 +37,23 @@ __all__ = [
     "ScheduleConfig",
     "SessionInfoCode",
 ]
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a model loads or a session is planned.
+
+    Loading and planning make many small objects that live as long as the session; the
+    collector's passes over them (several milliseconds each on a large model) find no garbage.
+    It is turned back on afterwards if it was on; reference counting frees memory as usual.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class SessionInfoCode(IntEnum):
@@ -79,7 +98,8 @@ class Interpreter:
         kind = identify(data, os.fspath(path))  # an ONNX / TFLite... file: named, with its command
         if kind is not None:
             raise InvalidModelError(kind)
-        net = load_net(data)
+        with _gc_paused():
+            net = load_net(data)
         self._init(net, os.fspath(path))
         try:
             attach_external(net, external, os.fspath(path) + ".weight")
@@ -104,7 +124,8 @@ class Interpreter:
         """
         load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
         self = cls.__new__(cls)
-        net = load_net(data)
+        with _gc_paused():
+            net = load_net(data)
         attach_external(net, external)
         self._init(net, "<buffer>")
         return self
@@ -148,8 +169,9 @@ class Interpreter:
         network, types = new_network_id(), config_forward_types(configs)
         notify(types, "before_load_network", network)
         try:
-            session = Session(self.net, schedule(self.net, configs))
-            session.resize()
+            with _gc_paused():
+                session = Session(self.net, schedule(self.net, configs))
+                session.resize()
             notify(types, "after_load_network", network)
         except BaseException:  # the contexts heard of the load: let them hear it go
             notify(types, "before_unload_network", network)
@@ -173,7 +195,8 @@ class Interpreter:
 
     def resize_session(self, session: Session) -> None:
         """Recompute shapes, executions and memory after input tensors were resized."""
-        session.resize()
+        with _gc_paused():
+            session.resize()
 
     def get_session_info(self, session: Session, code: SessionInfoCode | int) -> Any:
         """MNN's ``getSessionInfo``.

@@ -104,7 +104,15 @@ class SubgraphView:
         self.nodes = tuple(nodes)
         self._reads = reads
         self._all = tuple(all_nodes) or self.nodes
+        self._mine = {id(n) for n in self.nodes}
         self._producer = {id(t): n for n in self._all for t in n.outputs}
+        # per tensor, its readers in execution order (each once); per node, its position there
+        self._readers: dict[int, list[Node]] = {}
+        self._position: dict[int, int] = {}
+        for i, n in enumerate(self._all):
+            self._position[id(n)] = i
+            for t in dict.fromkeys(id(t) for t in n.inputs):
+                self._readers.setdefault(t, []).append(n)
 
     def sub_view(self, nodes: Sequence[Node]) -> SubgraphView:
         """A view of some of these nodes (for ``failed`` and ``untouched``)."""
@@ -116,7 +124,7 @@ class SubgraphView:
 
     def readers(self, tensor: Tensor) -> list[Node]:
         """The placed ops (on any backend) that read ``tensor``."""
-        return [n for n in self._all if any(t is tensor for t in n.inputs)]
+        return list(self._readers.get(id(tensor), ()))
 
     def only_reader(self, tensor: Tensor) -> Node | None:
         """The node of this view that reads ``tensor`` when that is its only read, else None.
@@ -126,7 +134,7 @@ class SubgraphView:
         """
         if self._reads[tensor.describe.index] != 1:
             return None
-        readers = [n for n in self.nodes if any(t is tensor for t in n.inputs)]
+        readers = [n for n in self._readers.get(id(tensor), ()) if id(n) in self._mine]
         return readers[0] if len(readers) == 1 else None
 
     def escapes(self, tensor: Tensor, group: Sequence[Node]) -> bool:
@@ -153,7 +161,11 @@ class SubgraphView:
         """Whether no path leaves ``group`` and comes back into it (so it can run as one step)."""
         ids = {id(n) for n in group}
         tainted: set[int] = set()  # outside ops downstream of the group
-        for n in self._all:  # execution order is a topological order
+        # execution order is a topological order: before the group's first op nothing is
+        # downstream of it, after its last op no path can come back into it
+        at = [self._position[i] for i in ids if i in self._position]
+        span = self._all[min(at) : max(at) + 1] if at and len(at) == len(ids) else self._all
+        for n in span:
             srcs = [self._producer.get(id(t)) for t in n.inputs]
             from_group = any(s is not None and id(s) in ids for s in srcs)
             from_tainted = any(s is not None and id(s) in tainted for s in srcs)

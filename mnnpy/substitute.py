@@ -196,6 +196,7 @@ def _ordered(units: list[Unit], key: Mapping[int, int]) -> list[Unit]:
     for u in units:
         for d in deps[id(u)]:
             readers.setdefault(d, []).append(u)
+    index = {id(u): i for i, u in enumerate(units)}
     ready = [(key[id(u)], i, u) for i, u in enumerate(units) if not deps[id(u)]]
     heapq.heapify(ready)
     out: list[Unit] = []
@@ -205,7 +206,7 @@ def _ordered(units: list[Unit], key: Mapping[int, int]) -> list[Unit]:
         for r in readers.get(id(u), []):
             deps[id(r)].discard(id(u))
             if not deps[id(r)]:
-                heapq.heappush(ready, (key[id(r)], units.index(r), r))
+                heapq.heappush(ready, (key[id(r)], index[id(r)], r))
     assert len(out) == len(units), "a convex substitution keeps the graph acyclic"
     return out
 
@@ -216,7 +217,8 @@ def optimize_units(pipeline: Pipeline, use_counts: Sequence[int]) -> list[Unit] 
     None when nothing changed (every backend left its ops untouched, or shapes need run-time
     values, or inside :func:`disabled`). Tensors are left as they were found.
     """
-    if not _ENABLED.get() or not any(_may_substitute(b) for b in pipeline.backends):
+    types = {u.op.type for u in pipeline.units}
+    if not _ENABLED.get() or not any(_may_substitute(b, types) for b in pipeline.backends):
         return None
     tensors = {id(t): t for u in pipeline.units for t in u.outputs}.values()
     saved: list[tuple[Tensor, Any]] = [(t, _state(t)) for t in tensors]
@@ -238,18 +240,20 @@ def optimize_units(pipeline: Pipeline, use_counts: Sequence[int]) -> list[Unit] 
     return _ordered(sorted(units, key=lambda u: position[id(u)]), position)
 
 
-def _may_substitute(backend: Backend) -> bool:
-    """Whether ``optimize_subgraph`` may change anything: overridden, or with fusion finders.
+def _may_substitute(backend: Backend, types: set[int]) -> bool:
+    """Whether ``optimize_subgraph`` may change anything on a pipeline of op types ``types``.
 
-    The default with no finders leaves every op untouched, so placing every op first (a second
-    shape-and-fold pass over the model) would change nothing: ``Unit.prepare`` places them.
+    It may when overridden, or with a fusion finder whose required op types
+    (``register_fusion(requires=...)``) are all among ``types``. The default with no such finder
+    leaves every op untouched, so placing every op first (a second shape-and-fold pass over the
+    model) would change nothing: ``Unit.prepare`` places them.
     """
     cls = type(backend)
     if "optimize_subgraph" in getattr(backend, "__dict__", {}):
         return True
     if getattr(cls, "optimize_subgraph", None) is not GraphHooks.optimize_subgraph:
         return True
-    return any(k.__dict__.get("_fusion_finders") for k in cls.__mro__)
+    return bool(cls.fusion_finders(types))
 
 
 def _ask_backends(

@@ -7,8 +7,8 @@ lowering choice (:mod:`mnnpy.lowering`). See docs/backend.md, "Subgraph substitu
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, overload
 
 from mnnpy.optimization import OptimizationViews
 
@@ -25,16 +25,53 @@ class GraphHooks:
     """Subgraph substitution and lowering hooks, with defaults that change nothing."""
 
     # -- graph hooks (Arm NN's OptimizeSubgraph, Glow's shouldLower) ----------------------------
+    @overload
     @classmethod
-    def register_fusion(cls, finder: FusionFinder) -> FusionFinder:
+    def register_fusion(
+        cls, finder: FusionFinder, *, requires: Iterable[int] = ()
+    ) -> FusionFinder: ...
+
+    @overload
+    @classmethod
+    def register_fusion(
+        cls, *, requires: Iterable[int]
+    ) -> Callable[[FusionFinder], FusionFinder]: ...
+
+    @classmethod
+    def register_fusion(
+        cls, finder: FusionFinder | None = None, *, requires: Iterable[int] = ()
+    ) -> Any:
         """Register ``finder(backend, view) -> [Substitution]`` for :meth:`optimize_subgraph`.
 
         A decorator, like :meth:`register_creator`; finders of base classes apply too.
+        ``requires`` names op types (``OpType`` values) the finder's pattern cannot do without:
+        a view that lacks one of them is not shown to the finder, and a pipeline no finder
+        can match skips the substitution pass (:mod:`mnnpy.substitute`). Used as
+        ``@Backend.register_fusion(requires=(OpType.MatMul, OpType.Softmax))``.
         """
-        if "_fusion_finders" not in cls.__dict__:
-            setattr(cls, "_fusion_finders", [])  # noqa: B010 - per class, made on first use
+        if finder is None:
+            return lambda f: cls.register_fusion(f, requires=requires)
+        for name, empty in (("_fusion_finders", list), ("_fusion_requires", dict)):
+            if name not in cls.__dict__:
+                setattr(cls, name, empty())  # per class, made on first use
         cls.__dict__["_fusion_finders"].append(finder)
+        cls.__dict__["_fusion_requires"][finder] = frozenset(int(t) for t in requires)
         return finder
+
+    @classmethod
+    def fusion_finders(cls, types: Iterable[int] | None = None) -> list[FusionFinder]:
+        """The registered finders (base classes' too) that can match op types ``types``.
+
+        Those whose required op types are all in ``types``; with None, all of them.
+        """
+        present = None if types is None else frozenset(int(t) for t in types)
+        found = []
+        for k in cls.__mro__:
+            requires = k.__dict__.get("_fusion_requires", {})
+            for f in k.__dict__.get("_fusion_finders", []):
+                if present is None or requires.get(f, frozenset()) <= present:
+                    found.append(f)
+        return found
 
     def optimize_subgraph(self, view: SubgraphView) -> OptimizationViews:
         """Substitute groups of the ops placed here by executions of their own (fusions).
@@ -46,7 +83,7 @@ class GraphHooks:
         registered fusion finders propose (a later one overlapping an earlier one is dropped),
         everything else untouched; with no finders, everything untouched.
         """
-        finders = [f for k in type(self).__mro__ for f in k.__dict__.get("_fusion_finders", [])]
+        finders = type(self).fusion_finders(n.op.type for n in view.nodes)
         taken: set[int] = set()
         subs = []
         for finder in finders:

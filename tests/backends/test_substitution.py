@@ -7,6 +7,7 @@ broken answers: lost nodes, non-convex groups, failed views placed again.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from typing import Any
 
@@ -156,3 +157,36 @@ def test_default_leaves_everything_untouched() -> None:
     session, _ = run_net(data, feeds)
     assert all(p.group is None for p in session.placement())
     assert len(session.placement()) == 5
+
+
+def test_finders_are_asked_only_when_the_op_types_they_require_are_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mnnpy import substitute
+    from mnnpy.backend.cpu.backend import CPUBackend
+
+    for name in ("_fusion_finders", "_fusion_requires"):  # registered for this test only
+        monkeypatch.setattr(CPUBackend, name, copy.copy(CPUBackend.__dict__[name]))
+    asked: list[str] = []
+
+    @CPUBackend.register_fusion(requires=(OpType.ReLU, OpType.Softmax))
+    def needs_softmax(backend: Any, view: Any) -> list[Substitution]:
+        asked.append("softmax")
+        return []
+
+    @CPUBackend.register_fusion(requires=(OpType.ReLU,))
+    def needs_relu(backend: Any, view: Any) -> list[Substitution]:
+        asked.append(f"relu {len(view.nodes)}")
+        return []
+
+    data, feeds = add_relu_net(), _feeds()
+    _, want = run_net(data, feeds)
+    assert asked == ["relu 5"]  # the net has BinaryOp and ReLU, no Softmax
+    placed = []
+    place_all = substitute._place_all
+    monkeypatch.setattr(substitute, "_place_all", lambda p: placed.append(1) or place_all(p))
+    CPUBackend.__dict__["_fusion_finders"].remove(needs_relu)
+    _, got = run_net(data, feeds)
+    assert asked == ["relu 5"] and not placed  # no finder can match: no substitution pass
+    for k in want:
+        assert_close(got[k], want[k])

@@ -154,7 +154,7 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
     return Substitution(f"{mm1.op.name}+attention", tuple(group), ex)
 
 
-@CPUBackend.register_fusion
+@CPUBackend.register_fusion(requires=(OpType.MatMul, OpType.Softmax))
 def attention(backend: Any, view: SubgraphView) -> list[Substitution]:
     """Every MatMul -> [scale] -> [mask] -> Softmax -> MatMul chain of plain float32 tensors."""
     found = (_attention_at(view, n) for n in view.nodes if n.op.type == OpType.MatMul)

@@ -43,7 +43,7 @@ def _act_code(node: Node | None) -> int | None:
     return code if code in FUSED_ACTS else None
 
 
-@CPUBackend.register_fusion
+@CPUBackend.register_fusion(requires=(OpType.UnaryOp,))
 def conv_activation(backend: Any, view: SubgraphView) -> list[Substitution]:
     """Convolution (GEMM or depthwise, float32 NC4HW4) -> its only reader, a UnaryOp above."""
     subs = []

@@ -127,7 +127,7 @@ def _gelu_at(view: SubgraphView, erf: Node) -> Substitution | None:
     )
 
 
-@CPUBackend.register_fusion
+@CPUBackend.register_fusion(requires=(OpType.UnaryOp, OpType.BinaryOp))
 def gelu(backend: Any, view: SubgraphView) -> list[Substitution]:
     """Every erf GELU written out as ops on float32 tensors."""
     found = []

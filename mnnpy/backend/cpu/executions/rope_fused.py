@@ -151,7 +151,7 @@ def _selects_pair(node: Node, a: np.ndarray, b: np.ndarray, expected: np.ndarray
     return got.shape == expected.shape and bool(np.array_equal(got, expected))
 
 
-@CPUBackend.register_fusion
+@CPUBackend.register_fusion(requires=(OpType.BinaryOp, OpType.Concat, OpType.UnaryOp))
 def rope(backend: Any, view: SubgraphView) -> list[Substitution]:
     """Every rotary embedding written out as Mul / slices / Neg / Concat / Mul / Add."""
     found = (_rope_at(view, n) for n in view.nodes if n.op.type == OpType.BinaryOp)
