@@ -97,6 +97,13 @@ class Pipeline:
                 return shaped
             if shaped:
                 folded.add(id(unit))
+        for unit in self.units:  # folded readers need shapes only (MNN's needInputContent)
+            for t in unit.inputs:
+                t.describe.shape_reads = 0
+        for unit in self.units:
+            if id(unit) in folded:
+                for t in unit.inputs:
+                    t.describe.shape_reads += 1
 
         def target(unit: Unit) -> Backend | None:  # where it runs; nowhere when folded
             return None if id(unit) in folded else self._target(unit)

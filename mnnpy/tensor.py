@@ -54,6 +54,9 @@ class TensorDescribe:
         usage: its role (input, output, constant, normal).
         use_count: ops still to read it during ``Pipeline.prepare``; the tensor's memory is
             released when this reaches zero.
+        shape_reads: how many of those are folded ops (MNN: inputs whose content is not
+            needed): they read its shape, never its memory, so an in-place execution may take
+            the memory over before them.
         backend: the backend that owns its memory, or None while it has none.
         storage_type: how that memory was acquired.
         content: data known while resizing (constants), in logical layout; used by shape
@@ -68,6 +71,7 @@ class TensorDescribe:
     index: int = -1
     usage: TensorUsage = TensorUsage.NORMAL
     use_count: int = 0
+    shape_reads: int = 0
     backend: Backend | None = None
     storage_type: StorageType | None = None
     content: np.ndarray | None = None

@@ -195,6 +195,8 @@ class Unit:
         if folded:
             for t in self.outputs:
                 acquire_buffer(host, t, storage_type_of(t))
+            for t in self.inputs:
+                t.describe.shape_reads -= 1
             self._release_inputs(())
             return UnitPlan(None, host, tuple(self.inputs), (), None)
         if self.execution is None:  # executions (and their weights) outlive resizes
@@ -245,13 +247,14 @@ class Unit:
     def _can_reuse_input(self, execution: Execution) -> bool:
         """Input 0 dies at this op, is read only once here, and fits output 0.
 
-        Fitting is the execution's ``inplace_fits``: by default the same shape, layout and dtype.
+        Folded readers still to come read its shape only, so they do not count. Fitting is the
+        execution's ``inplace_fits``: by default the same shape, layout and dtype.
         """
         if not self.inputs or not self.outputs:
             return False
         src, dst = self.inputs[0], self.outputs[0]
         return (
-            src.describe.use_count == 1
+            src.describe.use_count - src.describe.shape_reads == 1
             and self.inputs.count(src) == 1
             and storage_type_of(src) == StorageType.DYNAMIC
             and storage_type_of(dst) == StorageType.DYNAMIC

@@ -161,6 +161,7 @@ class _Pass:
         self.writer = {id(t): u for u in units for t in u.outputs}
         self.written: dict[int, _Written] = {}
         self.seen: dict[int, int] = {}  # reads made by the units decided so far
+        self.seen_folded: dict[int, int] = {}  # of those, by folded units (shapes only)
         self.taken: set[int] = set()  # tensors whose bytes a reshape will take over in place
 
     def owner(self, t: Tensor) -> Backend | None:
@@ -184,7 +185,9 @@ class _Pass:
         if backend is None or unit.op.type not in _RESHAPES or not unit.inputs:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
-        remaining = src.describe.use_count - self.seen.get(id(src), 0)
+        key = id(src)  # folded readers still to come read its shape only
+        shape_reads = src.describe.shape_reads - self.seen_folded.get(key, 0)
+        remaining = src.describe.use_count - self.seen.get(key, 0) - shape_reads
         return (
             remaining == 1
             and unit.inputs.count(src) == 1
@@ -237,6 +240,9 @@ class _Pass:
             self.taken.add(id(unit.inputs[0]))
         for t in [*unit.inputs, *extra]:
             self.seen[id(t)] = self.seen.get(id(t), 0) + 1
+        if self.target(unit) is None:
+            for t in unit.inputs:
+                self.seen_folded[id(t)] = self.seen_folded.get(id(t), 0) + 1
 
 
 def plan_geometry(

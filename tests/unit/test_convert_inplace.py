@@ -8,6 +8,7 @@ import pytest
 
 import mnnpy
 from mnnpy._schema.MNN.Net import NetT
+from mnnpy._schema.MNN.Reshape import ReshapeT
 from mnnpy._schema.MNN.TensorConvertInfo import TensorConvertInfoT
 from mnnpy._schema.MNN.UnaryOp import UnaryOpT
 from mnnpy.net import OpParameter, OpType, pack_net
@@ -62,3 +63,49 @@ def test_convert_of_same_bytes_is_in_place(shape: tuple[int, ...], threads: int)
         if unit.op.type == OpType.ConvertTensor:
             src, dst = unit.inputs[0].buffer, unit.outputs[0].buffer
             assert (src.ctypes.data == dst.ctypes.data) == same, unit.op.name
+
+
+def _reshape(name: str, inputs: list[int], dst: int, dims: list[int] | None) -> object:
+    p = ReshapeT()
+    p.dims, p.dimType = dims, int(NCHW)
+    return _op(OpType.Reshape, name, inputs, [dst], p, OpParameter.Reshape)
+
+
+def _net_with_shape_reader(shape: tuple[int, ...]) -> bytes:
+    """NEG -> Reshape -> to NC4HW4 -> SQUARE -> to NCHW -> Reshape to Shape(NEG's output) -> NEG.
+
+    The Shape op, after the first Reshape in order, folds: it reads NEG's output's shape only.
+    """
+    net = NetT()
+    net.tensorName = [f"t{i}" for i in range(9)]
+    net.oplists = [
+        input_op("t0", 0, shape, fmt=NCHW),
+        _unary("neg0", 0, 1, NEG),
+        _reshape("reshape0", [1], 2, list(shape)),
+        _op(OpType.Shape, "shape", [1], [3]),
+        _convert("pack", 2, 4, NCHW, NC4HW4),
+        _unary("square", 4, 5, SQUARE),
+        _convert("unpack", 5, 6, NC4HW4, NCHW),
+        _reshape("reshape1", [6, 3], 7, None),
+        _unary("neg1", 7, 8, NEG),
+    ]
+    net.outputName, net.tensorNumber = ["t8"], 9
+    return pack_net(net)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_folded_readers_do_not_keep_bytes_from_in_place_ops(threads: int) -> None:
+    """A Shape op reading a tensor later does not stop a Reshape and a ConvertTensor taking its
+    bytes over (MNN counts only reads that need the content)."""
+    shape = (37, 8, 1, 1)
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    interp = mnnpy.Interpreter.from_buffer(_net_with_shape_reader(shape))
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
+    interp.get_session_input(session, "t0").copy_from(x)
+    for _ in range(2):
+        interp.run_session(session)
+        np.testing.assert_array_equal(interp.get_session_output(session, "t8").numpy(), -(x * x))
+    units = {u.op.name: u for p in session.pipelines for u in p.units}
+    neg0, pack = units["neg0"].outputs[0].buffer, units["pack"].outputs[0].buffer
+    assert neg0.ctypes.data == pack.ctypes.data
+    assert units["shape"].folded
