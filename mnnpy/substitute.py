@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -152,28 +152,41 @@ def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit]
     """
     placed = []
     for unit in pipeline.units:
-        with _scoped(pipeline, unit):
-            if compute_shape(unit.op, unit.inputs, unit.outputs) is not None:
-                return None
-            if try_fold(unit.op, unit.inputs, unit.outputs):
-                for t in unit.outputs:
-                    t.describe.backend = pipeline.host
-                if folded is not None:
-                    folded.add(id(unit))
-                continue
-            if unit.execution is None:
-                unit.execution, unit.backend, unit.placement = place(
-                    unit.op,
-                    unit.inputs,
-                    unit.outputs,
-                    pipeline.preference,
-                    pipeline.overrides,
-                    pipeline.strict,
-                )
-            for t in unit.outputs:  # later creators see where it lives (placement.as_seen_by)
-                t.describe.backend = unit.backend
-            placed.append(unit)
+        try:
+            with _scopes(pipeline, unit.op):
+                if compute_shape(unit.op, unit.inputs, unit.outputs) is not None:
+                    return None
+                if try_fold(unit.op, unit.inputs, unit.outputs):
+                    for t in unit.outputs:
+                        t.describe.backend = pipeline.host
+                    if folded is not None:
+                        folded.add(id(unit))
+                    continue
+                if unit.execution is None:
+                    unit.execution, unit.backend, unit.placement = place(
+                        unit.op,
+                        unit.inputs,
+                        unit.outputs,
+                        pipeline.preference,
+                        pipeline.overrides,
+                        pipeline.strict,
+                    )
+                for t in unit.outputs:  # later creators see where it lives (as_seen_by)
+                    t.describe.backend = unit.backend
+                placed.append(unit)
+        except Exception as e:  # as _scoped: the error names the op
+            raise pipeline._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
     return placed
+
+
+def _scopes(pipeline: Pipeline, op: OpDef) -> AbstractContextManager[Any]:
+    """Every backend's ``resize_scope(op)`` (one backend: its own, without an ExitStack)."""
+    if len(pipeline.backends) == 1:
+        return pipeline.backends[0].resize_scope(op)
+    stack = ExitStack()
+    for backend in pipeline.backends:
+        stack.enter_context(backend.resize_scope(op))
+    return stack
 
 
 def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
