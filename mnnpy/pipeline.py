@@ -10,15 +10,15 @@ from the units' plans once memory is planned.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 
 from mnnpy.backend import Backend
 from mnnpy.backend.contract import copy_buffer
 from mnnpy.backend.verify import subgraphs_of, verify_backends
 from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.execution import CallLoop
-from mnnpy.geometry import plan_geometry
+from mnnpy.geometry import UnitGeometry, plan_geometry
 from mnnpy.placement import Placement, candidates
 from mnnpy.substitute import optimize_units
 from mnnpy.tensor import Tensor
@@ -81,44 +81,40 @@ class Pipeline:
         Raises:
             MNNError: naming the op that failed.
         """
+        folded: set[int] | None = None  # the shape stage's folds, when substitution shaped all
         if not self._optimized:  # the first resize: substitutions (mnnpy.substitute)
             self._optimized = True
-            self.units = optimize_units(self, use_counts) or self.units
+            units, folded = optimize_units(self, use_counts)
+            self.units = units or self.units
         for unit in self.units:
             for t in unit.inputs + unit.outputs:
                 t.describe.use_count = use_counts[t.describe.index]
-        folded: set[int] = set()
-        for unit in self.units:  # the shape stage: output shapes, and the ops that fold
-            try:  # no memory is requested: no resize scope
-                shaped = unit.shape()
-            except Exception as e:
-                raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
-            if isinstance(shaped, Waiting):
-                return shaped
-            if shaped:
-                folded.add(id(unit))
+        if folded is None:
+            folded = set()
+            for unit in self.units:  # the shape stage: output shapes, and the ops that fold
+                try:  # no memory is requested: no resize scope
+                    shaped = unit.shape()
+                except Exception as e:
+                    raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
+                if isinstance(shaped, Waiting):
+                    return shaped
+                if shaped:
+                    folded.add(id(unit))
+        done = folded
         for unit in self.units:  # folded readers need shapes only (MNN's needInputContent)
             for t in unit.inputs:
                 t.describe.shape_reads = 0
         for unit in self.units:
-            if id(unit) in folded:
+            if id(unit) in done:
                 for t in unit.inputs:
                     t.describe.shape_reads += 1
 
         def target(unit: Unit) -> Backend | None:  # where it runs; nowhere when folded
-            return None if id(unit) in folded else self._target(unit)
+            return None if id(unit) in done else self._target(unit)
 
         geometry = plan_geometry(self.units, target, self.host)  # before any creation
         for unit in self.units:  # create, acquire, resize, release
-            with self._resizing(unit):
-                unit.plan = unit.prepare(
-                    self.host,
-                    self.preference,
-                    self.overrides,
-                    self.strict,
-                    folded=id(unit) in folded,
-                    geometry=geometry.of(unit),
-                )
+            unit.plan = self._prepare_unit(unit, id(unit) in done, geometry.of(unit))
         self._active = [u for u in self.units if not u.folded]
         verify_backends(subgraphs_of(self._active))  # each backend may refuse its ops
         return None
@@ -129,14 +125,17 @@ class Pipeline:
             return unit.backend
         return candidates(unit.op, self.preference, self.overrides)[0]
 
-    @contextmanager
-    def _resizing(self, unit: Unit) -> Iterator[None]:
-        """Memory requests made for ``unit``'s op; errors name it (phase "resize")."""
+    def _prepare_unit(self, unit: Unit, folded: bool, geometry: UnitGeometry | None) -> UnitPlan:
+        """``unit.prepare``, its memory requests made for its op; errors name it ("resize")."""
+        args = (self.host, self.preference, self.overrides, self.strict)
         try:
+            if len(self.backends) == 1:  # the common case, without an ExitStack per op
+                with self.backends[0].resize_scope(unit.op):
+                    return unit.prepare(*args, folded=folded, geometry=geometry)
             with ExitStack() as scopes:
                 for backend in self.backends:
                     scopes.enter_context(backend.resize_scope(unit.op))
-                yield
+                return unit.prepare(*args, folded=folded, geometry=geometry)
         except Exception as e:
             raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
 

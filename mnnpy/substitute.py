@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -145,30 +145,48 @@ def _scoped(pipeline: Pipeline, unit: Unit) -> Iterator[None]:
             raise pipeline._wrap(e, unit, "resize") from e
 
 
-def _place_all(pipeline: Pipeline) -> list[Unit] | None:
-    """Place every op; the units that run (not folded), or None when shapes need run-time values."""
+def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit] | None:
+    """Place every op; the units that run, or None when shapes need run-time values.
+
+    The ids of the units that folded are added to ``folded``.
+    """
     placed = []
     for unit in pipeline.units:
-        with _scoped(pipeline, unit):
-            if compute_shape(unit.op, unit.inputs, unit.outputs) is not None:
-                return None
-            if try_fold(unit.op, unit.inputs, unit.outputs):
-                for t in unit.outputs:
-                    t.describe.backend = pipeline.host
-                continue
-            if unit.execution is None:
-                unit.execution, unit.backend, unit.placement = place(
-                    unit.op,
-                    unit.inputs,
-                    unit.outputs,
-                    pipeline.preference,
-                    pipeline.overrides,
-                    pipeline.strict,
-                )
-            for t in unit.outputs:  # later creators see where it lives (placement.as_seen_by)
-                t.describe.backend = unit.backend
-            placed.append(unit)
+        try:
+            with _scopes(pipeline, unit.op):
+                if compute_shape(unit.op, unit.inputs, unit.outputs) is not None:
+                    return None
+                if try_fold(unit.op, unit.inputs, unit.outputs):
+                    for t in unit.outputs:
+                        t.describe.backend = pipeline.host
+                    if folded is not None:
+                        folded.add(id(unit))
+                    continue
+                if unit.execution is None:
+                    unit.execution, unit.backend, unit.placement = place(
+                        unit.op,
+                        unit.inputs,
+                        unit.outputs,
+                        pipeline.preference,
+                        pipeline.overrides,
+                        pipeline.strict,
+                    )
+                for t in unit.outputs:  # later creators see where it lives (as_seen_by)
+                    t.describe.backend = unit.backend
+                placed.append(unit)
+        except Exception as e:  # as _scoped: the error names the op
+            raise pipeline._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
     return placed
+
+
+def _scopes(pipeline: Pipeline, op: OpDef) -> AbstractContextManager[Any]:
+    """Every backend's ``resize_scope(op)`` (one backend: its own, without an ExitStack)."""
+    if len(pipeline.backends) == 1:
+        return pipeline.backends[0].resize_scope(op)
+    stack = ExitStack()
+    for backend in pipeline.backends:
+        stack.enter_context(backend.resize_scope(op))
+    return stack
 
 
 def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
@@ -211,33 +229,43 @@ def _ordered(units: list[Unit], key: Mapping[int, int]) -> list[Unit]:
     return out
 
 
-def optimize_units(pipeline: Pipeline, use_counts: Sequence[int]) -> list[Unit] | None:
+def optimize_units(
+    pipeline: Pipeline, use_counts: Sequence[int]
+) -> tuple[list[Unit] | None, set[int] | None]:
     """Place, ask every backend for substitutions, and return the new unit list (or None).
 
-    None when nothing changed (every backend left its ops untouched, or shapes need run-time
-    values, or inside :func:`disabled`). Tensors are left as they were found.
+    The list is None when nothing changed (every backend left its ops untouched, or shapes need
+    run-time values, or inside :func:`disabled`). The second value is None when the pass did not
+    place every op; else the ids of the units that folded, and the tensors keep the shapes and
+    folded values the pass computed (what the shape stage would compute again; where the tensors
+    are held is undone). Otherwise tensors are left as they were found.
     """
     types = {u.op.type for u in pipeline.units}
     if not _ENABLED.get() or not any(_may_substitute(b, types) for b in pipeline.backends):
-        return None
+        return None, None
     tensors = {id(t): t for u in pipeline.units for t in u.outputs}.values()
     saved: list[tuple[Tensor, Any]] = [(t, _state(t)) for t in tensors]
+    folded: set[int] | None = set()
     try:
-        placed = _place_all(pipeline)
+        placed = _place_all(pipeline, folded)
         if placed is None:
-            return None
+            folded = None
+            return None, None
         fused, changed = _ask_backends(pipeline, placed, use_counts)
+    except BaseException:
+        folded = None
+        raise
     finally:
         for t, state in saved:
-            _restore(t, state)
+            _restore(t, state, shaped=folded is not None)
     if not changed:
-        return None
+        return None, folded
     position = {id(u): i for i, u in enumerate(pipeline.units)}
     members = {id(m) for f in fused for m in f.group}
     units = [u for u in pipeline.units if id(u) not in members] + list(fused)
     for f in fused:
         position[id(f)] = min(position[id(m)] for m in f.group)
-    return _ordered(sorted(units, key=lambda u: position[id(u)]), position)
+    return _ordered(sorted(units, key=lambda u: position[id(u)]), position), folded
 
 
 def _may_substitute(backend: Backend, types: set[int]) -> bool:
@@ -299,6 +327,10 @@ def _state(t: Tensor) -> tuple[Any, ...]:
     return (t.shape, t.dtype, t.dimension_format, t.host, d.content, d.backend, d.storage_type)
 
 
-def _restore(t: Tensor, state: tuple[Any, ...]) -> None:
+def _restore(t: Tensor, state: tuple[Any, ...], shaped: bool = False) -> None:
+    """Undo the pass on ``t``; with ``shaped``, keep its shape, dtype, format and content."""
     d = t.describe
-    t.shape, t.dtype, t.dimension_format, t.host, d.content, d.backend, d.storage_type = state
+    if shaped:
+        t.host, d.backend, d.storage_type = state[3], state[5], state[6]
+    else:
+        t.shape, t.dtype, t.dimension_format, t.host, d.content, d.backend, d.storage_type = state

@@ -23,7 +23,7 @@ plans one arena that way), so no tensor data may be touched before it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -125,6 +125,22 @@ class BackendInfo:
     user: Any = None
 
 
+class _Scope(AbstractContextManager[None]):
+    """A :meth:`Backend.resize_scope` (a class: it is entered for every op of every resize)."""
+
+    __slots__ = ("backend", "op", "outer")
+
+    def __init__(self, backend: Backend, op: OpDef | None) -> None:
+        self.backend, self.op = backend, op
+        self.outer: OpDef | None = None
+
+    def __enter__(self) -> None:
+        self.outer, self.backend._scope_op = self.backend._scope_op, self.op
+
+    def __exit__(self, *exc: object) -> None:
+        self.backend._scope_op = self.outer
+
+
 class Backend(GraphHooks):
     """Base class of backends.
 
@@ -164,19 +180,14 @@ class Backend(GraphHooks):
         """The op of the innermost open :meth:`resize_scope`, or None outside one."""
         return self._scope_op
 
-    @contextmanager
-    def resize_scope(self, op: OpDef | None) -> Iterator[None]:
+    def resize_scope(self, op: OpDef | None) -> AbstractContextManager[None]:
         """Memory requests made inside are made for ``op``.
 
         The pipeline opens one on every backend around each op's ``prepare``, so the hooks can
         attribute memory to ops (plans, reports, the op named in an OUT_OF_MEMORY message) by
         reading :attr:`current_op`.
         """
-        outer, self._scope_op = self._scope_op, op
-        try:
-            yield
-        finally:
-            self._scope_op = outer
+        return _Scope(self, op)
 
     @property
     def observed(self) -> bool:

@@ -19,6 +19,7 @@ slow plugin import still stops the program.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import logging
@@ -192,7 +193,7 @@ def load_plugins(options: RuntimeOptions | None = None) -> list[PluginRecord]:
     if not options.dynamic_backends:
         return []
     sources: list[str] = []
-    if options.entry_points:
+    if options.entry_points and _may_declare(ENTRY_POINT_GROUP):
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             source = f"entry point {ep.name} ({ep.value})"
             _load_source(source, ep.load)
@@ -207,6 +208,43 @@ def load_plugins(options: RuntimeOptions | None = None) -> list[PluginRecord]:
             _load_source(source, lambda path=path: _import_file(path))
             sources.append(source)
     return [_RECORDS[s] for s in sources]
+
+
+def _may_declare(group: str) -> bool:
+    """Whether an installed distribution may declare entry points of ``group``.
+
+    ``importlib.metadata.entry_points`` parses the entry points of every installed distribution
+    (several milliseconds with a few hundred, at each process's first interpreter). This reads
+    the ``entry_points.txt`` files of the ``*.dist-info`` / ``*.egg-info`` folders on
+    ``sys.path`` for the group's name, and answers True (ask ``importlib.metadata``) whenever
+    it cannot tell: a zip file on the path, or an import finder of its own that lists
+    distributions.
+    """
+    if any(
+        getattr(finder, "find_distributions", None) is not None
+        and finder is not importlib.machinery.PathFinder
+        for finder in sys.meta_path
+    ):
+        return True
+    name = group.encode()
+    for entry in sys.path:
+        try:
+            folder = os.scandir(entry or ".")
+        except OSError:
+            if os.path.isfile(entry):  # a zip: importlib.metadata reads distributions in it
+                return True
+            continue
+        with folder:
+            for d in folder:
+                if not d.name.endswith((".dist-info", ".egg-info")):
+                    continue
+                try:
+                    with open(os.path.join(d.path, "entry_points.txt"), "rb") as f:
+                        if name in f.read():
+                            return True
+                except OSError:  # no entry points (or an .egg-info file)
+                    continue
+    return False
 
 
 def load_default_plugins() -> None:

@@ -20,6 +20,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -50,19 +51,24 @@ class Layout:
     shape: tuple[int, ...]
     packed: bool
 
-    @property
+    @cached_property
     def area4(self) -> int:
         """Elements of one 4-channel block (NC4HW4)."""
         return math.prod(self.shape[2:]) * 4
 
+    @cached_property
+    def _strides(self) -> tuple[int, ...]:
+        """Every dim's storage stride, computed once (planning asks for them many times)."""
+        shape = self.shape
+        if not self.packed:
+            return tuple(math.prod(shape[d + 1 :]) for d in range(len(shape)))
+        rest = tuple(math.prod(shape[d + 1 :]) * 4 for d in range(2, len(shape)))
+        return ((shape[1] + 3) // 4 * self.area4, 0, *rest)
+
     def stride(self, dim: int) -> int:
         """Storage stride of logical ``dim`` (for NC4HW4 not the channel dim)."""
-        if not self.packed:
-            return math.prod(self.shape[dim + 1 :])
-        assert dim != 1, "NC4HW4 channels have no single stride"
-        if dim == 0:
-            return (self.shape[1] + 3) // 4 * self.area4
-        return math.prod(self.shape[dim + 1 :]) * 4
+        assert not (self.packed and dim == 1), "NC4HW4 channels have no single stride"
+        return self._strides[dim]
 
     def offset(self, index: Sequence[int]) -> int:
         """Storage offset of a logical index."""

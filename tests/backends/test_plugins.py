@@ -168,3 +168,13 @@ def test_keyboard_interrupt_in_a_plugin_still_stops_the_program(tmp_path, clean)
     _write(tmp_path / "acme_ctrlc_backend.py", "raise KeyboardInterrupt\n")
     with pytest.raises(KeyboardInterrupt):
         _load(tmp_path)
+
+
+def test_entry_points_are_parsed_only_when_a_distribution_names_the_group(tmp_path, monkeypatch):
+    assert not plugins._may_declare("mnnpy.no-such-group")
+    assert plugins._may_declare("pytest11")  # pytest's own plugins, installed with it
+    dist = tmp_path / "acme_x-1.0.dist-info"
+    dist.mkdir()
+    (dist / "entry_points.txt").write_text("[mnnpy.no-such-group]\nx = y\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert plugins._may_declare("mnnpy.no-such-group")
