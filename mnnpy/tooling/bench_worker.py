@@ -91,6 +91,9 @@ class _Runner:
                 self.inputs[name] = value
             t.copy_from(value)
         self.run = lambda: self.interp.run_session(self.session)
+        from mnnpy.backend.cpu import wait_policy  # set when the kernels loaded
+
+        self.ready_info = {"wait_policy": wait_policy.POLICY.describe()}
 
     def resize_mnnpy(self, batch: int, check: bool = False) -> None:
         for name, t in self.interp.get_session_input_all(self.session).items():

@@ -6,10 +6,9 @@ every engine alike), collects at least ``runs`` timings each, and checks that th
 Between two engines' turns the parent waits ``SETTLE_S``: thread pools keep spinning after a run
 (measured here with 2 threads on MobileNetV2: ONNX Runtime about 45 ms of CPU, mnnpy's OpenMP
 about 10 ms, MNN none), and without the pause the next engine would share the cores with them.
-``python -m mnnpy bench`` and ``tools/bench.py`` call :func:`main`. The ``mnn``, ``onnxruntime``
-and ``openvino`` wheels are optional (``pip install -e ".[bench]"``); an engine that is missing is
-skipped with a note in the table, not fatal. ONNX Runtime and OpenVINO run the ``.onnx`` file the
-``.mnn`` was converted from.
+``python -m mnnpy bench`` calls :func:`main`. The ``mnn``, ``onnxruntime`` and ``openvino`` wheels
+are optional (``.[bench]``; a missing engine is skipped with a note). ORT and OpenVINO run the
+``.onnx`` the ``.mnn`` came from; each row records the state it saw (:mod:`.bench_state`).
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy.tooling import bench_state
 from mnnpy.tooling.bench_worker import _TAG, ENGINES, PEERS, SETTLE_S, missing
 
 
@@ -90,7 +90,7 @@ def bench_model(
     progress: Any = None,
 ) -> dict[str, Any]:
     """Time every engine on one model at one thread count; check outputs agree."""
-    row: dict[str, Any] = {"model": model.stem, "threads": threads}
+    row: dict[str, Any] = {"model": model.stem, "threads": threads, **bench_state.start()}
     for e in engines:
         why = missing(e)
         if why:  # reported with the row (print_table notes it), not fatal
@@ -111,6 +111,7 @@ def bench_model(
                 progress(min(len(t) for t in times.values()), runs)
         for e, t in times.items():
             row[e] = {"median_ms": statistics.median(t), "min_ms": min(t), "runs": len(t)}
+        bench_state.finish(row, {e: w.ready for e, w in live.items()})
         _compare(live, row)
         if do_profile and "mnnpy" in live:
             row["profile"] = live["mnnpy"].ask(op="profile", n=max(5, runs // 3))["profile"]
@@ -350,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     sys.stderr.write("\n")
     print_table(rows)
+    bench_state.print_states(rows)
     if args.profile:
         for row in rows:
             print_profile(row)

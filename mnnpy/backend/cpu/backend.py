@@ -12,6 +12,7 @@ import numpy as np
 from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType
 from mnnpy.backend.allocator import allocate_block, free_block
 from mnnpy.backend.cpu.kernels.steps import CallLoop as CCallLoop
+from mnnpy.backend.cpu.thread_governor import RunGovernor
 from mnnpy.backend.handles import TensorHandleFactory, TensorHandleFactoryRegistry
 from mnnpy.errors import NotSupportError, OutOfMemoryError
 from mnnpy.execution import CallLoop
@@ -95,6 +96,7 @@ class CPUBackend(Backend):
         # BackendConfig.allocator: where every pool's bytes come from (mnnpy.backend.allocator)
         self.allocator = getattr(config, "allocator", None)
         self._blocks: dict[int, Any] = {}  # id(STATIC tensor) or id(arena) -> allocator block
+        self.governor = RunGovernor(self.num_thread)  # serial regions while cores are taken
 
     def _pool_bytes(self, nbytes: int, what: str) -> np.ndarray:
         """``nbytes`` 64-byte aligned, from the allocator (zeroed NumPy bytes without one).
@@ -132,6 +134,18 @@ class CPUBackend(Backend):
             )
 
     # -- memory hooks -------------------------------------------------------------------------
+    def on_resize_begin(self) -> None:
+        """New shapes: the run governor's times no longer apply."""
+        self.governor.reset()
+
+    def on_execute_begin(self) -> None:
+        """A run starts (the governor may run its regions serially, see ``thread_governor``)."""
+        self.governor.begin()
+
+    def on_execute_end(self) -> None:
+        """A run ended: the governor times it."""
+        self.governor.end()
+
     def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """Record (DYNAMIC, DYNAMIC_SEPERATE) or allocate now (STATIC) ``tensor``'s memory."""
         tensor.describe.backend = self

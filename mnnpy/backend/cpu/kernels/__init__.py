@@ -28,3 +28,21 @@ def specialize(kernel: Any, *dtypes: np.dtype) -> Any:
     if not signatures or None in names:
         return kernel
     return signatures.get("|".join(names), kernel)  # type: ignore[arg-type]
+
+
+def _load_with_wait_policy() -> None:
+    """Load libgomp (through the first kernel module) under the wait policy, then tidy up.
+
+    libgomp reads its environment once, when it loads; see :mod:`mnnpy.backend.cpu.wait_policy`.
+    """
+    from mnnpy.backend.cpu import wait_policy
+
+    wait_policy.POLICY = wait_policy.apply_default()
+    try:
+        from mnnpy.backend.cpu.kernels import pack  # noqa: F401  (links libgomp)
+    except ImportError:  # kernels not built yet: the variable stays for the first that loads
+        return
+    wait_policy.restore(wait_policy.POLICY)
+
+
+_load_with_wait_policy()
