@@ -78,7 +78,11 @@ class PowerMode(IntEnum):
 
 
 class PrecisionMode(IntEnum):
-    """MNN's ``BackendConfig::PrecisionMode``; mnnpy computes in float32 in every mode."""
+    """MNN's ``BackendConfig::PrecisionMode``; mnnpy computes in float32 in every mode.
+
+    Except: LOW / LOW_BF16 with LOW memory quantize a one-token GEMV's input to int8 on CPUs
+    with AVX-512 VNNI (``convolution_gemm_limit``), as MNN's low-memory mode does.
+    """
 
     NORMAL = 0
     HIGH = 1
@@ -93,7 +97,7 @@ class BackendConfig:
     Attributes:
         memory: the memory mode.
         power: the power mode (a hint; mnnpy ignores it).
-        precision: the precision mode (mnnpy computes in float32 in every mode).
+        precision: the precision mode (float32 in every mode, but see ``PrecisionMode``).
         memory_budget: the most bytes a backend may hold for the session's tensors (weights
             copies, arenas); None means half of the machine's physical memory. A plan that does
             not fit raises ``MNNError(OUT_OF_MEMORY)`` while resizing, before anything runs.

@@ -12,12 +12,12 @@ one-token steps run in two sessions that share the weights and the cache, each k
 plan (:mod:`mnnpy.llm.plans`, MNN's prefill and decode modules), so switching re-plans nothing.
 
 ``config.json`` keys read: the file names, ``thread_num``, ``memory`` (``low`` keeps the 4/8-bit
-weights compressed; the arithmetic is float32 either way: MNN's low mode on x86 instead
-quantizes activations to int8, so its tokens can differ from float), ``memory_budget``,
-``max_new_tokens``, ``max_prompt_tokens`` (mnnpy's: the prompt part of the reserved context,
-default 512), ``reuse_kv``, ``system_prompt`` and the sampler keys. ``precision`` is not read
-(always float32), nor are the keys of features mnnpy lacks (vision, audio, LoRA, speculative
-decoding, prompt caches).
+weights compressed), ``precision`` (``low`` with ``memory`` ``low``, llmexport's default: each
+decode step's GEMVs quantize their input to int8 per weight block where the CPU has AVX-512
+VNNI, as MNN's low-memory mode does on x86, so logits move off float's; otherwise float32),
+``memory_budget``, ``max_new_tokens``, ``max_prompt_tokens`` (mnnpy's: the prompt part of the
+reserved context, default 512), ``reuse_kv``, ``system_prompt`` and the sampler keys; not the
+keys of features mnnpy lacks (vision, audio, LoRA, speculative decoding, prompt caches).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 
 from mnnpy import kv_cache
 from mnnpy.backend.cpu.backend import cpu_backend
-from mnnpy.config import BackendConfig, MemoryMode, ScheduleConfig
+from mnnpy.config import BackendConfig, MemoryMode, PrecisionMode, ScheduleConfig
 from mnnpy.errors import FileNotExistError, InvalidModelError, InvalidValueError, OutOfMemoryError
 from mnnpy.interpreter import Interpreter
 from mnnpy.llm.plans import ShapePlans
@@ -43,6 +43,7 @@ from mnnpy.llm.tokenizer import Tokenizer, load_tokenizer
 __all__ = ["Llm", "create"]
 
 _MEMORY = {"low": MemoryMode.LOW, "normal": MemoryMode.NORMAL, "high": MemoryMode.HIGH}
+_PRECISION = {"low": PrecisionMode.LOW, "normal": PrecisionMode.NORMAL, "high": PrecisionMode.HIGH}
 
 
 def _read_json(path: str) -> dict[str, Any]:
@@ -112,7 +113,12 @@ class Llm:
         self.embeddings = raw.reshape(-1, self.hidden)
         self.sampler = Sampler(self.config)
         mode = _MEMORY.get(str(self.config.get("memory", "normal")), MemoryMode.NORMAL)
-        backend = BackendConfig(memory=mode, memory_budget=self.config.get("memory_budget"))
+        precision = _PRECISION.get(
+            str(self.config.get("precision", "normal")), PrecisionMode.NORMAL
+        )
+        backend = BackendConfig(
+            memory=mode, precision=precision, memory_budget=self.config.get("memory_budget")
+        )
         threads = int(self.config.get("thread_num", 4))
         self.interpreter = Interpreter(self._file("llm_model", "llm.mnn"))
         self.interpreter.set_external_file(self._file("llm_weight", "llm.mnn.weight"))

@@ -11,9 +11,11 @@ two engines' logits after the last decode step (the same token ids are fed to bo
 ``1st step ms`` is the median time of the first decode step after the prompt (it counts in
 decode tokens/s too; mnnpy keeps a decode plan apart from the prompt's, as MNN's prefill and
 decode modules do, so it is not re-planned: ``mnnpy.llm.plans``). MNN's
-low-memory mode also quantizes the activations to int8 on the fly (its "dynamic quant"), so its
-logits there differ from float math (mnnpy's, and MNN's own with ``--memory normal``) by more
-than rounding on a large random model.
+low-memory mode also quantizes the activations to int8 on the fly (its "dynamic quant"), and so
+does mnnpy's decode step with llmexport's ``precision`` "low" on CPUs with AVX-512 VNNI
+(``kernels/qgemv_int8_kernels.h``; per weight block, not MNN's exact scheme), so the logits
+differ from float math (``--memory normal``) and between the engines by more than rounding on
+a large random model.
 
 Without ``DIR`` the benchmark model is built on first use into
 ``~/.cache/mnnpy/bench/llm`` (``$MNNPY_BENCH_DIR/llm``) by ``tools/make_llm_models.py`` (a

@@ -19,12 +19,13 @@ VARIANTS = ["fp16", "q8_b64", "q4_b64"]
 
 @pytest.fixture(scope="module", params=[(v, m) for v in VARIANTS for m in ("low", "normal")])
 def model(request):
-    """A loaded export; its config.json says memory "low" (weights kept 4/8-bit), also "normal"."""
+    """A loaded export; its config.json says memory "low" (weights kept 4/8-bit), also "normal".
+    Precision "normal", as the goldens' (MNN.llm, precision "high"): the file's "low" would
+    quantize the decode step's input to int8 (test_low_precision_int8_decode)."""
     name, memory = request.param
     m = llm.create(DATA / name / "config.json")
-    m.set_config(
-        {"thread_num": 1, "sampler_type": "greedy", "max_new_tokens": 32, "memory": memory}
-    )
+    m.set_config({"thread_num": 1, "sampler_type": "greedy", "max_new_tokens": 32,
+                  "memory": memory, "precision": "normal"})  # fmt: skip
     m.load()
     return name, m, dict(np.load(DATA / name / "golden.npz"))
 
@@ -59,6 +60,35 @@ def test_logits_per_step_match_mnn(model) -> None:
         rows.append(m.forward([int(t)]).reshape(-1))
     assert kv_cache.kv_length(m.session) == len(g["prompt_ids"]) + len(g["tokens"]) - 1
     assert_close(np.stack(rows), g["logits"])
+
+
+@pytest.mark.parametrize("name", ["q4_b64", "q8_b64"])
+def test_low_precision_int8_decode(name) -> None:
+    """The exports' own config (precision and memory "low"): with AVX-512 VNNI the one-token
+    GEMVs quantize their input to int8 per block (MNN's low-memory dynamic quant), so the
+    logits move off float's (here by up to about 3.5 of 15), but the greedy tokens stay
+    MNN.llm's; the prompt's GEMMs stay float."""
+    from mnnpy.backend.cpu.kernels import qgemv
+
+    g = np.load(DATA / name / "golden.npz")
+    m = llm.create(DATA / name / "config.json")
+    m.set_config({"thread_num": 2, "sampler_type": "greedy", "max_new_tokens": 32})
+    assert m.config["precision"] == "low" and m.config["memory"] == "low"
+    m.load()
+    assert m.generate(g["prompt_ids"].tolist(), 12) == g["tokens"].tolist()
+    m.reset()
+    m.forward(g["prompt_ids"].tolist())
+    step = m.forward([int(g["tokens"][0])]).reshape(-1)
+    gemvs = [e for e in _executions(m) if getattr(e, "_gemv", False)]
+    assert gemvs and all(e._int8 == qgemv.int8_fast() for e in gemvs)
+    if qgemv.int8_fast():
+        assert np.abs(step - g["logits"][1]).max() > 1e-3  # not float's result ...
+    np.testing.assert_array_equal(np.argsort(step)[-1:], g["tokens"][1:2])  # ... same token
+
+
+def _executions(m):
+    """The decode session's executions."""
+    return [u.execution for p in m.session.pipelines for u in p.units if u.execution is not None]
 
 
 def test_reset_repeats_and_decode(model) -> None:

@@ -1,5 +1,6 @@
 import numpy as np
 
+def int8_fast() -> bool: ...
 def scratch_floats(k: int, blocks: int, tokens: int) -> int: ...
 
 class QgemvCall:
@@ -20,6 +21,7 @@ def bind_qgemv(
     hi: float,
     scratch: np.ndarray,
     num_thread: int = 1,
+    int8: bool = False,
 ) -> QgemvCall: ...
 def qgemv(
     codes: np.ndarray,
@@ -36,4 +38,5 @@ def qgemv(
     hi: float,
     scratch: np.ndarray,
     num_thread: int = 1,
+    int8: bool = False,
 ) -> None: ...

@@ -18,13 +18,13 @@ results do not depend on the thread count.
 
 from cython.parallel cimport prange
 from libc.stddef cimport ptrdiff_t
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int8_t, int32_t, uint8_t
 
 from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, cdiv, current_isa
 
 
 cdef extern from "qgemv_kernels.h" nogil:
-    int MNNPY_DQ_NIBBLE, MNNPY_DQ_BYTE, MNNPY_DQ_HALF
+    int MNNPY_DQ_NIBBLE, MNNPY_DQ_BYTE, MNNPY_DQ_HALF, MNNPY_ISA_AVX512
     void mnnpy_dq_init()
     void mnnpy_qgemv_gather(const float* src, ptrdiff_t M, ptrdiff_t K, ptrdiff_t hw,
                             ptrdiff_t bstride, ptrdiff_t blocks, float* x, float* xsum,
@@ -37,6 +37,17 @@ cdef extern from "qgemv_kernels.h" nogil:
                             ptrdiff_t bstride, ptrdiff_t p0, ptrdiff_t p1)
 
 
+cdef extern from "qgemv_int8_kernels.h" nogil:
+    int mnnpy_qg8_has_vnni()
+    void mnnpy_qg8_quantize_any(int vnni, const float* x, ptrdiff_t K, ptrdiff_t nb,
+                                int8_t* xq, float* xs, int32_t* xqs)
+    void mnnpy_qg8_panels(int vnni, int kind, const uint8_t* codes, const float* sc,
+                          const float* off, ptrdiff_t K, ptrdiff_t nb, const int8_t* xq,
+                          const float* xs, const int32_t* xqs, const float* xsum,
+                          const float* bias, float lo, float hi, float* dst, ptrdiff_t oc4,
+                          ptrdiff_t p0, ptrdiff_t p1)
+
+
 # below this many code rows x tokens (16 multiply-adds each) a GEMV runs on one thread: a
 # parallel section costs more than it saves (results do not depend on the thread count)
 cdef enum:
@@ -44,12 +55,20 @@ cdef enum:
 
 
 mnnpy_dq_init()  # CPU features (F16C), once, before any kernel runs
+cdef int _VNNI = mnnpy_qg8_has_vnni()
+
+
+def int8_fast():
+    """Whether this CPU runs the int8 GEMV (``bind_qgemv(int8=True)``) with AVX-512 VNNI; the
+    portable loop elsewhere is slower than the float kernels."""
+    return bool(_VNNI)
 
 
 def scratch_floats(Py_ssize_t k, Py_ssize_t blocks, Py_ssize_t tokens):
-    """Floats of scratch a call needs: the gathered input, its per-block sums and (even ``k``)
-    its row pairs spread over 16 lanes."""
-    return tokens * (k + max(blocks, 1) + (8 * k if k % 2 == 0 else 0))
+    """Floats of scratch a call needs: the gathered input, its per-block sums, (even ``k``)
+    its row pairs spread over 16 lanes, and the int8 input with its per-block scales and sums."""
+    cdef Py_ssize_t nb = max(blocks, 1)
+    return tokens * (k + nb + (8 * k if k % 2 == 0 else 0) + (k + 3) // 4 + 2 * nb)
 
 
 cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
@@ -68,13 +87,19 @@ cdef class QgemvCall(KernelCall):
     cdef float* x
     cdef float* xsum
     cdef float* xpair
+    cdef int8_t* xq
+    cdef float* xs
+    cdef int32_t* xqs
     cdef Py_ssize_t panels, k, blocks, tokens, hw, in_stride, out_stride, oc4, step
-    cdef int kind
+    cdef int kind, int8
 
     cdef void run(self) noexcept:
         cdef Py_ssize_t it, step = self.step, panels = self.panels
         cdef Py_ssize_t items = cdiv(panels, step) if panels else 0
         cdef int isa = current_isa()
+        if self.int8:
+            self.run_int8(isa >= MNNPY_ISA_AVX512 and _VNNI, items)
+            return
         with nogil:
             mnnpy_qgemv_gather(self.src, self.tokens, self.k, self.hw, self.in_stride,
                                self.blocks, self.x, self.xsum, self.xpair)
@@ -90,6 +115,24 @@ cdef class QgemvCall(KernelCall):
                                        self.tokens, self.bias, self.lo, self.hi, self.dst,
                                        self.oc4, self.hw, self.out_stride, it * step,
                                        min(panels, (it + 1) * step))
+
+    cdef void run_int8(self, int vnni, Py_ssize_t items) noexcept:
+        """One token: gather, quantize the input per block, then the integer GEMV."""
+        cdef Py_ssize_t it, step = self.step, panels = self.panels, nb = self.blocks
+        with nogil:
+            mnnpy_qgemv_gather(self.src, 1, self.k, 1, self.in_stride, nb, self.x, self.xsum,
+                               NULL)
+            mnnpy_qg8_quantize_any(vnni, self.x, self.k, nb, self.xq, self.xs, self.xqs)
+            if self.num_thread == 1 or items <= 1:
+                mnnpy_qg8_panels(vnni, self.kind, self.codes, self.sc, self.off, self.k, nb,
+                                 self.xq, self.xs, self.xqs, self.xsum, self.bias, self.lo,
+                                 self.hi, self.dst, self.oc4, 0, panels)
+            else:
+                for it in prange(items, num_threads=self.num_thread, schedule="static"):
+                    mnnpy_qg8_panels(vnni, self.kind, self.codes, self.sc, self.off, self.k, nb,
+                                     self.xq, self.xs, self.xqs, self.xsum, self.bias, self.lo,
+                                     self.hi, self.dst, self.oc4, it * step,
+                                     min(panels, (it + 1) * step))
 
 
 cdef Py_ssize_t _blocks(int bits, Py_ssize_t panels, Py_ssize_t k, Py_ssize_t n_scale,
@@ -116,10 +159,10 @@ cdef Py_ssize_t _blocks(int bits, Py_ssize_t panels, Py_ssize_t k, Py_ssize_t n_
 def bind_qgemv(const uint8_t[::1] codes, int bits, const float[::1] scale,
                const float[::1] offset, Py_ssize_t panels, Py_ssize_t k,
                const float[::1] src, float[::1] dst, tuple geometry, const float[::1] bias,
-               float lo, float hi, float[::1] scratch, int num_thread=1):
+               float lo, float hi, float[::1] scratch, int num_thread=1, bint int8=False):
     """``qgemv`` on these buffers, checked now: a ``QgemvCall`` that runs it when called."""
     cdef QgemvCall call = QgemvCall.__new__(QgemvCall)
-    cdef Py_ssize_t batch, hw, oc, tokens, blocks, need
+    cdef Py_ssize_t batch, hw, oc, tokens, blocks, need, nb, at
     batch, hw, oc = geometry
     if not (2 <= bits <= 8 or bits == 16):
         raise ValueError(f"bits must be 2..8 or 16, got {bits}")
@@ -147,6 +190,10 @@ def bind_qgemv(const uint8_t[::1] codes, int bits, const float[::1] scale,
     if scratch.shape[0] < scratch_floats(k, blocks, tokens):
         raise ValueError(f"scratch has {scratch.shape[0]} floats, needs "
                          f"{scratch_floats(k, blocks, tokens)}")
+    if int8 and (bits == 16 or batch * hw != 1 or not scale.shape[0]):
+        raise ValueError(f"the int8 GEMV takes one token of integer codes with scales, got "
+                         f"{bits} bits, batch {batch}, hw {hw}, {scale.shape[0]} scales")
+    call.int8 = int8
     call.kind = (MNNPY_DQ_HALF if bits == 16
                  else (MNNPY_DQ_NIBBLE if bits <= 4 else MNNPY_DQ_BYTE))
     call.panels, call.k, call.blocks, call.tokens, call.hw = panels, k, blocks, tokens, hw
@@ -163,14 +210,19 @@ def bind_qgemv(const uint8_t[::1] codes, int bits, const float[::1] scale,
     call.src, call.dst, call.bias = &src[0], &dst[0], &bias[0]
     call.x = &scratch[0]
     call.xsum = &scratch[tokens * k]
-    call.xpair = &scratch[tokens * (k + max(blocks, 1))] if k % 2 == 0 else NULL
+    nb = max(blocks, 1)
+    call.xpair = &scratch[tokens * (k + nb)] if k % 2 == 0 else NULL
+    at = tokens * (k + nb + (8 * k if k % 2 == 0 else 0))  # the int8 part: scales, sums, codes
+    call.xs = &scratch[at]
+    call.xqs = <int32_t*>&scratch[at + tokens * nb]
+    call.xq = <int8_t*>&scratch[at + 2 * tokens * nb]
     return call
 
 
 def qgemv(const uint8_t[::1] codes, int bits, const float[::1] scale, const float[::1] offset,
           Py_ssize_t panels, Py_ssize_t k, const float[::1] src, float[::1] dst,
           tuple geometry, const float[::1] bias, float lo, float hi, float[::1] scratch,
-          int num_thread=1):
+          int num_thread=1, bint int8=False):
     """``dst`` = clamp(W x + bias) for the NC4HW4 input ``src``, W in compressed panels.
 
     Args:
@@ -187,9 +239,11 @@ def qgemv(const uint8_t[::1] codes, int bits, const float[::1] scale, const floa
         lo, hi: the fused activation's clamp bounds.
         scratch: ``scratch_floats(k, blocks, batch * hw)`` floats.
         num_thread: threads (the result does not depend on it).
+        int8: one token only: quantize the input to int8 per scale block and sum the codes
+            times it in integers (``qgemv_int8_kernels.h``; LOW precision's decode GEMV).
 
     Raises:
         ValueError: for inconsistent sizes.
     """
     bind_qgemv(codes, bits, scale, offset, panels, k, src, dst, geometry, bias, lo, hi, scratch,
-               num_thread)()
+               num_thread, int8)()
