@@ -4,8 +4,8 @@
  *
  * As MNN's MNNNorm, in float32: mean = sum(x) / n (0 for RMSNorm), var = sum((x - mean)^2) / n,
  * r = 1 / sqrt(var + eps), y = (x - mean) * r * gamma + beta (or without gamma / beta). A row's
- * sums use 16 partial sums in a fixed order (lane l takes i = l mod 16), then the 16 lanes in
- * order: a row's result depends only on its values, never on threads. The row is read
+ * sums use 16 partial sums in a fixed order (lane l takes i = l mod 16), then the 16 lanes
+ * pairwise: a row's result depends only on its values, never on threads. The row is read
  * completely before it is written, so src == dst is allowed. FMA contraction may change the
  * last bit between ISAs.
  */
@@ -18,6 +18,16 @@
 #include "pack_kernels.h"
 #include "simd.h"
 
+/* The 16 lanes summed pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): a short dependency chain, where
+ * 16 additions in a row cost a short row (LayerNorm over 40 channels) most of its time. */
+#define MNNPY_NORM_LANES(PART, SUM)                                \
+    do {                                                           \
+        int l_;                                                    \
+        for (l_ = 0; l_ < 8; ++l_) PART[l_] += PART[l_ + 8];       \
+        for (l_ = 0; l_ < 4; ++l_) PART[l_] += PART[l_ + 4];       \
+        SUM = (PART[0] + PART[2]) + (PART[1] + PART[3]);           \
+    } while (0)
+
 #define MNNPY_NORM_ROW(NAME, ATTR)                                                              \
     MNNPY_STATIC ATTR void NAME(const float* src, float* dst, ptrdiff_t n, const float* gamma,  \
                                 const float* beta, float eps, int rms) {                        \
@@ -27,8 +37,8 @@
             for (l = 0; l < 16; ++l) part[l] = 0.0f;                                            \
             for (i = 0; i < n16; i += 16)                                                       \
                 for (l = 0; l < 16; ++l) part[l] += src[i + l];                                 \
-            for (l = 0; l < 16; ++l) mean += part[l];                                           \
-            for (i = n16; i < n; ++i) mean += src[i];                                           \
+            for (i = n16; i < n; ++i) part[i - n16] += src[i];                                  \
+            MNNPY_NORM_LANES(part, mean);                                                       \
             mean /= (float)n;                                                                   \
         }                                                                                       \
         for (l = 0; l < 16; ++l) part[l] = 0.0f;                                                \
@@ -37,8 +47,8 @@
                 float d = src[i + l] - mean;                                                    \
                 part[l] += d * d;                                                               \
             }                                                                                   \
-        for (l = 0; l < 16; ++l) var += part[l];                                                \
-        for (i = n16; i < n; ++i) var += (src[i] - mean) * (src[i] - mean);                     \
+        for (i = n16; i < n; ++i) part[i - n16] += (src[i] - mean) * (src[i] - mean);           \
+        MNNPY_NORM_LANES(part, var);                                                            \
         r = 1.0f / sqrtf(var / (float)n + eps);                                                 \
         if (gamma) {                                                                            \
             _Pragma("GCC ivdep") for (i = 0; i < n; ++i)                                        \
