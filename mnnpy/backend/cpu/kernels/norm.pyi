@@ -28,3 +28,18 @@ def bind_layer_norm(
     rms: bool = False,
     num_thread: int = 1,
 ) -> LayerNormCall: ...
+def group_norm(
+    src: np.ndarray,
+    dst: np.ndarray,
+    batch: int,
+    channel: int,
+    area: int,
+    group: int,
+    gamma: np.ndarray,
+    beta: np.ndarray,
+    eps: float,
+    src_packed: bool = False,
+    dst_packed: bool = False,
+    act: int = -1,
+    num_thread: int = 1,
+) -> None: ...

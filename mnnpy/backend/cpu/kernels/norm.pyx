@@ -21,6 +21,12 @@ cdef extern from "norm_kernels.h" nogil:
                         const float* beta, float eps, int rms)
     void mnnpy_norm_cols(int isa, const float* src, float* dst, ptrdiff_t n, ptrdiff_t inner,
                          ptrdiff_t w, const float* gamma, const float* beta, float eps, int rms)
+    int mnnpy_group_norm(int isa, const float* src, float* dst, ptrdiff_t cg, ptrdiff_t area,
+                         int src_packed, int dst_packed, const float* gamma, const float* beta,
+                         float eps)
+
+cdef extern from "unary_kernels.h" nogil:
+    int mnnpy_unary_simd(int isa, int op, const float* src, float* dst, ptrdiff_t n)
 
 
 cdef void norm_run(const float* s, float* d, Py_ssize_t outer, Py_ssize_t n, Py_ssize_t inner,
@@ -105,3 +111,51 @@ def bind_layer_norm(const float[::1] src, float[::1] dst, Py_ssize_t outer, Py_s
     call.w = &gamma[0] if gamma.shape[0] else NULL
     call.b = &beta[0] if beta.shape[0] else NULL
     return call
+
+
+def group_norm(const float[::1] src, float[::1] dst, Py_ssize_t batch, Py_ssize_t channel,
+               Py_ssize_t area, Py_ssize_t group, const float[::1] gamma, const float[::1] beta,
+               double eps, bint src_packed=False, bint dst_packed=False, int act=-1,
+               int num_thread=1):
+    """GroupNorm of ``[batch, channel, area]`` (NCHW or NC4HW4) into NCHW or NC4HW4.
+
+    Each of the ``group`` runs of ``channel / group`` channels of a batch is normalized over
+    all its values, then channel ``c`` is scaled by ``gamma[c]`` and shifted by ``beta[c]``
+    (both empty: no affine part), then the UnaryOp ``act`` (``unary_kernels.h`` codes; -1: none)
+    is applied. With either side packed, ``channel / group`` must be a multiple of 4. A group is
+    one contiguous block in both layouts, so each is one work item: results do not depend on
+    the thread count. ``src`` and ``dst`` must not overlap. A negative ``eps`` skips the
+    normalization: ``act(x * gamma[c] + beta[c])`` only (MNN's Scale), moved between layouts.
+    """
+    if batch < 0 or channel < 0 or area < 0 or group <= 0 or channel % group:
+        raise ValueError(f"bad sizes: batch {batch}, channel {channel}, area {area}, "
+                         f"group {group}")
+    cdef Py_ssize_t cg = channel // group
+    if (src_packed or dst_packed) and cg % 4:
+        raise ValueError(f"{cg} channels per group: packed layouts need a multiple of 4")
+    cdef Py_ssize_t total = batch * channel * area
+    if src.shape[0] < total or dst.shape[0] < total:
+        raise ValueError(f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, need {total}")
+    if gamma.shape[0] != beta.shape[0] or gamma.shape[0] not in (0, channel):
+        raise ValueError(f"gamma / beta have {gamma.shape[0]} / {beta.shape[0]} values, "
+                         f"need {channel}")
+    if total == 0:
+        return
+    cdef const float* g = &gamma[0] if gamma.shape[0] else NULL
+    cdef const float* b = &beta[0] if beta.shape[0] else NULL
+    cdef const float* s = &src[0]
+    cdef float* d = &dst[0]
+    cdef int isa = current_isa(), failed = 0
+    cdef Py_ssize_t it, off, n = cg * area, items = batch * group
+    cdef float e = <float>eps
+    with nogil:
+        for it in prange(items, num_threads=num_thread, schedule="static"):
+            off = it * n  # batch (it // group) at channel * area, group (it % group) at n
+            if not mnnpy_group_norm(isa, s + off, d + off, cg, area, src_packed, dst_packed,
+                                    (g + (it % group) * cg) if g != NULL else NULL,
+                                    (b + (it % group) * cg) if b != NULL else NULL, e):
+                failed += 1
+            elif act >= 0:
+                mnnpy_unary_simd(isa, act, d + off, d + off, n)
+    if failed:
+        raise MemoryError("group_norm: no scratch memory")

@@ -4,8 +4,8 @@
  *
  * As MNN's MNNNorm, in float32: mean = sum(x) / n (0 for RMSNorm), var = sum((x - mean)^2) / n,
  * r = 1 / sqrt(var + eps), y = (x - mean) * r * gamma + beta (or without gamma / beta). A row's
- * sums use 16 partial sums in a fixed order (lane l takes i = l mod 16), then the 16 lanes in
- * order: a row's result depends only on its values, never on threads. The row is read
+ * sums use 16 partial sums in a fixed order (lane l takes i = l mod 16), then the 16 lanes
+ * pairwise: a row's result depends only on its values, never on threads. The row is read
  * completely before it is written, so src == dst is allowed. FMA contraction may change the
  * last bit between ISAs.
  */
@@ -13,8 +13,20 @@
 #define MNNPY_NORM_KERNELS_H
 
 #include <math.h>
+#include <stdlib.h>
 
+#include "pack_kernels.h"
 #include "simd.h"
+
+/* The 16 lanes summed pairwise (8 + 8, 4 + 4, 2 + 2, 1 + 1): a short dependency chain, where
+ * 16 additions in a row cost a short row (LayerNorm over 40 channels) most of its time. */
+#define MNNPY_NORM_LANES(PART, SUM)                                \
+    do {                                                           \
+        int l_;                                                    \
+        for (l_ = 0; l_ < 8; ++l_) PART[l_] += PART[l_ + 8];       \
+        for (l_ = 0; l_ < 4; ++l_) PART[l_] += PART[l_ + 4];       \
+        SUM = (PART[0] + PART[2]) + (PART[1] + PART[3]);           \
+    } while (0)
 
 #define MNNPY_NORM_ROW(NAME, ATTR)                                                              \
     MNNPY_STATIC ATTR void NAME(const float* src, float* dst, ptrdiff_t n, const float* gamma,  \
@@ -25,8 +37,8 @@
             for (l = 0; l < 16; ++l) part[l] = 0.0f;                                            \
             for (i = 0; i < n16; i += 16)                                                       \
                 for (l = 0; l < 16; ++l) part[l] += src[i + l];                                 \
-            for (l = 0; l < 16; ++l) mean += part[l];                                           \
-            for (i = n16; i < n; ++i) mean += src[i];                                           \
+            for (i = n16; i < n; ++i) part[i - n16] += src[i];                                  \
+            MNNPY_NORM_LANES(part, mean);                                                       \
             mean /= (float)n;                                                                   \
         }                                                                                       \
         for (l = 0; l < 16; ++l) part[l] = 0.0f;                                                \
@@ -35,8 +47,8 @@
                 float d = src[i + l] - mean;                                                    \
                 part[l] += d * d;                                                               \
             }                                                                                   \
-        for (l = 0; l < 16; ++l) var += part[l];                                                \
-        for (i = n16; i < n; ++i) var += (src[i] - mean) * (src[i] - mean);                     \
+        for (i = n16; i < n; ++i) part[i - n16] += (src[i] - mean) * (src[i] - mean);           \
+        MNNPY_NORM_LANES(part, var);                                                            \
         r = 1.0f / sqrtf(var / (float)n + eps);                                                 \
         if (gamma) {                                                                            \
             _Pragma("GCC ivdep") for (i = 0; i < n; ++i)                                        \
@@ -115,6 +127,106 @@ MNNPY_STATIC void mnnpy_norm_cols(int isa, const float* src, float* dst, ptrdiff
     }
 #endif
     mnnpy_norm_cols_generic(src, dst, n, inner, w, gamma, beta, eps, rms);
+}
+
+/* GroupNorm of one group of cg channels (cg a multiple of 4 when the source is packed) over
+ * area pixels, then y = x * (r * gamma[c]) + (beta[c] - mean * r * gamma[c]). src and dst point
+ * at the group's first value: in NCHW and in NC4HW4 alike the group is cg * area contiguous
+ * floats (channel c of the group, pixel i at c * area + i, or packed at
+ * ((c / 4) * area + i) * 4 + c % 4); the statistics are those of mnnpy_norm_row over those
+ * floats in storage order. a / b: cg floats of scratch. gamma / beta are the group's cg values.
+ * eps < 0: no normalization (mean 0, r 1), only the per-channel affine and the layout change.
+ * src != dst. */
+#define MNNPY_GROUP_NORM(NAME, ATTR)                                                            \
+    MNNPY_STATIC ATTR void NAME(const float* src, float* dst, ptrdiff_t cg, ptrdiff_t area,     \
+                                int src_packed, int dst_packed, const float* gamma,             \
+                                const float* beta, float eps, float* a, float* b) {             \
+        float part[16], mean = 0.0f, var = 0.0f, r = 1.0f;                                      \
+        ptrdiff_t n = cg * area, i, l, c, n16 = n & ~(ptrdiff_t)15;                             \
+        if (eps < 0.0f) goto affine;                                                            \
+        for (l = 0; l < 16; ++l) part[l] = 0.0f;                                                \
+        for (i = 0; i < n16; i += 16)                                                           \
+            for (l = 0; l < 16; ++l) part[l] += src[i + l];                                     \
+        for (l = 0; l < 16; ++l) mean += part[l];                                               \
+        for (i = n16; i < n; ++i) mean += src[i];                                               \
+        mean /= (float)n;                                                                       \
+        for (l = 0; l < 16; ++l) part[l] = 0.0f;                                                \
+        for (i = 0; i < n16; i += 16)                                                           \
+            for (l = 0; l < 16; ++l) {                                                          \
+                float d = src[i + l] - mean;                                                    \
+                part[l] += d * d;                                                               \
+            }                                                                                   \
+        for (l = 0; l < 16; ++l) var += part[l];                                                \
+        for (i = n16; i < n; ++i) var += (src[i] - mean) * (src[i] - mean);                     \
+        r = 1.0f / sqrtf(var / (float)n + eps);                                                 \
+    affine:                                                                                     \
+        for (c = 0; c < cg; ++c) {                                                              \
+            a[c] = gamma ? r * gamma[c] : r;                                                    \
+            b[c] = (gamma ? beta[c] : 0.0f) - mean * a[c];                                      \
+        }                                                                                       \
+        if (src_packed == dst_packed && !src_packed) {                                          \
+            for (c = 0; c < cg; ++c) {                                                          \
+                const float* s = src + c * area;                                                \
+                float* d = dst + c * area, ac = a[c], bc = b[c];                                \
+                _Pragma("GCC ivdep") for (i = 0; i < area; ++i) d[i] = s[i] * ac + bc;          \
+            }                                                                                   \
+        } else {                                                                                \
+            for (c = 0; c < cg; c += 4) {                                                       \
+                const float* s = src + c * area;                                                \
+                float* d = dst + c * area;                                                      \
+                float a4[16], b4[16];                                                           \
+                ptrdiff_t m = area * 4, m16 = m & ~(ptrdiff_t)15;                               \
+                if (src_packed != dst_packed) { /* move the block, then scale it in place */    \
+                    if (src_packed)                                                             \
+                        mnnpy_unpack_block4(s, d, area, 4);                                     \
+                    else                                                                        \
+                        mnnpy_pack_block4(s, d, area, 4);                                       \
+                    s = d;                                                                      \
+                }                                                                               \
+                if (!dst_packed) {                                                              \
+                    for (l = 0; l < 4; ++l) {                                                   \
+                        float al = a[c + l], bl = b[c + l];                                     \
+                        float* dl = d + l * area;                                               \
+                        _Pragma("GCC ivdep") for (i = 0; i < area; ++i) dl[i] = dl[i] * al + bl; \
+                    }                                                                           \
+                    continue;                                                                   \
+                }                                                                               \
+                for (l = 0; l < 16; ++l) {                                                      \
+                    a4[l] = a[c + (l & 3)];                                                     \
+                    b4[l] = b[c + (l & 3)];                                                     \
+                }                                                                               \
+                for (i = 0; i < m16; i += 16)                                                   \
+                    _Pragma("GCC ivdep") for (l = 0; l < 16; ++l) d[i + l] = s[i + l] * a4[l] + b4[l]; \
+                for (i = m16; i < m; ++i) d[i] = s[i] * a4[i & 3] + b4[i & 3];                  \
+            }                                                                                   \
+        }                                                                                       \
+    }
+MNNPY_GROUP_NORM(mnnpy_group_norm_generic, )
+#if MNNPY_X86
+MNNPY_GROUP_NORM(mnnpy_group_norm_avx2, MNNPY_T256)
+MNNPY_GROUP_NORM(mnnpy_group_norm_avx512, MNNPY_T512)
+#endif
+#undef MNNPY_GROUP_NORM
+
+/* One group (see above), scratch on the heap; 0 when it is not available (nothing written). */
+MNNPY_STATIC int mnnpy_group_norm(int isa, const float* src, float* dst, ptrdiff_t cg,
+                                  ptrdiff_t area, int src_packed, int dst_packed,
+                                  const float* gamma, const float* beta, float eps) {
+    float* a = (float*)malloc(sizeof(float) * 2 * (size_t)cg);
+    if (!a) return 0;
+#if MNNPY_X86
+    if (isa == MNNPY_ISA_AVX512)
+        mnnpy_group_norm_avx512(src, dst, cg, area, src_packed, dst_packed, gamma, beta, eps, a,
+                                a + cg);
+    else if (isa == MNNPY_ISA_AVX2)
+        mnnpy_group_norm_avx2(src, dst, cg, area, src_packed, dst_packed, gamma, beta, eps, a,
+                              a + cg);
+    else
+#endif
+        mnnpy_group_norm_generic(src, dst, cg, area, src_packed, dst_packed, gamma, beta, eps, a,
+                                 a + cg);
+    free(a);
+    return 1;
 }
 
 #endif /* MNNPY_NORM_KERNELS_H */
