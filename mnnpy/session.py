@@ -389,6 +389,7 @@ class Session:
         if self.released:
             return
         self._clear_buffers()
+        self._clear_buffers()  # a second clear frees the arenas the first keeps for a resize
         for unit in (u for p in self.pipelines for u in p.units):
             unit.execution, unit.plan = None, None
         self.released = True

@@ -136,7 +136,9 @@ def test_bound_winograd_redoes_its_transforms() -> None:
 
 def test_bound_calls_do_not_outlive_the_buffers() -> None:
     """Resizing or releasing a session frees its arena: the steps' bound calls, which hold
-    views of it, are dropped first (else a resize would hold the old and the new arena)."""
+    views of it, are dropped first (else a resize would hold the old and the new arena).
+
+    A resize whose plan fits in the old arena (1 to 2 times its need) reuses it instead."""
     x, _ = _batch2()
     interp = mnnpy.Interpreter(DATA / "batch2.mnn")
     session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
@@ -144,7 +146,11 @@ def test_bound_calls_do_not_outlive_the_buffers() -> None:
     interp.resize_tensor(interp.get_session_input(session), (1, *x.shape[1:]))
     interp.resize_session(session)
     gc.collect()
-    assert old() is None
+    assert old() is _memory(session.backend._arena)  # batch 2's arena holds batch 1's plan
+    interp.resize_tensor(interp.get_session_input(session), (32, *x.shape[1:]))
+    interp.resize_session(session)
+    gc.collect()
+    assert old() is None  # too small for batch 32: freed, not held beside the new one
     assert any(s.call is not None for s in session.pipelines[0]._steps)
     current = weakref.ref(_memory(session.backend._arena))
     interp.release_session(session)

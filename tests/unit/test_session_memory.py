@@ -60,6 +60,30 @@ def test_resize_replans_the_arena():
     assert session.memory_info().dynamic == small
 
 
+def test_resize_reuses_the_arena_with_stale_values_and_release_frees_it():
+    path = DATA / "conv_relu_pool_fc.mnn"
+    interp, session = _session(path)
+    backend = session.backends[0]
+    first = _run(interp, session, path)  # on a fresh, zeroed arena
+    x = interp.get_session_input(session)
+    shape = x.shape
+    interp.resize_tensor(x, (2, *shape[1:]))
+    interp.resize_session(session)
+    big = backend._arena.ctypes.data
+    rng = np.random.default_rng(0)
+    x.copy_from(rng.standard_normal((2, *shape[1:]), dtype=np.float32) * 100)
+    interp.run_session(session)  # leaves other values all over the arena
+    interp.resize_tensor(x, shape)
+    interp.resize_session(session)
+    assert backend._arena.ctypes.data == big  # the batch-2 arena holds under twice batch 1's
+    again = _run(interp, session, path)
+    assert again.keys() == first.keys()
+    for name, value in first.items():
+        np.testing.assert_array_equal(again[name], value)
+    interp.release_session(session)
+    assert backend._arena is None and backend._spares == []
+
+
 def test_budget_refusal_names_needed_budget_and_peak_op():
     path = DATA / "residual_add.mnn"
     _, session = _session(path)

@@ -64,7 +64,8 @@ class CPUBackend(Backend):
 
     Memory: STATIC buffers are allocated on acquire; DYNAMIC requests are recorded during a resize
     and laid out in one arena by :class:`~mnnpy.memory.MemoryPlanner` in ``on_allocate_buffer``;
-    DYNAMIC_SEPERATE buffers get their own, never shared, region of a second arena. Everything
+    DYNAMIC_SEPERATE buffers get their own, never shared, region of a second arena. Without an
+    allocator a resize reuses an old arena that holds 1 to 2 times a new one's need. Everything
     counts against ``memory_budget``, checked before memory is allocated; an allocation the
     system refuses anyway is an ``OutOfMemoryError`` naming the pool, the bytes and the op.
 
@@ -97,6 +98,10 @@ class CPUBackend(Backend):
         self.allocator = getattr(config, "allocator", None)
         self._blocks: dict[int, Any] = {}  # id(STATIC tensor) or id(arena) -> allocator block
         self.governor = RunGovernor(self.num_thread)  # serial regions while cores are taken
+        # Without an allocator, the arenas a resize cleared, kept for its plan (see _arena_bytes),
+        # and the whole block each arena was cut from.
+        self._spares: list[np.ndarray] = []
+        self._whole: dict[int, np.ndarray] = {}
 
     def _pool_bytes(self, nbytes: int, what: str) -> np.ndarray:
         """``nbytes`` 64-byte aligned, from the allocator (zeroed NumPy bytes without one).
@@ -112,6 +117,20 @@ class CPUBackend(Backend):
 
     def _free(self, key: int) -> None:
         free_block(self.allocator, self._blocks.pop(key, None))
+
+    def _arena_bytes(self, nbytes: int, what: str) -> np.ndarray:
+        """An arena of ``nbytes``: the start of a spare one holding 1 to 2 times that, else new.
+
+        Reusing the arena the last plan had (its values are stale, as after any run) saves the
+        allocation, zeroing and first-touch page faults of a new one on every resize.
+        """
+        for i, spare in enumerate(self._spares):
+            if 0 < nbytes <= spare.size <= 2 * nbytes:
+                del self._spares[i]
+                arena = spare[:nbytes]
+                self._whole[id(arena)] = spare
+                return arena
+        return self._pool_bytes(nbytes, what)
 
     # -- accounting ---------------------------------------------------------------------------
     def _op_index(self) -> int:
@@ -209,13 +228,16 @@ class CPUBackend(Backend):
             e.args = (e.message,)
             raise
         # both arenas first: a refused one leaves this backend as it was (cleared, re-plannable)
-        arena = self._pool_bytes(plan.arena_size, f"the DYNAMIC arena{peak}")
+        arena = self._arena_bytes(plan.arena_size, f"the DYNAMIC arena{peak}")
         try:
             what = f"the DYNAMIC_SEPERATE buffers ({len(self._separate)})"
-            separate = self._pool_bytes(total, what)
+            separate = self._arena_bytes(total, what)
         except BaseException:
             self._free(id(arena))
+            self._whole = {}
             raise
+        finally:
+            self._spares = []
         self.plan, self._arena, self._separate_arena = plan, arena, separate
         for key, tensor in self._dynamic.items():
             tensor.host = self._view(self._arena, plan.offsets[key], tensor)
@@ -234,9 +256,13 @@ class CPUBackend(Backend):
         self._planner = MemoryPlanner(_ALIGN)
         self._dynamic = {}
         self._separate = []
-        for arena in (self._arena, self._separate_arena):
-            if arena is not None:
-                self._free(id(arena))
+        # The first clear keeps the arenas (no allocator) for the next plan; a second, with
+        # nothing planned (a released session), frees them.
+        arenas = [a for a in (self._arena, self._separate_arena) if a is not None]
+        self._spares = [self._whole.get(id(a), a) for a in arenas] if self.allocator is None else []
+        self._whole = {}
+        for arena in arenas:
+            self._free(id(arena))
         self._arena = self._separate_arena = None
         self.plan = None
         self.scratch_bytes = 0
