@@ -26,7 +26,7 @@ def gemm_reference(
     return W[:oc] @ A + bias[:oc, None]
 
 
-# the last: few pixels, 256 KB+ of weights (each pixel block fetches the next panel)
+# the last: 32 KB+ of weights (each pixel block fetches the next panel)
 GEMM_SHAPES = [(1, 1, 1), (5, 3, 5), (12, 4, 16), (13, 7, 17), (25, 33, 33), (37, 16, 48),
                (11, 70, 40), (49, 160, 420)]  # fmt: skip
 

@@ -28,7 +28,7 @@ def linear_reference(a: np.ndarray, w: np.ndarray, bias: np.ndarray) -> np.ndarr
 
 SHAPES = [(1, 1, 1), (5, 3, 5), (10, 4, 16), (13, 7, 17), (25, 33, 33), (37, 16, 48),
           (11, 70, 40), (128, 64, 96), (21, 9, 100),
-          (49, 160, 420)]  # fmt: skip  # the last: few rows, 256 KB+ weights (next-panel fetch)
+          (49, 160, 420)]  # fmt: skip  # the last: 32 KB+ of weights (next-panel fetch)
 
 
 @pytest.mark.parametrize("rows, k, n", SHAPES)

@@ -167,8 +167,7 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_gemm_avx2(const float* a, ptrdiff_t as,
  * all 4 lanes), a 16-byte broadcast per block (its 4 weights) and the FMAs.
  */
 #define MNNPY_Q_R4 4
-#define MNNPY_GEMM_FETCH_PIXELS 64    /* 4 pixel blocks */
-#define MNNPY_GEMM_FETCH_FLOATS 65536 /* 256 KB of weights */
+#define MNNPY_GEMM_FETCH_FLOATS 8192 /* weights from 32 KB on fetch the next panel */
 MNNPY_INLINE MNNPY_T512 void mnnpy_mk512(const float* a, ptrdiff_t as, const ptrdiff_t* koff,
                                           ptrdiff_t K,
                                           const float* w, const float* bias, float* d,
@@ -238,9 +237,9 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_avx512(const float* a, ptrdiff_t as,
                                                 float hi) {
     const ptrdiff_t quads = (P + 3) / 4;
     const __mmask16 tail = P & 3 ? (__mmask16)((1u << (4 * (P & 3))) - 1u) : 0xFFFF;
-    /* Few pixels and large weights (1x1 convolutions on 7x7): as linear_kernels.h, each pixel
-     * block also fetches the next weight panel into L2 as it walks its own */
-    const int many = P <= MNNPY_GEMM_FETCH_PIXELS && K * oc >= MNNPY_GEMM_FETCH_FLOATS;
+    /* As linear_kernels.h: each pixel block also fetches the next weight panel into L2 as it
+     * walks its own (weights are cold inside a model) */
+    const int many = K * oc >= MNNPY_GEMM_FETCH_FLOATS;
     for (ptrdiff_t o = 0; o < oc; o += 16) {
         const float* wp = w + o * K;
         const int fetch = many && o + 16 < oc;

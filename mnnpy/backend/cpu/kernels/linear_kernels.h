@@ -167,8 +167,7 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_linear_avx2(const float* a, ptrdiff_t lda, pt
  * AVX-512F: 10 rows x S (1 or 2) panels of 16 columns.
  */
 #define MNNPY_LIN_R512 10
-#define MNNPY_LIN_FETCH_ROWS 60       /* 6 row tiles */
-#define MNNPY_LIN_FETCH_FLOATS 65536  /* 256 KB of weights */
+#define MNNPY_LIN_FETCH_FLOATS 8192 /* weights from 32 KB on fetch the next panels */
 MNNPY_INLINE MNNPY_T512 void mnnpy_lin_mk512(const float* a, ptrdiff_t lda, ptrdiff_t K,
                                              const float* w, const float* bias, float* d,
                                              ptrdiff_t ldd, const __mmask16* keep,
@@ -213,13 +212,12 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_linear_avx512(const float* a, ptrdiff_t lda, 
                                                  ptrdiff_t N, ptrdiff_t Nz, float lo,
                                                  float hi, int act) {
     const ptrdiff_t rows = mnnpy_lin_rows(K, MNNPY_LIN_R512);
-    /* Few rows and large weights (a convolution on 7x7, a short sequence's linear layer): the
-     * weights come from memory once per call and each panel pair is used by a few row tiles
-     * only, so the first tile would wait for it. Then every tile also fetches the next pair
-     * into L2, row k as it uses its own row k (in-model, cold weights: 0.73-0.80x the time on
-     * [49, 320] x [320, 1280] and [49, 1280] x [1280, 320]; it costs ~10% where they are in
-     * cache, hence only here). */
-    const int fetch = M <= MNNPY_LIN_FETCH_ROWS && Nz * K >= MNNPY_LIN_FETCH_FLOATS;
+    /* Inside a model a layer's weights are not in L2 (the other layers' pushed them out), and
+     * the first row tile of each panel pair would wait for them. So every tile also fetches
+     * the next pair into L2, its row k as it uses its own row k. Cold single layers (caches
+     * flushed): [49, 1280] x [1280, 320] 0.73x the time, [49, 320] x [320, 1280] 0.80x; whole
+     * models 0.90-0.97x (1 thread). With the weights in L2 already it costs about 10%. */
+    const int fetch = Nz * K >= MNNPY_LIN_FETCH_FLOATS;
     for (ptrdiff_t m0 = 0; m0 < M; m0 += rows) {
         const ptrdiff_t m1 = M - m0 < rows ? M : m0 + rows;
         for (ptrdiff_t o = 0; o < Nz; o += 32) {
