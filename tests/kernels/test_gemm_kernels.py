@@ -26,10 +26,12 @@ def gemm_reference(
     return W[:oc] @ A + bias[:oc, None]
 
 
-@pytest.mark.parametrize(
-    "pixels, k, oc",
-    [(1, 1, 1), (5, 3, 5), (12, 4, 16), (13, 7, 17), (25, 33, 33), (37, 16, 48), (11, 70, 40)],
-)
+# the last: 32 KB+ of weights (each pixel block fetches the next panel)
+GEMM_SHAPES = [(1, 1, 1), (5, 3, 5), (12, 4, 16), (13, 7, 17), (25, 33, 33), (37, 16, 48),
+               (11, 70, 40), (49, 160, 420)]  # fmt: skip
+
+
+@pytest.mark.parametrize("pixels, k, oc", GEMM_SHAPES)
 def test_gemm_matches_numpy(isa: str, pixels: int, k: int, oc: int) -> None:
     rng = np.random.default_rng(pixels * 100 + k)
     a_stride, d_stride = 4 * pixels + 8, 4 * pixels + 4  # gaps: not read / not written

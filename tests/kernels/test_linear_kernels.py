@@ -27,7 +27,8 @@ def linear_reference(a: np.ndarray, w: np.ndarray, bias: np.ndarray) -> np.ndarr
 
 
 SHAPES = [(1, 1, 1), (5, 3, 5), (10, 4, 16), (13, 7, 17), (25, 33, 33), (37, 16, 48),
-          (11, 70, 40), (128, 64, 96), (21, 9, 100)]  # fmt: skip
+          (11, 70, 40), (128, 64, 96), (21, 9, 100),
+          (49, 160, 420)]  # fmt: skip  # the last: 32 KB+ of weights (next-panel fetch)
 
 
 @pytest.mark.parametrize("rows, k, n", SHAPES)
@@ -107,7 +108,7 @@ def test_linear_checks_sizes() -> None:
 
 
 @pytest.mark.parametrize("code", sorted(G.FUSED_ACTS))
-@pytest.mark.parametrize("rows, k, n", [(7, 5, 9), (37, 12, 40), (64, 32, 80)])
+@pytest.mark.parametrize("rows, k, n", [(7, 5, 9), (37, 12, 40), (64, 32, 80), (49, 160, 420)])
 def test_linear_with_activation(isa: str, code: int, rows: int, k: int, n: int) -> None:
     """``act``: the bits of the GEMM then the UnaryOp kernel on its output, for 1 and 2 threads;
     padding lanes stay 0 and nothing past them is written."""

@@ -167,11 +167,13 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_gemm_avx2(const float* a, ptrdiff_t as,
  * all 4 lanes), a 16-byte broadcast per block (its 4 weights) and the FMAs.
  */
 #define MNNPY_Q_R4 4
+#define MNNPY_GEMM_FETCH_FLOATS 8192 /* weights from 32 KB on fetch the next panel */
 MNNPY_INLINE MNNPY_T512 void mnnpy_mk512(const float* a, ptrdiff_t as, const ptrdiff_t* koff,
                                           ptrdiff_t K,
                                           const float* w, const float* bias, float* d,
                                           ptrdiff_t ds, ptrdiff_t rem, float lo, float hi,
-                                          __mmask16 last, const int R4, const int S) {
+                                          __mmask16 last, int fetch, const int R4,
+                                          const int S) {
     __m512 acc[MNNPY_Q_R4][4];
     for (int s = 0; s < S; ++s) {
         __m512 b = _mm512_setzero_ps();
@@ -195,6 +197,13 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_mk512(const float* a, ptrdiff_t as, const ptr
         }                                                                               \
     } while (0)
     for (ptrdiff_t k = 4, kq = 1; k <= K; k += 4, ++kq, wp += 64) {
+        if (fetch) { /* the next panel's rows k .. k + 3 into L2 */
+            const char* pf = (const char*)(wp + 16 * K);
+            _mm_prefetch(pf, _MM_HINT_T1);
+            _mm_prefetch(pf + 64, _MM_HINT_T1);
+            _mm_prefetch(pf + 128, _MM_HINT_T1);
+            _mm_prefetch(pf + 192, _MM_HINT_T1);
+        }
         MNNPY_LOADX();
         MNNPY_STEP(0);
         MNNPY_STEP(1);
@@ -228,8 +237,12 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_avx512(const float* a, ptrdiff_t as,
                                                 float hi) {
     const ptrdiff_t quads = (P + 3) / 4;
     const __mmask16 tail = P & 3 ? (__mmask16)((1u << (4 * (P & 3))) - 1u) : 0xFFFF;
+    /* As linear_kernels.h: each pixel block also fetches the next weight panel into L2 as it
+     * walks its own (weights are cold inside a model) */
+    const int many = K * oc >= MNNPY_GEMM_FETCH_FLOATS;
     for (ptrdiff_t o = 0; o < oc; o += 16) {
         const float* wp = w + o * K;
+        const int fetch = many && o + 16 < oc;
         const float* bo = bias ? bias + o : NULL;
         float* dp = d + (o / 4) * ds;
         const ptrdiff_t rem = oc - o, S = rem >= 13 ? 4 : (rem + 3) / 4;
@@ -238,7 +251,8 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_avx512(const float* a, ptrdiff_t as,
             const __mmask16 last = q + R4 == quads ? tail : 0xFFFF;
             const float* aq = a + 16 * q;
             float* dq = dp + 16 * q;
-#define MNNPY_MK(r4, s) mnnpy_mk512(aq, as, koff, K, wp, bo, dq, ds, rem, lo, hi, last, r4, s)
+#define MNNPY_MK(r4, s) \
+    mnnpy_mk512(aq, as, koff, K, wp, bo, dq, ds, rem, lo, hi, last, fetch, r4, s)
 #define MNNPY_S(r4)                    \
     switch (S) {                       \
         case 4: MNNPY_MK(r4, 4); break; \

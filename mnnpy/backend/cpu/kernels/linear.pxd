@@ -7,6 +7,9 @@ cdef extern from "linear_kernels.h" nogil:
     void mnnpy_linear(int isa, const float* a, ptrdiff_t lda, ptrdiff_t M, ptrdiff_t K,
                       const float* w, const float* bias, float* d, ptrdiff_t ldd, ptrdiff_t N,
                       ptrdiff_t Nz, float lo, float hi)
+    void mnnpy_linear_act(int isa, const float* a, ptrdiff_t lda, ptrdiff_t M, ptrdiff_t K,
+                          const float* w, const float* bias, float* d, ptrdiff_t ldd,
+                          ptrdiff_t N, ptrdiff_t Nz, float lo, float hi, int act)
 
 
 cdef struct LinearPlan:

@@ -13,22 +13,16 @@ chose); the NumPy reference is in ``tests/kernels/test_linear_kernels.py``. Thre
 contiguous column chunks (multiples of 32) or row chunks (multiples of 10), whichever splits
 the work more evenly; every value is one FMA chain over k in increasing order, the same as the
 NC4HW4 GEMM's, so results do not depend on the thread count or on which GEMM ran. ``act`` (a
-UnaryOp code of ``gemm.FUSED_ACTS``, -1 for none) applies that activation to each chunk right
-after it is written, with the UnaryOp's own kernel, as the NC4HW4 GEMM does for a convolution
-fused with its activation (``executions/conv_activation.py``).
+UnaryOp code of ``gemm.FUSED_ACTS``, -1 for none) applies that activation to each micro-kernel
+tile right after it is written (in L1), with the UnaryOp's own kernel, as the NC4HW4 GEMM does for
+a convolution fused with its activation (``executions/conv_activation.py``).
 """
 
 from cython.parallel cimport prange
 
-from libc.stddef cimport ptrdiff_t
-
 from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, cdiv, current_isa
 
 from mnnpy.backend.cpu.kernels.gemm import FUSED_ACTS
-
-
-cdef extern from "unary_kernels.h" nogil:
-    int mnnpy_unary_simd(int isa, int op, const float* src, float* dst, ptrdiff_t n)
 
 
 cdef LinearPlan plan_linear(Py_ssize_t M, Py_ssize_t K, Py_ssize_t N, Py_ssize_t Nz,
@@ -57,13 +51,10 @@ cdef void linear_item(const LinearPlan* g, const float* a, Py_ssize_t lda, const
                       Py_ssize_t it) noexcept nogil:
     """Work item ``it`` of ``g`` (row chunk ``it // nc``, column chunk ``it % nc``)."""
     cdef Py_ssize_t m0 = (it // g.nc) * g.rows, o0 = (it % g.nc) * g.cols
-    cdef Py_ssize_t nz = min(g.cols, g.Nz - o0), rows = min(g.rows, g.M - m0), r
-    mnnpy_linear(current_isa(), a + m0 * lda, lda, rows, g.K, w + o0 * g.K,
-                 bias + o0 if bias != NULL else NULL, d + m0 * ldd + o0, ldd, g.N - o0, nz,
-                 lo, hi)
-    if g.act >= 0:  # while the chunk is in cache; padding columns stay 0 (f(0) = 0)
-        for r in range(m0, m0 + rows):
-            mnnpy_unary_simd(current_isa(), g.act, d + r * ldd + o0, d + r * ldd + o0, nz)
+    cdef Py_ssize_t nz = min(g.cols, g.Nz - o0), rows = min(g.rows, g.M - m0)
+    mnnpy_linear_act(current_isa(), a + m0 * lda, lda, rows, g.K, w + o0 * g.K,
+                     bias + o0 if bias != NULL else NULL, d + m0 * ldd + o0, ldd, g.N - o0, nz,
+                     lo, hi, g.act)
 
 
 cdef void linear_run(const LinearPlan* g, const float* a, Py_ssize_t lda, const float* w,
