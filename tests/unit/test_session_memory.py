@@ -84,6 +84,24 @@ def test_resize_reuses_the_arena_with_stale_values_and_release_frees_it():
     assert backend._arena is None and backend._spares == []
 
 
+@pytest.mark.parametrize("backend", [{"memory_budget": 1 << 30}, {"memory": 2}])
+def test_resize_under_a_budget_or_low_memory_holds_only_the_plan(backend):
+    # a user's budget or LOW memory: the bytes held after a shrinking resize are the new plan's
+    path = DATA / "conv_relu_pool_fc.mnn"
+    interp, session = _session(path, **backend)
+    cpu = session.backends[0]
+    x = interp.get_session_input(session)
+    shape = x.shape
+    interp.resize_tensor(x, (2, *shape[1:]))
+    interp.resize_session(session)
+    big = cpu._arena.size
+    interp.resize_tensor(x, shape)
+    interp.resize_session(session)
+    assert cpu._arena.size < big and cpu._spares == []
+    whole = cpu._arena if cpu._arena.base is None else cpu._arena.base
+    assert whole.size < big  # a new block, not the batch-2 one cut down
+
+
 def test_budget_refusal_names_needed_budget_and_peak_op():
     path = DATA / "residual_add.mnn"
     _, session = _session(path)

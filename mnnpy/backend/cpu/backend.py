@@ -24,6 +24,11 @@ __all__ = ["CPUBackend", "MemoryInfo", "cpu_backend"]
 _ALIGN = 64
 
 
+def _fits(spare: np.ndarray, nbytes: int) -> bool:
+    """Whether a spare arena may serve a need of ``nbytes``: it holds 1 to 2 times that."""
+    return 0 < nbytes <= spare.size <= 2 * nbytes
+
+
 def _default_budget() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
@@ -65,7 +70,8 @@ class CPUBackend(Backend):
     Memory: STATIC buffers are allocated on acquire; DYNAMIC requests are recorded during a resize
     and laid out in one arena by :class:`~mnnpy.memory.MemoryPlanner` in ``on_allocate_buffer``;
     DYNAMIC_SEPERATE buffers get their own, never shared, region of a second arena. Without an
-    allocator a resize reuses an old arena that holds 1 to 2 times a new one's need. Everything
+    allocator, a budget of the user's or LOW memory, a resize reuses an old arena that holds 1 to
+    2 times a new one's need. Everything
     counts against ``memory_budget``, checked before memory is allocated; an allocation the
     system refuses anyway is an ``OutOfMemoryError`` naming the pool, the bytes and the op.
 
@@ -102,6 +108,8 @@ class CPUBackend(Backend):
         # and the whole block each arena was cut from.
         self._spares: list[np.ndarray] = []
         self._whole: dict[int, np.ndarray] = {}
+        # not under a budget the user set or in LOW memory: there the bytes held must be the plan's
+        self._reuse = self.allocator is None and budget is None and not self.low_memory
 
     def _pool_bytes(self, nbytes: int, what: str) -> np.ndarray:
         """``nbytes`` 64-byte aligned, from the allocator (zeroed NumPy bytes without one).
@@ -125,7 +133,7 @@ class CPUBackend(Backend):
         allocation, zeroing and first-touch page faults of a new one on every resize.
         """
         for i, spare in enumerate(self._spares):
-            if 0 < nbytes <= spare.size <= 2 * nbytes:
+            if _fits(spare, nbytes):
                 del self._spares[i]
                 arena = spare[:nbytes]
                 self._whole[id(arena)] = spare
@@ -227,6 +235,8 @@ class CPUBackend(Backend):
             e.message += peak
             e.args = (e.message,)
             raise
+        # spares neither arena can use go before anything new is allocated (no double peak)
+        self._spares = [x for x in self._spares if _fits(x, plan.arena_size) or _fits(x, total)]
         # both arenas first: a refused one leaves this backend as it was (cleared, re-plannable)
         arena = self._arena_bytes(plan.arena_size, f"the DYNAMIC arena{peak}")
         try:
@@ -259,7 +269,7 @@ class CPUBackend(Backend):
         # The first clear keeps the arenas (no allocator) for the next plan; a second, with
         # nothing planned (a released session), frees them.
         arenas = [a for a in (self._arena, self._separate_arena) if a is not None]
-        self._spares = [self._whole.get(id(a), a) for a in arenas] if self.allocator is None else []
+        self._spares = [self._whole.get(id(a), a) for a in arenas] if self._reuse else []
         self._whole = {}
         for arena in arenas:
             self._free(id(arena))
