@@ -95,6 +95,30 @@ def test_depthwise_3x3_widths(isa: str, h: int, w: int, stride: int, pad: int) -
     assert np.all(dst.reshape(1, 2, -1, 4)[:, -1, :, 1:] == 0)
 
 
+@pytest.mark.parametrize(
+    ("k", "h", "w", "sy", "sx", "pad"),
+    [(5, 9, 29, 2, 2, 2), (5, 14, 14, 1, 1, 2), (7, 11, 61, 1, 1, 3), (7, 7, 7, 1, 1, 3),
+     (5, 8, 23, 3, 3, 2), (7, 9, 17, 1, 2, 0), (5, 3, 2, 1, 1, 2), (7, 6, 1200, 1, 1, 3)],
+)  # fmt: skip
+def test_depthwise_large_windows(
+    isa: str, k: int, h: int, w: int, sy: int, sx: int, pad: int
+) -> None:
+    """5x5 and 7x7 windows (AVX-512: the ring of zero-bordered, phase-split rows,
+    ``depthwise_ring.h``): strides 1, 2, 3 (column phases), 1-3 pixel row tails, taps past a
+    2-pixel input, rows too wide for the ring (1200). Close to the reference, 1, 2 and 3 threads
+    bit-identical, padding lanes zero."""
+    rng = np.random.default_rng(k * w + h)
+    x = rng.standard_normal((2, 5, h, w)).astype(np.float32)
+    weight = rng.standard_normal((5, 1, k, k)).astype(np.float32)
+    bias = rng.standard_normal(5).astype(np.float32)
+    window = (sy, sx, 1, 1, pad, pad)
+    runs = [depthwise(x, weight, bias, window, t) for t in (1, 2, 3)]
+    dst, ref = runs[0]
+    assert all(np.array_equal(dst, other) for other, _ in runs[1:])
+    np.testing.assert_allclose(layout.unpack_nc4hw4(dst, ref.shape), ref, rtol=1e-5, atol=1e-5)
+    assert np.all(dst.reshape(2, 2, -1, 4)[:, -1, :, 1:] == 0)
+
+
 def test_buffer_and_window_checks() -> None:
     src, dst = np.zeros(4 * 25, np.float32), np.zeros(4 * 9, np.float32)
     weight, bias = np.zeros(4 * 9, np.float32), np.zeros(4, np.float32)

@@ -8,7 +8,8 @@ and ``window = (ky, kx, sy, sx, dy, dx, pad_top, pad_left)``. Kernel taps that f
 padding are skipped; outputs are clamped to ``[lo, hi]`` (fused relu / relu6); output
 padding lanes (channels >= oc) are written as zeros; a fused activation ``act`` (``gemm.pyx``'s,
 -1 for none) runs on each item's rows once written. The C row kernel is
-``depthwise_kernels.h``, in the ISA chosen by ``gemm.set_isa``.
+``depthwise_kernels.h``, in the ISA chosen by ``gemm.set_isa`` (windows larger than 3x3 on
+AVX-512: ``depthwise_ring.h``, which also runs ``act`` row by row).
 
 Sizes and buffer lengths are checked before the ``nogil`` loop, so a wrong call raises
 instead of reading out of bounds. Threads split the channel blocks (and their rows when
@@ -34,7 +35,7 @@ cdef extern from "depthwise_kernels.h" nogil:
         ptrdiff_t ih, iw, ow, KY, KX, sy, sx, dy, dx, top, left
     void mnnpy_dw_rows(int isa, const mnnpy_dw_geom* g, const float* src, float* dst,
                        const float* w, const float* bias, ptrdiff_t oy0, ptrdiff_t oy1,
-                       ptrdiff_t lanes, float lo, float hi)
+                       ptrdiff_t lanes, float lo, float hi, int act)
 
 
 cdef class DepthwiseCall(KernelCall):
@@ -140,11 +141,9 @@ cdef inline void _dw_item(int isa, const mnnpy_dw_geom* g, const float* s, float
     # item it: rows [y0, y0 + step) of plane it // chunks (image n, block plane % c4)
     cdef Py_ssize_t plane = it // chunks, y0 = (it % chunks) * step, y1 = min(oh, y0 + step)
     cdef Py_ssize_t blk = plane % cdiv(c, 4)
-    cdef float* rows = d + (plane * oh + y0) * g.ow * 4
     mnnpy_dw_rows(isa, g, s + plane * g.ih * g.iw * 4, d + plane * oh * g.ow * 4,
-                  w + blk * g.KY * g.KX * 4, b + blk * 4, y0, y1, min(4, c - blk * 4), lo, hi)
-    if act >= 0:
-        mnnpy_unary_simd(isa, act, rows, rows, (y1 - y0) * g.ow * 4)
+                  w + blk * g.KY * g.KX * 4, b + blk * 4, y0, y1, min(4, c - blk * 4), lo, hi,
+                  act)
 
 
 cdef inline void _copy_plane(const float* sp, float* dp, Py_ssize_t area) noexcept nogil:

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "simd.h"
+#include "unary_kernels.h"
 
 typedef struct {
     ptrdiff_t ih, iw, ow, KY, KX, sy, sx, dy, dx, top, left;
@@ -236,25 +237,34 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_dw_rows_padded3(const mnnpy_dw_geom* g, const
 }
 #endif /* MNNPY_X86 */
 
-/* Output rows [oy0, oy1) of one 4-channel block: src is its input plane, dst its output plane. */
+#include "depthwise_ring.h"
+
+/* Output rows [oy0, oy1) of one 4-channel block: src is its input plane, dst its output plane;
+ * then the activation act (a unary_kernels.h op, -1 for none) on them. */
 MNNPY_STATIC void mnnpy_dw_rows(int isa, const mnnpy_dw_geom* g, const float* src, float* dst,
                                 const float* w, const float* bias, ptrdiff_t oy0, ptrdiff_t oy1,
-                                ptrdiff_t lanes, float lo, float hi) {
+                                ptrdiff_t lanes, float lo, float hi, int act) {
 #if MNNPY_X86
-    if (isa >= MNNPY_ISA_AVX2 && mnnpy_dw_padded3(g)) {
-        mnnpy_dw_rows_padded3(g, src, dst, w, bias, oy0, oy1, lanes, lo, hi);
+    if (isa >= MNNPY_ISA_AVX512 && mnnpy_dw_ring(g)) { /* runs act itself, row by row */
+        mnnpy_dw_rows_ring512(g, src, dst, w, bias, oy0, oy1, lanes, lo, hi, act);
         return;
     }
-    if (isa >= MNNPY_ISA_AVX2) {
+    if (isa >= MNNPY_ISA_AVX2 && mnnpy_dw_padded3(g)) {
+        mnnpy_dw_rows_padded3(g, src, dst, w, bias, oy0, oy1, lanes, lo, hi);
+    } else if (isa >= MNNPY_ISA_AVX2) {
         ptrdiff_t xa, xb;
         mnnpy_dw_interior(g, &xa, &xb);
         for (ptrdiff_t oy = oy0; oy < oy1; ++oy)
             mnnpy_dw_row_avx2(g, src, dst + oy * g->ow * 4, w, bias, oy, xa, xb, lanes, lo, hi);
-        return;
-    }
+    } else
 #endif
-    for (ptrdiff_t oy = oy0; oy < oy1; ++oy)
-        mnnpy_dw_row_generic(g, src, dst + oy * g->ow * 4, w, bias, oy, lanes, lo, hi);
+    {
+        for (ptrdiff_t oy = oy0; oy < oy1; ++oy)
+            mnnpy_dw_row_generic(g, src, dst + oy * g->ow * 4, w, bias, oy, lanes, lo, hi);
+    }
+    if (act >= 0)
+        mnnpy_unary_simd(isa, act, dst + oy0 * g->ow * 4, dst + oy0 * g->ow * 4,
+                         (oy1 - oy0) * g->ow * 4);
 }
 
 #endif /* MNNPY_DEPTHWISE_KERNELS_H */

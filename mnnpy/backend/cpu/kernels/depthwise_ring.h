@@ -1,0 +1,167 @@
+/* AVX-512 depthwise convolution (depthwise_kernels.h) on a ring of zero-bordered input rows.
+ *
+ * A register holds 4 pixels x 4 channels, 4 registers (16 pixels) in flight. Each input row a
+ * block's output rows need is copied once into a ring of KY row slots on the stack, with its
+ * left and right padding written as zeros and its pixels split by column phase for stride sx:
+ * phase p holds padded columns p, p + sx, p + 2 sx, ... So tap kx of output pixels ox..ox+3
+ * reads 4 consecutive pixels of phase kx % sx at ox + kx / sx, for every stride (MobileNetV2's
+ * stride-2 layers read one aligned-or-not 512-bit load per tap, not two 128-bit halves).
+ * Rows above or below the input read a zero row. Every output takes all KY x KX taps in
+ * (ky, kx) order, one FMA chain; padding taps add 0 * w as the ONNX definition does, so a
+ * pixel's bits do not depend on which rows a call was given. A fused activation ``act`` (a
+ * unary_kernels.h op, -1 for none) runs over the rows just written, a few hundred floats at
+ * a time while they are in L1.
+ */
+#ifndef MNNPY_DEPTHWISE_RING_H
+#define MNNPY_DEPTHWISE_RING_H
+
+#include <string.h>
+
+#include "simd.h"
+#include "unary_kernels.h"
+
+#define MNNPY_DW_RING_FLOATS 8192 /* 32 KB of stack: KY row slots and a zero row */
+#define MNNPY_DW_RING_MAX_K 16
+
+/* Pixels of one phase of a ring row: ow outputs plus the taps past the last one. */
+MNNPY_INLINE ptrdiff_t mnnpy_dw_ring_len(const mnnpy_dw_geom* g) {
+    return g->ow + (g->KX - 1) / g->sx;
+}
+
+/* Whether mnnpy_dw_rows_ring512 runs this geometry: windows larger than 3x3 (measured, one
+ * thread: 7x7 on 56x56 maps 0.30 -> 0.17 ms, 5x5 stride 2 0.21 -> 0.18; on 3x3 windows the
+ * AVX2 path, its arithmetic unrolled, is as fast on large maps and faster on 14x14 and 7x7 ones,
+ * where this path's per-row set-up costs more than the taps), dilation 1, the ring fits. */
+MNNPY_INLINE int mnnpy_dw_ring(const mnnpy_dw_geom* g) {
+    return g->KY * g->KX > 9 && g->dy == 1 && g->dx == 1 && g->KX <= MNNPY_DW_RING_MAX_K && g->KY <= MNNPY_DW_RING_MAX_K &&
+           (g->KY + 1) * g->sx * mnnpy_dw_ring_len(g) * 4 <= MNNPY_DW_RING_FLOATS;
+}
+
+#if MNNPY_X86
+/* Input row srow into a ring slot: phase p, entry m is padded column p + sx * m (input column
+ * p + sx * m - left, zero outside the row). */
+MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_fill(const mnnpy_dw_geom* g, const float* srow,
+                                                float* slot, ptrdiff_t len) {
+    const ptrdiff_t s = g->sx;
+    for (ptrdiff_t p = 0; p < s; ++p) {
+        float* ph = slot + p * len * 4;
+        /* entries [m0, m1) hold input columns */
+        ptrdiff_t m0 = mnnpy_dw_cdiv(g->left - p, s), m1 = mnnpy_dw_fdiv(g->iw - 1 + g->left - p, s) + 1;
+        if (m0 < 0) m0 = 0;
+        if (m0 > len) m0 = len;
+        if (m1 > len) m1 = len;
+        if (m1 < m0) m1 = m0;
+        memset(ph, 0, (size_t)m0 * 4 * sizeof(float));
+        ptrdiff_t m = m0;
+        if (s == 1) {
+            memcpy(ph + m0 * 4, srow + (m0 - g->left) * 4, (size_t)(m1 - m0) * 4 * sizeof(float));
+            m = m1;
+        } else if (s == 2) { /* input pixels c..c+7 -> c, c+2, c+4, c+6 */
+            const __m512i even = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24,
+                                                   25, 26, 27);
+            for (; m + 4 <= m1 && p + 2 * m - g->left + 8 <= g->iw; m += 4) {
+                const float* sp = srow + (p + 2 * m - g->left) * 4;
+                __m512 a = _mm512_loadu_ps(sp), b = _mm512_loadu_ps(sp + 16);
+                _mm512_storeu_ps(ph + m * 4, _mm512_permutex2var_ps(a, even, b));
+            }
+        }
+        for (; m < m1; ++m) _mm_storeu_ps(ph + m * 4, _mm_loadu_ps(srow + (p + s * m - g->left) * 4));
+        memset(ph + m1 * 4, 0, (size_t)(len - m1) * 4 * sizeof(float));
+    }
+}
+
+/* Output row from the ring rows rows[ky]; off[kx] is tap kx's float offset in a ring row. */
+MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_row(const mnnpy_dw_geom* g, const float* const* rows,
+                                               const ptrdiff_t* off, float* out,
+                                               const float* w, __m512 b, __m512 lo, __m512 hi,
+                                               __mmask16 lane) {
+    const ptrdiff_t KY = g->KY, KX = g->KX, ow = g->ow;
+    ptrdiff_t ox = 0;
+#define MNNPY_DW_RING_PX(NB)                                                                   \
+    for (; ox + 4 * NB <= ow; ox += 4 * NB) {                                                  \
+        __m512 acc[NB];                                                                        \
+        for (int q = 0; q < NB; ++q) acc[q] = b;                                               \
+        for (ptrdiff_t ky = 0; ky < KY; ++ky) {                                                \
+            const float* r = rows[ky] + ox * 4;                                                \
+            const float* wk = w + ky * KX * 4;                                                 \
+            for (ptrdiff_t kx = 0; kx < KX; ++kx) {                                            \
+                __m512 wv = _mm512_broadcast_f32x4(_mm_loadu_ps(wk + kx * 4));                 \
+                const float* p = r + off[kx];                                                  \
+                for (int q = 0; q < NB; ++q)                                                   \
+                    acc[q] = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16 * q), wv, acc[q]);         \
+            }                                                                                  \
+        }                                                                                      \
+        for (int q = 0; q < NB; ++q)                                                           \
+            _mm512_storeu_ps(                                                                  \
+                out + (ox + 4 * q) * 4,                                                        \
+                _mm512_maskz_mov_ps(lane, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[q]))));      \
+    }
+    MNNPY_DW_RING_PX(4)
+    MNNPY_DW_RING_PX(2)
+    MNNPY_DW_RING_PX(1)
+#undef MNNPY_DW_RING_PX
+    if (ox < ow) { /* 1-3 pixels: the same chain under a pixel mask */
+        __mmask16 pm = (__mmask16)((1u << (4 * (ow - ox))) - 1);
+        __m512 acc = b;
+        for (ptrdiff_t ky = 0; ky < KY; ++ky)
+            for (ptrdiff_t kx = 0; kx < KX; ++kx)
+                acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(pm, rows[ky] + ox * 4 + off[kx]),
+                                      _mm512_broadcast_f32x4(_mm_loadu_ps(w + (ky * KX + kx) * 4)),
+                                      acc);
+        _mm512_mask_storeu_ps(out + ox * 4, pm,
+                              _mm512_maskz_mov_ps(lane, _mm512_min_ps(hi, _mm512_max_ps(lo, acc))));
+    }
+}
+
+/* Output rows [oy0, oy1) of one 4-channel block (src its input plane, dst its output plane). */
+MNNPY_STATIC MNNPY_T512 void mnnpy_dw_rows_ring512(const mnnpy_dw_geom* g, const float* src,
+                                                   float* dst, const float* w,
+                                                   const float* bias, ptrdiff_t oy0,
+                                                   ptrdiff_t oy1, ptrdiff_t lanes, float lo,
+                                                   float hi, int act) {
+    float buf[MNNPY_DW_RING_FLOATS];
+    const ptrdiff_t s = g->sx, len = mnnpy_dw_ring_len(g), rowf = s * len * 4;
+    const ptrdiff_t KY = g->KY, ow = g->ow;
+    float* zero = buf + KY * rowf;
+    memset(zero, 0, (size_t)rowf * sizeof(float));
+    ptrdiff_t off[MNNPY_DW_RING_MAX_K];
+    for (ptrdiff_t kx = 0, p = 0, m = 0; kx < g->KX; ++kx) { /* phase kx % s, entry kx / s */
+        off[kx] = (p * len + m) * 4;
+        if (++p == s) p = 0, ++m;
+    }
+    const float* rows[MNNPY_DW_RING_MAX_K];
+    __m512 b = _mm512_broadcast_f32x4(_mm_loadu_ps(bias));
+    __m512 l16 = _mm512_set1_ps(lo), h16 = _mm512_set1_ps(hi);
+    __mmask16 lane = (__mmask16)(((1u << lanes) - 1) * 0x1111u);
+    ptrdiff_t filled = oy0 * g->sy - g->top; /* rows below this are in the ring (or not needed) */
+    ptrdiff_t pend = oy0;                     /* first output row the activation has not run on */
+    ptrdiff_t r0 = (oy0 * g->sy - g->top) % KY, rs = g->sy % KY; /* slot of row iy0 */
+    if (r0 < 0) r0 += KY;
+    for (ptrdiff_t oy = oy0; oy < oy1; ++oy) {
+        ptrdiff_t iy0 = oy * g->sy - g->top, r = r0;
+        for (ptrdiff_t ky = 0; ky < KY; ++ky, r = r + 1 == KY ? 0 : r + 1) {
+            ptrdiff_t iy = iy0 + ky;
+            if (iy < 0 || iy >= g->ih) {
+                rows[ky] = zero;
+                continue;
+            }
+            float* slot = buf + r * rowf; /* iy % KY: no division per row */
+            if (iy >= filled) {
+                mnnpy_dw_ring_fill(g, src + iy * g->iw * 4, slot, len);
+                filled = iy + 1;
+            }
+            rows[ky] = slot;
+        }
+        r0 += rs;
+        if (r0 >= KY) r0 -= KY;
+        mnnpy_dw_ring_row(g, rows, off, dst + oy * ow * 4, w, b, l16, h16, lane);
+        if (act >= 0 && ((oy + 1 - pend) * ow >= 64 || oy + 1 == oy1)) {
+            float* a = dst + pend * ow * 4;
+            mnnpy_unary_simd(MNNPY_ISA_AVX512, act, a, a, (oy + 1 - pend) * ow * 4);
+            pend = oy + 1;
+        }
+    }
+}
+#endif /* MNNPY_X86 */
+
+#endif /* MNNPY_DEPTHWISE_RING_H */
