@@ -184,7 +184,7 @@ def test_finders_are_asked_only_when_the_op_types_they_require_are_there(
     assert asked == ["relu 5"]  # the net has BinaryOp and ReLU, no Softmax
     placed = []
     place_all = substitute._place_all
-    monkeypatch.setattr(substitute, "_place_all", lambda p: placed.append(1) or place_all(p))
+    monkeypatch.setattr(substitute, "_place_all", lambda *a: placed.append(1) or place_all(*a))
     CPUBackend.__dict__["_fusion_finders"].remove(needs_relu)
     _, got = run_net(data, feeds)
     assert asked == ["relu 5"] and not placed  # no finder can match: no substitution pass
