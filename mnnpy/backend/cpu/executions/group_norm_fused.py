@@ -193,7 +193,7 @@ def _group_norm_at(view: SubgraphView, ln: Node) -> list[Substitution]:  # noqa:
     return [norm] if scale is None else [norm, scale]
 
 
-@CPUBackend.register_fusion
+@CPUBackend.register_fusion(requires=(OpType.LayerNorm,))
 def group_norm(backend: Any, view: SubgraphView) -> list[Substitution]:
     """Every GroupNorm written out as reshapes, an affine-free LayerNorm, Mul and Add."""
     return [s for n in view.nodes if n.op.type == OpType.LayerNorm for s in _group_norm_at(view, n)]
