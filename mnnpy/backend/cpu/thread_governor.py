@@ -10,7 +10,7 @@ backend brackets each run with ``onExecuteBegin`` / ``onExecuteEnd`` to wake and
 serial ones, from the times of the runs before:
 
 - parallel until :data:`STRIKES` runs in a row are over :data:`SLOW` x the best parallel run, or
-  over the best serial run (one serial run, the third, is taken to know it);
+  over :data:`QUIET` x the best serial run (one serial run, the 17th, is taken to know it);
 - serial until :data:`QUIET` x the best serial time is met by ``patience`` runs in a row, then
   one parallel run as a probe; a probe that is slow again doubles ``patience`` (up to
   :data:`MAX_PATIENCE`), one that is not brings the parallel mode back.
@@ -35,7 +35,9 @@ STRIKES = 3  # strikes in a row that switch to serial runs
 QUIET = 1.3  # a serial run within this of the best serial one counts towards a probe
 PATIENCE = 8  # quiet serial runs before the first parallel probe
 MAX_PATIENCE = 256
-_SERIAL_PROBE = 2  # the run (counted from 0 after a resize) that is timed serially once
+# The run (counted from 0 after a resize) that is timed serially once: late enough that a session
+# run a few times never meets it (at run 2 it was the third of an LLM worker's three prefills).
+_SERIAL_PROBE = 16
 
 
 def libgomp_levels() -> Any:
@@ -101,7 +103,7 @@ class RunGovernor:
         if was_serial and not self.serial:  # the one serial probe of a parallel session
             return
         if not self.serial:
-            slow = took > SLOW * self.best[False] or took > self.best[True]
+            slow = took > SLOW * self.best[False] or took > QUIET * self.best[True]
             self.strikes = self.strikes + 1 if slow else 0
             if self.strikes >= STRIKES:
                 self.serial, self.strikes, self.quiet = True, 0, 0
