@@ -11,7 +11,8 @@ from the units' plans once memory is planned.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
+from typing import Any
 
 from mnnpy.backend import Backend
 from mnnpy.backend.contract import copy_buffer
@@ -19,6 +20,7 @@ from mnnpy.backend.verify import subgraphs_of, verify_backends
 from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.execution import CallLoop
 from mnnpy.geometry import UnitGeometry, plan_geometry
+from mnnpy.net import OpDef
 from mnnpy.placement import Placement, candidates
 from mnnpy.substitute import optimize_units
 from mnnpy.tensor import Tensor
@@ -129,15 +131,22 @@ class Pipeline:
         """``unit.prepare``, its memory requests made for its op; errors name it ("resize")."""
         args = (self.host, self.preference, self.overrides, self.strict)
         try:
-            if len(self.backends) == 1:  # the common case, without an ExitStack per op
-                with self.backends[0].resize_scope(unit.op):
-                    return unit.prepare(*args, folded=folded, geometry=geometry)
-            with ExitStack() as scopes:
-                for backend in self.backends:
-                    scopes.enter_context(backend.resize_scope(unit.op))
+            with self._scopes(unit.op):
                 return unit.prepare(*args, folded=folded, geometry=geometry)
         except Exception as e:
             raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
+
+    def _scopes(self, op: OpDef) -> AbstractContextManager[Any]:
+        """Every backend's ``resize_scope(op)``, entered for every op of every resize.
+
+        One backend (the common case): its own scope, without an ExitStack.
+        """
+        if len(self.backends) == 1:
+            return self.backends[0].resize_scope(op)
+        stack = ExitStack()
+        for backend in self.backends:
+            stack.enter_context(backend.resize_scope(op))
+        return stack
 
     def _resize_error(self, error: Exception, unit: Unit) -> MNNError:
         """An error raised while resizing ``unit``, as an MNNError naming its op and backend."""

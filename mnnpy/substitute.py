@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Generator, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -133,16 +133,11 @@ class FusedUnit(Unit):
 
 @contextmanager
 def _scoped(pipeline: Pipeline, unit: Unit) -> Iterator[None]:
-    with ExitStack() as scopes:
-        for backend in pipeline.backends:
-            scopes.enter_context(backend.resize_scope(unit.op))
-        try:
+    try:
+        with pipeline._scopes(unit.op):
             yield
-        except MNNError as e:
-            name = unit.backend.name if unit.backend else None
-            raise e.with_op(unit.op.type_name, unit.op.name, backend=name, phase="resize") from None
-        except Exception as e:
-            raise pipeline._wrap(e, unit, "resize") from e
+    except Exception as e:
+        raise pipeline._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
 
 
 def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit] | None:
@@ -153,7 +148,7 @@ def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit]
     placed = []
     for unit in pipeline.units:
         try:
-            with _scopes(pipeline, unit.op):
+            with pipeline._scopes(unit.op):
                 if compute_shape(unit.op, unit.inputs, unit.outputs) is not None:
                     return None
                 if try_fold(unit.op, unit.inputs, unit.outputs):
@@ -177,16 +172,6 @@ def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit]
         except Exception as e:  # as _scoped: the error names the op
             raise pipeline._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
     return placed
-
-
-def _scopes(pipeline: Pipeline, op: OpDef) -> AbstractContextManager[Any]:
-    """Every backend's ``resize_scope(op)`` (one backend: its own, without an ExitStack)."""
-    if len(pipeline.backends) == 1:
-        return pipeline.backends[0].resize_scope(op)
-    stack = ExitStack()
-    for backend in pipeline.backends:
-        stack.enter_context(backend.resize_scope(op))
-    return stack
 
 
 def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
