@@ -26,9 +26,10 @@ def gemm_reference(
     return W[:oc] @ A + bias[:oc, None]
 
 
-# the last: 32 KB+ of weights (each pixel block fetches the next panel)
+# the 32 KB+ ones: each pixel block fetches the next panel; pixels 1: the GEMV (8 panels at once,
+# then the rest; oc not a multiple of 16 or 4)
 GEMM_SHAPES = [(1, 1, 1), (5, 3, 5), (12, 4, 16), (13, 7, 17), (25, 33, 33), (37, 16, 48),
-               (11, 70, 40), (49, 160, 420)]  # fmt: skip
+               (11, 70, 40), (49, 160, 420), (1, 70, 203), (1, 33, 16), (1, 260, 1000)]  # fmt: skip
 
 
 @pytest.mark.parametrize("pixels, k, oc", GEMM_SHAPES)
@@ -48,6 +49,21 @@ def test_gemm_matches_numpy(isa: str, pixels: int, k: int, oc: int) -> None:
     np.testing.assert_allclose(out[:oc], expected, rtol=1e-5, atol=1e-5)
     assert np.all(out[oc:] == 0)  # padding lanes of the last block
     assert np.all(blocks[:, 4 * pixels :] == 7)  # nothing past the pixels
+
+
+@pytest.mark.parametrize("k, oc", [(70, 203), (9, 130), (512, 1000)])
+def test_gemv_same_bits_as_a_pixel_of_the_gemm(isa: str, k: int, oc: int) -> None:
+    """One pixel (the GEMV) gives the bits that pixel gets inside a 6-pixel GEMM."""
+    rng = np.random.default_rng(k + oc)
+    a6 = rng.standard_normal(-(-k // 4) * 24).astype(np.float32)
+    a1 = a6.reshape(-1, 6, 4)[:, 2].ravel()  # pixel 2 alone, a_stride 4
+    weight = CPUConvolutionGemm.pack_weight(rng.standard_normal((oc, k, 1, 1)).astype(np.float32))
+    bias = pad_to(rng.standard_normal(oc), 16)
+    d6 = np.zeros(-(-oc // 4) * 24, np.float32)
+    d1 = np.zeros(-(-oc // 4) * 4, np.float32)
+    G.gemm(a6, 24, 6, k, weight, bias, d6, 24, oc, -FLT_MAX, FLT_MAX)
+    G.gemm(a1, 4, 1, k, weight, bias, d1, 4, oc, -FLT_MAX, FLT_MAX)
+    assert np.array_equal(d6.reshape(-1, 6, 4)[:, 2].ravel(), d1)
 
 
 def test_gemm_checks_sizes() -> None:

@@ -85,6 +85,21 @@ MNNPY_STATIC void mnnpy_gemm_generic(const float* a, ptrdiff_t as, const ptrdiff
         }                                                                          \
     } while (0)
 
+
+/* One pixel (P == 1, a classifier's 1x1 map): the tiled micro-kernels would use one pixel of
+ * their 4-16 (a quarter of each AVX-512 register) in a chain of K dependent FMAs. Here a
+ * register holds 16 or 8 output channels of one weight panel at one k, and NP panels run at
+ * once (NP independent chains, NP weight streams, each prefetched MNNPY_GEMV_AHEAD rows
+ * ahead: the weights are cold and this is bandwidth-bound). Each output is still bias + the
+ * FMA chain over k in increasing order, so the bits are the tiled kernel's. */
+#ifndef MNNPY_GEMV_AHEAD
+#define MNNPY_GEMV_AHEAD 16
+#endif
+MNNPY_INLINE void mnnpy_gemv_store(const float* v, float* d, ptrdiff_t ds, ptrdiff_t rem) {
+    for (int s = 0; s < 4 && 4 * s < rem; ++s)
+        for (int l = 0; l < 4; ++l) d[s * ds + l] = 4 * s + l < rem ? v[4 * s + l] : 0.0f;
+}
+
 #if MNNPY_X86
 /* ---------------------------------------------------------------------------------------------
  * GEMM, AVX2 + FMA: 6 pixels x 16 channels (12 accumulators), one broadcast per pixel and k.
@@ -157,6 +172,51 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_gemm_avx2(const float* a, ptrdiff_t as,
     mnnpy_mk256(a + 4 * p, as, koff, K, wp, bo, dp + 4 * p, ds, oc - o, lo, hi, r)
         MNNPY_PIXEL_BLOCKS(6, MNNPY_MK);
 #undef MNNPY_MK
+    }
+}
+
+MNNPY_INLINE MNNPY_T256 void mnnpy_gemv256(const float* a, ptrdiff_t as, const ptrdiff_t* koff,
+                                           ptrdiff_t K, const float* w, const float* bias,
+                                           float* d, ptrdiff_t ds, ptrdiff_t rem, float lo,
+                                           float hi, const int NP) {
+    __m256 acc[4][2];
+    for (int j = 0; j < NP; ++j)
+        for (int i = 0; i < 2; ++i)
+            acc[j][i] = bias ? _mm256_loadu_ps(bias + 16 * j + 8 * i) : _mm256_setzero_ps();
+    for (ptrdiff_t k = 0; k < K; ++k) {
+        const float* wk = w + k * 16;
+        __m256 x = _mm256_set1_ps((koff ? a + koff[k >> 2] : a + (k >> 2) * as)[k & 3]);
+        for (int j = 0; j < NP; ++j) {
+            _mm_prefetch((const char*)(wk + j * 16 * K + MNNPY_GEMV_AHEAD * 16), _MM_HINT_T0);
+            acc[j][0] = _mm256_fmadd_ps(x, _mm256_loadu_ps(wk + j * 16 * K), acc[j][0]);
+            acc[j][1] = _mm256_fmadd_ps(x, _mm256_loadu_ps(wk + j * 16 * K + 8), acc[j][1]);
+        }
+    }
+    __m256 l = _mm256_set1_ps(lo), h = _mm256_set1_ps(hi);
+    float v[16];
+    for (int j = 0; j < NP; ++j) {
+        _mm256_storeu_ps(v, _mm256_min_ps(h, _mm256_max_ps(l, acc[j][0])));
+        _mm256_storeu_ps(v + 8, _mm256_min_ps(h, _mm256_max_ps(l, acc[j][1])));
+        mnnpy_gemv_store(v, d + 4 * j * ds, ds, rem - 16 * j);
+    }
+}
+
+MNNPY_STATIC MNNPY_T256 void mnnpy_gemv_avx2(const float* a, ptrdiff_t as,
+                                             const ptrdiff_t* koff, ptrdiff_t K, const float* w,
+                                             const float* bias, float* d, ptrdiff_t ds,
+                                             ptrdiff_t oc, float lo, float hi) {
+    for (ptrdiff_t o = 0; o < oc; o += 64) {
+        const ptrdiff_t n = (oc - o + 15) / 16;
+        const float* bo = bias ? bias + o : NULL;
+#define MNNPY_GV(np_) \
+    mnnpy_gemv256(a, as, koff, K, w + o * K, bo, d + (o / 4) * ds, ds, oc - o, lo, hi, np_)
+        switch (n < 4 ? n : 4) {
+            case 4: MNNPY_GV(4); break;
+            case 3: MNNPY_GV(3); break;
+            case 2: MNNPY_GV(2); break;
+            default: MNNPY_GV(1); break;
+        }
+#undef MNNPY_GV
     }
 }
 
@@ -271,6 +331,51 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_avx512(const float* a, ptrdiff_t as,
         }
     }
 }
+MNNPY_INLINE MNNPY_T512 void mnnpy_gemv512(const float* a, ptrdiff_t as, const ptrdiff_t* koff,
+                                           ptrdiff_t K, const float* w, const float* bias,
+                                           float* d, ptrdiff_t ds, ptrdiff_t rem, float lo,
+                                           float hi, const int NP) {
+    __m512 acc[8];
+    for (int j = 0; j < NP; ++j)
+        acc[j] = bias ? _mm512_loadu_ps(bias + 16 * j) : _mm512_setzero_ps();
+    for (ptrdiff_t k = 0; k < K; ++k) {
+        const float* wk = w + k * 16;
+        __m512 x = _mm512_set1_ps((koff ? a + koff[k >> 2] : a + (k >> 2) * as)[k & 3]);
+        for (int j = 0; j < NP; ++j) {
+            _mm_prefetch((const char*)(wk + j * 16 * K + MNNPY_GEMV_AHEAD * 16), _MM_HINT_T0);
+            acc[j] = _mm512_fmadd_ps(x, _mm512_loadu_ps(wk + j * 16 * K), acc[j]);
+        }
+    }
+    __m512 l = _mm512_set1_ps(lo), h = _mm512_set1_ps(hi);
+    float v[16];
+    for (int j = 0; j < NP; ++j) {
+        _mm512_storeu_ps(v, _mm512_min_ps(h, _mm512_max_ps(l, acc[j])));
+        mnnpy_gemv_store(v, d + 4 * j * ds, ds, rem - 16 * j);
+    }
+}
+
+MNNPY_STATIC MNNPY_T512 void mnnpy_gemv_avx512(const float* a, ptrdiff_t as,
+                                               const ptrdiff_t* koff, ptrdiff_t K,
+                                               const float* w, const float* bias, float* d,
+                                               ptrdiff_t ds, ptrdiff_t oc, float lo, float hi) {
+    for (ptrdiff_t o = 0; o < oc; o += 128) {
+        const ptrdiff_t n = (oc - o + 15) / 16;
+        const float* bo = bias ? bias + o : NULL;
+#define MNNPY_GV(np_) \
+    mnnpy_gemv512(a, as, koff, K, w + o * K, bo, d + (o / 4) * ds, ds, oc - o, lo, hi, np_)
+        switch (n < 8 ? n : 8) {
+            case 8: MNNPY_GV(8); break;
+            case 7: MNNPY_GV(7); break;
+            case 6: MNNPY_GV(6); break;
+            case 5: MNNPY_GV(5); break;
+            case 4: MNNPY_GV(4); break;
+            case 3: MNNPY_GV(3); break;
+            case 2: MNNPY_GV(2); break;
+            default: MNNPY_GV(1); break;
+        }
+#undef MNNPY_GV
+    }
+}
 #endif /* MNNPY_X86 */
 
 /* ---------------------------------------------------------------------------------------------
@@ -343,6 +448,14 @@ MNNPY_INLINE void mnnpy_gemm_any(int isa, const float* a, ptrdiff_t a_stride,
     /* a broadcast micro-kernel like linear_kernels.h's (same bits) was faster on a lone
      * 128x256x256 GEMM but slower inside whole CNNs (resnet18 +5%, squeezenet +8% at 1 thread,
      * A/B in alternating processes), so the convolutions keep this one */
+    if (isa == MNNPY_ISA_AVX512 && P == 1) {
+        mnnpy_gemv_avx512(a, a_stride, koff, K, w, bias, d, d_stride, oc, lo, hi);
+        return;
+    }
+    if (isa == MNNPY_ISA_AVX2 && P == 1) {
+        mnnpy_gemv_avx2(a, a_stride, koff, K, w, bias, d, d_stride, oc, lo, hi);
+        return;
+    }
     if (isa == MNNPY_ISA_AVX512) {
         mnnpy_gemm_avx512(a, a_stride, koff, P, K, w, bias, d, d_stride, oc, lo, hi);
         return;
