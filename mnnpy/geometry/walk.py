@@ -34,9 +34,11 @@ def _collapse(dims: list[Dim]) -> list[Dim]:
     return out
 
 
-def _cost(walk: list[Dim]) -> float:
-    """Estimated time of a walk in ``kernels.raster`` (its inner loops are the last two dims)."""
-    total = math.prod(n for n, _, _ in walk)
+def _cost(walk: list[Dim], total: int) -> float:
+    """Estimated time of a walk of ``total`` elements in ``kernels.raster``.
+
+    Its inner loops are the last two dims.
+    """
     n, s, d = walk[-1]
     if s == 1 and d == 1:
         return total / n * _ROW_COST + total * _MEMCPY_COST
@@ -57,12 +59,16 @@ def _order_of(dims_in: tuple[Dim, ...]) -> tuple[Dim, ...]:
     if not dims:
         return ((1, 0, 0),)
     best, best_cost = dims, math.inf
+    total = math.prod(n for n, _, _ in dims)  # every walk's: merging dims keeps the product
     for c, m in itertools.product(range(len(dims)), range(-1, len(dims))):
         if m == c:
             continue
-        rest = [x for k, x in enumerate(dims) if k not in (c, m)]
-        walk = _collapse(rest + ([dims[m]] if m >= 0 else []) + [dims[c]])
-        cost = _cost(walk)
+        walk = [x for k, x in enumerate(dims) if k != c and k != m]
+        if m >= 0:
+            walk.append(dims[m])
+        walk.append(dims[c])
+        walk = _collapse(walk)
+        cost = _cost(walk, total)
         if cost < best_cost:
             best, best_cost = walk, cost
     return tuple(best)
