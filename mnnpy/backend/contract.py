@@ -106,20 +106,26 @@ def acquire_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) 
         MNNError: it raised, or returned something that is not None or a bool.
     """
     tensor.describe.backend, tensor.describe.storage_type = backend, storage_type
-    _memory_hook(
-        backend,
-        "on_acquire_buffer",
-        OutOfMemoryError,
-        lambda: f"no memory for {tensor.size} bytes",
-        tensor,
-        storage_type,
-    )
+    try:  # _memory_hook inlined: called for every tensor of every resize
+        result = backend.on_acquire_buffer(tensor, storage_type)
+    except Exception as e:
+        raise _raised(e, _where(backend, "on_acquire_buffer", tensor)) from e
+    if result is None or result is True:
+        return
+    where = _where(backend, "on_acquire_buffer", tensor)
+    _check_result(result, where, OutOfMemoryError, f"no memory for {tensor.size} bytes")
 
 
 def release_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) -> None:
     """``backend.on_release_buffer(tensor, storage_type)``, checked like :func:`acquire_buffer`."""
-    meaning = "the memory could not be released"
-    _memory_hook(backend, "on_release_buffer", InvalidValueError, meaning, tensor, storage_type)
+    try:  # _memory_hook inlined, as in acquire_buffer
+        result = backend.on_release_buffer(tensor, storage_type)
+    except Exception as e:
+        raise _raised(e, _where(backend, "on_release_buffer", tensor)) from e
+    if result is None or result is True:
+        return
+    where = _where(backend, "on_release_buffer", tensor)
+    _check_result(result, where, InvalidValueError, "the memory could not be released")
 
 
 def allocate_buffer(backend: Backend) -> None:

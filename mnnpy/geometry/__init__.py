@@ -109,10 +109,10 @@ def within_budget(placed: Sequence[Placed]) -> bool:
     """Whether every piece plans to storage regions, within ``regions.MAX_REGIONS`` in all."""
     total = 0
     for _, p in placed:
-        rows = R.plan(p.space, p.src, p.dst)
+        rows = R.count(p.space, p.src, p.dst)
         if rows is None:
             return False
-        total += len(rows)
+        total += rows
         if total > R.MAX_REGIONS:
             return False
     return True
@@ -156,8 +156,10 @@ class _Pass:
     def __init__(
         self, units: Sequence[Unit], target: Callable[[Unit], Backend | None], host: Backend
     ) -> None:
-        self.target = target
         self.host = host
+        targets = {id(u): target(u) for u in units}  # asked once per unit: dict lookups below
+        self.target: Callable[[Unit], Backend | None] = lambda u: targets[id(u)]
+        self.folded = {k for k, b in targets.items() if b is None}
         self.writer = {id(t): u for u in units for t in u.outputs}
         self.written: dict[int, _Written] = {}
         self.seen: dict[int, int] = {}  # reads made by the units decided so far
@@ -181,8 +183,10 @@ class _Pass:
         Only reshapes are foreseen: other in-place executions decide by ``inplace_fits`` once
         created; their input is then read through here and they take no bytes over.
         """
+        if unit.op.type not in _RESHAPES or not unit.inputs:
+            return False
         backend = self.target(unit)
-        if backend is None or unit.op.type not in _RESHAPES or not unit.inputs:
+        if backend is None:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
         key = id(src)  # folded readers still to come read its shape only
@@ -238,11 +242,15 @@ class _Pass:
         """Record ``unit``'s reads, and the input a reshape takes over in place."""
         if self.aliases(unit):
             self.taken.add(id(unit.inputs[0]))
-        for t in [*unit.inputs, *extra]:
-            self.seen[id(t)] = self.seen.get(id(t), 0) + 1
-        if self.target(unit) is None:
+        seen = self.seen
+        for t in unit.inputs:
+            seen[id(t)] = seen.get(id(t), 0) + 1
+        for t in extra:
+            seen[id(t)] = seen.get(id(t), 0) + 1
+        if id(unit) in self.folded:
+            folded = self.seen_folded
             for t in unit.inputs:
-                self.seen_folded[id(t)] = self.seen_folded.get(id(t), 0) + 1
+                folded[id(t)] = folded.get(id(t), 0) + 1
 
 
 def plan_geometry(

@@ -24,24 +24,23 @@ from functools import cached_property
 
 import numpy as np
 
+from mnnpy.geometry.walk import COLS, Dim, order, walk_rows
+
 __all__ = [
     "COLS",
     "Layout",
     "Side",
     "apply_reference",
+    "count",
     "merged",
     "padding_regions",
     "plan",
     "refine",
 ]
 
-COLS = 11  # src_off, dst_off, n0, n1, n2, ss0, ss1, ss2, ds0, ds1, ds2
 MAX_REGIONS = 4096  # beyond this the caller falls back to a logical (unpacked) copy
-# rough ns per row, and per element: strided, lanes of a block, memcpy (see kernels/raster.pyx)
-_ROW_COST, _STRIDED_COST, _LANE_COST, _MEMCPY_COST = 12.0, 1.0, 0.35, 0.15
 
 Terms = list[tuple[int, int]]  # (iteration dim, coefficient)
-Dim = tuple[int, int, int]  # (size, src stride, dst stride)
 
 
 @dataclass(frozen=True)
@@ -195,23 +194,49 @@ def _expand(space: list[int], src: Side, dst: Side, budget: int) -> list[Problem
     return [(space, src, dst)]
 
 
-def _options(j: int, n: int, src: Side, dst: Side) -> list[tuple[int, list[Dim]]]:
+def _steps(side: Side, rank: int) -> list[int]:
+    """:meth:`Side.strides` of every iteration dim ``0 .. rank - 1`` at once (one pass)."""
+    out = [0] * rank
+    layout = side.layout
+    for k, t in enumerate(side.terms):
+        if not t:
+            continue
+        if layout.packed and k == 1:
+            for q, c in t:
+                if c % 4 == 0:
+                    out[q] += c // 4 * layout.area4
+            continue
+        stride = layout.stride(k)
+        for q, c in t:
+            out[q] += c * stride
+    return out
+
+
+Lane = tuple[int, int, int, int]  # (side, channel start, iteration dim, coefficient)
+
+
+def _lanes(src: Side, dst: Side) -> list[Lane]:
+    """Every lane-moving term of both sides (:meth:`Side.lane_terms`), with its side."""
+    return [
+        (x, side.start[1], q, g) for x, side in enumerate((src, dst)) for q, g in side.lane_terms()
+    ]
+
+
+def _options(
+    j: int, n: int, src: Side, dst: Side, steps: Sequence[Sequence[int]], moves: Sequence[Lane]
+) -> list[tuple[int, list[Dim]]]:
     """Ways to walk iteration dim ``j``: (first index, dims), one region each.
 
-    Where ``j`` moves NC4HW4 lanes, channel ``start + g * i``, ``i = p * k + r`` with the
-    period ``p`` after which the channel is back in its lane: ``k`` walks blocks. The residues
-    ``r`` are one more dim (lanes of one block) when no lane wraps into the next block, else
-    one region each.
+    ``steps`` are both sides' :func:`_steps`, ``moves`` their :func:`_lanes`. Where ``j`` moves
+    NC4HW4 lanes, channel ``start + g * i``, ``i = p * k + r`` with the period ``p`` after which
+    the channel is back in its lane: ``k`` walks blocks. The residues ``r`` are one more dim
+    (lanes of one block) when no lane wraps into the next block, else one region each.
     """
-    sides = (src, dst)
-    step = [side.strides(j) for side in sides]  # but for the lane moves
-    lanes: list[tuple[int, int, int]] = []  # (side, channel start, coefficient)
-    for x, side in enumerate(sides):
-        for q, g in side.lane_terms():
-            if q == j:
-                lanes.append((x, side.start[1], g))
+    step = [steps[0][j], steps[1][j]]  # but for the lane moves
+    lanes = [(x, s, g) for x, s, q, g in moves if q == j]
     if not lanes:
         return [(0, [(n, step[0], step[1])])]
+    sides = (src, dst)
     p = math.lcm(*(4 // math.gcd(g, 4) for _, _, g in lanes))
     block, lane = [p * step[0], p * step[1]], list(step)
     for x, _, g in lanes:
@@ -224,64 +249,24 @@ def _options(j: int, n: int, src: Side, dst: Side) -> list[tuple[int, list[Dim]]
     return [(r, [((n - r + p - 1) // p, block[0], block[1])]) for r in range(min(p, n))]
 
 
-def _collapse(dims: list[Dim]) -> list[Dim]:
-    out: list[Dim] = []
-    for n, s, d in dims:  # outer to inner
-        if out and out[-1][1] == s * n and out[-1][2] == d * n:
-            m = out.pop()[0]
-            out.append((m * n, s, d))
-        else:
-            out.append((n, s, d))
-    return out
-
-
-def _cost(walk: list[Dim]) -> float:
-    """Estimated time of a walk in ``kernels.raster`` (its inner loops are the last two dims)."""
-    total = math.prod(n for n, _, _ in walk)
-    n, s, d = walk[-1]
-    if s == 1 and d == 1:
-        return total / n * _ROW_COST + total * _MEMCPY_COST
-    m, s1, d1 = walk[-2] if len(walk) > 1 else (1, 0, 0)
-    if 1 < m <= 4 and min(s1, d1) * (m - 1) <= 3:  # kernels/raster.pyx: lanes
-        return total / (n * m) * _ROW_COST + total * _LANE_COST
-    return total / n * _ROW_COST + total * _STRIDED_COST
-
-
-def _order(dims: list[Dim]) -> list[Dim]:
-    """Outer-to-inner walk: by destination stride, the two innermost dims by the cost model."""
-    dims = _collapse(sorted((x for x in dims if x[0] != 1), key=lambda x: (-x[2], -x[1])))
-    if not dims:
-        return [(1, 0, 0)]
-    best, best_cost = dims, math.inf
-    for c, m in itertools.product(range(len(dims)), range(-1, len(dims))):
-        if m == c:
-            continue
-        rest = [x for k, x in enumerate(dims) if k not in (c, m)]
-        walk = _collapse(rest + ([dims[m]] if m >= 0 else []) + [dims[c]])
-        cost = _cost(walk)
-        if cost < best_cost:
-            best, best_cost = walk, cost
-    return best
-
-
-def _rows(src_off: int, dst_off: int, walk: list[Dim]) -> list[list[int]]:
-    while len(walk) < 3:
-        walk = [(1, 0, 0), *walk]
-    lead, body = walk[:-3], walk[-3:]
-    rows = []
-    for idx in itertools.product(*(range(n) for n, _, _ in lead)):
-        so = src_off + sum(i * s for i, (_, s, _) in zip(idx, lead, strict=True))
-        do = dst_off + sum(i * d for i, (_, _, d) in zip(idx, lead, strict=True))
-        rows.append([so, do, *(x[0] for x in body), *(x[1] for x in body), *(x[2] for x in body)])
-    return rows
-
-
 def plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
     """Region rows copying ``src`` to ``dst`` over iteration ``space``; None when too many.
 
     Plans are remembered by their description (networks repeat the same copies block after
     block, and resizes repeat them), up to ``_MEMO_BYTES`` of rows; each call gets its own array.
     """
+    rows = _remembered(space, src, dst)
+    return None if rows is None else rows.copy()
+
+
+def count(space: Sequence[int], src: Side, dst: Side) -> int | None:
+    """How many rows :func:`plan` gives (the same memo, no copy); None when too many."""
+    rows = _remembered(space, src, dst)
+    return None if rows is None else len(rows)
+
+
+def _remembered(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
+    """The memo's rows for this copy, planned on a miss (shared: callers must not write them)."""
     key = (tuple(space), _key(src), _key(dst))
     with _memo_lock:  # sessions may be created in several threads
         known = key in _memo
@@ -297,7 +282,7 @@ def plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
             while _memo_bytes[0] > _MEMO_BYTES and len(_memo) > 1:
                 old = _memo.popitem(last=False)[1]
                 _memo_bytes[0] -= 0 if old is None else old.nbytes
-    return None if rows is None else rows.copy()
+    return rows
 
 
 _MEMO_BYTES = 8 << 20
@@ -307,8 +292,9 @@ _memo_lock = threading.Lock()
 
 
 def _key(side: Side) -> tuple:
-    """A side as a hashable value (``Layout`` is frozen; starts and terms become tuples)."""
-    return side.layout, tuple(side.start), tuple(tuple(t) for t in side.terms)
+    """A side as a hashable value of plain tuples (compared in C, not by dataclass ``__eq__``)."""
+    layout = side.layout
+    return layout.shape, layout.packed, tuple(side.start), tuple(map(tuple, side.terms))
 
 
 def _plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
@@ -322,25 +308,33 @@ def _plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
     for sub_space, s_side, d_side in problems:
         if 0 in sub_space:
             continue
+        rank = len(sub_space)
+        steps = (_steps(s_side, rank), _steps(d_side, rank))
+        lanes = _lanes(s_side, d_side)
+        moving = _moving(s_side, d_side)
         opts: list[list[tuple[int, list[Dim]]]] = [
-            _options(j, sub_space[j], s_side, d_side) if _moves(j, s_side, d_side) else [(0, [])]
-            for j in range(len(sub_space))
+            _options(j, sub_space[j], s_side, d_side, steps, lanes) if j in moving else [(0, [])]
+            for j in range(rank)
         ]
         for combo in itertools.product(*opts):
             point = [first for first, _ in combo]
             dims = [x for _, ds in combo for x in ds]
             if any(n == 0 for n, _, _ in dims):
                 continue
+            walk = order(dims)
+            if len(rows) + math.prod(n for n, _, _ in walk[:-3]) > MAX_REGIONS:
+                return None
             s_off = s_side.layout.offset(s_side.index(point))
             d_off = d_side.layout.offset(d_side.index(point))
-            rows += _rows(s_off, d_off, _order(dims))
+            rows += walk_rows(s_off, d_off, walk)
             if len(rows) > MAX_REGIONS:
                 return None
     return np.array(rows, np.int64).reshape(-1, COLS)
 
 
-def _moves(j: int, src: Side, dst: Side) -> bool:
-    return any(q == j for side in (src, dst) for t in side.terms for q, _ in t)
+def _moving(src: Side, dst: Side) -> set[int]:
+    """The iteration dims that move either side."""
+    return {q for side in (src, dst) for t in side.terms for q, _ in t}
 
 
 def padding_regions(layout: Layout) -> np.ndarray:

@@ -223,9 +223,10 @@ class CPUBackend(Backend):
         """Plan the DYNAMIC arena, check the budget, allocate both arenas, give out views."""
         plan = self._planner.compute()
         offsets, total = [], 0
-        for tensor in self._separate:
+        users = [_user_memory(t) for t in self._separate]  # asked once per tensor
+        for tensor, user in zip(self._separate, users, strict=True):
             offsets.append(total)
-            if _user_memory(tensor) is None:
+            if user is None:
                 total += align(max(tensor.size, 1), _ALIGN)
         at = self._op_names.get(plan.peak_op)
         peak = f" (the peak is at op {at!r})" if at is not None else ""
@@ -251,8 +252,7 @@ class CPUBackend(Backend):
         self.plan, self._arena, self._separate_arena = plan, arena, separate
         for key, tensor in self._dynamic.items():
             tensor.host = self._view(self._arena, plan.offsets[key], tensor)
-        for tensor, offset in zip(self._separate, offsets, strict=True):
-            user = _user_memory(tensor)
+        for tensor, offset, user in zip(self._separate, offsets, users, strict=True):
             tensor.host = self._view(separate, offset, tensor) if user is None else user
 
     @staticmethod
