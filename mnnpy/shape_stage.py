@@ -2,7 +2,8 @@
 
 MNN's shape stage runs every op's SizeComputer, then computes the ops whose inputs are all known
 (constant folding). What an op answers depends on the op and on its inputs' shapes, dtypes,
-formats and values alone, so :func:`shape_op` keeps the answer (:class:`Shaped`) with the inputs
+formats and values alone (If and While: also on the run-time values the session gave their
+outputs), so :func:`shape_op` keeps the answer (:class:`Shaped`) with the inputs
 it was computed for, and the next shape stage that sees the same inputs (the same value objects)
 gives the outputs that answer again instead of computing it. Folded outputs whose values come out
 as before keep their old value objects, so their readers see unchanged inputs too: a resize that
@@ -34,7 +35,9 @@ class Shaped(NamedTuple):
 
     Attributes:
         fold: whether folding was tried.
-        key: per input, its shape, dtype, format and the id of its values (``describe.content``).
+        key: per input, its shape, dtype, format and the id of its values (``describe.content``);
+            then per output, the id of the values it had before (run-time values the session
+            set, which If and While shape from).
         values: those values, held so that their ids stay theirs.
         outputs: per output, its shape, dtype, format and folded values (None when not folded).
         folded: whether the op folded.
@@ -66,7 +69,11 @@ def shape_op(
     Raises:
         MNNError: the shapes are inconsistent (the op's shape function says why).
     """
-    key = tuple([(t.shape, t.dtype, t.dimension_format, id(t.describe.content)) for t in inputs])
+    known = tuple([t.describe.content for t in outputs])  # run-time values If / While read
+    key: tuple[tuple[Any, ...], ...] = (
+        *[(t.shape, t.dtype, t.dimension_format, id(t.describe.content)) for t in inputs],
+        *[(id(v),) for v in known],
+    )
     if last is not None and last.fold == fold and last.key == key:
         for out, (shape, dtype, fmt, content) in zip(outputs, last.outputs, strict=True):
             out.shape, out.dtype, out.dimension_format = shape, dtype, fmt
@@ -83,7 +90,7 @@ def shape_op(
         folded = fold and try_fold(op, inputs, outputs)
     if folded and last is not None and last.folded:  # values as before: the same objects, so
         _keep_same(outputs, last.outputs)  # the readers' inputs are unchanged too
-    values = tuple([t.describe.content for t in inputs])  # holds the ids in ``key``
+    values = tuple([t.describe.content for t in inputs]) + known  # holds the ids in ``key``
     states = tuple(
         [
             (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
