@@ -24,7 +24,7 @@ from mnnpy.backend.contract import acquire_buffer, release_buffer
 from mnnpy.backend.graph_hooks import GraphHooks
 from mnnpy.errors import MNNError, NotSupportError
 from mnnpy.net import OpDef
-from mnnpy.ops import compute_shape, count_macs, try_fold
+from mnnpy.ops import count_macs
 from mnnpy.optimization import Node, SubgraphView, Substitution, check_views
 from mnnpy.placement import Placement, candidates, place
 from mnnpy.unit import OpInfo, Unit, UnitPlan, Waiting, storage_type_of
@@ -98,9 +98,9 @@ class FusedUnit(Unit):
     def shape(self) -> Waiting | bool:
         """Shape every member (a group never folds)."""
         for m in self.group:
-            needed = compute_shape(m.op, m.inputs, m.outputs)
-            if needed is not None:
-                return Waiting(needed)
+            shaped = m.shape_outputs(fold=False)
+            if isinstance(shaped, Waiting):
+                return shaped
         return False
 
     def prepare(
@@ -149,9 +149,10 @@ def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit]
     for unit in pipeline.units:
         try:
             with pipeline._scopes(unit.op):
-                if compute_shape(unit.op, unit.inputs, unit.outputs) is not None:
+                shaped = unit.shape()
+                if isinstance(shaped, Waiting):
                     return None
-                if try_fold(unit.op, unit.inputs, unit.outputs):
+                if shaped:
                     for t in unit.outputs:
                         t.describe.backend = pipeline.host
                     if folded is not None:

@@ -23,8 +23,9 @@ from mnnpy.backend import Backend, ForwardType, StorageType
 from mnnpy.backend.contract import acquire_buffer, check_memory, release_buffer
 from mnnpy.backend.handles import Edge, EdgeStrategy, choose_edge
 from mnnpy.errors import InvalidValueError
-from mnnpy.ops import compute_shape, count_macs, try_fold
+from mnnpy.ops import count_macs
 from mnnpy.placement import Placement, place
+from mnnpy.shape_stage import Shaped, shape_op
 from mnnpy.tensor import Tensor, TensorUsage
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ class Waiting:
 class Unit:
     """One op of a pipeline: its tensors, its execution (kept across resizes) and its plan."""
 
-    __slots__ = ("op", "inputs", "outputs", "execution", "backend", "placement", "plan")
+    __slots__ = ("op", "inputs", "outputs", "execution", "backend", "placement", "plan", "_shaped")
 
     def __init__(self, op: OpDef, inputs: list[Tensor], outputs: list[Tensor]) -> None:
         self.op = op
@@ -141,6 +142,7 @@ class Unit:
         self.backend: Backend | None = None
         self.placement: Placement | None = None
         self.plan: UnitPlan | None = None  # the last resize's, set by Pipeline.prepare
+        self._shaped: Shaped | None = None  # the last shape stage's answer (mnnpy.shape_stage)
 
     @property
     def folded(self) -> bool:
@@ -158,14 +160,23 @@ class Unit:
     def shape(self) -> Waiting | bool:
         """MNN's shape stage for this op: its output shapes, then fold it when it can.
 
+        Inputs as at the last shape stage give the outputs that stage's answer again
+        (:mod:`mnnpy.shape_stage`).
+
         Returns:
             ``Waiting`` when the shapes need values known only at run time; else whether the op
             folded (its outputs computed now, into ``describe.content``).
         """
-        needed = compute_shape(self.op, self.inputs, self.outputs)
-        if needed is not None:
-            return Waiting(needed)
-        return try_fold(self.op, self.inputs, self.outputs)
+        return self.shape_outputs(fold=True)
+
+    def shape_outputs(self, fold: bool) -> Waiting | bool:
+        """:meth:`shape`, folding only with ``fold`` (a substitution's members never fold)."""
+        shaped = shape_op(self.op, self.inputs, self.outputs, fold, self._shaped)
+        if isinstance(shaped, Shaped):
+            self._shaped = shaped
+            return shaped.folded
+        self._shaped = None
+        return Waiting(shaped)
 
     def prepare(
         self,
@@ -198,6 +209,9 @@ class Unit:
             for t in self.inputs:
                 t.describe.shape_reads -= 1
             self._release_inputs(())
+            last = self.plan  # a folded op's plan is the same at every resize
+            if last is not None and last.execution is None and last.backend is host:
+                return last
             return UnitPlan(None, host, tuple(self.inputs), (), None)
         if self.execution is None:  # executions (and their weights) outlive resizes
             self.execution, self.backend, self.placement = place(

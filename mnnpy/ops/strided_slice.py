@@ -26,7 +26,7 @@ Entry = tuple[int, int, int, bool, bool, bool, bool]
 
 
 def _ints(v: np.ndarray) -> list[int]:
-    return [int(x) for x in np.asarray(v).ravel()]
+    return [int(x) for x in np.asarray(v).ravel().tolist()]  # Python scalars: cheaper
 
 
 def _trunc_div(a: int, b: int) -> int:
@@ -48,8 +48,13 @@ def entries(op: OpDef, shape: Sequence[int], values: Sequence[np.ndarray]) -> li
     n = len(begin)
     if len(end) != n:
         raise ComputeSizeError(f"StridedSlice begin {begin!r} and end {end!r} differ in length")
-    masks = [int(m) for m in (p.beginMask, p.endMask, p.shrinkAxisMask, p.newAxisMask)]
-    bit = [[bool(m >> i & 1) for m in masks] for i in range(max(n, rank))]
+    b_mask, e_mask, s_mask, n_mask = (
+        int(m) for m in (p.beginMask, p.endMask, p.shrinkAxisMask, p.newAxisMask)
+    )
+    bit = [
+        (b_mask >> i & 1 == 1, e_mask >> i & 1 == 1, s_mask >> i & 1 == 1, n_mask >> i & 1 == 1)
+        for i in range(max(n, rank))
+    ]
     if int(p.fromType) == 1:
         axes = _ints(values[2]) if len(values) > 2 else list(range(n))
         steps = _ints(values[3]) if len(values) > 3 else [1] * n
@@ -62,11 +67,11 @@ def entries(op: OpDef, shape: Sequence[int], values: Sequence[np.ndarray]) -> li
                 raise ComputeSizeError(f"StridedSlice axis {a} is out of range for rank {rank}")
             d = shape[a]
             spans[a] = [b + d if b < 0 else b, e + d if e < 0 else e, s]
-        return [(b, e, s, *bit[i]) for i, (b, e, s) in enumerate(spans)]  # type: ignore[misc]
+        return [(b, e, s, *bit[i]) for i, (b, e, s) in enumerate(spans)]
     strides = _ints(values[2]) if len(values) > 2 else [1] * n
     if len(strides) != n:
         raise ComputeSizeError(f"StridedSlice strides {strides!r} for {n} entries")
-    rows: list[Entry] = [(begin[i], end[i], strides[i], *bit[i]) for i in range(n)]  # type: ignore[misc]
+    rows: list[Entry] = [(begin[i], end[i], strides[i], *bit[i]) for i in range(n)]
     if int(p.ellipsisMask) == 0:
         return rows
     if any(r[6] for r in rows):

@@ -1,0 +1,114 @@
+"""The shape stage of one op: its output shapes, then its fold, remembered for the next resize.
+
+MNN's shape stage runs every op's SizeComputer, then computes the ops whose inputs are all known
+(constant folding). What an op answers depends on the op and on its inputs' shapes, dtypes,
+formats and values alone (If and While: also on the run-time values the session gave their
+outputs), so :func:`shape_op` keeps the answer (:class:`Shaped`) with the inputs
+it was computed for, and the next shape stage that sees the same inputs (the same value objects)
+gives the outputs that answer again instead of computing it. Folded outputs whose values come out
+as before keep their old value objects, so their readers see unchanged inputs too: a resize that
+changes the batch recomputes the shape arithmetic that depends on it, not the rest.
+
+The shape arithmetic converters leave in graphs (Shape, Gather, Unsqueeze, BinaryOp, Concat on
+int32 tensors of a few elements) goes through the op's small function where it has one
+(``mnnpy.ops._small``): the shapes and the values at once, as ``compute_shape`` then ``try_fold``
+would give them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from mnnpy.ops import compute_shape, try_fold
+from mnnpy.ops._small import small_function
+
+if TYPE_CHECKING:
+    from mnnpy.net import OpDef
+    from mnnpy.tensor import Tensor
+
+__all__ = ["Shaped", "shape_op"]
+
+
+class Shaped(NamedTuple):
+    """What the shape stage answered for an op, and for which inputs.
+
+    Attributes:
+        fold: whether folding was tried.
+        key: per input, its shape, dtype, format and the id of its values (``describe.content``);
+            then per output, the id of the values it had before (run-time values the session
+            set, which If and While shape from).
+        values: those values, held so that their ids stay theirs.
+        outputs: per output, its shape, dtype, format and folded values (None when not folded).
+        folded: whether the op folded.
+    """
+
+    fold: bool
+    key: tuple[tuple[Any, ...], ...]
+    values: tuple[Any, ...]
+    outputs: tuple[tuple[Any, ...], ...]
+    folded: bool
+
+
+def shape_op(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], fold: bool, last: Shaped | None
+) -> Shaped | Tensor:
+    """Shape the outputs of ``op``, then fold it (with ``fold``) when it can.
+
+    Args:
+        op: the op.
+        inputs: its input tensors, shaped (and their values set where known).
+        outputs: its output tensors, to shape.
+        fold: whether to try folding (a substitution's members never fold).
+        last: the answer of the previous shape stage for this op, or None.
+
+    Returns:
+        The answer, to pass as ``last`` next time; or, when the shapes need values known only at
+        run time, the tensor holding them.
+
+    Raises:
+        MNNError: the shapes are inconsistent (the op's shape function says why).
+    """
+    known = tuple([t.describe.content for t in outputs])  # run-time values If / While read
+    key: tuple[tuple[Any, ...], ...] = (
+        *[(t.shape, t.dtype, t.dimension_format, id(t.describe.content)) for t in inputs],
+        *[(id(v),) for v in known],
+    )
+    if last is not None and last.fold == fold and last.key == key:
+        for out, (shape, dtype, fmt, content) in zip(outputs, last.outputs, strict=True):
+            out.shape, out.dtype, out.dimension_format = shape, dtype, fmt
+            if last.folded:  # else a run-time value the session set stays
+                out.describe.content = content
+        return last
+    small = small_function(op.type) if fold and not op.output_describes else None
+    if small is not None and small(op, inputs, outputs):
+        folded = True
+    else:
+        needed = compute_shape(op, inputs, outputs)
+        if needed is not None:
+            return needed
+        folded = fold and try_fold(op, inputs, outputs)
+    if folded and last is not None and last.folded:  # values as before: the same objects, so
+        _keep_same(outputs, last.outputs)  # the readers' inputs are unchanged too
+    values = tuple([t.describe.content for t in inputs]) + known  # holds the ids in ``key``
+    states = tuple(
+        [
+            (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
+            for t in outputs
+        ]
+    )
+    return Shaped(fold, key, values, states, folded)
+
+
+def _keep_same(outputs: Sequence[Tensor], last: Sequence[tuple[Any, ...]]) -> None:
+    """Outputs folded to the values they had last time get the same value objects back."""
+    for out, state in zip(outputs, last, strict=True):
+        old, new = state[3], out.describe.content
+        if (
+            old is not None
+            and new is not None
+            and old.dtype == new.dtype
+            and old.shape == new.shape
+            and old.tobytes() == new.tobytes()
+        ):
+            out.describe.content = old
