@@ -8,8 +8,9 @@
  * GEMM wastes most of its work here: k is 27 for a 3x3 RGB layer, the im2col copy moves one value
  * at a time (channels are not a multiple of 4) and is as large as the output. Here a register
  * holds 16 output channels of one pixel, and each input value is broadcast to the panels of up
- * to 8 pixels in flight. Rows of a pixel whose window leaves the image are skipped (the same
- * for the whole row); pixels whose kx taps leave the row take the one-pixel path. A pixel's
+ * to 8 pixels in flight (AVX-512; AVX2: two 8-lane registers per pixel, 4 pixels). Rows of a
+ * pixel whose window leaves the image are skipped (the same for the whole row); pixels whose
+ * kx taps leave the row take the one-pixel path. A pixel's
  * path depends only on its position, so any split of rows gives the same bits.
  */
 #ifndef MNNPY_CONV_DIRECT_KERNELS_H
@@ -17,7 +18,7 @@
 
 #include "simd.h"
 
-#define MNNPY_CD_MAX_TAPS 64 /* kx * ic of the AVX-512 path (others: the AVX2 one) */
+#define MNNPY_CD_MAX_TAPS 64 /* kx * ic of the blocked paths (more: one pixel at a time) */
 
 typedef struct {
     ptrdiff_t ic, ih, iw, oc, oh, ow, KY, KX, sy, sx, dy, dx, top, left;
@@ -49,8 +50,8 @@ MNNPY_INLINE void mnnpy_cd_interior(const mnnpy_cd_geom* g, ptrdiff_t* xa, ptrdi
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Portable C and AVX2 (the same loop, 16 output channels of one pixel at a time, which the
- * compiler vectorizes): output row oy, every column.
+ * Portable C (and AVX2 beyond MNNPY_CD_MAX_TAPS): 16 output channels of one pixel at a time,
+ * output row oy, every column. Slow (6-7x the GEMM); the creator does not choose it.
  */
 #define MNNPY_CD_ROW(NAME, ATTR)                                                                  \
     MNNPY_STATIC ATTR void NAME(const mnnpy_cd_geom* g, const float* src, float* dst,            \
@@ -89,6 +90,85 @@ MNNPY_CD_ROW(mnnpy_cd_row_generic, )
 MNNPY_CD_ROW(mnnpy_cd_row_avx2, MNNPY_T256)
 #endif
 #undef MNNPY_CD_ROW
+
+#if MNNPY_X86
+/* AVX2: P pixels x one 16-channel panel (two 8-lane registers per pixel), the same tap loop
+ * as the AVX-512 block below; keep0 / keep1 zero the lanes of output channels >= oc. */
+#define MNNPY_CD_BLOCK256(NAME, P)                                                                 \
+    MNNPY_INLINE MNNPY_T256 void NAME(const mnnpy_cd_geom* g, const float* src, float* dst,      \
+                                      const float* w, const float* bias, const ptrdiff_t* off,   \
+                                      ptrdiff_t iy0, ptrdiff_t ky0, ptrdiff_t ky1, ptrdiff_t ix0, \
+                                      ptrdiff_t kx0, ptrdiff_t kx1, ptrdiff_t j, ptrdiff_t pix,  \
+                                      __m256 lo, __m256 hi, __m256 keep0, __m256 keep1) {        \
+        const ptrdiff_t K = g->KY * g->KX * g->ic, plane = g->oh * g->ow;                        \
+        const ptrdiff_t blocks = (g->oc + 3) / 4 - j * 4, sx4 = g->sx * 4;                       \
+        __m256 a0[P], a1[P];                                                                     \
+        for (int p = 0; p < P; ++p) {                                                            \
+            a0[p] = _mm256_loadu_ps(bias + j * 16);                                              \
+            a1[p] = _mm256_loadu_ps(bias + j * 16 + 8);                                          \
+        }                                                                                        \
+        for (ptrdiff_t ky = ky0; ky < ky1; ++ky) {                                               \
+            const float* px = src + ((iy0 + ky * g->dy) * g->iw + ix0) * 4;                      \
+            const float* wk = w + j * K * 16 + ky * g->KX * g->ic * 16;                          \
+            for (ptrdiff_t t = kx0 * g->ic; t < kx1 * g->ic; ++t) {                              \
+                __m256 w0 = _mm256_loadu_ps(wk + t * 16), w1 = _mm256_loadu_ps(wk + t * 16 + 8); \
+                for (int p = 0; p < P; ++p) {                                                    \
+                    __m256 x = _mm256_broadcast_ss(px + off[t] + p * sx4);                       \
+                    a0[p] = _mm256_fmadd_ps(x, w0, a0[p]);                                       \
+                    a1[p] = _mm256_fmadd_ps(x, w1, a1[p]);                                       \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        for (int p = 0; p < P; ++p) {                                                            \
+            float* d = dst + (j * 4 * plane + pix + p) * 4;                                      \
+            __m256 v0 = _mm256_and_ps(keep0, _mm256_min_ps(hi, _mm256_max_ps(lo, a0[p])));       \
+            __m256 v1 = _mm256_and_ps(keep1, _mm256_min_ps(hi, _mm256_max_ps(lo, a1[p])));       \
+            _mm_storeu_ps(d, _mm256_castps256_ps128(v0));                                        \
+            if (blocks > 1) _mm_storeu_ps(d + plane * 4, _mm256_extractf128_ps(v0, 1));          \
+            if (blocks > 2) _mm_storeu_ps(d + plane * 8, _mm256_castps256_ps128(v1));            \
+            if (blocks > 3) _mm_storeu_ps(d + plane * 12, _mm256_extractf128_ps(v1, 1));         \
+        }                                                                                        \
+    }
+MNNPY_CD_BLOCK256(mnnpy_cd_block256x4, 4)
+MNNPY_CD_BLOCK256(mnnpy_cd_block256x1, 1)
+#undef MNNPY_CD_BLOCK256
+
+/* Output row oy on AVX2: interior columns 4 pixels at a time, the rest one at a time. */
+MNNPY_STATIC MNNPY_T256 void mnnpy_cd_row256(const mnnpy_cd_geom* g, const float* src,
+                                             float* dst, const float* w, const float* bias,
+                                             ptrdiff_t oy, ptrdiff_t xa, ptrdiff_t xb, float lo,
+                                             float hi) {
+    const ptrdiff_t np = (g->oc + 15) / 16;
+    ptrdiff_t iy0 = oy * g->sy - g->top, ky0, ky1;
+    mnnpy_cd_taps(iy0, g->dy, g->KY, g->ih, &ky0, &ky1);
+    __m256 l8 = _mm256_set1_ps(lo), h8 = _mm256_set1_ps(hi);
+    __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    ptrdiff_t off[MNNPY_CD_MAX_TAPS];
+    for (ptrdiff_t t = 0; t < g->KX * g->ic; ++t) off[t] = (t / g->ic) * g->dx * 4 + t % g->ic;
+    for (ptrdiff_t j = 0; j < np; ++j) {
+        __m256 keep0 = all, keep1 = all;
+        if (j == np - 1) { /* lanes of channels >= oc */
+            __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            __m256i n = _mm256_set1_epi32((int)(g->oc - j * 16));
+            keep0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, lane));
+            lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8));
+            keep1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, lane));
+        }
+        for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {
+            ptrdiff_t ix0 = ox * g->sx - g->left, kx0, kx1;
+            if (ox >= xa && ox + 4 <= xb) {
+                mnnpy_cd_block256x4(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, 0, g->KX, j,
+                                    oy * g->ow + ox, l8, h8, keep0, keep1);
+                ox += 3;
+                continue;
+            }
+            mnnpy_cd_taps(ix0, g->dx, g->KX, g->iw, &kx0, &kx1);
+            mnnpy_cd_block256x1(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, kx0, kx1, j,
+                                oy * g->ow + ox, l8, h8, keep0, keep1);
+        }
+    }
+}
+#endif /* MNNPY_X86 */
 
 #if MNNPY_X86
 /* Stores 16 output channels (panel j) of one pixel: 4 blocks of 4, those below ceil(oc/4). */
@@ -200,6 +280,12 @@ MNNPY_STATIC void mnnpy_cd_row(int isa, const mnnpy_cd_geom* g, const float* src
         ptrdiff_t xa, xb;
         mnnpy_cd_interior(g, &xa, &xb);
         mnnpy_cd_row512(g, src, dst, w, bias, oy, xa, xb, lo, hi);
+        return;
+    }
+    if (isa >= MNNPY_ISA_AVX2 && g->KX * g->ic <= MNNPY_CD_MAX_TAPS) {
+        ptrdiff_t xa, xb;
+        mnnpy_cd_interior(g, &xa, &xb);
+        mnnpy_cd_row256(g, src, dst, w, bias, oy, xa, xb, lo, hi);
         return;
     }
     if (isa >= MNNPY_ISA_AVX2) {
