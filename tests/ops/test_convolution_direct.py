@@ -26,7 +26,7 @@ def isa(request: pytest.FixtureRequest):
         (3, 32, (3, 3), 2, 1, (41, 38)),  # MobileNet / EfficientNet stem
         (3, 64, (3, 3), 2, 0, (33, 35)),  # SqueezeNet conv1
         (3, 20, (7, 7), 2, 3, (30, 27)),  # ResNet stem, odd output channels
-        (4, 40, (4, 4), 4, 0, (40, 36)),  # ConvNeXt patchify
+        (2, 40, (4, 4), 4, 0, (40, 36)),  # ConvNeXt-style patchify
         (1, 9, (5, 5), 1, 2, (17, 23)),  # one channel, stride 1
     ],
 )
@@ -47,11 +47,11 @@ def test_first_layer_runs_direct(isa, c, oc, k, stride, pad, hw) -> None:
         ((3, 5, 1, 1), (1, 1)),
         ((2, 3, 37, 1), (3, 1)),
         ((1, 3, 6, 30), (3, 3)),
-        ((1, 5, 16, 16), (3, 3)),
+        ((1, 4, 16, 16), (3, 3)),
     ],
 )
 def test_not_direct(shape, k) -> None:
-    """1x1 images (a MatMul), width-1 1-D inputs, outputs under 8 pixels, 5+ channels: GEMM."""
+    """1x1 images (a MatMul), width-1 1-D inputs, outputs under 8 pixels, 4+ channels: GEMM."""
     x = data(shape)
     param = conv(shape[1], 8, k)
     ex = execution_of(run(x, param, CONV, 1, "NORMAL")[1])

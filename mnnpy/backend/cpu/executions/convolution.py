@@ -3,7 +3,7 @@
 The creator picks the execution from the parameters and the memory mode (the cost models of
 ``convolution_choice.py``, MNN's ConvolutionFloatFactory): depthwise (group == input == output
 channels, 1 included) -> ``CPUConvolutionDepthwise``; other groups (depthwise with a multiplier
-too) -> ``CPUConvolutionGroup``; group 1 on at most 4 input channels (a first layer) ->
+too) -> ``CPUConvolutionGroup``; group 1 on 1-3 input channels (a first layer) ->
 ``CPUConvolutionDirect``; dense 3x3 stride 1 -> ``CPUConvolutionWinograd`` when the cost
 model says it beats im2col + GEMM; every other group-1 convolution -> ``CPUConvolutionGemm``.
 Each packs its weights once, at creation, into STATIC memory (``CPUBackend.static_copy``); with
@@ -124,7 +124,7 @@ def _build(
         if unit:  # Winograd weights transformed a chunk at a time, each run
             return CPUConvolutionWinogradLimit(backend, op, weight, bias, unit), _none, _none
         return CPUConvolutionGemmLimit(backend, op, weight, bias), _none, _none
-    if direct_eligible(geo):  # a first layer: at most 4 input channels
+    if direct_eligible(geo):  # a first layer: 1-3 input channels
         direct = CPUConvolutionDirect
         return (
             direct(backend, op, weight, bias),

@@ -52,7 +52,10 @@ _DIRECT_MIN_HW = 8
 
 
 def direct_eligible(geo: ConvGeometry) -> bool:
-    """Group 1 on at most 4 input channels (one NC4HW4 block): ``CPUConvolutionDirect``.
+    """Group 1 on 1-3 input channels (part of one NC4HW4 block): ``CPUConvolutionDirect``.
+
+    With 3 channels (RGB) im2col copies one value at a time (``_IM2COL_VALUE``); with 4 it
+    copies whole pixels, or the stride-1 GEMM reads the input in place, so the GEMM stays.
 
     Only on an image (output at least 8 x 8): a batch of 1x1 images (a converted MatMul) is a
     row-major GEMM, and a 1-D convolution on width-1 images runs along W as one GEMM
@@ -65,7 +68,7 @@ def direct_eligible(geo: ConvGeometry) -> bool:
     """
     small = min(geo.out_hw) < _DIRECT_MIN_HW
     fast = G.get_isa() != "generic"
-    return fast and geo.group == 1 and geo.in_channels <= 4 and not small
+    return fast and geo.group == 1 and geo.in_channels < 4 and not small
 
 
 def choose(geo: ConvGeometry, low_memory: bool) -> int:
