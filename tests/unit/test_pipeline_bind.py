@@ -35,6 +35,7 @@ def test_bound_steps_give_what_on_execute_gives(threads: int) -> None:
     # the convolutions and the raster ops (region copies, kernels.raster.bind_regions)
     assert bound == {
         "CPUConvolutionGemm",
+        "CPUConvolutionDirect",
         "CPUConvolutionDepthwise",
         "CPUConvertTensor",
         "CPUMovement",

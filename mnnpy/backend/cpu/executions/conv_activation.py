@@ -3,10 +3,11 @@
 ``Convolution -> UnaryOp`` (SiLU, GELU in both forms, hard-swish, tanh: each with f(0) = 0),
 where the UnaryOp is the only reader of the convolution's output, becomes the convolution's
 execution with ``act`` set: the GEMM and depthwise kernels apply the activation to each output
-tile right after writing it, while it is in cache (``gemm.pyx``, ``conv.pyx``), instead of a
-second pass over the whole tensor. It is the UnaryOp's own loop on the same values, so the
-result is bit-identical to the two ops run apart. MNN fuses only ReLU / ReLU6 into its
-convolutions (``lo`` / ``hi``, kept here too); ONNX Runtime and OpenVINO fuse these as well.
+tile right after writing it, while it is in cache (``gemm.pyx``, ``conv.pyx``,
+``conv_direct.pyx``), instead of a second pass over the whole tensor. It is the UnaryOp's own
+loop on the same values, so the result is bit-identical to the two ops run apart. MNN fuses
+only ReLU / ReLU6 into its convolutions (``lo`` / ``hi``, kept here too); ONNX Runtime and
+OpenVINO fuse these as well.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution import CPUConvolutionDepthwise
+from mnnpy.backend.cpu.executions.convolution_direct import CPUConvolutionDirect
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.executions.unary import CPUUnary
 from mnnpy.backend.cpu.kernels.gemm import FUSED_ACTS
@@ -29,7 +31,7 @@ from mnnpy.optimization import Node, SubgraphView, Substitution
 __all__ = ["conv_activation"]
 
 # exact types: not the LIMIT subclass with compressed weights, which runs chunk by chunk
-_CONVS = (CPUConvolutionGemm, CPUConvolutionDepthwise)
+_CONVS = (CPUConvolutionGemm, CPUConvolutionDepthwise, CPUConvolutionDirect)
 
 
 def _act_code(node: Node | None) -> int | None:

@@ -3,7 +3,8 @@
 The creator picks the execution from the parameters and the memory mode (the cost models of
 ``convolution_choice.py``, MNN's ConvolutionFloatFactory): depthwise (group == input == output
 channels, 1 included) -> ``CPUConvolutionDepthwise``; other groups (depthwise with a multiplier
-too) -> ``CPUConvolutionGroup``; dense 3x3 stride 1 -> ``CPUConvolutionWinograd`` when the cost
+too) -> ``CPUConvolutionGroup``; group 1 on 1-3 input channels (a first layer) ->
+``CPUConvolutionDirect``; dense 3x3 stride 1 -> ``CPUConvolutionWinograd`` when the cost
 model says it beats im2col + GEMM; every other group-1 convolution -> ``CPUConvolutionGemm``.
 Each packs its weights once, at creation, into STATIC memory (``CPUBackend.static_copy``); with
 weights (and bias) as input tensors, the same execution is wrapped in
@@ -23,7 +24,8 @@ import numpy as np
 from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase, chain, pad_to
-from mnnpy.backend.cpu.executions.convolution_choice import choose, choose_limit
+from mnnpy.backend.cpu.executions.convolution_choice import choose, choose_limit, direct_eligible
+from mnnpy.backend.cpu.executions.convolution_direct import CPUConvolutionDirect
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.executions.convolution_gemm_limit import CPUConvolutionGemmLimit
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
@@ -122,6 +124,13 @@ def _build(
         if unit:  # Winograd weights transformed a chunk at a time, each run
             return CPUConvolutionWinogradLimit(backend, op, weight, bias, unit), _none, _none
         return CPUConvolutionGemmLimit(backend, op, weight, bias), _none, _none
+    if direct_eligible(geo):  # a first layer: 1-3 input channels
+        direct = CPUConvolutionDirect
+        return (
+            direct(backend, op, weight, bias),
+            direct.pack_weight,
+            lambda b: pad_to(b, 16, b.dtype),
+        )
     unit = 0 if len(op.inputs) > 1 else choose(geo, backend.low_memory)
     if unit:
         assert isinstance(weight, np.ndarray)

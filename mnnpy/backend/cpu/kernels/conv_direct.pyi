@@ -1,0 +1,32 @@
+import numpy as np
+
+from mnnpy.backend.cpu.kernels.gemm import KernelCall
+
+MAX_CHANNELS: int
+
+class ConvDirectCall(KernelCall): ...
+
+def bind_conv_direct(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    lo: float,
+    hi: float,
+    num_thread: int = 1,
+    act: int = -1,
+) -> ConvDirectCall: ...
+def conv2d_direct(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    lo: float,
+    hi: float,
+    num_thread: int = 1,
+    act: int = -1,
+) -> None: ...
