@@ -9,6 +9,7 @@ which are never alive at the same time share bytes. This is MNN's deferred alloc
 
 from __future__ import annotations
 
+import random
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -16,6 +17,10 @@ from types import MappingProxyType
 __all__ = ["Block", "MemoryPlan", "MemoryPlanner", "align"]
 
 _NEVER = float("inf")
+# A plan above the lower bound is tried again in this many other orders (sizes jittered by a
+# seeded factor, so the result is the same every time), up to _RETRY_BLOCKS blocks.
+_RETRIES = 16
+_RETRY_BLOCKS = 1024
 
 
 def align(nbytes: int, alignment: int) -> int:
@@ -147,12 +152,25 @@ class MemoryPlanner:
 
     def compute(self) -> MemoryPlan:
         """Assign offsets to every buffer recorded so far and return the plan."""
-        placed: list[Block] = []
-        # Largest first: big buffers get the low offsets, small ones fill the gaps between them.
-        for block in sorted(self._blocks.values(), key=lambda b: (-b.size, b.start)):
-            block.offset = self._best_offset(block, placed)
-            placed.append(block)
+        blocks = list(self._blocks.values())
         lower_bound, peak_op = self._lower_bound()
+        # Largest first: big buffers get the low offsets, small ones fill the gaps between them.
+        best = self._place(sorted(blocks, key=lambda b: (-b.size, b.start)))
+        arena = _arena(blocks)
+        if arena > lower_bound and len(blocks) <= _RETRY_BLOCKS:
+            # Greedy placement can miss the bound (a buffer put low early blocks a later, longer
+            # one); nearby orders often reach it. Seeded, so a plan is the same every time.
+            for seed in range(_RETRIES):
+                jitter = random.Random(seed)
+                factor = {id(b): jitter.uniform(0.5, 1.5) for b in blocks}
+                order = sorted(blocks, key=lambda b: (-b.size * factor[id(b)], b.start))
+                offsets = self._place(order)
+                if _arena(blocks) < arena:
+                    best, arena = offsets, _arena(blocks)
+                    if arena <= lower_bound:
+                        break
+            for block, offset in zip(blocks, best, strict=True):
+                block.offset = offset
         return MemoryPlan(
             offsets=MappingProxyType(
                 {
@@ -163,11 +181,19 @@ class MemoryPlanner:
             sizes=MappingProxyType(
                 {key: self._view_at.get(key, (0, b.size))[1] for key, b in self._owner.items()}
             ),
-            arena_size=max((b.offset + b.size for b in placed), default=0),
+            arena_size=arena,
             lower_bound=lower_bound,
             peak_op=peak_op,
             blocks=tuple(sorted(self._blocks.values(), key=lambda b: b.start)),
         )
+
+    def _place(self, order: list[Block]) -> list[int]:
+        """Place ``order``'s blocks one by one (best fit); their offsets in creation order."""
+        placed: list[Block] = []
+        for block in order:
+            block.offset = self._best_offset(block, placed)
+            placed.append(block)
+        return [b.offset for b in self._blocks.values()]
 
     def _best_offset(self, block: Block, placed: list[Block]) -> int:
         live = sorted(
@@ -197,3 +223,8 @@ class MemoryPlanner:
             if alive > peak:
                 peak, peak_op = alive, op
         return peak, peak_op
+
+
+def _arena(blocks: list[Block]) -> int:
+    """Bytes an arena needs for ``blocks`` as placed."""
+    return max((b.offset + b.size for b in blocks), default=0)
