@@ -213,7 +213,8 @@ class _Pass:
             w = self.written.get(id(t))
             if w is None or w.backend is not backend:
                 continue
-            if t.describe.use_count != 1 or unit.inputs.count(t) != 1:
+            readers = t.describe.use_count - t.describe.shape_reads  # folded: shapes only
+            if readers != 1 or unit.inputs.count(t) != 1:
                 continue  # read by another op too (or a graph output): it is written
             composed = _through(placed, t, w.pieces)
             if composed is None:
