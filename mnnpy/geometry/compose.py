@@ -153,6 +153,11 @@ def _through(v: Piece, access: list[tuple[int | None, int]], u: Piece) -> list[P
     walk = _Walk(v.space, len(u.space))
     for k, (d, a) in enumerate(access):
         terms, start = u.dst.terms[k], u.dst.start[k]
+        terms = [(j, c) for j, c in terms if u.space[j] > 1]  # a dim of 1 moves nothing
+        if len(terms) == 1 and terms[0][1] > 1:  # a strided write (an interleave)
+            if not _strided(walk, u, d, a, 1 if d is None else v.space[d], start, terms[0]):
+                return []  # this producer piece writes nothing this piece reads
+            continue
         radix = _digits(u, terms) if terms else ([], [])
         if radix is None:
             return None
@@ -170,6 +175,27 @@ def _through(v: Piece, access: list[tuple[int | None, int]], u: Piece) -> list[P
         return None
     src = walk.side(u.src.layout, u.src.start, u.src.terms)
     return [Piece(walk.space, u.source, src, walk.moved(v.dst))]
+
+
+def _strided(
+    walk: _Walk, u: Piece, d: int | None, a: int, n: int, start: int, term: tuple[int, int]
+) -> bool:
+    """Walk dim ``d`` over the producer's positions ``start + c * q`` (producer dim ``j``).
+
+    ``d`` reads ``[a, a + n)`` (``a`` alone without ``d``); False when none of them is read.
+    """
+    j, c = term
+    q0 = max(0, -(-(a - start) // c))  # the first position at or after a
+    q1 = min(u.space[j], -(-(a + n - start) // c))
+    if q1 <= q0:
+        return False
+    walk.q_const[j] += q0
+    walk.seen[j] = True
+    if d is not None:
+        walk.offset[d], walk.space[d] = start + c * q0 - a, q1 - q0
+        walk.split[d] = [(d, c)]
+        walk.q_terms[j].append((d, 1))
+    return True
 
 
 def _invert(

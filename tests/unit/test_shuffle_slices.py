@@ -97,6 +97,8 @@ def test_torch_shuffle_matches_numpy(shape: tuple, fmt: DimensionFormat) -> None
         # the slices run regions, and the Concat is read through by the group Reshape
         assert units["s1_0"].execution._copies is not None
         assert units["cat1"].execution._skip[0] and not moves(units["cat1"])
+        # both slices read the shuffled tensor through, so it is not written
+        assert units["r2_1"].outputs[0].describe.virtual and not moves(units["r2_1"])
 
 
 @pytest.mark.parametrize("packed", [False, True])
@@ -120,3 +122,59 @@ def test_grouped_read_of_a_concat_is_cut_into_boxes(packed: bool) -> None:
     # a strided read (channel 2 * i) is no box of a few values: not composed
     stepped = R.Side(R.Layout(cat, packed), [0, 0, 0], [[(0, 1)], [(1, 2)], [(2, 1)]])
     assert C.compose(C.Piece([2, 6, 5], "cat", stepped, box((2, 6, 5), False)), writer) is None
+
+
+@pytest.mark.parametrize("second", [OpType.Permute, OpType.ReLU])
+def test_a_tensor_read_by_two_rasters_is_read_through_by_both(second: int) -> None:
+    """A Concat read by two Permutes is virtual (each reads the Concat's inputs, as MNN fuses a
+    virtual tensor into every raster); with a ReLU as the second reader it is written."""
+    shape = (1, 6, 2, 3)
+    net = NetT()
+    net.tensorName = ["x", "y", "cat", "a", "b"]
+    param = _param(PermuteT, dims=[0, 1, 3, 2]) if second == OpType.Permute else None
+    net.oplists = [
+        input_op("x", 0, shape),
+        input_op("y", 1, shape),
+        _op(OpType.Concat, "cat", [0, 1], [2], _param(AxisT, axis=1), OpParameter.Axis),
+        _op(OpType.Permute, "pa", [2], [3], _param(PermuteT, dims=[0, 2, 3, 1]),
+            OpParameter.Permute),
+        _op(second, "pb", [2], [4], param, OpParameter.Permute if param else OpParameter.NONE),
+    ]  # fmt: skip
+    net.outputName = ["a", "b"]
+    rng = np.random.default_rng(1)
+    x, y = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+    interp = mnnpy.Interpreter.from_buffer(pack_net(net))
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    interp.get_session_input(session, "x").copy_from(x)
+    interp.get_session_input(session, "y").copy_from(y)
+    interp.run_session(session)
+    cat = np.concatenate([x, y], axis=1)
+    b = cat.transpose(0, 1, 3, 2) if second == OpType.Permute else np.maximum(cat, 0)
+    np.testing.assert_array_equal(interp.get_session_output(session, "a").numpy(),
+                                  cat.transpose(0, 2, 3, 1))  # fmt: skip
+    np.testing.assert_array_equal(interp.get_session_output(session, "b").numpy(), b)
+    units = {u.op.name: u for p in session.pipelines for u in p._active}
+    assert units["cat"].outputs[0].describe.virtual == (second == OpType.Permute)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize(("lo", "n"), [(0, 12), (3, 6), (5, 1), (1, 1)])
+def test_slice_of_an_interleave_reads_its_sources(packed: bool, lo: int, n: int) -> None:
+    """Channels ``2 * i`` from ``a``, ``2 * i + 1`` from ``b`` (strided writes), read in part."""
+    a = np.arange(2 * 6 * 5, dtype=np.int32).reshape(2, 6, 5)
+    b = -1 - np.arange(2 * 6 * 5, dtype=np.int32).reshape(2, 6, 5)
+    mixed = (2, 12, 5)
+
+    def strided(first: int) -> R.Side:
+        return R.Side(R.Layout(mixed, packed), [0, first, 0], [[(0, 1)], [(1, 2)], [(2, 1)]])
+
+    writer = [
+        C.Piece([2, 6, 5], "a", box(a.shape, packed), strided(0)),
+        C.Piece([2, 6, 5], "b", box(b.shape, packed), strided(1)),
+    ]
+    reader = C.Piece([2, n, 5], "mixed", box(mixed, packed, [0, lo, 0]), box((2, n, 5), packed))
+    pieces = C.compose(reader, writer)
+    assert pieces is not None and {p.source for p in pieces} <= {"a", "b"}
+    bufs = {"a": storage(a, packed), "b": storage(b, packed)}
+    want = np.stack([a, b], axis=2).reshape(mixed)[:, lo : lo + n]
+    np.testing.assert_array_equal(execute(pieces, (2, n, 5), packed, bufs), want)
