@@ -11,6 +11,8 @@ one pass. Every other row stays as it is. :func:`reference` is the kernel's NumP
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from mnnpy.geometry.regions import COLS
@@ -22,14 +24,48 @@ MIN_RUN = 16  # pixels: shorter lane strips are left to the region rows
 _MAX_STRIPS = 1 << 14
 
 
+def _by_lanes(r: list[int]) -> bool:
+    """Whether the kernel already moves the row's middle dim in one pass (``raster.pyx`` lanes)."""
+    return 1 < r[3] <= 4 and min(r[6], r[9]) * (r[3] - 1) <= 3
+
+
+def _candidates(rows: np.ndarray) -> bool:
+    """Whether any row walks single lanes (steps 4 on both sides) over ``MIN_RUN`` pixels."""
+    return any(r[7] == 4 and r[10] == 4 and r[4] >= MIN_RUN for r in rows.tolist())
+
+
 def plan(
     jobs: list[tuple[int, np.ndarray]],
 ) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
     """Gather rows and the region rows left, from ``(source index, rows)`` jobs of one output.
 
     The rows must be of 4-byte elements. Returns ``(gather rows, [(source index, rows)])``; the
-    region rows of a strip that went into a gather are dropped, the rest kept in order.
+    region rows of a strip that went into a gather are dropped, the rest kept in order. Plans
+    are remembered by the rows (networks repeat the same copies block after block).
     """
+    if not any(_candidates(rows) for _, rows in jobs):
+        return np.zeros((0, GCOLS), np.int64), jobs
+    key = tuple((s, rows.tobytes()) for s, rows in jobs)
+    with _memo_lock:
+        known = _memo.get(key)
+    if known is None:
+        known = _plan(jobs)
+        with _memo_lock:
+            if len(_memo) >= _MEMO_SIZE:
+                _memo.pop(next(iter(_memo)))
+            _memo[key] = known
+    grows, rest = known
+    return grows.copy(), [(s, rows.copy()) for s, rows in rest]
+
+
+_MEMO_SIZE = 256
+_memo: dict[tuple, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
+_memo_lock = threading.Lock()
+
+
+def _plan(
+    jobs: list[tuple[int, np.ndarray]],
+) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
     strips: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}  # (base, n) -> lane: (s, off)
     expanded: list[tuple[int, list[list[int]], list[list[tuple[int, int, int]]]]] = []
     total = 0
@@ -38,7 +74,7 @@ def plan(
         cells: list[list[tuple[int, int, int]]] = []  # per row: (src off, dst off, n) strips
         for r in listed:
             cells.append([])
-            if r[7] != 4 or r[10] != 4 or r[4] < MIN_RUN:
+            if r[7] != 4 or r[10] != 4 or r[4] < MIN_RUN or _by_lanes(r):
                 continue
             total += r[2] * r[3]
             if total > _MAX_STRIPS:
