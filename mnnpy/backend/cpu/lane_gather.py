@@ -24,11 +24,6 @@ MIN_RUN = 16  # pixels: shorter lane strips are left to the region rows
 _MAX_STRIPS = 1 << 14
 
 
-def _by_lanes(r: list[int]) -> bool:
-    """Whether the kernel already moves the row's middle dim in one pass (``raster.pyx`` lanes)."""
-    return 1 < r[3] <= 4 and min(r[6], r[9]) * (r[3] - 1) <= 3
-
-
 def _candidates(rows: np.ndarray) -> bool:
     """Whether any row walks single lanes (steps 4 on both sides) over ``MIN_RUN`` pixels."""
     return any(r[7] == 4 and r[10] == 4 and r[4] >= MIN_RUN for r in rows.tolist())
@@ -74,7 +69,7 @@ def _plan(
         cells: list[list[tuple[int, int, int]]] = []  # per row: (src off, dst off, n) strips
         for r in listed:
             cells.append([])
-            if r[7] != 4 or r[10] != 4 or r[4] < MIN_RUN or _by_lanes(r):
+            if r[7] != 4 or r[10] != 4 or r[4] < MIN_RUN:
                 continue
             total += r[2] * r[3]
             if total > _MAX_STRIPS:
