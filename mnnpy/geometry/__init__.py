@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from mnnpy.geometry import compose as C
 from mnnpy.geometry import regions as R
 from mnnpy.geometry.compose import Piece
-from mnnpy.geometry.computers import Placed, regions_of, same_storage
+from mnnpy.geometry.computers import _COMPUTERS, Placed, regions_of, same_storage
 from mnnpy.net import OpType
 from mnnpy.tensor import Tensor, TensorUsage
 
@@ -165,6 +165,13 @@ class _Pass:
         self.seen: dict[int, int] = {}  # reads made by the units decided so far
         self.seen_folded: dict[int, int] = {}  # of those, by folded units (shapes only)
         self.taken: set[int] = set()  # tensors whose bytes a reshape will take over in place
+        self.readers: dict[int, list[Unit]] = {}
+        for u in units:
+            for t in dict.fromkeys(u.inputs):
+                self.readers.setdefault(id(t), []).append(u)
+        self.expected: dict[int, int] = {}  # readers of a tensor read by several
+        self.through: dict[int, int] = {}  # of those, how many read it through so far
+        self.shared_ok: dict[int, bool] = {}  # whether all of them may read it through
 
     def owner(self, t: Tensor) -> Backend | None:
         """The backend that will hold ``t`` (its writer's; folded outputs and inputs: the host)."""
@@ -202,6 +209,30 @@ class _Pass:
             and src.size == dst.size
         )
 
+    def shared(self, t: Tensor, backend: Backend, readers: int) -> bool:
+        """Whether each of the ``readers`` of ``t`` may read it through.
+
+        MNN fuses a virtual tensor into every raster reading it. Here all must be region ops on
+        ``backend`` reading it once whose pieces compose with its writer's; each then reads it
+        through, and ``t`` is virtual once all of them did.
+        """
+        known = self.shared_ok.get(id(t))
+        if known is not None:
+            return known
+        units = [u for u in self.readers.get(id(t), []) if self.target(u) is not None]
+        ok = len(units) == readers and all(
+            u.op.type in _COMPUTERS and self.target(u) is backend and u.inputs.count(t) == 1
+            for u in units
+        )
+        w = self.written[id(t)]
+        for u in units if ok else ():  # each composes alone (else none reads through)
+            placed = regions_of(u.op, u.inputs, u.outputs)
+            if placed is None or _through(placed, t, w.pieces) is None:
+                ok = False
+                break
+        self.shared_ok[id(t)] = ok
+        return ok
+
     def describe(self, unit: Unit) -> UnitGeometry | None:
         """Describe ``unit`` as regions and decide what it reads through; None: not regions."""
         backend = self.target(unit)
@@ -217,7 +248,13 @@ class _Pass:
             w = self.written.get(id(t))
             if w is None or w.backend is not backend:
                 continue
-            if t.describe.use_count != 1 or unit.inputs.count(t) != 1:
+            readers = self.expected.setdefault(
+                id(t),
+                t.describe.use_count - t.describe.shape_reads,  # folded: shapes only
+            )
+            if readers < 1 or unit.inputs.count(t) != 1:
+                continue
+            if readers > 1 and not self.shared(t, backend, readers):
                 continue  # read by another op too (or a graph output): it is written
             composed = _through(placed, t, w.pieces)
             if composed is None:
@@ -227,7 +264,8 @@ class _Pass:
             if not all(self.readable(s, backend) for s in new):
                 continue
             placed = composed
-            t.describe.virtual = True
+            self.through[id(t)] = self.through.get(id(t), 0) + 1
+            t.describe.virtual = self.through[id(t)] == readers  # every reader reads through
             decisions.append(ReadThrough(t, w.unit, w.index, new))
         for j, t in enumerate(unit.outputs):
             pieces = tuple(p for k, p in placed if k == j)

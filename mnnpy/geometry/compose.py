@@ -10,6 +10,8 @@ reader's range is a box of them. Anything else is refused (None) and the tensor 
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,8 +38,47 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
 
     The same copy reading the producer's sources instead (MNN's fuseRegion), or None when that is
     not affine (``piece`` must read a box; a merged dim is split only where the box follows its
-    digits).
+    digits). A piece reading a dim as a few boxes (a reshape splitting the channels into groups,
+    ``c = 58 * g + i``) is first cut into one box per value of the outer terms (:func:`_boxes`).
     """
+    boxes = _boxes(piece)
+    if boxes is None:
+        return None
+    result: list[Piece] = []
+    for box in boxes:
+        sub = _compose_box(box, producer)
+        if sub is None:
+            return None
+        result += sub
+    return result
+
+
+def _boxes(piece: Piece, limit: int = 16) -> list[Piece] | None:
+    """``piece`` as pieces that each read a box, or None.
+
+    The iteration dims of every term but a dim's one coefficient-1 term are fixed at each of
+    their values (at most ``limit`` pieces).
+    """
+    fix: list[int] = []
+    for terms in piece.src.terms:
+        if len(terms) > 1 or (terms and terms[0][1] != 1):
+            if sum(c == 1 for _, c in terms) != 1:
+                return None
+            fix += [j for j, c in terms if c != 1 and j not in fix]
+    if not fix:
+        return [piece]
+    if math.prod(piece.space[j] for j in fix) > limit:
+        return None
+    result = []
+    for values in itertools.product(*(range(piece.space[j]) for j in fix)):
+        src, dst, space = piece.src, piece.dst, list(piece.space)
+        for j, v in zip(fix, values, strict=True):
+            src, dst, space[j] = src.fixed(j, v), dst.fixed(j, v), 1
+        result.append(Piece(space, piece.source, src, dst))
+    return result
+
+
+def _compose_box(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     access = []
     for start, terms in zip(piece.src.start, piece.src.terms, strict=True):
         if len(terms) > 1 or (terms and terms[0][1] != 1):
@@ -112,6 +153,11 @@ def _through(v: Piece, access: list[tuple[int | None, int]], u: Piece) -> list[P
     walk = _Walk(v.space, len(u.space))
     for k, (d, a) in enumerate(access):
         terms, start = u.dst.terms[k], u.dst.start[k]
+        terms = [(j, c) for j, c in terms if u.space[j] > 1]  # a dim of 1 moves nothing
+        if len(terms) == 1 and terms[0][1] > 1:  # a strided write (an interleave)
+            if not _strided(walk, u, d, a, 1 if d is None else v.space[d], start, terms[0]):
+                return []  # this producer piece writes nothing this piece reads
+            continue
         radix = _digits(u, terms) if terms else ([], [])
         if radix is None:
             return None
@@ -129,6 +175,27 @@ def _through(v: Piece, access: list[tuple[int | None, int]], u: Piece) -> list[P
         return None
     src = walk.side(u.src.layout, u.src.start, u.src.terms)
     return [Piece(walk.space, u.source, src, walk.moved(v.dst))]
+
+
+def _strided(
+    walk: _Walk, u: Piece, d: int | None, a: int, n: int, start: int, term: tuple[int, int]
+) -> bool:
+    """Walk dim ``d`` over the producer's positions ``start + c * q`` (producer dim ``j``).
+
+    ``d`` reads ``[a, a + n)`` (``a`` alone without ``d``); False when none of them is read.
+    """
+    j, c = term
+    q0 = max(0, -(-(a - start) // c))  # the first position at or after a
+    q1 = min(u.space[j], -(-(a + n - start) // c))
+    if q1 <= q0:
+        return False
+    walk.q_const[j] += q0
+    walk.seen[j] = True
+    if d is not None:
+        walk.offset[d], walk.space[d] = start + c * q0 - a, q1 - q0
+        walk.split[d] = [(d, c)]
+        walk.q_terms[j].append((d, 1))
+    return True
 
 
 def _invert(

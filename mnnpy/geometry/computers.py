@@ -9,7 +9,8 @@ and its execution computes it as it likes.
 
 Permute, Concat, Slice and SliceTf are boxes (:func:`boxes`); Reshape, Flatten, Squeeze and
 Unsqueeze one copy over the shapes' common refinement (:func:`reshape_piece`); ConvertTensor
-between NCHW-ordered layouts the identity box. The CPU rasters run these pieces as storage
+between NCHW-ordered layouts the identity box; StridedSlice with positive steps and no dims added or
+dropped a strided box (MNN's GeometryStridedSlice). The CPU rasters run these pieces as storage
 regions (``regions.plan``); the geometry stage (:mod:`mnnpy.geometry`) composes them.
 """
 
@@ -23,7 +24,7 @@ import numpy as np
 from mnnpy.geometry import regions as R
 from mnnpy.geometry.compose import Piece
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import concat, content_of, permute, reshape, slice_tf
+from mnnpy.ops import concat, content_of, permute, reshape, slice_tf, strided_slice
 from mnnpy.ops import slice as slice_op
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
@@ -185,3 +186,24 @@ def _convert(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
     s_side = R.Side.box(layout_of(src), [0] * rank, range(rank))
     d_side = R.Side.box(layout_of(dst), [0] * rank, range(rank))
     return [(0, Piece(list(src.shape), src, s_side, d_side))]
+
+
+@register_geometry(OpType.StridedSlice)
+def _strided_slice(
+    op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
+) -> list[Placed] | None:
+    """A strided box; None for negative steps or when dims are added or dropped."""
+    src, out = inputs[0], outputs[0]
+    if src.dtype not in _COPIED or mixes_nhwc([src, out]) or len(inputs) < 3:
+        return None
+    if any(t.describe.content is None for t in inputs[1:]):
+        return None
+    index, sliced, _ = strided_slice.plan(op, src.shape, [content_of(t) for t in inputs[1:]])
+    if tuple(out.shape) != sliced or any((s.step or 1) < 0 for s in index):
+        return None
+    rank = src.ndim
+    start = [s.indices(n)[0] for s, n in zip(index, src.shape, strict=True)]
+    terms = [[(d, s.step or 1)] for d, s in enumerate(index)]
+    s_side = R.Side(layout_of(src), start, terms)
+    d_side = R.Side.box(layout_of(out), [0] * rank, range(rank))
+    return [(0, Piece(list(sliced), src, s_side, d_side))]

@@ -147,3 +147,19 @@ def test_matches_mnn(
     args = (OpType.StridedSlice, [x, *values], p, OpParameter.StridedSliceParam)
     model = make_single_op_net(*args, consts=consts, fmt=NCHW)
     assert_close(run_op(*args, consts=consts, fmt=NCHW)[0], run_mnn(model, x, tmp_path))
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize(
+    ("vectors", "index"),
+    [
+        ([[58], [116], [1]], np.s_[:, 58:116]),  # ShuffleNet's second half: lanes shift by 2
+        ([[3], [100], [1], [3]], np.s_[:, 3:100:3]),  # a channel step of 3
+        ([[1, 2], [117, 6], [1, 3], [2, 3]], np.s_[:, 1:117:2, :, 2:6:3]),
+        ([[-1], [-(2**31)], [1], [-1]], np.s_[:, ::-1]),  # negative: the NumPy fall-back
+    ],
+)
+def test_onnx_channel_slices(vectors: list, index: Any, fmt: DimensionFormat) -> None:
+    """NC4HW4 channel slices at odd offsets and steps (regions), as in PyTorch exports."""
+    x = data((2, 117, 3, 5))
+    np.testing.assert_array_equal(run(x, vectors, param(1), fmt=fmt), x[index])

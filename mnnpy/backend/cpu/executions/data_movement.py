@@ -127,10 +127,9 @@ class CPUDataMovement(Execution):
         self._io.write(outputs)
 
 
-_OPS = (
+_OPS = (  # StridedSlice: strided_slice.py (regions, with this execution as its fall-back)
     OpType.Fill,
     OpType.ZerosLike,
-    OpType.StridedSlice,
     OpType.Select,
     OpType.BroadcastTo,
     OpType.Tile,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from mnnpy.backend.cpu import lane_gather as LG
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.execution import Execution
 from mnnpy.geometry import regions as R
@@ -36,6 +37,27 @@ def _onto_itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> bool:
         return False
     same = (rows[:, 0] == rows[:, 1]) & (rows[:, 5:8] == rows[:, 8:11]).all(axis=1)
     return bool(same.all())
+
+
+def _lane_gathers(
+    copies: list[tuple[Tensor, int, np.ndarray]], outputs: Sequence[Tensor]
+) -> dict[int, tuple[tuple[Tensor, ...], np.ndarray, list[tuple[int, np.ndarray]]]]:
+    """The lane gathers of each output of 4-byte elements whose lane rows regroup.
+
+    Per output (``lane_gather.plan``): its sources, gather rows and the region rows left, as
+    (source index, rows).
+    """
+    result = {}
+    for j, out in enumerate(outputs):
+        mine = [(src, rows) for src, k, rows in copies if k == j]
+        if out.dtype.itemsize != 4 or not mine:
+            continue
+        srcs = tuple({id(src): src for src, _ in mine}.values())
+        index = {id(src): k for k, src in enumerate(srcs)}
+        grows, rest = LG.plan([(index[id(src)], rows) for src, rows in mine])
+        if len(grows):
+            result[j] = (srcs, grows, rest)
+    return result
 
 
 class CPURaster(Execution):
@@ -63,6 +85,7 @@ class CPURaster(Execution):
         self._skip = [t.describe.virtual for t in outputs]
         self._write_all = [False] * len(outputs)
         self._copies: list[tuple[Tensor, int, np.ndarray]] | None = None
+        self._gathers: dict[int, tuple[tuple[Tensor, ...], np.ndarray, list]] = {}
         self._pieces: list[Placed] = []
         decided = [t.describe.regions for t in outputs]
         if all(r is not None for r in decided):  # the geometry stage's plan (mnnpy.geometry)
@@ -77,6 +100,7 @@ class CPURaster(Execution):
             self.resize_plain(inputs, outputs)
             return
         self._pieces, self._copies = pieces, copies
+        self._gathers = _lane_gathers(copies, outputs)
         pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)]
         self._pads = [(j, rows) for j, rows in pads if len(rows)]
 
@@ -97,6 +121,18 @@ class CPURaster(Execution):
             src: Tensor = p.source  # type: ignore[assignment]
             grouped.setdefault((id(src), j), (src, j, []))[2].append(rows)
         return [(s, j, np.concatenate(rows)) for s, j, rows in grouped.values()]
+
+    def _runs(self) -> list[tuple[Tensor | tuple[Tensor, ...], int, np.ndarray]]:
+        """What runs: per output its lane gathers (sources a tuple) and region rows left."""
+        assert self._copies is not None
+        runs: list[tuple[Tensor | tuple[Tensor, ...], int, np.ndarray]] = []
+        for src, j, rows in self._copies:
+            if j not in self._gathers:
+                runs.append((src, j, rows))
+        for j, (srcs, grows, rest) in self._gathers.items():
+            runs.append((srcs, j, grows))
+            runs += [(srcs[k], j, rows) for k, rows in rest]
+        return runs
 
     def idle(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
         """Whether this execution has nothing to do with the buffers as planned.
@@ -123,8 +159,11 @@ class CPURaster(Execution):
         self._skip = [t.describe.virtual for t in outputs]
         if self._copies is None:
             return None
-        jobs = [(src.buffer, outputs[j].buffer, rows, False)
-                for src, j, rows in self._copies if not self._skip[j]]  # fmt: skip
+        jobs: list[tuple] = []
+        for src, j, rows in self._runs():
+            if not self._skip[j]:
+                srcs = tuple(t.buffer for t in src) if isinstance(src, tuple) else src.buffer
+                jobs.append((srcs, outputs[j].buffer, rows, False))
         jobs += [(outputs[j].buffer, outputs[j].buffer, rows, True)
                  for j, rows in self._pads if not self._skip[j]]  # fmt: skip
         return K.bind_regions(jobs, self.backend.num_thread)
@@ -135,8 +174,12 @@ class CPURaster(Execution):
             return
         t = self.backend.num_thread
         skip = self._skip if not self.backend.observed else self._write_all
-        for src, j, rows in self._copies:
-            if not skip[j]:
+        for src, j, rows in self._runs():
+            if skip[j]:
+                continue
+            if isinstance(src, tuple):
+                K.gather_regions(tuple(x.buffer for x in src), outputs[j].buffer, rows, t)
+            else:
                 K.copy_regions(src.buffer, outputs[j].buffer, rows, t)
         for j, rows in self._pads:
             if not skip[j]:

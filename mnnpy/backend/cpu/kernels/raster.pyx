@@ -34,9 +34,12 @@ cdef extern from "raster_kernels.h" nogil:
                           Py_ssize_t lo, Py_ssize_t hi, int es, int zero)
     void mnnpy_raster_lanes(const char* src, char* dst, const long long* r, Py_ssize_t i,
                             Py_ssize_t lo, Py_ssize_t hi, int es, int zero)
+    void mnnpy_raster_gather4(const char* const* srcs, char* dst, const long long* g,
+                              Py_ssize_t lo, Py_ssize_t hi)
 
 cdef enum:
     COLS = 11
+    GCOLS = 10  # a gather row: dst_off, n, then (source index, offset) per lane
     MIN_PARALLEL_BYTES = 65536  # below this a parallel region costs more than it saves
 
 
@@ -161,6 +164,50 @@ def zero_regions(dst, regions, int num_thread=1):
     _apply(dst, dst, regions, num_thread, True)
 
 
+cdef void _gather(const char** srcs, char* dst, const long long* rows, Py_ssize_t count,
+                  int num_thread) noexcept nogil:
+    """All gather rows, split among up to ``num_thread`` threads (rows, or each row's run)."""
+    cdef Py_ssize_t q, work = 0, part
+    for q in range(count):
+        work += rows[q * GCOLS + 1] * 4
+    if num_thread <= 1 or work * 4 < MIN_PARALLEL_BYTES:
+        _gather_part(srcs, dst, rows, count, 0, 1)
+        return
+    for part in prange(num_thread, num_threads=num_thread, schedule="static"):
+        _gather_part(srcs, dst, rows, count, part, num_thread)
+
+
+cdef void _gather_part(const char** srcs, char* dst, const long long* rows, Py_ssize_t count,
+                       Py_ssize_t part, Py_ssize_t parts) noexcept nogil:
+    cdef Py_ssize_t q, n
+    if count >= parts:
+        for q in range(count * part // parts, count * (part + 1) // parts):
+            mnnpy_raster_gather4(srcs, dst, rows + q * GCOLS, 0, rows[q * GCOLS + 1])
+        return
+    for q in range(count):
+        n = rows[q * GCOLS + 1]
+        mnnpy_raster_gather4(srcs, dst, rows + q * GCOLS, n * part // parts,
+                             n * (part + 1) // parts)
+
+
+cdef int _check_gather(const long long* rows, Py_ssize_t count, const Py_ssize_t* src_len,
+                       Py_ssize_t nsrc, Py_ssize_t dst_len) noexcept nogil:
+    """The index of the first bad gather row, or -1."""
+    cdef Py_ssize_t i, k, n
+    cdef const long long* g
+    for i in range(count):
+        g = rows + i * GCOLS
+        n = g[1]
+        if g[0] < 0 or n < 0 or (n and g[0] + 4 * (n - 1) + 3 >= dst_len):
+            return i
+        for k in range(4):
+            if g[2 + 2 * k] < 0 or g[2 + 2 * k] >= nsrc or g[3 + 2 * k] < 0:
+                return i
+            if n and g[3 + 2 * k] + 4 * (n - 1) >= src_len[g[2 + 2 * k]]:
+                return i
+    return -1
+
+
 cdef struct _Job:
     const char* src
     char* dst
@@ -168,6 +215,7 @@ cdef struct _Job:
     Py_ssize_t count
     int es
     bint zero
+    const char** srcs  # a gather job's sources (NULL for a region job)
 
 
 cdef class RegionsCall(KernelCall):
@@ -177,20 +225,98 @@ cdef class RegionsCall(KernelCall):
     cdef Py_ssize_t njobs
 
     def __dealloc__(self):
+        cdef Py_ssize_t q
+        if self.jobs != NULL:
+            for q in range(self.njobs):
+                free(self.jobs[q].srcs)
         free(self.jobs)
 
     cdef void run(self) noexcept:
         cdef Py_ssize_t q
         with nogil:
             for q in range(self.njobs):
-                _run(self.jobs[q].src, self.jobs[q].dst, self.jobs[q].rows, self.jobs[q].count,
-                     self.jobs[q].es, self.jobs[q].zero, self.num_thread)
+                if self.jobs[q].srcs != NULL:
+                    _gather(self.jobs[q].srcs, self.jobs[q].dst, self.jobs[q].rows,
+                            self.jobs[q].count, self.num_thread)
+                else:
+                    _run(self.jobs[q].src, self.jobs[q].dst, self.jobs[q].rows,
+                         self.jobs[q].count, self.jobs[q].es, self.jobs[q].zero,
+                         self.num_thread)
+
+
+cdef const char** _gather_sources(tuple srcs, Py_ssize_t* lens) except NULL:
+    """The data pointers of 4-byte C-contiguous ``srcs`` (lengths in elements into ``lens``)."""
+    cdef Py_buffer b
+    cdef Py_ssize_t k
+    cdef const char** ptrs = <const char**>malloc(max(len(srcs), 1) * sizeof(char*))
+    if ptrs == NULL:
+        raise MemoryError("gather: no memory for the sources")
+    for k, src in enumerate(srcs):
+        PyObject_GetBuffer(src, &b, PyBUF_SIMPLE)
+        try:
+            if b.itemsize != 4:
+                free(ptrs)
+                raise ValueError(f"gather sources must have 4-byte items, not {b.itemsize}")
+            ptrs[k] = <const char*>b.buf
+            lens[k] = b.len // 4
+        finally:
+            PyBuffer_Release(&b)
+    return ptrs
+
+
+cdef const char** _checked_gather(tuple srcs, object dst, object rows, Py_ssize_t* count,
+                                  char** dst_ptr, const long long** row_ptr) except NULL:
+    """Checked pointers of a gather job (the sources' array is the caller's to free)."""
+    cdef Py_buffer d, g
+    cdef Py_ssize_t bad
+    cdef Py_ssize_t* lens = <Py_ssize_t*>malloc(max(len(srcs), 1) * sizeof(Py_ssize_t))
+    if lens == NULL:
+        raise MemoryError("gather: no memory for the sources")
+    cdef const char** ptrs = NULL
+    try:
+        ptrs = _gather_sources(srcs, lens)
+        PyObject_GetBuffer(rows, &g, PyBUF_SIMPLE)
+        PyObject_GetBuffer(dst, &d, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        try:
+            if g.itemsize != 8 or g.len % (GCOLS * 8) or d.itemsize != 4:
+                raise ValueError(f"gather rows must be int64 rows of {GCOLS} into 4-byte items")
+            count[0] = g.len // (GCOLS * 8)
+            bad = _check_gather(<const long long*>g.buf, count[0], lens, len(srcs), d.len // 4)
+            if bad >= 0:
+                raise ValueError(f"gather row {bad} is negative or out of bounds")
+            dst_ptr[0] = <char*>d.buf
+            row_ptr[0] = <const long long*>g.buf
+        finally:
+            PyBuffer_Release(&d)
+            PyBuffer_Release(&g)
+    except BaseException:
+        free(ptrs)
+        raise
+    finally:
+        free(lens)
+    return ptrs
+
+
+def gather_regions(tuple srcs, dst, rows, int num_thread=1):
+    """Run gather rows (C-contiguous int64 rows of 10: ``dst_off, n`` then per lane ``l`` a
+    source index and offset): ``dst[dst_off + 4k + l] = srcs[s_l][o_l + 4k]`` for k < n, 4-byte
+    items. ``backend.cpu.lane_gather.reference`` is the NumPy twin."""
+    cdef Py_ssize_t count = 0
+    cdef char* d = NULL
+    cdef const long long* g = NULL
+    cdef const char** ptrs = _checked_gather(srcs, dst, rows, &count, &d, &g)
+    try:
+        with nogil:
+            _gather(ptrs, d, g, count, num_thread)
+    finally:
+        free(ptrs)
 
 
 def bind_regions(list jobs, int num_thread=1):
     """A ``RegionsCall`` running ``(src, dst, regions, zero)`` jobs in order, each as
     ``copy_regions(src, dst, regions)`` (or ``zero_regions(dst, regions)`` when ``zero``),
-    checked now. The buffers are kept alive; their contents may change, not their place."""
+    checked now; a job whose ``src`` is a tuple of buffers runs ``gather_regions(src, dst,
+    regions)``. The buffers are kept alive; their contents may change, not their place."""
     cdef RegionsCall call = RegionsCall()
     cdef Py_buffer s, d, g
     cdef Py_ssize_t q, count, bad, es
@@ -201,6 +327,12 @@ def bind_regions(list jobs, int num_thread=1):
     call.num_thread = num_thread
     call.buffers = tuple(jobs)
     for q, (src, dst, regions, zero) in enumerate(jobs):
+        if isinstance(src, tuple):
+            call.jobs[q].srcs = _checked_gather(src, dst, regions, &call.jobs[q].count,
+                                                &call.jobs[q].dst, &call.jobs[q].rows)
+            call.njobs = q + 1
+            continue
+        call.jobs[q].srcs = NULL
         PyObject_GetBuffer(regions, &g, PyBUF_SIMPLE)
         PyObject_GetBuffer(dst, &d, PyBUF_SIMPLE | PyBUF_WRITABLE)
         PyObject_GetBuffer(src, &s, PyBUF_SIMPLE)

@@ -169,4 +169,24 @@ MNNPY_STATIC void mnnpy_raster_lanes(const char* src, char* dst, const long long
     }
 }
 
+/* A gather row ``[dst_off, n, s0, o0, s1, o1, s2, o2, s3, o3]`` of 4-byte elements: for k in
+ * [lo, hi), ``dst[dst_off + 4k + l] = srcs[s_l][o_l + 4k]``, the 4 lanes of an NC4HW4 block
+ * written in one pass (each lane read from its own source lane, as a channel shuffle needs). */
+MNNPY_STATIC void mnnpy_raster_gather4(const char* const* srcs, char* dst, const long long* g,
+                                       ptrdiff_t lo, ptrdiff_t hi) {
+    const mnnpy_w4* s0 = (const mnnpy_w4*)srcs[g[2]] + g[3];
+    const mnnpy_w4* s1 = (const mnnpy_w4*)srcs[g[4]] + g[5];
+    const mnnpy_w4* s2 = (const mnnpy_w4*)srcs[g[6]] + g[7];
+    const mnnpy_w4* s3 = (const mnnpy_w4*)srcs[g[8]] + g[9];
+    mnnpy_w4* d = (mnnpy_w4*)dst + g[0];
+    ptrdiff_t k;
+    for (k = lo; k < hi; ++k) {
+        mnnpy_w4 a = s0[4 * k], b = s1[4 * k], c = s2[4 * k], e = s3[4 * k];
+        d[4 * k] = a;
+        d[4 * k + 1] = b;
+        d[4 * k + 2] = c;
+        d[4 * k + 3] = e;
+    }
+}
+
 #endif /* MNNPY_RASTER_KERNELS_H */

@@ -1,0 +1,116 @@
+"""Lane gathers: the region rows that write single NC4HW4 lanes, regrouped per 4-lane block.
+
+A channel shuffle planned as regions (``geometry.regions.plan``) writes each output lane with a
+row of its own: a 4-strided walk over the pixels (source and destination steps 4), and each
+block is then written in four passes, one lane at a time. :func:`plan` regroups such rows of
+4-byte elements: where four of them write lanes 0..3 of one block over the same pixels, they
+become one gather row ``[dst_off, n, s0, o0, s1, o1, s2, o2, s3, o3]`` (``kernels.raster.
+gather_regions``: ``dst[dst_off + 4k + l] = srcs[s_l][o_l + 4k]``), which writes the block in
+one pass. Every other row stays as it is. :func:`reference` is the kernel's NumPy twin.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from mnnpy.geometry.regions import COLS
+
+__all__ = ["GCOLS", "MIN_RUN", "plan", "reference"]
+
+GCOLS = 10
+MIN_RUN = 16  # pixels: shorter lane strips are left to the region rows
+_MAX_STRIPS = 1 << 14
+
+
+def _candidates(rows: np.ndarray) -> bool:
+    """Whether any row walks single lanes (steps 4 on both sides) over ``MIN_RUN`` pixels."""
+    return any(r[7] == 4 and r[10] == 4 and r[4] >= MIN_RUN for r in rows.tolist())
+
+
+def plan(
+    jobs: list[tuple[int, np.ndarray]],
+) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+    """Gather rows and the region rows left, from ``(source index, rows)`` jobs of one output.
+
+    The rows must be of 4-byte elements. Returns ``(gather rows, [(source index, rows)])``; the
+    region rows of a strip that went into a gather are dropped, the rest kept in order. Plans
+    are remembered by the rows (networks repeat the same copies block after block).
+    """
+    if not any(_candidates(rows) for _, rows in jobs):
+        return np.zeros((0, GCOLS), np.int64), jobs
+    key = tuple((s, rows.tobytes()) for s, rows in jobs)
+    with _memo_lock:
+        known = _memo.get(key)
+    if known is None:
+        known = _plan(jobs)
+        with _memo_lock:
+            if len(_memo) >= _MEMO_SIZE:
+                _memo.pop(next(iter(_memo)))
+            _memo[key] = known
+    grows, rest = known
+    return grows.copy(), [(s, rows.copy()) for s, rows in rest]
+
+
+_MEMO_SIZE = 256
+_memo: dict[tuple, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
+_memo_lock = threading.Lock()
+
+
+def _plan(
+    jobs: list[tuple[int, np.ndarray]],
+) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+    strips: dict[tuple[int, int], dict[int, tuple[int, int]]] = {}  # (base, n) -> lane: (s, off)
+    expanded: list[tuple[int, list[list[int]], list[list[tuple[int, int, int]]]]] = []
+    total = 0
+    for s, rows in jobs:
+        listed = rows.tolist()
+        cells: list[list[tuple[int, int, int]]] = []  # per row: (src off, dst off, n) strips
+        for r in listed:
+            cells.append([])
+            if r[7] != 4 or r[10] != 4 or r[4] < MIN_RUN:
+                continue
+            total += r[2] * r[3]
+            if total > _MAX_STRIPS:
+                return np.zeros((0, GCOLS), np.int64), jobs
+            for i in range(r[2]):
+                for j in range(r[3]):
+                    so, do = r[0] + i * r[5] + j * r[6], r[1] + i * r[8] + j * r[9]
+                    cells[-1].append((so, do, r[4]))
+                    strips.setdefault((do - do % 4, r[4]), {}).setdefault(do % 4, (s, so))
+        expanded.append((s, listed, cells))
+    full = {key for key, lanes in strips.items() if len(lanes) == 4}
+    if not full:
+        return np.zeros((0, GCOLS), np.int64), jobs
+
+    def gathered(s: int, so: int, do: int, n: int) -> bool:
+        key = (do - do % 4, n)
+        return key in full and strips[key][do % 4] == (s, so)
+
+    rest: list[tuple[int, np.ndarray]] = []
+    for s, listed, cells in expanded:
+        kept: list[list[int]] = []
+        for r, strip in zip(listed, cells, strict=True):
+            used = [gathered(s, *c) for c in strip]
+            if not any(used):
+                kept.append(r)  # untouched: the row as planned
+                continue
+            kept += [[so, do, 1, 1, n, 0, 0, 4, 0, 0, 4]
+                     for (so, do, n), u in zip(strip, used, strict=True) if not u]  # fmt: skip
+        if kept:
+            rest.append((s, np.array(kept, np.int64).reshape(-1, COLS)))
+    gathers = [
+        [base, n, *(v for lane in range(4) for v in strips[(base, n)][lane])]
+        for base, n in sorted(full)
+    ]
+    return np.array(gathers, np.int64).reshape(-1, GCOLS), rest
+
+
+def reference(srcs: tuple[np.ndarray, ...], dst: np.ndarray, rows: np.ndarray) -> None:
+    """NumPy twin of ``kernels.raster.gather_regions``."""
+    for g in rows.tolist():
+        base, n = g[0], g[1]
+        for lane in range(4):
+            s, off = g[2 + 2 * lane], g[3 + 2 * lane]
+            dst[base + lane : base + lane + 4 * n : 4] = srcs[s][off : off + 4 * n : 4]
