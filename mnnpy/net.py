@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import struct
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -112,6 +113,13 @@ _U32 = struct.Struct("<I").unpack_from
 _I32 = struct.Struct("<i").unpack_from
 _U16 = struct.Struct("<H").unpack_from
 _PARAM_T: dict[int, Any] = {}  # OpParameter tag -> the generated ``*T`` class
+_frombuf = np.frombuffer
+_read_ops: Any = None  # the op list read in C; the FlatBuffers wire format is little-endian
+if sys.byteorder == "little":
+    try:
+        from mnnpy._netread import read_ops as _read_ops
+    except ImportError:  # not built (a source checkout without build_ext): the Python reader
+        pass
 
 
 def _slots(data: bytes, pos: int, n: int) -> tuple[int, ...]:
@@ -182,6 +190,12 @@ _LEAN_PARAMS: dict[int, tuple[tuple[str, str, Any], ...]] = {
     OpParameter.Reshape: (("dims", "I", None), ("dimType", "b", 0)),
     OpParameter.Permute: (("dims", "I", None),),
     OpParameter.TensorConvertInfo: (("source", "b", 0), ("dest", "b", 0)),
+    OpParameter.GatherV2: tuple((f, "i", 0) for f in ("taxis", "tindices", "tparams")),
+    OpParameter.StridedSliceParam: tuple(
+        (f, "i", 0)
+        for f in ("index", "t", "beginMask", "endMask", "ellipsisMask", "newAxisMask")
+        + ("shrinkAxisMask", "fromType")
+    ),
 }
 
 
@@ -242,6 +256,14 @@ def _lean_op(data: bytes, pos: int) -> OpT:
     return op
 
 
+def _lean_ops(data: bytes, at: int) -> list[OpT]:
+    """The ops of the vector whose offset is at ``at``: in C (``_netread``) when it is built."""
+    if _read_ops is not None and type(data) is bytes:
+        return _read_ops(data, at, OpT, _LEAN_PARAMS, _param_class, _lean_param, _VECTORS, _frombuf)
+    start, n = _vector(data, at)
+    return [_lean_op(data, a + _U32(data, a)[0]) for a in range(start, start + 4 * n, 4)]
+
+
 def _lean_net(data: bytes) -> NetT:
     """The model as ``NetT``, read with offset arithmetic (ops) and the object API (the rest).
 
@@ -260,9 +282,7 @@ def _lean_net(data: bytes) -> NetT:
     if f[2]:
         raw.extraInfo = ExtraInfoT.InitFromObj(fb.ExtraInfo())
     if f[3]:
-        start, n = _vector(data, f[3])
-        at = range(start, start + 4 * n, 4)
-        raw.oplists = [_lean_op(data, a + _U32(data, a)[0]) for a in at]
+        raw.oplists = _lean_ops(data, f[3])
     raw.outputName = _strings(data, f[4])
     raw.preferForwardType = _I8(data, f[5])[0] if f[5] else 0
     raw.sourceType = _I8(data, f[6])[0] if f[6] else 0
