@@ -372,26 +372,40 @@ def _quant_info(describes: Any, n_tensors: int) -> dict[int, TensorQuantInfo]:
     return found
 
 
+_FORMATS = {int(f): f for f in DimensionFormat}
+
+
 def _build_op(index: int, op: Any, n_tensors: int) -> OpDef:
     if op is None:
         raise InvalidModelError(f"op #{index} is missing")
-    name = _text(op.name, f"name of op #{index}")
-    try:
-        fmt = DimensionFormat(op.defaultDimentionFormat)
-    except ValueError:
+    name = op.name  # ASCII (every converted model): no error message formatted per op
+    name = (
+        name.decode()
+        if type(name) is bytes and name.isascii()
+        else _text(name, f"name of op #{index}")
+    )
+    fmt = _FORMATS.get(op.defaultDimentionFormat)
+    if fmt is None:
         raise InvalidModelError(
             f"op {name!r}: defaultDimentionFormat {op.defaultDimentionFormat!r} is not a format"
-        ) from None
+        )
     return OpDef(
         index=index,
         type=int(op.type),
         name=name,
-        inputs=_indexes(op.inputIndexes, n_tensors, f"op {name!r}", "input"),
-        outputs=_indexes(op.outputIndexes, n_tensors, f"op {name!r}", "output"),
+        inputs=_op_indexes(op.inputIndexes, n_tensors, name, "input"),
+        outputs=_op_indexes(op.outputIndexes, n_tensors, name, "output"),
         param=op.main,
         param_type=int(op.mainType),
         default_format=fmt,
     )
+
+
+def _op_indexes(values: Sequence[int] | None, n_tensors: int, name: str, what: str) -> tuple:
+    """:func:`_indexes` of an op's inputs or outputs, its message formatted only when needed."""
+    if type(values) is tuple and (not values or (min(values) >= 0 and max(values) < n_tensors)):
+        return values
+    return _indexes(values, n_tensors, f"op {name!r}", what)
 
 
 def _indexes(values: Sequence[int] | None, n_tensors: int, where: str, what: str) -> tuple:
