@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""The op list of a model read in C: :func:`mnnpy.net._lean_ops` without the interpreter loop.
+"""The op list of a model read in C: :func:`mnnpy.net_lean._lean_ops` without the interpreter loop.
 
 Every offset, vtable, vector and string is checked against the buffer before it is read; anything
 out of range (or a table the reader does not know) raises ``ValueError``, and ``net.load_net`` then
@@ -99,7 +99,7 @@ cdef class _Buf:
 
     cdef object table(self, object obj, tuple spec, Py_ssize_t pos, dict vectors,
                       object frombuffer):
-        """``net._lean_table``: the fields of ``spec`` set on ``obj`` (absent: the default)."""
+        """``net_lean._lean_table``: the fields of ``spec`` set on ``obj`` (absent: the default)."""
         cdef Py_ssize_t at[MAX_FIELDS]
         cdef Py_ssize_t k, n, start
         cdef int count = len(spec)
@@ -133,10 +133,10 @@ def read_ops(bytes data, Py_ssize_t at, object new_op, dict specs, object param_
         data: the model bytes.
         at: the position of the ``oplists`` field of the Net table.
         new_op: makes an empty ``OpT`` (its fields are all set here).
-        specs: ``net._LEAN_PARAMS``: parameter tables read field by field here.
-        param_class: ``net._param_class`` (tag -> the generated ``*T`` class).
+        specs: ``net_lean._LEAN_PARAMS``: parameter tables read field by field here.
+        param_class: ``net_lean._param_class`` (tag -> the generated ``*T`` class).
         other_param: ``(data, tag, table) -> param`` for every other tag.
-        vectors: ``net._VECTORS`` (vector kind -> NumPy dtype).
+        vectors: ``net_lean._VECTORS`` (vector kind -> NumPy dtype).
         frombuffer: ``numpy.frombuffer`` (vectors stay views of ``data``).
 
     Raises:

@@ -16,12 +16,13 @@ import flatbuffers
 import numpy as np
 import pytest
 
-from mnnpy import net as net_module
+from mnnpy import net_lean
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.Net import Net as FbNet
 from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.OpParameter import OpParameter, OpParameterCreator
-from mnnpy.net import _CONV_COMMON, _LEAN_PARAMS, _lean_net, _lean_table, _param_class, pack_net
+from mnnpy.net import _lean_net, pack_net
+from mnnpy.net_lean import _CONV_COMMON, _LEAN_PARAMS, _lean_table, _param_class
 from tests.models.test_fuzz import mutate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -33,8 +34,8 @@ FILES = sorted(DATA.rglob("*.mnn"))
 def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Which op-list reader ``_lean_net`` uses: the C one (skipped when not built) or Python."""
     if request.param == "python":
-        monkeypatch.setattr(net_module, "_read_ops", None)
-    elif net_module._read_ops is None:
+        monkeypatch.setattr(net_lean, "_read_ops", None)
+    elif net_lean._read_ops is None:
         pytest.skip("mnnpy._netread is not built (python setup.py build_ext --inplace)")
     return str(request.param)
 
