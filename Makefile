@@ -18,7 +18,7 @@ typecheck:
 	mypy
 
 cython-lint:
-	cython-lint mnnpy/backend/cpu/kernels
+	cython-lint mnnpy/backend/cpu/kernels mnnpy/_netread.pyx
 
 test:
 	pytest

@@ -79,6 +79,12 @@ extensions = [
     )
     for path in sorted(glob.glob(os.path.join(KERNELS, "*.pyx")))
 ]
+# the op-list reader of net.py (pure Python fallback there when it is not built)
+extensions.append(
+    Extension(
+        "mnnpy._netread", [os.path.join("mnnpy", "_netread.pyx")], extra_compile_args=COMPILE_ARGS
+    )
+)
 
 
 class ParallelBuildExt(build_ext):

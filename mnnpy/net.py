@@ -12,31 +12,22 @@ stay zero-copy NumPy views of the model bytes. Any failure to read the bytes bec
 
 from __future__ import annotations
 
-import importlib
 import struct
 from collections.abc import Sequence
 from typing import Any
 
 import flatbuffers
-import numpy as np
 
-from mnnpy._schema.MNN.Convolution2D import Convolution2D, Convolution2DT
-from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.ExtraInfo import ExtraInfoT
-from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.Net import Net as _FbNet
 from mnnpy._schema.MNN.Net import NetT
-from mnnpy._schema.MNN.Op import OpT
 from mnnpy._schema.MNN.OpParameter import OpParameter
 from mnnpy._schema.MNN.OpType import OpType
-from mnnpy._schema.MNN.QuantizedFloatParam import QuantizedFloatParamT
-from mnnpy._schema.MNN.SparseCommon import SparseCommonT
 from mnnpy._schema.MNN.SubGraphProto import SubGraphProtoT
 from mnnpy._schema.MNN.TensorDescribe import TensorDescribeT
 from mnnpy.errors import InvalidModelError
 from mnnpy.model_format import identify, read_error
 from mnnpy.net_defs import (
-    _PARAM_NAMES,
     Net,
     OpDef,
     SubGraph,
@@ -45,6 +36,7 @@ from mnnpy.net_defs import (
 )
 from mnnpy.net_describe import RegionDef, TensorDescribeDef, ViewDef, describes, split_inplace
 from mnnpy.net_describe import text as _text
+from mnnpy.net_lean import _I8, _I32, _lean_ops, _slots, _string, _strings
 from mnnpy.tensor_format import DimensionFormat
 
 __all__ = [
@@ -106,142 +98,6 @@ def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
     return net
 
 
-_U8 = struct.Struct("<B").unpack_from
-_I8 = struct.Struct("<b").unpack_from
-_U32 = struct.Struct("<I").unpack_from
-_I32 = struct.Struct("<i").unpack_from
-_U16 = struct.Struct("<H").unpack_from
-_PARAM_T: dict[int, Any] = {}  # OpParameter tag -> the generated ``*T`` class
-
-
-def _slots(data: bytes, pos: int, n: int) -> tuple[int, ...]:
-    """The absolute positions of a table's first ``n`` fields (0: absent), as ``Table.Offset``."""
-    vtable = pos - _I32(data, pos)[0]
-    if vtable < 0:
-        raise ValueError("vtable before the buffer")
-    end = _U16(data, vtable)[0]
-    k = min(n, max(0, (end - 3) // 2))  # slot s (4, 6, ...) is read when s < end
-    found = struct.unpack_from(f"<{k}H", data, vtable + 4) if k else ()
-    return tuple(pos + o if o else 0 for o in found) + (0,) * (n - k)
-
-
-def _string(data: bytes, at: int) -> bytes | None:
-    if not at:
-        return None
-    at += _U32(data, at)[0]
-    return data[at + 4 : at + 4 + _U32(data, at)[0]]
-
-
-def _vector(data: bytes, at: int) -> tuple[int, int]:
-    """(start of the elements, count) of the vector whose offset is at ``at``."""
-    at += _U32(data, at)[0]
-    return at + 4, _U32(data, at)[0]
-
-
-def _int32s(data: bytes, at: int) -> tuple[int, ...] | None:
-    if not at:
-        return None
-    start, n = _vector(data, at)
-    return struct.unpack_from(f"<{n}i", data, start)
-
-
-def _strings(data: bytes, at: int) -> list[bytes | None] | None:
-    if not at:
-        return None
-    start, n = _vector(data, at)
-    return [_string(data, start + 4 * i) for i in range(n)]
-
-
-def _param_class(tag: int) -> Any:
-    cls = _PARAM_T.get(tag)
-    if cls is None and tag in _PARAM_NAMES and tag != OpParameter.NONE:
-        name = _PARAM_NAMES[tag]
-        module = importlib.import_module(f"mnnpy._schema.MNN.{name}")
-        cls = _PARAM_T[tag] = getattr(module, f"{name}T")
-    return cls
-
-
-# The commonest small parameter tables, read like the op headers: per vtable slot (4, 6, ...)
-# its field, kind (i: int32, b: int8, ?: bool, I / B: int32 / int8 vector as a NumPy view, as
-# the object API gives) and default. test_net_lean_reader checks them against the generated code.
-_SCALARS = {"i": _I32, "b": _I8, "?": struct.Struct("<?").unpack_from}
-_VECTORS: dict[str, np.dtype[Any]] = {"I": np.dtype("<i4"), "B": np.dtype("int8")}
-_CONV_COMMON = (
-    *((f, "i", d) for f, d in (("padX", 0), ("padY", 0), ("kernelX", 1), ("kernelY", 1))),
-    *((f, "i", 1) for f in ("strideX", "strideY", "dilateX", "dilateY")),
-    ("padMode", "b", 0),
-    *(("group", "i", 1), ("outputCount", "i", 0), ("inputCount", "i", 0)),
-    *(("relu", "?", False), ("relu6", "?", False), ("pads", "I", None)),
-    *(("outPads", "I", None), ("hasOutputShape", "?", False)),
-)
-_LEAN_PARAMS: dict[int, tuple[tuple[str, str, Any], ...]] = {
-    OpParameter.BinaryOp: (("opType", "i", 0), ("t", "i", 1), ("activationType", "i", 0)),
-    OpParameter.UnaryOp: (("opType", "i", 0), ("t", "i", 0), ("tableInt8", "B", None)),
-    OpParameter.Axis: (("axis", "i", 0),),
-    OpParameter.SqueezeParam: (("squeezeDims", "I", None),),
-    OpParameter.Reshape: (("dims", "I", None), ("dimType", "b", 0)),
-    OpParameter.Permute: (("dims", "I", None),),
-    OpParameter.TensorConvertInfo: (("source", "b", 0), ("dest", "b", 0)),
-}
-
-
-def _lean_table(obj: Any, spec: tuple[tuple[str, str, Any], ...], data: bytes, pos: int) -> Any:
-    for (name, kind, default), at in zip(spec, _slots(data, pos, len(spec)), strict=True):
-        if not at:
-            value = default
-        elif kind in _VECTORS:
-            start, n = _vector(data, at)
-            value = np.frombuffer(data, _VECTORS[kind], count=n, offset=start)
-        else:
-            value = _SCALARS[kind](data, at)[0]
-        setattr(obj, name, value)
-    return obj
-
-
-def _lean_param(data: bytes, tag: int, table: int) -> Any:
-    """The op's parameter table: hot small ones read here, the rest by the object API."""
-    cls = _param_class(tag)
-    spec = _LEAN_PARAMS.get(tag)
-    if spec is not None:
-        return _lean_table(cls(), spec, data, table)
-    if tag != OpParameter.Convolution2D:
-        return None if cls is None else cls.InitFromBuf(data, table)
-    fb = Convolution2D()  # its common table read here, the rest as Convolution2DT._UnPack does
-    fb.Init(data, table)
-    conv = Convolution2DT()
-    common = fb.Common()
-    if common is not None:
-        conv.common = _lean_table(Convolution2DCommonT(), _CONV_COMMON, data, common._tab.Pos)
-    conv.weight = None if fb.WeightIsNone() else fb.WeightAsNumpy()
-    conv.bias = None if fb.BiasIsNone() else fb.BiasAsNumpy()
-    for field, read, unpack in (
-        ("quanParameter", fb.QuanParameter, IDSTQuanT),
-        ("symmetricQuan", fb.SymmetricQuan, QuantizedFloatParamT),
-        ("sparseParameter", fb.SparseParameter, SparseCommonT),
-    ):
-        if (sub := read()) is not None:
-            setattr(conv, field, unpack.InitFromObj(sub))
-    conv.external = None if fb.ExternalIsNone() else fb.ExternalAsNumpy()
-    return conv
-
-
-def _lean_op(data: bytes, pos: int) -> OpT:
-    """An ``OpT`` read with offset arithmetic; its parameter table by :func:`_lean_param`."""
-    f = _slots(data, pos, 8)
-    op = OpT()
-    op.inputIndexes = _int32s(data, f[0])
-    op.mainType = _U8(data, f[1])[0] if f[1] else 0
-    if f[2]:
-        table = f[2] + _U32(data, f[2])[0]
-        op.main = _lean_param(data, op.mainType, table)
-    op.name = _string(data, f[3])
-    op.outputIndexes = _int32s(data, f[4])
-    op.type = _I32(data, f[5])[0] if f[5] else 0
-    op.defaultDimentionFormat = _I8(data, f[6])[0] if f[6] else 1
-    op.externalPath = _string(data, f[7])
-    return op
-
-
 def _lean_net(data: bytes) -> NetT:
     """The model as ``NetT``, read with offset arithmetic (ops) and the object API (the rest).
 
@@ -260,9 +116,7 @@ def _lean_net(data: bytes) -> NetT:
     if f[2]:
         raw.extraInfo = ExtraInfoT.InitFromObj(fb.ExtraInfo())
     if f[3]:
-        start, n = _vector(data, f[3])
-        at = range(start, start + 4 * n, 4)
-        raw.oplists = [_lean_op(data, a + _U32(data, a)[0]) for a in at]
+        raw.oplists = _lean_ops(data, f[3])
     raw.outputName = _strings(data, f[4])
     raw.preferForwardType = _I8(data, f[5])[0] if f[5] else 0
     raw.sourceType = _I8(data, f[6])[0] if f[6] else 0
@@ -352,26 +206,40 @@ def _quant_info(describes: Any, n_tensors: int) -> dict[int, TensorQuantInfo]:
     return found
 
 
+_FORMATS = {int(f): f for f in DimensionFormat}
+
+
 def _build_op(index: int, op: Any, n_tensors: int) -> OpDef:
     if op is None:
         raise InvalidModelError(f"op #{index} is missing")
-    name = _text(op.name, f"name of op #{index}")
-    try:
-        fmt = DimensionFormat(op.defaultDimentionFormat)
-    except ValueError:
+    name = op.name  # ASCII (every converted model): no error message formatted per op
+    name = (
+        name.decode()
+        if type(name) is bytes and name.isascii()
+        else _text(name, f"name of op #{index}")
+    )
+    fmt = _FORMATS.get(op.defaultDimentionFormat)
+    if fmt is None:
         raise InvalidModelError(
             f"op {name!r}: defaultDimentionFormat {op.defaultDimentionFormat!r} is not a format"
-        ) from None
+        )
     return OpDef(
         index=index,
         type=int(op.type),
         name=name,
-        inputs=_indexes(op.inputIndexes, n_tensors, f"op {name!r}", "input"),
-        outputs=_indexes(op.outputIndexes, n_tensors, f"op {name!r}", "output"),
+        inputs=_op_indexes(op.inputIndexes, n_tensors, name, "input"),
+        outputs=_op_indexes(op.outputIndexes, n_tensors, name, "output"),
         param=op.main,
         param_type=int(op.mainType),
         default_format=fmt,
     )
+
+
+def _op_indexes(values: Sequence[int] | None, n_tensors: int, name: str, what: str) -> tuple:
+    """:func:`_indexes` of an op's inputs or outputs, its message formatted only when needed."""
+    if type(values) is tuple and (not values or (min(values) >= 0 and max(values) < n_tensors)):
+        return values
+    return _indexes(values, n_tensors, f"op {name!r}", what)
 
 
 def _indexes(values: Sequence[int] | None, n_tensors: int, where: str, what: str) -> tuple:

@@ -1,5 +1,8 @@
 """The lean model reader (``net._lean_net``) reads what the generated object API reads.
 
+Each reader test runs twice: with the op list read in C (``mnnpy._netread``, when built) and with
+the pure Python reader it replaces.
+
 ``load_net`` reads ops with offset arithmetic and falls back to the object API (which names the
 broken field) when the lean reader fails; so the lean reader must never accept bytes the object
 API rejects, and must produce the same ``NetT`` where both succeed.
@@ -13,16 +16,28 @@ import flatbuffers
 import numpy as np
 import pytest
 
+from mnnpy import net_lean
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.Net import Net as FbNet
 from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.OpParameter import OpParameter, OpParameterCreator
-from mnnpy.net import _CONV_COMMON, _LEAN_PARAMS, _lean_net, _lean_table, _param_class, pack_net
+from mnnpy.net import _lean_net, pack_net
+from mnnpy.net_lean import _CONV_COMMON, _LEAN_PARAMS, _lean_table, _param_class
 from tests.models.test_fuzz import mutate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 BENCH = Path.home() / ".cache" / "mnnpy" / "bench"
 FILES = sorted(DATA.rglob("*.mnn"))
+
+
+@pytest.fixture(params=["c", "python"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which op-list reader ``_lean_net`` uses: the C one (skipped when not built) or Python."""
+    if request.param == "python":
+        monkeypatch.setattr(net_lean, "_read_ops", None)
+    elif net_lean._read_ops is None:
+        pytest.skip("mnnpy._netread is not built (python setup.py build_ext --inplace)")
+    return str(request.param)
 
 
 def _full(data: bytes) -> NetT:
@@ -44,11 +59,13 @@ def test_every_union_tag_maps_to_the_generated_creator_class() -> None:
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(DATA)))
+@pytest.mark.usefixtures("reader")
 def test_lean_reader_equals_object_api(path: Path) -> None:
     data = path.read_bytes()
     assert pack_net(_lean_net(data)) == pack_net(_full(data))
 
 
+@pytest.mark.usefixtures("reader")
 def test_lean_reader_on_benchmark_models() -> None:
     files = sorted(BENCH.glob("*.mnn"))
     if not files:
@@ -59,6 +76,7 @@ def test_lean_reader_on_benchmark_models() -> None:
 
 
 @pytest.mark.parametrize("name", ["conv_relu_pool_fc.mnn", "residual_add.mnn", "batch2.mnn"])
+@pytest.mark.usefixtures("reader")
 def test_lean_reader_accepts_no_bytes_the_object_api_rejects(name: str) -> None:
     data = (DATA / name).read_bytes()
     rng = np.random.default_rng(21)

@@ -1,0 +1,176 @@
+# cython: language_level=3
+"""The op list of a model read in C: :func:`mnnpy.net_lean._lean_ops` without the interpreter loop.
+
+Every offset, vtable, vector and string is checked against the buffer before it is read; anything
+out of range (or a table the reader does not know) raises ``ValueError``, and ``net.load_net`` then
+reads the bytes with the generated object API, which names the broken field. The bytes are read
+little-endian (the FlatBuffers wire format); ``net`` uses this module on little-endian hosts only.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_FromLong
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.stdint cimport int8_t, int32_t, uint8_t, uint16_t, uint32_t
+from libc.string cimport memcpy
+
+cdef enum:
+    MAX_FIELDS = 32
+
+
+cdef class _Buf:
+    cdef const uint8_t* p
+    cdef Py_ssize_t n
+    cdef object data
+
+    def __cinit__(self, bytes data):
+        self.data = data
+        self.p = <const uint8_t*>PyBytes_AS_STRING(data)
+        self.n = PyBytes_GET_SIZE(data)
+
+    cdef inline int check(self, Py_ssize_t at, Py_ssize_t size) except -1:
+        if at < 0 or size < 0 or at > self.n - size:
+            raise ValueError(f"read of {size} bytes at {at} outside the {self.n}-byte model")
+        return 0
+
+    cdef inline uint32_t u32(self, Py_ssize_t at) except? 0xFFFFFFFF:
+        cdef uint32_t v
+        self.check(at, 4)
+        memcpy(&v, self.p + at, 4)
+        return v
+
+    cdef inline int32_t i32(self, Py_ssize_t at) except? -1:
+        cdef int32_t v
+        self.check(at, 4)
+        memcpy(&v, self.p + at, 4)
+        return v
+
+    cdef inline uint16_t u16(self, Py_ssize_t at) except? 0xFFFF:
+        cdef uint16_t v
+        self.check(at, 2)
+        memcpy(&v, self.p + at, 2)
+        return v
+
+    cdef inline int8_t i8(self, Py_ssize_t at) except? -1:
+        self.check(at, 1)
+        return <int8_t>self.p[at]
+
+    cdef int slots(self, Py_ssize_t pos, int n, Py_ssize_t* out) except -1:
+        """The absolute positions of a table's first ``n`` fields (0: absent), as Table.Offset."""
+        cdef Py_ssize_t vtable = pos - self.i32(pos)
+        cdef uint16_t end, o
+        cdef int i
+        self.check(vtable, 4)
+        end = self.u16(vtable)
+        for i in range(n):
+            o = self.u16(vtable + 4 + 2 * i) if 4 + 2 * i < end else 0
+            out[i] = pos + o if o else 0
+        return 0
+
+    cdef object string(self, Py_ssize_t at):
+        cdef Py_ssize_t n
+        if not at:
+            return None
+        at += self.u32(at)
+        n = self.u32(at)
+        self.check(at + 4, n)
+        return PyBytes_FromStringAndSize(<const char*>self.p + at + 4, n)
+
+    cdef Py_ssize_t vector(self, Py_ssize_t at, Py_ssize_t width, Py_ssize_t* count) except -1:
+        """The start of the elements of the vector whose offset is at ``at``; ``count`` set."""
+        at += self.u32(at)
+        count[0] = self.u32(at)
+        self.check(at + 4, count[0] * width)
+        return at + 4
+
+    cdef object int32s(self, Py_ssize_t at):
+        cdef Py_ssize_t start, n, i
+        cdef int32_t v
+        if not at:
+            return None
+        start = self.vector(at, 4, &n)
+        result = PyTuple_New(n)
+        for i in range(n):
+            memcpy(&v, self.p + start + 4 * i, 4)
+            item = PyLong_FromLong(v)
+            Py_INCREF(item)
+            PyTuple_SET_ITEM(result, i, item)
+        return result
+
+    cdef object table(self, object obj, tuple spec, Py_ssize_t pos, dict vectors,
+                      object frombuffer):
+        """``net_lean._lean_table``: the fields of ``spec`` set on ``obj`` (absent: the default)."""
+        cdef Py_ssize_t at[MAX_FIELDS]
+        cdef Py_ssize_t k, n, start
+        cdef int count = len(spec)
+        if count > MAX_FIELDS:
+            raise ValueError("table spec too long")
+        self.slots(pos, count, at)
+        for k in range(count):
+            name, kind, default = spec[k]
+            if not at[k]:
+                value = default
+            elif kind == "i":
+                value = self.i32(at[k])
+            elif kind == "b":
+                value = self.i8(at[k])
+            elif kind == "?":
+                self.check(at[k], 1)
+                value = self.p[at[k]] != 0
+            else:
+                dtype = vectors[kind]
+                start = self.vector(at[k], dtype.itemsize, &n)
+                value = frombuffer(self.data, dtype, n, start)
+            setattr(obj, name, value)
+        return obj
+
+
+def read_ops(bytes data, Py_ssize_t at, object new_op, dict specs, object param_class,
+             object other_param, dict vectors, object frombuffer):
+    """The op headers of the vector whose offset is at ``at``, as ``new_op()`` objects.
+
+    Args:
+        data: the model bytes.
+        at: the position of the ``oplists`` field of the Net table.
+        new_op: makes an empty ``OpT`` (its fields are all set here).
+        specs: ``net_lean._LEAN_PARAMS``: parameter tables read field by field here.
+        param_class: ``net_lean._param_class`` (tag -> the generated ``*T`` class).
+        other_param: ``(data, tag, table) -> param`` for every other tag.
+        vectors: ``net_lean._VECTORS`` (vector kind -> NumPy dtype).
+        frombuffer: ``numpy.frombuffer`` (vectors stay views of ``data``).
+
+    Raises:
+        ValueError: on any offset, vtable, vector or string outside the bytes.
+    """
+    cdef _Buf b = _Buf(data)
+    cdef Py_ssize_t f[8]
+    cdef Py_ssize_t start, n, i, pos, table
+    cdef int tag
+    start = b.vector(at, 4, &n)
+    ops = [None] * n
+    for i in range(n):
+        pos = start + 4 * i
+        pos += b.u32(pos)
+        b.slots(pos, 8, f)
+        op = new_op()
+        op.inputIndexes = b.int32s(f[0])
+        if f[1]:
+            b.check(f[1], 1)
+            tag = b.p[f[1]]
+        else:
+            tag = 0
+        op.mainType = tag
+        if f[2]:
+            table = f[2] + b.u32(f[2])
+            spec = specs.get(tag)
+            if spec is not None:
+                op.main = b.table(param_class(tag)(), spec, table, vectors, frombuffer)
+            else:
+                op.main = other_param(data, tag, table)
+        op.name = b.string(f[3])
+        op.outputIndexes = b.int32s(f[4])
+        op.type = b.i32(f[5]) if f[5] else 0
+        op.defaultDimentionFormat = b.i8(f[6]) if f[6] else 1
+        op.externalPath = b.string(f[7])
+        ops[i] = op
+    return ops
