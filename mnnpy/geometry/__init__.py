@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from mnnpy.geometry import compose as C
 from mnnpy.geometry import regions as R
 from mnnpy.geometry.compose import Piece
-from mnnpy.geometry.computers import Placed, regions_of, same_storage
+from mnnpy.geometry.computers import Placed, regions_of, same_bytes_convert, same_storage
 from mnnpy.net import OpType
 from mnnpy.tensor import Tensor, TensorUsage
 
@@ -176,15 +176,22 @@ class _Pass:
         return owner is backend or (owner is not None and backend.can_share(t, owner))
 
     def aliases(self, unit: Unit) -> bool:
-        """Whether ``unit`` (a reshape) will alias its output onto input 0 (``Unit``'s in-place).
+        """Whether ``unit`` will alias its output onto input 0 (``Unit``'s in-place).
 
-        Only reshapes are foreseen: other in-place executions decide by ``inplace_fits`` once
-        created; their input is then read through here and they take no bytes over.
+        Reshapes, and ConvertTensors between NCHW and NC4HW4 of the same bytes (one pixel,
+        channels a multiple of 4), are foreseen: other in-place executions decide by
+        ``inplace_fits`` once created; their input is then read through here and they take no
+        bytes over.
         """
         backend = self.target(unit)
-        if backend is None or unit.op.type not in _RESHAPES or not unit.inputs:
+        if backend is None or not unit.inputs or not unit.outputs:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
+        if unit.op.type == OpType.ConvertTensor:
+            if not same_bytes_convert(src, dst):
+                return False
+        elif unit.op.type not in _RESHAPES or not same_storage(src, dst):
+            return False
         key = id(src)  # folded readers still to come read its shape only
         shape_reads = src.describe.shape_reads - self.seen_folded.get(key, 0)
         remaining = src.describe.use_count - self.seen.get(key, 0) - shape_reads
@@ -194,7 +201,6 @@ class _Pass:
             and _dynamic(src)
             and _dynamic(dst)
             and self.owner(src) is backend
-            and same_storage(src, dst)
             and src.size == dst.size
         )
 
@@ -209,7 +215,11 @@ class _Pass:
         if not all(self.readable(t, backend) for t in _sources(placed).values()):
             return None  # an input reaches it through a copy: its regions would read the mirror
         decisions: list[ReadThrough] = []
+        # an op that takes its input's bytes over copies nothing; reading through would copy
+        keep = unit.inputs[0] if self.aliases(unit) else None
         for t in dict.fromkeys(unit.inputs):
+            if t is keep:
+                continue
             w = self.written.get(id(t))
             if w is None or w.backend is not backend:
                 continue
