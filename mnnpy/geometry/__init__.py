@@ -163,6 +163,7 @@ class _Pass:
         self.seen: dict[int, int] = {}  # reads made by the units decided so far
         self.seen_folded: dict[int, int] = {}  # of those, by folded units (shapes only)
         self.taken: set[int] = set()  # tensors whose bytes a reshape will take over in place
+        self.in_place: set[int] = set()  # the units (by id) that take their input's bytes over
 
     def owner(self, t: Tensor) -> Backend | None:
         """The backend that will hold ``t`` (its writer's; folded outputs and inputs: the host)."""
@@ -215,14 +216,13 @@ class _Pass:
         if not all(self.readable(t, backend) for t in _sources(placed).values()):
             return None  # an input reaches it through a copy: its regions would read the mirror
         decisions: list[ReadThrough] = []
-        # an op that takes its input's bytes over copies nothing; reading through would copy
-        keep = unit.inputs[0] if self.aliases(unit) else None
+        aliases = self.aliases(unit)
         for t in dict.fromkeys(unit.inputs):
-            if t is keep:
-                continue
             w = self.written.get(id(t))
             if w is None or w.backend is not backend:
                 continue
+            if aliases and t is unit.inputs[0] and id(w.unit) in self.in_place:
+                continue  # both ops copy nothing; reading through would make this one copy
             if t.describe.use_count != 1 or unit.inputs.count(t) != 1:
                 continue  # read by another op too (or a graph output): it is written
             composed = _through(placed, t, w.pieces)
@@ -248,6 +248,7 @@ class _Pass:
         """Record ``unit``'s reads, and the input a reshape takes over in place."""
         if self.aliases(unit):
             self.taken.add(id(unit.inputs[0]))
+            self.in_place.add(id(unit))
         for t in [*unit.inputs, *extra]:
             self.seen[id(t)] = self.seen.get(id(t), 0) + 1
         if self.target(unit) is None:
