@@ -39,7 +39,13 @@ from typing import TYPE_CHECKING
 from mnnpy.geometry import compose as C
 from mnnpy.geometry import regions as R
 from mnnpy.geometry.compose import Piece
-from mnnpy.geometry.computers import _COMPUTERS, Placed, regions_of, same_storage
+from mnnpy.geometry.computers import (
+    _COMPUTERS,
+    Placed,
+    regions_of,
+    same_bytes_convert,
+    same_storage,
+)
 from mnnpy.net import OpType
 from mnnpy.tensor import Tensor, TensorUsage
 
@@ -172,6 +178,7 @@ class _Pass:
         self.expected: dict[int, int] = {}  # readers of a tensor read by several
         self.through: dict[int, int] = {}  # of those, how many read it through so far
         self.shared_ok: dict[int, bool] = {}  # whether all of them may read it through
+        self.in_place: set[int] = set()  # the units (by id) that take their input's bytes over
 
     def owner(self, t: Tensor) -> Backend | None:
         """The backend that will hold ``t`` (its writer's; folded outputs and inputs: the host)."""
@@ -185,17 +192,25 @@ class _Pass:
         return owner is backend or (owner is not None and backend.can_share(t, owner))
 
     def aliases(self, unit: Unit) -> bool:
-        """Whether ``unit`` (a reshape) will alias its output onto input 0 (``Unit``'s in-place).
+        """Whether ``unit`` will alias its output onto input 0 (``Unit``'s in-place).
 
-        Only reshapes are foreseen: other in-place executions decide by ``inplace_fits`` once
-        created; their input is then read through here and they take no bytes over.
+        Reshapes, and ConvertTensors between NCHW and NC4HW4 of the same bytes (one pixel,
+        channels a multiple of 4), are foreseen: other in-place executions decide by
+        ``inplace_fits`` once created; their input is then read through here and they take no
+        bytes over.
         """
-        if unit.op.type not in _RESHAPES or not unit.inputs:
+        kind = unit.op.type
+        if (kind not in _RESHAPES and kind != OpType.ConvertTensor) or not unit.inputs:
             return False
         backend = self.target(unit)
-        if backend is None:
+        if backend is None or not unit.outputs:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
+        if kind == OpType.ConvertTensor:
+            if not same_bytes_convert(src, dst):
+                return False
+        elif not same_storage(src, dst):
+            return False
         key = id(src)  # folded readers still to come read its shape only
         shape_reads = src.describe.shape_reads - self.seen_folded.get(key, 0)
         remaining = src.describe.use_count - self.seen.get(key, 0) - shape_reads
@@ -205,7 +220,6 @@ class _Pass:
             and _dynamic(src)
             and _dynamic(dst)
             and self.owner(src) is backend
-            and same_storage(src, dst)
             and src.size == dst.size
         )
 
@@ -244,10 +258,13 @@ class _Pass:
         if not all(self.readable(t, backend) for t in _sources(placed).values()):
             return None  # an input reaches it through a copy: its regions would read the mirror
         decisions: list[ReadThrough] = []
+        aliases = self.aliases(unit)
         for t in dict.fromkeys(unit.inputs):
             w = self.written.get(id(t))
             if w is None or w.backend is not backend:
                 continue
+            if aliases and t is unit.inputs[0] and id(w.unit) in self.in_place:
+                continue  # both ops copy nothing; reading through would make this one copy
             readers = self.expected.setdefault(
                 id(t),
                 t.describe.use_count - t.describe.shape_reads,  # folded: shapes only
@@ -280,6 +297,7 @@ class _Pass:
         """Record ``unit``'s reads, and the input a reshape takes over in place."""
         if self.aliases(unit):
             self.taken.add(id(unit.inputs[0]))
+            self.in_place.add(id(unit))
         seen = self.seen
         for t in unit.inputs:
             seen[id(t)] = seen.get(id(t), 0) + 1

@@ -143,6 +143,20 @@ def same_storage(src: Tensor, dst: Tensor) -> bool:
     return src.element_size == dst.element_size
 
 
+def same_bytes_convert(src: Tensor, dst: Tensor) -> bool:
+    """Whether a ConvertTensor between NCHW and NC4HW4 stores the same bytes in the same order.
+
+    One pixel and channels a multiple of 4: the ``[M, K, 1, 1]`` tensors around a MatMul that
+    MNN's converter made a convolution. The CPU execution then takes its input's bytes over.
+    """
+    if src.dtype != dst.dtype or src.shape != dst.shape or src.is_packed == dst.is_packed:
+        return False
+    plain = dst if src.is_packed else src
+    if src.ndim < 3 or plain.dimension_format != DimensionFormat.NCHW:
+        return False
+    return src.shape[1] % 4 == 0 and math.prod(src.shape[2:]) == 1
+
+
 def _flat_order(t: Tensor, nhwc: bool) -> list[int]:
     """``t``'s logical dims in the flat order of the reshape (NHWC moves C last, rank >= 3)."""
     dims = list(range(t.ndim))

@@ -125,3 +125,39 @@ def test_attention_reads_k_with_heads_interleaved(isa: str) -> None:
     with pytest.raises(ValueError, match="k_heads"):
         A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, out, scratch, dims, False, 1.0,
                     False, False, (1, 0, 0), 2, None, 0.0, 1, h)  # fmt: skip
+
+
+@pytest.mark.parametrize("heads", [(3, 1, 1), (1, 3, 1), (1, 1, 3), (3, 3, 3)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_reads_q_v_and_writes_out_with_heads_interleaved(
+    isa: str, heads: tuple[int, int, int], threads: int
+) -> None:
+    """q, v as ``[B / h][rows][h][width]`` (before their head Permutes) and out written so (what
+    the merging Permute made of it) give the contiguous result, bit for bit."""
+    b, h, m, n, d, dv = 2, 3, 13, 11, 8, 5
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((b * h, m, d)).astype(np.float32)
+    k = rng.standard_normal((b * h, n, d)).astype(np.float32)
+    v = rng.standard_normal((b * h, n, dv)).astype(np.float32)
+    dims = (b * h, m, n, d, dv)
+
+    def interleave(x: np.ndarray) -> np.ndarray:  # [B][rows][w] -> [B / h][rows][h][w]
+        return np.ascontiguousarray(x.reshape(b, h, *x.shape[1:]).transpose(0, 2, 1, 3))
+
+    qh, vh, oh = heads
+    out = np.zeros(b * h * m * dv + 3, np.float32)
+    out[-3:] = 7
+    scratch = np.zeros(A.scratch_size(dims, threads), np.float32)
+    A.attention((interleave(q) if qh > 1 else q).ravel(), k.ravel(),
+                (interleave(v) if vh > 1 else v).ravel(), EMPTY, out, scratch, dims, True, 0.125,
+                False, True, (1, 0, 0), threads, None, 0.0, 1, 1, qh, vh, oh)  # fmt: skip
+    assert np.all(out[-3:] == 7)
+    plain = np.zeros(b * h * m * dv, np.float32)
+    A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, plain, scratch, dims, True, 0.125, False,
+                True, (1, 0, 0), threads)  # fmt: skip
+    plain3 = plain.reshape(b * h, m, dv)
+    np.testing.assert_array_equal(out[:-3], (interleave(plain3) if oh > 1 else plain3).ravel())
+    np.testing.assert_allclose(plain3, sdpa_reference(q, k, v, None, 0.125), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="heads 4"):
+        A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, plain, scratch, dims, True, 0.125,
+                    False, True, (1, 0, 0), threads, None, 0.0, 1, 1, 4)  # fmt: skip

@@ -141,3 +141,54 @@ def test_attention_with_a_shared_k_is_not_fused() -> None:
     assert_close(got["out"], plain["out"])
     groups = {p.op_name: p.group for p in session.placement()}
     assert groups["kt"] != "qk+attention" and groups["pv"] == "qk+attention"
+
+
+def _permute(name: str, src: int, dst: int, dims: list[int]) -> object:
+    perm = PermuteT()
+    perm.dims = dims
+    return make_op(OpType.Permute, name, [src], [dst], perm, OpParameter.Permute)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shared_q", [False, True])
+def test_head_permutes_run_inside_the_attention(threads: int, shared_q: bool) -> None:
+    """q, k, v ``[1, seq, H, d]`` split into heads by Permutes, the result merged back by one:
+    the kernel reads and writes the unpermuted tensors, so the four Permutes join the group (q's
+    stays out when the permuted q is also an output)."""
+    m, n, h, d, dv = 19, 23, 3, 8, 5
+    net = NetT()
+    net.tensorName = ["q", "k", "v", "qt", "kt", "vt", "s", "p", "o", "out"]
+    net.oplists = [
+        input_op("q", 0, (1, m, h, d), fmt=NCHW),
+        input_op("k", 1, (1, n, h, d), fmt=NCHW),
+        input_op("v", 2, (1, n, h, dv), fmt=NCHW),
+        _permute("qp", 0, 3, [0, 2, 1, 3]),
+        _permute("kp", 1, 4, [0, 2, 3, 1]),
+        _permute("vp", 2, 5, [0, 2, 1, 3]),
+        make_op(OpType.MatMul, "qk", [3, 4], [6], MatMulT(), OpParameter.MatMul),
+    ]
+    axis = AxisT()
+    axis.axis = -1
+    net.oplists += [
+        make_op(OpType.Softmax, "softmax", [6], [7], axis, OpParameter.Axis),
+        make_op(OpType.MatMul, "pv", [7, 5], [8], MatMulT(), OpParameter.MatMul),
+        _permute("op", 8, 9, [0, 2, 1, 3]),
+    ]
+    net.outputName = ["out", "qt"] if shared_q else ["out"]
+    net.tensorNumber = len(net.tensorName)
+    data = pack_net(net)
+    rng = np.random.default_rng(5)
+    feeds = {
+        "q": rng.standard_normal((1, m, h, d)).astype(np.float32),
+        "k": rng.standard_normal((1, n, h, d)).astype(np.float32),
+        "v": rng.standard_normal((1, n, h, dv)).astype(np.float32),
+    }
+    config = mnnpy.ScheduleConfig(num_thread=threads)
+    with substitute.disabled():
+        _, plain = run_net(data, feeds, config)
+    session, got = run_net(data, feeds, config)
+    assert got["out"].shape == (1, m, h, dv)
+    assert_close(got["out"], plain["out"])
+    groups = {p.op_name: p.group for p in session.placement()}
+    inside = {"kp", "vp", "qk", "softmax", "pv", "op"} | (set() if shared_q else {"qp"})
+    assert {o for o, g in groups.items() if g == "qk+attention"} == inside

@@ -109,3 +109,49 @@ def test_folded_readers_do_not_keep_bytes_from_in_place_ops(threads: int) -> Non
     neg0, pack = units["neg0"].outputs[0].buffer, units["pack"].outputs[0].buffer
     assert neg0.ctypes.data == pack.ctypes.data
     assert units["shape"].folded
+
+
+def _net_reshape_chain(m: int, k: int) -> bytes:
+    """NEG [1, m, k] -> Reshape [m, k, 1, 1] -> to NC4HW4 -> SQUARE -> to NCHW -> Reshape
+    [1, m, k] -> NEG: the chain around a MatMul that MNN's converter made a 1x1 convolution."""
+    net = NetT()
+    net.tensorName = [f"t{i}" for i in range(9)]
+    net.oplists = [
+        input_op("t0", 0, (1, m, k), fmt=NCHW),
+        _unary("neg0", 0, 1, NEG),
+        _reshape("reshape0", [1], 2, [m, k, 1, 1]),
+        _convert("pack", 2, 3, NCHW, NC4HW4),
+        _unary("square", 3, 4, SQUARE),
+        _convert("unpack", 4, 5, NC4HW4, NCHW),
+        _reshape("reshape1", [5], 6, [1, m, k]),
+        _unary("neg1", 6, 7, NEG),
+    ]
+    net.outputName, net.tensorNumber = ["t7"], 8
+    return pack_net(net)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("k", [8, 6])
+def test_reshape_after_in_place_convert_copies_nothing(threads: int, k: int) -> None:
+    """A Reshape of a ConvertTensor's output, both of the same bytes, reads the ConvertTensor's
+    output in place instead of reading through it (which made the Reshape copy): every tensor
+    of the chain is the SQUARE's bytes and only the unary ops run. Channels not a multiple of 4
+    convert for real: each Reshape reads its converting neighbour through, one copy per pair."""
+    m = 37
+    x = np.random.default_rng(k).standard_normal((1, m, k)).astype(np.float32)
+    interp = mnnpy.Interpreter.from_buffer(_net_reshape_chain(m, k))
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
+    interp.get_session_input(session, "t0").copy_from(x)
+    for _ in range(2):
+        interp.run_session(session)
+        np.testing.assert_array_equal(interp.get_session_output(session, "t7").numpy(), -(x * x))
+    units = {u.op.name: u for p in session.pipelines for u in p.units}
+    ran = [s.unit.op.name for p in session.pipelines for s in p._steps]
+    if k % 4:  # real conversions: the Reshapes' copies are read through (composed) as before
+        assert len(ran) == 5, ran
+        return
+    assert ran == ["neg0", "square", "neg1"]
+    at = {n: units[n].outputs[0].buffer.ctypes.data for n in ("neg0", "reshape0", "pack")}
+    assert len(set(at.values())) == 1, at
+    at = {n: units[n].outputs[0].buffer.ctypes.data for n in ("square", "unpack", "reshape1")}
+    assert len(set(at.values())) == 1, at

@@ -44,12 +44,15 @@ class CPUFusedAttention(Execution):
         self.tk, self.scale, self.div = tk, scale, div
         self.select: tuple[float, int] | None = None  # a condition's (fill, fill_where)
         self.k_heads = 1  # k read as [B / h][n][h][d] (kernels/sdpa.pyx)
+        self.heads = (1, 1, 1)  # q, v read and out written with heads interleaved (the same)
         self._scratch: Tensor | None = None
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         q, k, v, *mask = (inputs[i] for i in self.at)
-        m, d, dv, n = q.shape[-2], q.shape[-1], v.shape[-1], v.shape[-2]
-        self._dims = (math.prod(outputs[0].shape[:-2]), m, n, d, dv)
+        qh, vh, _ = self.heads  # [B / h][M][h][d] before a head Permute: M is dim -3
+        m, d = q.shape[-2 if qh == 1 else -3], q.shape[-1]
+        n, dv = v.shape[-2 if vh == 1 else -3], v.shape[-1]
+        self._dims = (math.prod(outputs[0].shape) // (m * dv), m, n, d, dv)
         self._mask_dims = (1, 0, 0)
         if mask:
             batches, rows = math.prod(mask[0].shape[:-2]), mask[0].shape[-2]
@@ -67,7 +70,7 @@ class CPUFusedAttention(Execution):
             q, k, v, mask[0] if mask and not self.select else _EMPTY, outputs[0].buffer,
             self._scratch.buffer, self._dims, self.tk, 1.0 if self.scale is None else self.scale,
             self.div, self.scale is not None, self._mask_dims, self.backend.num_thread, cond,
-            fill, where, self.k_heads,
+            fill, where, self.k_heads, *self.heads,
         )  # fmt: skip
 
 
@@ -101,6 +104,22 @@ def _k_permute(view: SubgraphView, k: Tensor, reader: Node, tk: bool) -> tuple[N
     if perm == (0, 2, 3, 1) and not tk:
         return node, node.inputs[0].shape[2]
     return None
+
+
+def _heads_permute(view: SubgraphView, t: Tensor, reader: Node | None, before: bool) -> Node | None:
+    """A head split or merge around the attention: a Permute (0, 2, 1, 3) of plain 4-D tensors.
+
+    ``before``: the one writing ``t`` for ``reader`` alone; else the one reader of ``t``. The
+    kernel reads (writes) the other side of it in place, its heads interleaved.
+    """
+    node = view.producer(t) if before else view.only_reader(t)
+    if node is None or node.op.type != OpType.Permute or node not in view.nodes:
+        return None
+    if t.ndim != 4 or permute.permutation(node.op, 4) != (0, 2, 1, 3):
+        return None
+    if before and view.only_reader(t) is not reader:
+        return None
+    return node if M.plain(node.inputs[0], node.outputs[0]) else None
 
 
 def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa: C901
@@ -142,6 +161,19 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
     if perm is not None:  # read k before the Permute, the other way round
         group.insert(0, perm[0])
         k, tk, heads = perm[0].inputs[0], not tk, perm[1]
+    qp, vp = _heads_permute(view, q, mm1, True), _heads_permute(view, v, mm2, True)
+    op = _heads_permute(view, out, None, False)
+    if qp is not None:
+        group.insert(0, qp)
+        q = qp.inputs[0]
+    if vp is not None:
+        group.insert(0, vp)
+        v = vp.inputs[0]
+    if op is not None:
+        group.append(op)
+        out = op.outputs[0]
+    hs = [1 if p is None else p.inputs[0].shape[2] for p in (qp, vp)]
+    hs.append(1 if op is None else out.shape[2])
     inputs, outputs = view.boundary(group)
     want = [q, k, v] + ([mask] if mask is not None else [])
     at = [next((i for i, t in enumerate(inputs) if t is w), -1) for w in want]
@@ -151,6 +183,7 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
     ex = CPUFusedAttention(cpu_backend(view.backend), at, tk, scale, div)
     ex.select = None if select is None else select[1:]
     ex.k_heads = heads
+    ex.heads = (hs[0], hs[1], hs[2])
     return Substitution(f"{mm1.op.name}+attention", tuple(group), ex)
 
 

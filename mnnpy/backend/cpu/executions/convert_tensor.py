@@ -12,7 +12,7 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.raster import CPURaster
 from mnnpy.backend.cpu.kernels import pack as K
 from mnnpy.execution import Execution, Unsupported
-from mnnpy.geometry.computers import Placed, regions_of
+from mnnpy.geometry.computers import Placed, regions_of, same_bytes_convert
 from mnnpy.net import OpDef, OpType
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
@@ -89,12 +89,7 @@ class CPUConvertTensor(CPURaster):
 
         The ``[M, K, 1, 1]`` tensors around a MatMul that MNN's converter made a convolution.
         """
-        if src.dtype != dst.dtype or src.shape != dst.shape or src.is_packed == dst.is_packed:
-            return False
-        plain = dst if src.is_packed else src
-        if src.ndim < 3 or plain.dimension_format != NCHW:
-            return False
-        return src.shape[1] % 4 == 0 and math.prod(src.shape[2:]) == 1
+        return same_bytes_convert(src, dst)
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
         return regions_of(self.op, inputs, outputs)

@@ -19,4 +19,7 @@ def attention(
     fill: float = 0,
     fill_where: int = 1,
     k_heads: int = 1,
+    q_heads: int = 1,
+    v_heads: int = 1,
+    out_heads: int = 1,
 ) -> None: ...

@@ -4,7 +4,10 @@
 ``q`` is ``B`` matrices ``[M][d]``; ``k`` is ``[n][d]`` each (``tk``, q k^T) or ``[d][n]``;
 ``v`` is ``[n][dv]``; ``out`` is ``[M][dv]``, all row-major float32. With ``k_heads`` h > 1,
 k is ``[B / h][n][h][d]`` instead (the input of the Permute that made it ``[B / h][h][d][n]``;
-``tk`` must be set): matrix ``b`` has rows of ``d`` at ``h * d`` floats apart.
+``tk`` must be set): matrix ``b`` has rows of ``d`` at ``h * d`` floats apart. ``q_heads``,
+``v_heads`` and ``out_heads`` do the same for q (``[B / h][M][h][d]``), v (``[B / h][n][h][dv]``)
+and out (``[B / h][M][h][dv]``): the tensors before (after, for out) the head Permutes a graph
+puts around its attention.
 
 The scale multiplies the scores (or divides them, ``div``), as the BinaryOp it replaces; the mask
 (``[mask_batches][M or 1][n]``, its batch and row strides ``mb`` and ``mr`` 0 where it broadcasts)
@@ -43,6 +46,7 @@ cdef struct Att:
     int fill_where  # -1: no condition; 1: fill where cond != 0; 0: where cond == 0
     Py_ssize_t mask_batches, mb, mr
     Py_ssize_t kh  # k's heads interleaved per row (1: contiguous matrices)
+    Py_ssize_t qh, vh, oh  # the same for q, v and out
 
 
 cdef Att _plan(tuple dims, int num_thread) except *:
@@ -69,7 +73,8 @@ def scratch_size(tuple dims, int num_thread=1):
 def attention(const float[::1] q, const float[::1] k, const float[::1] v, const float[::1] mask,
               float[::1] out, float[::1] scratch, tuple dims, bint tk, float scale, bint div,
               bint has_scale, tuple mask_dims, int num_thread=1, const int[::1] cond=None,
-              float fill=0, int fill_where=1, Py_ssize_t k_heads=1):
+              float fill=0, int fill_where=1, Py_ssize_t k_heads=1, Py_ssize_t q_heads=1,
+              Py_ssize_t v_heads=1, Py_ssize_t out_heads=1):
     """The fused attention of the module docstring; ``mask`` empty for none, ``mask_dims`` =
     ``(mask_batches, mb, mr)`` for the mask or ``cond``; ``scratch`` needs
     ``scratch_size(dims, num_thread)`` floats."""
@@ -80,6 +85,10 @@ def attention(const float[::1] q, const float[::1] k, const float[::1] v, const 
     if k_heads < 1 or g.B % k_heads or (k_heads > 1 and not tk):
         raise ValueError(f"k_heads {k_heads} must divide {g.B} matrices and come with tk")
     g.kh = k_heads
+    for h in (q_heads, v_heads, out_heads):
+        if h < 1 or g.B % h:
+            raise ValueError(f"heads {h} must divide {g.B} matrices")
+    g.qh, g.vh, g.oh = q_heads, v_heads, out_heads
     cdef Py_ssize_t need = g.B * (g.kp + g.vp) + num_thread * g.tile
     cdef Py_ssize_t mneed = 0, msize = mask.shape[0]
     cdef const int* cp = NULL
@@ -108,7 +117,7 @@ def attention(const float[::1] q, const float[::1] k, const float[::1] v, const 
 
 cdef void _pack(const float* b, Py_ssize_t K, Py_ssize_t N, bint tb, Py_ssize_t ld,
                 float* w) noexcept nogil:
-    """``B[K][N]`` (``[N][K]`` with rows ``ld`` apart when ``tb``) as ``[ceil(N/16)][K][16]``
+    """``B[K][N]`` (``[N][K]`` when ``tb``), rows ``ld`` apart, as ``[ceil(N/16)][K][16]``
     panels, zero-padded."""
     cdef Py_ssize_t p, kk, j, n0, cols
     for p in range(cdiv(N, 16)):
@@ -120,7 +129,7 @@ cdef void _pack(const float* b, Py_ssize_t K, Py_ssize_t N, bint tb, Py_ssize_t 
                     w[kk * 16 + j] = b[(n0 + j) * ld + kk]
         else:
             for kk in range(K):
-                memcpy(w + kk * 16, b + kk * N + n0, cols * 4)
+                memcpy(w + kk * 16, b + kk * ld + n0, cols * 4)
         if cols < 16:
             for kk in range(K):
                 memset(w + kk * 16 + cols, 0, (16 - cols) * 4)
@@ -134,8 +143,8 @@ cdef void _block(const Att* g, const float* q, const float* kp, const float* vp,
     cdef float* row
     cdef const float* m
     cdef const int* c
-    mnnpy_linear(isa, q + (b * g.M + r0) * g.d, g.d, rr, g.d, kp, NULL, s, g.n, g.n, g.n,
-                 -INFINITY, INFINITY)
+    mnnpy_linear(isa, _at(q, b, g.qh, g.M, g.d) + r0 * g.qh * g.d, g.qh * g.d, rr, g.d, kp,
+                 NULL, s, g.n, g.n, g.n, -INFINITY, INFINITY)
     for i in range(rr):
         row = s + i * g.n
         if g.has_scale:
@@ -156,13 +165,20 @@ cdef void _block(const Att* g, const float* q, const float* kp, const float* vp,
                 if (c[j] != 0) == (g.fill_where == 1):
                     row[j] = g.fill
         mnnpy_softmax_row(isa, row, row, g.n)
-    mnnpy_linear(isa, s, g.n, rr, g.n, vp, NULL, out + (b * g.M + r0) * g.dv, g.dv, g.dv, g.dv,
-                 -INFINITY, INFINITY)
+    mnnpy_linear(isa, s, g.n, rr, g.n, vp, NULL, _at(out, b, g.oh, g.M, g.dv) + r0 * g.oh * g.dv,
+                 g.oh * g.dv, g.dv, g.dv, -INFINITY, INFINITY)
 
 
-cdef inline const float* _k_at(const Att* g, const float* k, Py_ssize_t b) noexcept nogil:
-    """Matrix ``b`` of k: contiguous, or head ``b % kh`` of the ``[n][kh][d]`` block ``b / kh``."""
-    return k + (b // g.kh) * g.n * g.kh * g.d + (b % g.kh) * g.d
+cdef inline Py_ssize_t _k_ld(const Att* g) noexcept nogil:
+    """Floats between k's rows: ``[n][kh][d]`` when ``tk``, else ``[d][n]``."""
+    return g.kh * g.d if g.tk else g.n
+
+
+cdef inline float* _at(const float* x, Py_ssize_t b, Py_ssize_t h, Py_ssize_t rows,
+                       Py_ssize_t width) noexcept nogil:
+    """Matrix ``b``'s first row: contiguous ``[rows][width]`` matrices (``h`` 1), or head
+    ``b % h`` of the ``[rows][h][width]`` block ``b / h`` (its rows ``h * width`` apart)."""
+    return <float*>x + (b // h) * rows * h * width + (b % h) * width
 
 
 cdef void _run(const Att* g, const float* q, const float* k, const float* v, const float* mask,
@@ -174,8 +190,8 @@ cdef void _run(const Att* g, const float* q, const float* k, const float* v, con
     cdef Py_ssize_t it, b
     if num_thread == 1:
         for b in range(g.B):
-            _pack(_k_at(g, k, b), g.d, g.n, g.tk, g.kh * g.d, kp + b * g.kp)
-            _pack(v + b * g.n * g.dv, g.n, g.dv, False, 0, vp + b * g.vp)
+            _pack(_at(k, b, g.kh, g.n, g.d), g.d, g.n, g.tk, _k_ld(g), kp + b * g.kp)
+            _pack(_at(v, b, g.vh, g.n, g.dv), g.n, g.dv, False, g.vh * g.dv, vp + b * g.vp)
         for it in range(g.B * g.nblk):
             _block(g, q, kp + (it // g.nblk) * g.kp, vp + (it // g.nblk) * g.vp, mask, cond,
                    out, tiles, it // g.nblk, (it % g.nblk) * g.rows, isa)
@@ -183,9 +199,9 @@ cdef void _run(const Att* g, const float* q, const float* k, const float* v, con
     for it in prange(2 * g.B, num_threads=num_thread, schedule="static"):
         b = it // 2
         if it % 2 == 0:
-            _pack(_k_at(g, k, b), g.d, g.n, g.tk, g.kh * g.d, kp + b * g.kp)
+            _pack(_at(k, b, g.kh, g.n, g.d), g.d, g.n, g.tk, _k_ld(g), kp + b * g.kp)
         else:
-            _pack(v + b * g.n * g.dv, g.n, g.dv, False, 0, vp + b * g.vp)
+            _pack(_at(v, b, g.vh, g.n, g.dv), g.n, g.dv, False, g.vh * g.dv, vp + b * g.vp)
     for it in prange(g.B * g.nblk, num_threads=num_thread, schedule="static"):
         b = it // g.nblk
         _block(g, q, kp + b * g.kp, vp + b * g.vp, mask, cond, out,

@@ -33,6 +33,7 @@
 
 #include "erf_kernels.h"
 #include "exp_core.h" /* after the pragma: see exp_core.h */
+#include "gelu_avx512.h"
 
 /* MNN's UnaryOpOperation values (schema/default/TensorflowOp.fbs). */
 #define MNNPY_U_ABS 0
@@ -181,13 +182,24 @@ MNNPY_INLINE float mnnpy_log1(float x) {
 MNNPY_UNARY_LOOP(mnnpy_unary_generic, )
 #if MNNPY_X86
 MNNPY_UNARY_LOOP(mnnpy_unary_avx2, MNNPY_T256)
-MNNPY_UNARY_LOOP(mnnpy_unary_avx512, MNNPY_T512)
+MNNPY_UNARY_LOOP(mnnpy_unary_avx512_loops, MNNPY_T512)
 #endif
 #undef MNNPY_UNARY_LOOP
 #undef MNNPY_UNARY_CASE
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
+#endif
+
+#if MNNPY_X86
+/* The AVX-512 loops, GELU_STANDARD with intrinsics (gelu_avx512.h: no division). */
+MNNPY_STATIC MNNPY_T512 int mnnpy_unary_avx512(int op, const float* src, float* dst, ptrdiff_t n) {
+    if (op == MNNPY_U_GELU_STANDARD) {
+        mnnpy_gelu_erf_avx512(src, dst, n);
+        return 1;
+    }
+    return mnnpy_unary_avx512_loops(op, src, dst, n);
+}
 #endif
 
 /* Runs op on the chosen ISA; 0 when op has no loop here (the caller uses its scalar table). */
