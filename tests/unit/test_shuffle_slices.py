@@ -22,7 +22,7 @@ from mnnpy.geometry import regions as R
 from mnnpy.net import OpParameter, OpType, pack_net
 from mnnpy.tensor_format import DimensionFormat
 from tests.helpers import _op, const_op, input_op
-from tests.unit.test_raster_fusion import _param, box, execute, moves, storage
+from tests.unit.test_raster_fusion import _param, box, execute, moves, numpy_shuffle, storage
 
 NC4HW4, NCHW = DimensionFormat.NC4HW4, DimensionFormat.NCHW
 
@@ -67,15 +67,6 @@ def torch_shuffle_net(shape: tuple, fmt: DimensionFormat, units: int = 2) -> byt
     net.oplists = ops
     net.outputName = [names[a], names[b]]
     return pack_net(net)
-
-
-def numpy_shuffle(x: np.ndarray, y: np.ndarray, units: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    n, c, h, w = x.shape
-    for _ in range(units):
-        cat = np.concatenate([x, y], axis=1).reshape(n, 2, c, h, w)
-        mixed = cat.transpose(0, 2, 1, 3, 4).reshape(n, 2 * c, h, w)
-        x, y = mixed[:, :c], mixed[:, c:]
-    return x, y
 
 
 @pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
