@@ -60,9 +60,9 @@ def _param(cls: type, **fields: object) -> object:
     return p
 
 
-def test_converter_shape_subgraph_folds() -> None:
-    """Shape -> SliceTf(begin, Unsqueeze(Rank - 2)) -> Concat(.., [-1]) -> Reshape, the pattern
-    the ONNX converter writes after Gemm; only the final Reshape runs."""
+def converter_shape_subgraph_net() -> bytes:
+    """x -> Shape -> SliceTf(begin, Unsqueeze(Rank - 2)) -> Concat(.., [-1]) -> Reshape(x), the
+    pattern the ONNX converter writes after Gemm (also used by tests/unit/test_shape_stage.py)."""
     names = ["x", "shape", "begin", "rank", "two", "count", "count1", "head", "n", "target", "y"]
     t = {n: i for i, n in enumerate(names)}
     i32 = np.int32
@@ -111,7 +111,13 @@ def test_converter_shape_subgraph_folds() -> None:
     net = NetT()
     net.tensorName, net.oplists, net.outputName = names, ops, ["y"]
     net.tensorNumber = len(names)
-    interp = mnnpy.Interpreter.from_buffer(pack_net(net))
+    return pack_net(net)
+
+
+def test_converter_shape_subgraph_folds() -> None:
+    """Shape -> SliceTf(begin, Unsqueeze(Rank - 2)) -> Concat(.., [-1]) -> Reshape, the pattern
+    the ONNX converter writes after Gemm; only the final Reshape runs."""
+    interp = mnnpy.Interpreter.from_buffer(converter_shape_subgraph_net())
     session = interp.create_session()
     x = np.random.default_rng(0).standard_normal((2, 5, 3, 1)).astype(np.float32)
     interp.get_session_input(session, "x").copy_from(x)

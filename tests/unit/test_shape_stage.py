@@ -15,77 +15,12 @@ import pytest
 
 import mnnpy
 import mnnpy.shape_stage as stage
-from mnnpy._schema.MNN.Axis import AxisT
-from mnnpy._schema.MNN.BinaryOp import BinaryOpT
-from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation
-from mnnpy._schema.MNN.Net import NetT
-from mnnpy._schema.MNN.Reshape import ReshapeT
-from mnnpy._schema.MNN.SqueezeParam import SqueezeParamT
-from mnnpy.net import OpParameter, OpType, pack_net
-from mnnpy.tensor_format import DimensionFormat
-from tests.helpers import _op, const_op, input_op
-
-NC4HW4, NCHW = DimensionFormat.NC4HW4, DimensionFormat.NCHW
-
-
-def _param(cls: type, **fields: object) -> object:
-    p = cls()
-    for k, v in fields.items():
-        setattr(p, k, v)
-    return p
+from tests.ops.test_shape import converter_shape_subgraph_net
 
 
 def _model() -> bytes:
     """x -> Shape -> SliceTf(0, Unsqueeze(Rank - 2)) -> Concat(.., [-1]) -> Reshape(x)."""
-    names = ["x", "shape", "begin", "rank", "two", "count", "count1", "head", "n", "target", "y"]
-    t = {n: i for i, n in enumerate(names)}
-    i32 = np.int32
-    ops = [
-        input_op("x", t["x"], (2, 5, 3, 1), fmt=NC4HW4),
-        _op(OpType.Shape, "shape", [t["x"]], [t["shape"]]),
-        const_op("begin", t["begin"], np.array([0], i32)),
-        _op(OpType.Rank, "rank", [t["x"]], [t["rank"]]),
-        const_op("two", t["two"], np.array(2, i32)),
-        _op(
-            OpType.BinaryOp,
-            "sub",
-            [t["rank"], t["two"]],
-            [t["count"]],
-            _param(BinaryOpT, opType=BinaryOpOperation.SUB, t=1),
-            OpParameter.BinaryOp,
-        ),
-        _op(
-            OpType.Unsqueeze,
-            "unsq",
-            [t["count"]],
-            [t["count1"]],
-            _param(SqueezeParamT, squeezeDims=[0]),
-            OpParameter.SqueezeParam,
-        ),
-        _op(OpType.SliceTf, "head", [t["shape"], t["begin"], t["count1"]], [t["head"]]),
-        const_op("n", t["n"], np.array([-1], i32)),
-        _op(
-            OpType.Concat,
-            "concat",
-            [t["head"], t["n"]],
-            [t["target"]],
-            _param(AxisT, axis=0),
-            OpParameter.Axis,
-        ),
-        _op(
-            OpType.Reshape,
-            "y",
-            [t["x"], t["target"]],
-            [t["y"]],
-            _param(ReshapeT, dimType=NCHW),
-            OpParameter.Reshape,
-        ),
-    ]
-    ops[1].defaultDimentionFormat = NCHW
-    net = NetT()
-    net.tensorName, net.oplists, net.outputName = names, ops, ["y"]
-    net.tensorNumber = len(names)
-    return pack_net(net)
+    return converter_shape_subgraph_net()
 
 
 @pytest.fixture
