@@ -10,8 +10,9 @@ import math
 
 import numpy as np
 
+from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as Bin
 from mnnpy.net import OpType
-from mnnpy.optimization import Node
+from mnnpy.optimization import Node, SubgraphView
 from mnnpy.tensor import Tensor
 
 
@@ -66,3 +67,24 @@ def select(node: Node | None, s: Tensor) -> tuple[Tensor, float, int] | None:
         return None
     fill = float(np.asarray(c.describe.content).reshape(()))
     return cond, fill, int(c is x)
+
+
+def pre_scale(view: SubgraphView, t: Tensor, reader: Node) -> tuple[Node, Tensor, float] | None:
+    """The MUL writing ``t`` for ``reader`` alone: a tensor of ``t``'s shape times a constant.
+
+    Returns (the MUL, that tensor, the scalar float32 constant); PyTorch's attention export
+    scales q and k so before their product.
+    """
+    node = view.producer(t)
+    if node is None or node not in view.nodes or view.only_reader(t) is not reader:
+        return None
+    if not binary(node, Bin.MUL) or node.inputs[0] is node.inputs[1]:
+        return None
+    for c in node.inputs:
+        x = other(node, c)
+        if c.describe.content is None or c.element_size != 1 or c.dtype != np.float32:
+            continue
+        value = float(np.asarray(c.describe.content).reshape(()))
+        if x.shape == t.shape and plain(x) and value != 0.0:  # 0: the scale would divide by it
+            return node, x, value
+    return None

@@ -192,3 +192,61 @@ def test_head_permutes_run_inside_the_attention(threads: int, shared_q: bool) ->
     groups = {p.op_name: p.group for p in session.placement()}
     inside = {"kp", "vp", "qk", "softmax", "pv", "op"} | (set() if shared_q else {"qp"})
     assert {o for o, g in groups.items() if g == "qk+attention"} == inside
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("scale", "mask"), [(None, False), (2, True), (7, False)])
+def test_constant_scales_of_q_and_k_join_the_attention(
+    threads: int, scale: int | None, mask: bool
+) -> None:
+    """PyTorch's export: q * c1 and Permute(k) * c2 before the product (then [* or / c]
+    [+ mask]): both MULs and the Permute join the group, their constants scale the scores."""
+    b, m, n, d = 2, 13, 11, 8
+    net = NetT()
+    net.tensorName = ["q", "k", "v", "c1", "c2", "qs", "kt", "ks", "s", "c", "t", "mask"]
+    net.tensorName += ["u", "p", "out"]
+    ops = [input_op("q", 0, (1, b, m, d), fmt=NCHW), input_op("k", 1, (1, b, n, d), fmt=NCHW)]
+    ops += [input_op("v", 2, (1, b, n, d), fmt=NCHW)]
+    ops += [const_op("c1", 3, np.float32([0.5])), const_op("c2", 4, np.float32([0.75]))]
+    ops += [const_op("c", 9, np.float32([8.0 if scale == 7 else 0.125]))]
+    mul = _binary(2)
+    ops.append(make_op(OpType.BinaryOp, "qs", [0, 3], [5], mul, OpParameter.BinaryOp))
+    ops.append(_permute("kt", 1, 6, [0, 1, 3, 2]))
+    ops.append(make_op(OpType.BinaryOp, "ks", [4, 6], [7], mul, OpParameter.BinaryOp))
+    ops.append(make_op(OpType.MatMul, "qk", [5, 7], [8], MatMulT(), OpParameter.MatMul))
+    src = 8
+    if scale is not None:
+        op = make_op(OpType.BinaryOp, "scale", [8, 9], [10], _binary(scale), OpParameter.BinaryOp)
+        ops.append(op)
+        src = 10
+    if mask:
+        ops.append(input_op("mask", 11, (1, 1, m, n), fmt=NCHW))
+        add = make_op(
+            OpType.BinaryOp, "mask_add", [11, src], [12], _binary(0), OpParameter.BinaryOp
+        )
+        ops.append(add)
+        src = 12
+    axis = AxisT()
+    axis.axis = -1
+    ops.append(make_op(OpType.Softmax, "softmax", [src], [13], axis, OpParameter.Axis))
+    ops.append(make_op(OpType.MatMul, "pv", [13, 2], [14], MatMulT(), OpParameter.MatMul))
+    net.oplists, net.outputName = ops, ["out"]
+    net.tensorNumber = len(net.tensorName)
+    data = pack_net(net)
+    rng = np.random.default_rng(7)
+    feeds = {t: 3 * rng.standard_normal((1, b, m if t == "q" else n, d)).astype(np.float32)
+             for t in "qkv"}  # fmt: skip
+    if mask:
+        feeds["mask"] = np.where(rng.random((1, 1, m, n)) < 0.3, -1e9, 0.0).astype(np.float32)
+        feeds["mask"][..., 0] = 0.0
+    config = mnnpy.ScheduleConfig(num_thread=threads)
+    with substitute.disabled():
+        _, plain = run_net(data, feeds, config)
+    session, got = run_net(data, feeds, config)
+    assert_close(got["out"], plain["out"])
+    qk = (feeds["q"] * 0.5) @ (feeds["k"] * 0.75).transpose(0, 1, 3, 2)
+    qk = qk * 0.125 if scale == 2 else (qk / 8.0 if scale == 7 else qk)
+    e = np.exp(qk + feeds.get("mask", 0.0) - (qk + feeds.get("mask", 0.0)).max(-1, keepdims=True))
+    assert_close(got["out"], (e / e.sum(-1, keepdims=True)) @ feeds["v"])  # NumPy's oracle
+    groups = {p.op_name: p.group for p in session.placement()}
+    assert set(groups.values()) == {"qk+attention"}  # both MULs and the Permute inside

@@ -4,10 +4,10 @@ A fusion finder (``Backend.register_fusion``) replaces the chain by one executio
 ``kernels/sdpa.pyx`` (MNN's CPUAttention role for graphs without the Attention op): scores exist
 a tile of query rows at a time, per thread. The scale is a MUL / DIV by a scalar constant; the
 mask is added, or is the int32 condition of a Select between the scores and a scalar constant
-(causal masks of exported decoders), broadcasting over whole batches or rows. A Permute making
-k for this MatMul alone joins the group when it swaps the last two dims or turns heads
-``[B, n, H, d]`` into ``[B, H, d, n]``: the kernel reads its input.
-Each step is the arithmetic of the op it replaces (tests/ops/test_attention_fused.py).
+(causal masks of exported decoders), broadcasting over whole batches or rows. A MUL of q or k
+by a scalar constant (PyTorch's export) joins as a scale of the scores; a Permute making k for
+this MatMul alone joins when it swaps the last two dims or turns heads ``[B, n, H, d]`` into
+``[B, H, d, n]``: the kernel reads its input. Tests: tests/ops/test_attention_fused.py.
 """
 
 from __future__ import annotations
@@ -156,12 +156,18 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
         return None  # the same matrices in every operand (leading 1s aside), no broadcasting
     if mask is not None and not M.mask_fits(mask, s.shape):
         return None
-    perm = _k_permute(view, k, mm1, tk)
-    heads = 1
+    readers, pre = [mm1, mm1], 1.0  # q and k scaled by constants: the scores scaled instead
+    for i, found in enumerate(M.pre_scale(view, t, mm1) if q is not k else None for t in (q, k)):
+        if found is not None:
+            group[:0], readers[i], pre = [found[0]], found[0], pre * found[2]
+            q, k = (found[1], k) if i == 0 else (q, found[1])
+    if readers != [mm1, mm1]:
+        scale = pre if scale is None else (scale / pre if div else scale * pre)
+    perm, heads = _k_permute(view, k, readers[1], tk), 1
     if perm is not None:  # read k before the Permute, the other way round
         group.insert(0, perm[0])
         k, tk, heads = perm[0].inputs[0], not tk, perm[1]
-    qp, vp = _heads_permute(view, q, mm1, True), _heads_permute(view, v, mm2, True)
+    qp, vp = _heads_permute(view, q, readers[0], True), _heads_permute(view, v, mm2, True)
     op = _heads_permute(view, out, None, False)
     if qp is not None:
         group.insert(0, qp)
