@@ -82,7 +82,7 @@ def test_depthwise_matches_reference(isa: str, name: str, c: int) -> None:
 def test_depthwise_3x3_widths(isa: str, h: int, w: int, stride: int, pad: int) -> None:
     """3x3 windows on maps of every width: the zero-bordered copy with its rows in groups (150
     wide: 4 or 2 output rows per group; 339: one), rows too wide for it (400), no padding, a
-    single pixel; stride 2 (even, then odd columns in the copy) on MobileNetV2's 112 and 14 wide
+    single pixel; stride 2 (its own compiled pixel loop) on MobileNetV2's 112 and 14 wide
     maps, odd widths, a 2-pixel input. Close to the reference, 1, 2 and 3 threads bit-identical."""
     rng = np.random.default_rng(w)
     x = rng.standard_normal((1, 5, h, w)).astype(np.float32)
