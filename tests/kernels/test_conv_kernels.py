@@ -77,12 +77,13 @@ def test_depthwise_matches_reference(isa: str, name: str, c: int) -> None:
 @pytest.mark.parametrize(
     ("h", "w", "stride", "pad"),
     [(9, 150, 1, 1), (9, 150, 2, 1), (5, 339, 1, 1), (4, 400, 1, 1), (7, 7, 1, 0), (6, 7, 2, 0),
-     (1, 1, 1, 1)],
+     (1, 1, 1, 1), (6, 112, 2, 1), (5, 14, 2, 1), (4, 9, 2, 1), (3, 2, 2, 1)],
 )  # fmt: skip
 def test_depthwise_3x3_widths(isa: str, h: int, w: int, stride: int, pad: int) -> None:
     """3x3 windows on maps of every width: the zero-bordered copy with its rows in groups (150
     wide: 4 or 2 output rows per group; 339: one), rows too wide for it (400), no padding, a
-    single pixel. Close to the reference, 1, 2 and 3 threads bit-identical."""
+    single pixel; stride 2 (its own compiled pixel loop) on MobileNetV2's 112 and 14 wide
+    maps, odd widths, a 2-pixel input. Close to the reference, 1, 2 and 3 threads bit-identical."""
     rng = np.random.default_rng(w)
     x = rng.standard_normal((1, 5, h, w)).astype(np.float32)
     weight = rng.standard_normal((5, 1, 3, 3)).astype(np.float32)

@@ -155,7 +155,10 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_dw_row_avx2(const mnnpy_dw_geom* g, const flo
  * included, are copied into a stack buffer so every output pixel takes the same full-window
  * path (no per-row border pixels, which on 7x7 and 14x14 maps cost as much as the interior).
  * The padding taps add 0 * w, as the ONNX definition does. Output rows go in groups whose input
- * rows fit the buffer; a pixel's arithmetic does not depend on the grouping.
+ * rows fit the buffer; a pixel's arithmetic does not depend on the grouping. The pixel loop is
+ * compiled once per stride (a constant: stride 1 is one 256-bit load per tap, no stride test;
+ * measured 5-20% faster on 112x112..28x28 maps). Stride 2 copying even then odd columns (one
+ * load per tap too) measured slower: the copy costs more than the inserts it saves.
  */
 #define MNNPY_DW_PAD_FLOATS 4096 /* 16 KB of stack */
 
@@ -205,24 +208,30 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_dw_rows_padded3(const mnnpy_dw_geom* g, const
             const float* r0 = buf + (oy - g0) * s * pw * 4;
             float* out = dst + oy * ow * 4;
             ptrdiff_t ox = 0;
-#define MNNPY_DW_PAD_PX(NB)                                                                    \
+#define MNNPY_DW_PAD_PX(NB, S)                                                                 \
     for (; ox + 2 * NB <= ow; ox += 2 * NB) {                                                  \
         __m256 acc[NB];                                                                        \
         for (int q = 0; q < NB; ++q) acc[q] = b8;                                              \
         for (int ky = 0; ky < 3; ++ky)                                                         \
             for (int kx = 0; kx < 3; ++kx) {                                                   \
-                const float* p = r0 + (ky * pw + ox * s + kx) * 4;                             \
+                const float* p = r0 + (ky * pw + ox * S + kx) * 4;                             \
                 for (int q = 0; q < NB; ++q)                                                   \
-                    acc[q] = _mm256_fmadd_ps(mnnpy_dw_load2(p + 8 * q * s, s), wv[ky * 3 + kx], \
+                    acc[q] = _mm256_fmadd_ps(mnnpy_dw_load2(p + 8 * q * S, S), wv[ky * 3 + kx], \
                                              acc[q]);                                          \
             }                                                                                  \
         for (int q = 0; q < NB; ++q)                                                           \
             _mm256_storeu_ps(out + (ox + 2 * q) * 4,                                           \
                              _mm256_and_ps(m8, _mm256_min_ps(h8, _mm256_max_ps(l8, acc[q])))); \
     }
-            MNNPY_DW_PAD_PX(4)
-            MNNPY_DW_PAD_PX(3)
-            MNNPY_DW_PAD_PX(1)
+            if (s == 1) { /* the stride a constant: no stride test in the FMA loop */
+                MNNPY_DW_PAD_PX(4, 1)
+                MNNPY_DW_PAD_PX(3, 1)
+                MNNPY_DW_PAD_PX(1, 1)
+            } else {
+                MNNPY_DW_PAD_PX(4, 2)
+                MNNPY_DW_PAD_PX(3, 2)
+                MNNPY_DW_PAD_PX(1, 2)
+            }
 #undef MNNPY_DW_PAD_PX
             for (; ox < ow; ++ox) { /* the odd pixel: same chain, 128 bits */
                 __m128 acc = b;
