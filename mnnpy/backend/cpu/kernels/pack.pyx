@@ -12,6 +12,10 @@ from cython.parallel cimport prange
 cdef extern from "pack_kernels.h" nogil:
     void mnnpy_pack_block4(const void* src, void* dst, Py_ssize_t area, int lanes)
     void mnnpy_unpack_block4(const void* src, void* dst, Py_ssize_t area, int lanes)
+    void mnnpy_pack_block4_run(const void* src, void* dst, Py_ssize_t count, Py_ssize_t stride,
+                               int lanes)
+    void mnnpy_unpack_block4_run(const void* src, void* dst, Py_ssize_t count,
+                                 Py_ssize_t stride, int lanes)
 
 cdef enum:
     MIN_PARALLEL = 16384  # elements; below this one thread is faster than waking a second
@@ -29,21 +33,29 @@ cdef inline Py_ssize_t _c4(Py_ssize_t c) noexcept nogil:
 
 cdef void _blocks4(const void* src, void* dst, Py_ssize_t batch, Py_ssize_t channel,
                    Py_ssize_t area, bint packing, int num_thread) noexcept nogil:
-    """4-byte elements: one ``pack_kernels.h`` call per (image, 4-channel block)."""
-    cdef Py_ssize_t blocks = _c4(channel), b, n, c
+    """4-byte elements: one ``pack_kernels.h`` call per (image, 4-channel block), or per piece
+    of a block's plane when there are fewer blocks than threads (a 3-channel input image)."""
+    cdef Py_ssize_t blocks = _c4(channel), b, n, c, it, parts = 1, a0, a1
     cdef const char* s = <const char*>src
     cdef char* d = <char*>dst
     if batch * blocks * area * 4 < MIN_PARALLEL:
         num_thread = 1
-    for b in prange(batch * blocks, num_threads=num_thread, schedule="static"):
+    if batch * blocks < num_thread:
+        parts = min(area, (num_thread + batch * blocks - 1) // (batch * blocks))
+    for it in prange(batch * blocks * parts, num_threads=num_thread, schedule="static"):
+        b = it // parts
+        a0 = area * (it % parts) // parts
+        a1 = area * (it % parts + 1) // parts
         n = b // blocks
         c = b % blocks * 4
         if packing:
-            mnnpy_pack_block4(s + ((n * channel + c) * area) * 4, d + b * area * 16, area,
-                              min(4, channel - c))
+            mnnpy_pack_block4_run(s + ((n * channel + c) * area + a0) * 4,
+                                  d + (b * area + a0) * 16, a1 - a0, area,
+                                  min(4, channel - c))
         else:
-            mnnpy_unpack_block4(s + b * area * 16, d + ((n * channel + c) * area) * 4, area,
-                                min(4, channel - c))
+            mnnpy_unpack_block4_run(s + (b * area + a0) * 16,
+                                    d + ((n * channel + c) * area + a0) * 4, a1 - a0, area,
+                                    min(4, channel - c))
 
 
 cdef void _pack_rows(const scalar_t* src, scalar_t* dst, Py_ssize_t batch, Py_ssize_t channel,

@@ -5,6 +5,8 @@
  * rows are moved at once with a 4x4 transpose in SSE2 registers (baseline x86-64; shuffles and
  * moves only, so the bits of ints and NaNs are kept); rows past ``lanes`` read as zero (pack)
  * and are not written (unpack). The scalar loops are the portable twins and do the tails.
+ * The ``_run`` forms move ``count`` positions of rows ``stride`` apart (a piece of a plane, so
+ * threads can share one block); the plain forms are a whole plane (count = stride = area).
  */
 #ifndef MNNPY_PACK_KERNELS_H
 #define MNNPY_PACK_KERNELS_H
@@ -26,7 +28,8 @@ typedef uint32_t __attribute__((may_alias)) mnnpy_word;
 typedef uint32_t mnnpy_word;
 #endif
 
-MNNPY_STATIC void mnnpy_pack_block4(const void* source, void* target, ptrdiff_t area, int lanes) {
+MNNPY_STATIC void mnnpy_pack_block4_run(const void* source, void* target, ptrdiff_t area,
+                                        ptrdiff_t stride, int lanes) {
     const mnnpy_word* src = (const mnnpy_word*)source;
     mnnpy_word* dst = (mnnpy_word*)target;
     ptrdiff_t i = 0;
@@ -34,7 +37,7 @@ MNNPY_STATIC void mnnpy_pack_block4(const void* source, void* target, ptrdiff_t 
 #if MNNPY_PACK_SSE
     {
         const float* r0 = (const float*)source;
-        const float *r1 = r0 + area, *r2 = r0 + 2 * area, *r3 = r0 + 3 * area;
+        const float *r1 = r0 + stride, *r2 = r0 + 2 * stride, *r3 = r0 + 3 * stride;
         float* out = (float*)target;
         const __m128 zero = _mm_setzero_ps();
         for (; i + 4 <= area; i += 4) {
@@ -51,13 +54,13 @@ MNNPY_STATIC void mnnpy_pack_block4(const void* source, void* target, ptrdiff_t 
     }
 #endif
     for (; i < area; ++i) {
-        for (l = 0; l < lanes; ++l) dst[4 * i + l] = src[l * area + i];
+        for (l = 0; l < lanes; ++l) dst[4 * i + l] = src[l * stride + i];
         for (; l < 4; ++l) dst[4 * i + l] = 0;
     }
 }
 
-MNNPY_STATIC void mnnpy_unpack_block4(const void* source, void* target, ptrdiff_t area,
-                                      int lanes) {
+MNNPY_STATIC void mnnpy_unpack_block4_run(const void* source, void* target, ptrdiff_t area,
+                                          ptrdiff_t stride, int lanes) {
     const mnnpy_word* src = (const mnnpy_word*)source;
     mnnpy_word* dst = (mnnpy_word*)target;
     ptrdiff_t i = 0;
@@ -66,7 +69,7 @@ MNNPY_STATIC void mnnpy_unpack_block4(const void* source, void* target, ptrdiff_
     {
         const float* in = (const float*)source;
         float* r0 = (float*)target;
-        float *r1 = r0 + area, *r2 = r0 + 2 * area, *r3 = r0 + 3 * area;
+        float *r1 = r0 + stride, *r2 = r0 + 2 * stride, *r3 = r0 + 3 * stride;
         for (; i + 4 <= area; i += 4) {
             __m128 a = _mm_loadu_ps(in + 4 * i), b = _mm_loadu_ps(in + 4 * i + 4);
             __m128 c = _mm_loadu_ps(in + 4 * i + 8), d = _mm_loadu_ps(in + 4 * i + 12);
@@ -79,7 +82,16 @@ MNNPY_STATIC void mnnpy_unpack_block4(const void* source, void* target, ptrdiff_
     }
 #endif
     for (; i < area; ++i)
-        for (l = 0; l < lanes; ++l) dst[l * area + i] = src[4 * i + l];
+        for (l = 0; l < lanes; ++l) dst[l * stride + i] = src[4 * i + l];
+}
+
+MNNPY_STATIC void mnnpy_pack_block4(const void* source, void* target, ptrdiff_t area, int lanes) {
+    mnnpy_pack_block4_run(source, target, area, area, lanes);
+}
+
+MNNPY_STATIC void mnnpy_unpack_block4(const void* source, void* target, ptrdiff_t area,
+                                      int lanes) {
+    mnnpy_unpack_block4_run(source, target, area, area, lanes);
 }
 
 #endif /* MNNPY_PACK_KERNELS_H */
