@@ -73,29 +73,20 @@ def _check_result(result: Any, where: str, failed: type[MNNError], meaning: str)
     )
 
 
-def _memory_hook(
-    backend: Backend,
-    hook: str,
-    failed: type[MNNError],
-    meaning: str | Callable[[], str],
-    tensor: Tensor | None = None,
-    storage_type: StorageType | None = None,
-) -> None:
-    """Call ``backend.<hook>()`` (or ``(tensor, storage_type)``) as MNN's memory hooks are called.
+def _memory_hook(backend: Backend, hook: str, failed: type[MNNError], meaning: str) -> None:
+    """Call ``backend.<hook>()`` as MNN's memory hooks are called.
 
-    An exception becomes an MNNError naming the hook and the tensor; the return value is checked
-    by :func:`_check_result` (False raises ``failed`` with ``meaning``, a text or, so that the
-    common case formats nothing, a function making it).
+    An exception becomes an MNNError naming the hook; the return value is checked by
+    :func:`_check_result` (False raises ``failed`` with ``meaning``). The per-tensor hooks go
+    through :func:`_buffer_hook`.
     """
-    args = () if tensor is None else (tensor, storage_type)
     try:
-        result = getattr(backend, hook)(*args)
+        result = getattr(backend, hook)()
     except Exception as e:
-        raise _raised(e, _where(backend, hook, *args[:1])) from e
-    if result is None or result is True:  # the hooks' usual answers: nothing to format
+        raise _raised(e, _where(backend, hook)) from e
+    if result is None or result is True:  # the hooks' usual answers: nothing to check
         return
-    text = meaning if isinstance(meaning, str) else meaning()
-    _check_result(result, _where(backend, hook, *args[:1]), failed, text)
+    _check_result(result, _where(backend, hook), failed, meaning)
 
 
 def acquire_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) -> None:
@@ -106,26 +97,43 @@ def acquire_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) 
         MNNError: it raised, or returned something that is not None or a bool.
     """
     tensor.describe.backend, tensor.describe.storage_type = backend, storage_type
-    try:  # _memory_hook inlined: called for every tensor of every resize
-        result = backend.on_acquire_buffer(tensor, storage_type)
-    except Exception as e:
-        raise _raised(e, _where(backend, "on_acquire_buffer", tensor)) from e
-    if result is None or result is True:
-        return
-    where = _where(backend, "on_acquire_buffer", tensor)
-    _check_result(result, where, OutOfMemoryError, f"no memory for {tensor.size} bytes")
+    hook = "on_acquire_buffer"
+    _buffer_hook(backend, hook, tensor, storage_type, OutOfMemoryError, _no_memory)
 
 
 def release_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) -> None:
     """``backend.on_release_buffer(tensor, storage_type)``, checked like :func:`acquire_buffer`."""
-    try:  # _memory_hook inlined, as in acquire_buffer
-        result = backend.on_release_buffer(tensor, storage_type)
+    hook = "on_release_buffer"
+    _buffer_hook(backend, hook, tensor, storage_type, InvalidValueError, _not_released)
+
+
+def _no_memory(tensor: Tensor) -> str:
+    return f"no memory for {tensor.size} bytes"
+
+
+def _not_released(tensor: Tensor) -> str:
+    return "the memory could not be released"
+
+
+def _buffer_hook(
+    backend: Backend,
+    hook: str,
+    tensor: Tensor,
+    storage_type: StorageType,
+    failed: type[MNNError],
+    meaning: Callable[[Tensor], str],
+) -> None:
+    """Call ``backend.<hook>(tensor, storage_type)`` as :func:`_memory_hook` calls its hooks.
+
+    Called for every tensor of every resize, so the message is made only when the hook failed.
+    """
+    try:
+        result = getattr(backend, hook)(tensor, storage_type)
     except Exception as e:
-        raise _raised(e, _where(backend, "on_release_buffer", tensor)) from e
+        raise _raised(e, _where(backend, hook, tensor)) from e
     if result is None or result is True:
         return
-    where = _where(backend, "on_release_buffer", tensor)
-    _check_result(result, where, InvalidValueError, "the memory could not be released")
+    _check_result(result, _where(backend, hook, tensor), failed, meaning(tensor))
 
 
 def allocate_buffer(backend: Backend) -> None:
