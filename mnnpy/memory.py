@@ -10,7 +10,7 @@ which are never alive at the same time share bytes. This is MNN's deferred alloc
 from __future__ import annotations
 
 import random
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -133,6 +133,51 @@ class MemoryPlanner:
         block.last_op = max(block.last_op, op)
         self._owner[key] = block
         self._view_at[key] = (offset, int(nbytes))
+        return True
+
+    def assemble(
+        self,
+        key: Hashable,
+        nbytes: int,
+        parts: Sequence[tuple[Hashable, int, int]],
+        label: str = "",
+        op: int = -1,
+    ) -> bool:
+        """Acquire ``key`` with the live buffers ``parts`` (key, offset, bytes) as its sub-tensors.
+
+        The parts were written before ``key`` exists (a Concat's inputs, written in place of its
+        output): the block of ``key`` starts when the first part did, the parts' own blocks go,
+        and each part is a view of ``key`` (see :meth:`view`). Returns False, changing nothing,
+        unless every part is alive, owns its block alone (no alias, no views) and fits aligned.
+        """
+        size = align(max(int(nbytes), 1), self.alignment)
+        found = [self._owner.get(part) for part, _, _ in parts]
+        blocks = [b for b in found if b is not None]
+        if len(blocks) != len(parts) or len({id(b) for b in blocks}) != len(parts):
+            return False
+        for block, (part, offset, n) in zip(blocks, parts, strict=True):
+            if (
+                block.owners != [part]
+                or block.views
+                or block.end != _NEVER
+                or block.done
+                or part in self._view_at
+                or offset % self.alignment
+                or offset < 0
+                or offset + n > size
+            ):
+                return False
+        assert key not in self._owner, f"buffer {key!r} acquired twice"
+        first = min(blocks, key=lambda b: b.start)
+        block = Block(key, size, first.start, label=label, first_op=first.first_op, last_op=op)
+        block.owners.append(key)
+        for part, offset, n in parts:
+            del self._blocks[part]
+            block.views.add(part)
+            self._owner[part] = block
+            self._view_at[part] = (offset, int(n))
+        self._blocks[key] = self._owner[key] = block
+        self._clock += 1
         return True
 
     def release(self, key: Hashable, op: int = -1) -> None:

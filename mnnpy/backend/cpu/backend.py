@@ -11,6 +11,7 @@ import numpy as np
 
 from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType
 from mnnpy.backend.allocator import allocate_block, free_block
+from mnnpy.backend.cpu.concat_slices import assemble
 from mnnpy.backend.cpu.kernels.steps import CallLoop as CCallLoop
 from mnnpy.backend.cpu.thread_governor import RunGovernor
 from mnnpy.backend.handles import TensorHandleFactory, TensorHandleFactoryRegistry
@@ -97,6 +98,8 @@ class CPUBackend(Backend):
         self._arena: np.ndarray | None = None
         self._separate_arena: np.ndarray | None = None
         self._op_names: dict[int, str] = {}
+        # op index -> (Concat, its inputs, its output) whose inputs may be slabs of the output
+        self.concats: dict[int, tuple[Any, tuple[Tensor, ...], Tensor]] = {}
         self.plan: MemoryPlan | None = None
         self.static_bytes = 0
         self.scratch_bytes = 0
@@ -188,7 +191,13 @@ class CPUBackend(Backend):
             kind = "scratch" if tensor.describe.extra.get("scratch") else "tensor"
             if kind == "scratch":
                 self.scratch_bytes += tensor.size
-            self._planner.acquire(id(tensor), tensor.size, tensor.name, self._op_index(), kind)
+            cat = self.concats.get(self._op_index()) if self.concats else None
+            if (
+                cat is None
+                or cat[2] is not tensor
+                or not assemble(self._planner, self._dynamic, cat[:2], tensor, self._op_index())
+            ):  # a Concat's inputs become slabs of its output (concat_slices)
+                self._planner.acquire(id(tensor), tensor.size, tensor.name, self._op_index(), kind)
             self._dynamic[id(tensor)] = tensor
         else:
             self._separate.append(tensor)

@@ -66,9 +66,13 @@ def create(
 ) -> Execution | Unsupported:
     """The Permute / Concat / Slice / SliceTf execution (MNN's geometry of each, as a raster).
 
+    A Concat is remembered by the backend, which may make its inputs slabs of its output when
+    it acquires the output (``concat_slices``; the copies are then onto themselves).
     Refuses NHWC tensors mixed with NCHW-ordered ones.
     """
     data = inputs if op.type == OpType.Concat else inputs[:1]
     if mixes_nhwc([*data, *outputs]):
         return Unsupported("NHWC tensors mixed with NCHW / NC4HW4 ones")
+    if op.type == OpType.Concat and len(outputs) == 1:  # its inputs may be written in place
+        cpu_backend(backend).concats[op.index] = (op, tuple(inputs), outputs[0])
     return CPUMovement(backend, op)

@@ -28,15 +28,22 @@ __all__ = ["CPURaster"]
 
 
 def _onto_itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> bool:
-    """Whether every region copies ``src``'s storage onto the same places of ``dst``'s.
+    """Whether every region copies ``src``'s storage onto the same places of ``dst``'s."""
+    return bool(_itself(src, dst, rows).all())
 
-    The same bytes: what ``raster.pyx`` skips at run time.
+
+def _itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> np.ndarray:
+    """Per region, whether it copies elements onto the same bytes (nothing to do).
+
+    The same buffer and offsets is what ``raster.pyx`` skips at run time; a source that is a
+    sub-tensor of the output (``concat_slices``) lies at another start of the same bytes.
     """
     a, b = src.buffer, dst.buffer
-    if a is None or b is None or a.ctypes.data != b.ctypes.data:
-        return False
-    same = (rows[:, 0] == rows[:, 1]) & (rows[:, 5:8] == rows[:, 8:11]).all(axis=1)
-    return bool(same.all())
+    size = a.itemsize if a is not None else 0
+    if a is None or b is None or size != b.itemsize or (a.ctypes.data - b.ctypes.data) % size:
+        return np.zeros(len(rows), dtype=bool)
+    shift = (a.ctypes.data - b.ctypes.data) // size
+    return (rows[:, 0] + shift == rows[:, 1]) & (rows[:, 5:8] == rows[:, 8:11]).all(axis=1)
 
 
 def _lane_gathers(
@@ -122,13 +129,17 @@ class CPURaster(Execution):
             grouped.setdefault((id(src), j), (src, j, []))[2].append(rows)
         return [(s, j, np.concatenate(rows)) for s, j, rows in grouped.values()]
 
-    def _runs(self) -> list[tuple[Tensor | tuple[Tensor, ...], int, np.ndarray]]:
+    def _runs(
+        self, outputs: Sequence[Tensor]
+    ) -> list[tuple[Tensor | tuple[Tensor, ...], int, np.ndarray]]:
         """What runs: per output its lane gathers (sources a tuple) and region rows left."""
         assert self._copies is not None
         runs: list[tuple[Tensor | tuple[Tensor, ...], int, np.ndarray]] = []
         for src, j, rows in self._copies:
             if j not in self._gathers:
-                runs.append((src, j, rows))
+                kept = rows[~_itself(src, outputs[j], rows)]  # not onto the same bytes
+                if len(kept):
+                    runs.append((src, j, kept))
         for j, (srcs, grows, rest) in self._gathers.items():
             runs.append((srcs, j, grows))
             runs += [(srcs[k], j, rows) for k, rows in rest]
@@ -160,7 +171,7 @@ class CPURaster(Execution):
         if self._copies is None:
             return None
         jobs: list[tuple] = []
-        for src, j, rows in self._runs():
+        for src, j, rows in self._runs(outputs):
             if not self._skip[j]:
                 srcs = tuple(t.buffer for t in src) if isinstance(src, tuple) else src.buffer
                 jobs.append((srcs, outputs[j].buffer, rows, False))
@@ -174,7 +185,7 @@ class CPURaster(Execution):
             return
         t = self.backend.num_thread
         skip = self._skip if not self.backend.observed else self._write_all
-        for src, j, rows in self._runs():
+        for src, j, rows in self._runs(outputs):
             if skip[j]:
                 continue
             if isinstance(src, tuple):
