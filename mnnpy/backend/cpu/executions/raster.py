@@ -75,6 +75,7 @@ class CPURaster(Execution):
     """
 
     reads_regions = True
+    _in_place = False  # every region copies onto the same bytes (set by ``idle``)
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
         """Every box copy as ``(output index, piece)`` reading ``inputs``; None: not boxes."""
@@ -90,6 +91,7 @@ class CPURaster(Execution):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         self._skip = [t.describe.virtual for t in outputs]
+        self._in_place = False  # set by ``idle`` once the buffers exist
         self._write_all = [False] * len(outputs)
         self._copies: list[tuple[Tensor, int, np.ndarray]] | None = None
         self._gathers: dict[int, tuple[tuple[Tensor, ...], np.ndarray, list]] = {}
@@ -154,8 +156,10 @@ class CPURaster(Execution):
         self._skip = [t.describe.virtual for t in outputs]  # a reader may have fallen back
         if self._copies is None:
             return False
-        for src, j, rows in self._copies:
-            if not self._skip[j] and not _onto_itself(src, outputs[j], rows):
+        onto = [_onto_itself(src, outputs[j], rows) for src, j, rows in self._copies]
+        self._in_place = all(onto) and not self._pads  # runs with callbacks skip it too
+        for (_, j, _), same in zip(self._copies, onto, strict=True):
+            if not self._skip[j] and not same:
                 return False
         return all(self._skip[j] for j, _ in self._pads)
 
@@ -180,6 +184,8 @@ class CPURaster(Execution):
         return K.bind_regions(jobs, self.backend.num_thread)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        if self._in_place:  # every region onto itself (``idle``, once memory was planned)
+            return
         if self._copies is None:
             self.execute_plain(inputs, outputs)
             return
