@@ -148,7 +148,10 @@ class MemoryPlanner:
         The parts were written before ``key`` exists (a Concat's inputs, written in place of its
         output): the block of ``key`` starts when the first part did, the parts' own blocks go,
         and each part is a view of ``key`` (see :meth:`view`). Returns False, changing nothing,
-        unless every part is alive, owns its block alone (no alias, no views) and fits aligned.
+        unless every part is alive, owns its block alone (no alias, no views) and fits aligned,
+        and no tensor (scratch aside) was both acquired and released since the first part was:
+        the whole of ``key`` then lives only across the parts' writers (a Fire module), not
+        across other layers (a U-Net's skip connection), so the arena does not grow.
         """
         size = align(max(int(nbytes), 1), self.alignment)
         found = [self._owner.get(part) for part, _, _ in parts]
@@ -167,8 +170,11 @@ class MemoryPlanner:
                 or offset + n > size
             ):
                 return False
-        assert key not in self._owner, f"buffer {key!r} acquired twice"
         first = min(blocks, key=lambda b: b.start)
+        if any(b.kind != "scratch" and b.start > first.start and b.end != _NEVER
+               for b in self._blocks.values()):  # fmt: skip
+            return False  # a tensor lived and died meanwhile: no longer lifetime across layers
+        assert key not in self._owner, f"buffer {key!r} acquired twice"
         block = Block(key, size, first.start, label=label, first_op=first.first_op, last_op=op)
         block.owners.append(key)
         for part, offset, n in parts:

@@ -96,7 +96,7 @@ def test_concat_inputs_written_in_place_through_resizes(threads: int, callback: 
 def test_planner_assembles_live_parts() -> None:
     p = MemoryPlanner(64)
     p.acquire("a", 512)
-    p.acquire("s", 100)  # scratch of b's writer, alive while a is
+    p.acquire("s", 100, kind="scratch")  # scratch of b's writer, alive while a is
     p.release("s")
     p.acquire("b", 256)
     assert p.assemble("cat", 768, [("a", 0, 512), ("b", 512, 256)])
@@ -127,3 +127,19 @@ def test_planner_refuses_parts_it_cannot_move() -> None:
     assert p.assemble("cat4", 512, [("c", 0, 512)])
     assert not p.alias("x", "c")  # a sub-tensor's bytes are not taken over in place
     assert not p.alias("x", "cat4")  # nor its whole while the sub-tensor lives
+
+
+def test_planner_keeps_lifetimes_local() -> None:
+    """A skip connection (a tensor lived and died since the first part): the output would hold
+    its bytes across those layers, so it is acquired as usual and the Concat copies."""
+    p = MemoryPlanner(64)
+    p.acquire("skip", 512)
+    p.acquire("layer", 4096)  # a layer between: born and dead while skip waits
+    p.release("layer")
+    p.acquire("up", 512)
+    assert not p.assemble("cat", 1024, [("skip", 0, 512), ("up", 512, 512)])
+    p.acquire("cat", 1024)
+    for key in ("skip", "up", "cat"):
+        p.release(key)
+    # skip + layer is the peak; a cat held from skip's start would be 1024 + 4096
+    assert p.compute().arena_size == 512 + 4096

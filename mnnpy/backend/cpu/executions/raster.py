@@ -27,11 +27,6 @@ from mnnpy.tensor import Tensor
 __all__ = ["CPURaster"]
 
 
-def _onto_itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> bool:
-    """Whether every region copies ``src``'s storage onto the same places of ``dst``'s."""
-    return bool(_itself(src, dst, rows).all())
-
-
 def _itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> np.ndarray:
     """Per region, whether it copies elements onto the same bytes (nothing to do).
 
@@ -156,7 +151,7 @@ class CPURaster(Execution):
         self._skip = [t.describe.virtual for t in outputs]  # a reader may have fallen back
         if self._copies is None:
             return False
-        onto = [_onto_itself(src, outputs[j], rows) for src, j, rows in self._copies]
+        onto = [bool(_itself(src, outputs[j], rows).all()) for src, j, rows in self._copies]
         self._in_place = all(onto) and not self._pads  # runs with callbacks skip it too
         for (_, j, _), same in zip(self._copies, onto, strict=True):
             if not self._skip[j] and not same:
