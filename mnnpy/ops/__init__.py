@@ -55,9 +55,12 @@ _REFERENCES: dict[int, Reference] = {}
 _FOLDS: dict[int, FoldFunction] = {}
 _MACS: dict[int, MacsFunction] = {}
 _loaded = False
-# Ops whose inputs are all known while resizing are computed then, if their inputs are this small:
-# the shape arithmetic converters leave in graphs (MNN folds it the same way).
-FOLD_MAX_ELEMENTS = 4096
+# Ops whose inputs are all known while resizing are computed then, if their inputs are this small
+# (MNN computes every op of constant inputs while resizing): the shape arithmetic converters leave
+# in graphs, and the constant subgraphs of exported decoders, such as a causal mask buffer sliced
+# to the sequence length then compared, or the rotary cos/sin tables (a 256-position mask is
+# 65536 values), which otherwise run on every inference.
+FOLD_MAX_ELEMENTS = 1 << 17
 
 
 def _registrar(table: dict[int, Any], what: str, op_types: tuple[int, ...]) -> Callable[[F], F]:
