@@ -55,11 +55,9 @@ _REFERENCES: dict[int, Reference] = {}
 _FOLDS: dict[int, FoldFunction] = {}
 _MACS: dict[int, MacsFunction] = {}
 _loaded = False
-# Ops whose inputs are all known while resizing are computed then, if their inputs are this small
-# (MNN computes every op of constant inputs while resizing): the shape arithmetic converters leave
-# in graphs, and the constant subgraphs of exported decoders, such as a causal mask buffer sliced
-# to the sequence length then compared, or the rotary cos/sin tables (a 256-position mask is
-# 65536 values), which otherwise run on every inference.
+# Ops whose inputs are all known while resizing are computed then (as MNN does) if their inputs
+# are this small: the shape arithmetic converters leave in graphs, and decoders' constant causal
+# masks (a 256-position one is 65536 values) and rotary cos/sin tables, else run every inference.
 FOLD_MAX_ELEMENTS = 1 << 17
 
 
