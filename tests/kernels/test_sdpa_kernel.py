@@ -189,3 +189,24 @@ def test_attention_reads_q_v_and_writes_out_with_heads_interleaved(
     with pytest.raises(ValueError, match="heads 4"):
         A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, plain, scratch, dims, True, 0.125,
                     False, True, (1, 0, 0), threads, None, 0.0, 1, 1, 4)  # fmt: skip
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_reads_each_kv_matrix_for_kv_rep_query_matrices(isa: str, threads: int) -> None:
+    """Grouped-query attention: k and v hold B / r matrices; q's matrix b reads b // r."""
+    b, r, m, n, d, dv = 6, 3, 9, 14, 8, 5
+    rng = np.random.default_rng(r)
+    q = rng.standard_normal((b, m, d)).astype(np.float32)
+    k = rng.standard_normal((b // r, n, d)).astype(np.float32)
+    v = rng.standard_normal((b // r, n, dv)).astype(np.float32)
+    out = np.zeros(b * m * dv, np.float32)
+    dims = (b, m, n, d, dv)
+    scratch = np.zeros(A.scratch_size(dims, threads), np.float32)
+    args = (dims, True, 0.5, False, True, (1, 0, 0), threads, None, 0.0, 1, 1, 1, 1, 1)
+    A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, out, scratch, *args, r)
+    expected = sdpa_reference(q, np.repeat(k, r, axis=0), np.repeat(v, r, axis=0), None, 0.5)
+    np.testing.assert_allclose(out.reshape(b, m, dv), expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="kv_rep 4 must divide"):
+        A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, out, scratch, *args, 4)
+    with pytest.raises(ValueError, match="too small"):  # k / v of B / 2 matrices: too few
+        A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, out, scratch, *args, 2)

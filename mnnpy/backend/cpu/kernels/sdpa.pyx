@@ -51,6 +51,7 @@ cdef struct Att:
     Py_ssize_t mask_batches, mb, mr
     Py_ssize_t kh  # k's heads interleaved per row (1: contiguous matrices)
     Py_ssize_t qh, vh, oh  # the same for q, v and out
+    Py_ssize_t rep  # query matrices per k / v matrix (grouped-query attention)
     Py_ssize_t* lim  # per query row, 1 + its last score not filled with -inf; NULL: all n
 
 
@@ -67,6 +68,7 @@ cdef Att _plan(tuple dims, int num_thread) except *:
     g.vp = cdiv(g.dv, 16) * 16 * g.n
     g.tile = g.rows * g.n
     g.lim = NULL
+    g.rep = 1
     return g
 
 
@@ -80,20 +82,26 @@ def attention(const float[::1] q, const float[::1] k, const float[::1] v, const 
               float[::1] out, float[::1] scratch, tuple dims, bint tk, float scale, bint div,
               bint has_scale, tuple mask_dims, int num_thread=1, const int[::1] cond=None,
               float fill=0, int fill_where=1, Py_ssize_t k_heads=1, Py_ssize_t q_heads=1,
-              Py_ssize_t v_heads=1, Py_ssize_t out_heads=1):
+              Py_ssize_t v_heads=1, Py_ssize_t out_heads=1, Py_ssize_t kv_rep=1):
     """The fused attention of the module docstring; ``mask`` empty for none, ``mask_dims`` =
     ``(mask_batches, mb, mr)`` for the mask or ``cond``; ``scratch`` needs
-    ``scratch_size(dims, num_thread)`` floats."""
+    ``scratch_size(dims, num_thread)`` floats. ``kv_rep`` r > 1: k and v hold ``B / r``
+    matrices, matrix ``b`` of q reading ``b / r`` of them (grouped-query attention: the heads
+    a graph repeats with an Expand before its MatMuls)."""
     cdef Att g = _plan(dims, num_thread)
     g.tk, g.scale, g.div, g.has_scale = tk, scale, div, has_scale
     g.mask_batches, g.mb, g.mr = mask_dims
+    if kv_rep < 1 or g.B % kv_rep:
+        raise ValueError(f"kv_rep {kv_rep} must divide {g.B} matrices")
+    g.rep = kv_rep
+    cdef Py_ssize_t kvb = g.B // kv_rep
     g.fill, g.fill_where = fill, -1
-    if k_heads < 1 or g.B % k_heads or (k_heads > 1 and not tk):
-        raise ValueError(f"k_heads {k_heads} must divide {g.B} matrices and come with tk")
+    if k_heads < 1 or kvb % k_heads or (k_heads > 1 and not tk):
+        raise ValueError(f"k_heads {k_heads} must divide {kvb} matrices and come with tk")
     g.kh = k_heads
-    for h in (q_heads, v_heads, out_heads):
-        if h < 1 or g.B % h:
-            raise ValueError(f"heads {h} must divide {g.B} matrices")
+    for h, mats in ((q_heads, g.B), (v_heads, kvb), (out_heads, g.B)):
+        if h < 1 or mats % h:
+            raise ValueError(f"heads {h} must divide {mats} matrices")
     g.qh, g.vh, g.oh = q_heads, v_heads, out_heads
     cdef Py_ssize_t need = g.B * (g.kp + g.vp) + num_thread * g.tile
     cdef Py_ssize_t mneed = 0, msize = mask.shape[0]
@@ -109,8 +117,8 @@ def attention(const float[::1] q, const float[::1] k, const float[::1] v, const 
             raise ValueError(f"mask dims {mask_dims!r} do not broadcast to scores "
                              f"{(g.B, g.M, g.n)!r}")
         mneed = (g.mask_batches - 1) * g.mb + (g.M - 1) * g.mr + g.n
-    if (q.shape[0] < g.B * g.M * g.d or k.shape[0] < g.B * g.n * g.d
-            or v.shape[0] < g.B * g.n * g.dv or out.shape[0] < g.B * g.M * g.dv
+    if (q.shape[0] < g.B * g.M * g.d or k.shape[0] < kvb * g.n * g.d
+            or v.shape[0] < kvb * g.n * g.dv or out.shape[0] < g.B * g.M * g.dv
             or scratch.shape[0] < need or msize < mneed):
         raise ValueError(
             f"buffers too small: q {q.shape[0]}, k {k.shape[0]}, v {v.shape[0]}, out "
@@ -243,14 +251,15 @@ cdef void _run(const Att* g, const float* q, const float* k, const float* v, con
     cdef int isa = current_isa()
     cdef Py_ssize_t it, b
     if num_thread == 1:
-        for b in range(g.B):
+        for b in range(g.B // g.rep):
             _pack(_at(k, b, g.kh, g.n, g.d), g.d, g.n, g.tk, _k_ld(g), kp + b * g.kp)
             _pack(_at(v, b, g.vh, g.n, g.dv), g.n, g.dv, False, g.vh * g.dv, vp + b * g.vp)
         for it in range(g.B * g.nblk):
-            _block(g, q, kp + (it // g.nblk) * g.kp, vp + (it // g.nblk) * g.vp, mask, cond,
-                   out, tiles, it // g.nblk, (it % g.nblk) * g.rows, isa)
+            b = it // g.nblk
+            _block(g, q, kp + (b // g.rep) * g.kp, vp + (b // g.rep) * g.vp, mask, cond, out,
+                   tiles, b, (it % g.nblk) * g.rows, isa)
         return
-    for it in prange(2 * g.B, num_threads=num_thread, schedule="static"):
+    for it in prange(2 * (g.B // g.rep), num_threads=num_thread, schedule="static"):
         b = it // 2
         if it % 2 == 0:
             _pack(_at(k, b, g.kh, g.n, g.d), g.d, g.n, g.tk, _k_ld(g), kp + b * g.kp)
@@ -258,5 +267,5 @@ cdef void _run(const Att* g, const float* q, const float* k, const float* v, con
             _pack(_at(v, b, g.vh, g.n, g.dv), g.n, g.dv, False, g.vh * g.dv, vp + b * g.vp)
     for it in prange(g.B * g.nblk, num_threads=num_thread, schedule="static"):
         b = it // g.nblk
-        _block(g, q, kp + b * g.kp, vp + b * g.vp, mask, cond, out,
+        _block(g, q, kp + (b // g.rep) * g.kp, vp + (b // g.rep) * g.vp, mask, cond, out,
                tiles + threadid() * g.tile, b, (it % g.nblk) * g.rows, isa)
