@@ -157,9 +157,8 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
     vr, rep = M.repeated_heads(view, v, mm2), 1
     if kr is not None and vr is not None and kr[2] == vr[2]:  # grouped-query: read k / v once
         group[:0], k, v, rep = kr[0] + vr[0], kr[1], vr[1], kr[2]
-    qp, vp = M.heads_permute(view, q, readers[0], True), None
-    if rep == 1:
-        vp = M.heads_permute(view, v, mm2, True)
+    qp = M.heads_permute(view, q, readers[0], True)
+    vp = M.heads_permute(view, v, mm2 if vr is None or rep == 1 else vr[0][0], True)
     op = M.heads_permute(view, out, None, False)
     if qp is not None:
         group.insert(0, qp)
