@@ -12,6 +12,7 @@ import numpy as np
 
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as Bin
 from mnnpy.net import OpType
+from mnnpy.ops import permute
 from mnnpy.optimization import Node, SubgraphView
 from mnnpy.tensor import Tensor
 
@@ -88,3 +89,51 @@ def pre_scale(view: SubgraphView, t: Tensor, reader: Node) -> tuple[Node, Tensor
         if x.shape == t.shape and plain(x) and value != 0.0:  # 0: the scale would divide by it
             return node, x, value
     return None
+
+
+def repeated_heads(
+    view: SubgraphView, t: Tensor, reader: Node
+) -> tuple[list[Node], Tensor, int] | None:
+    """Grouped-query attention's repeat of the k / v heads, written for ``reader`` alone.
+
+    ``[.., H, n, d]`` (an Unsqueeze or Reshape makes it ``[.., H, 1, n, d]``, which may come
+    as is) broadcast to ``[.., H, r, n, d]``, then reshaped to ``t``, ``[.., H * r, n, d]``:
+    matrix ``b`` of ``t`` is matrix ``b / r`` of the source. Returns (the nodes in order, the
+    source tensor, r), or None.
+    """
+    shape = view.producer(t)
+    if shape is None or shape not in view.nodes or view.only_reader(t) is not reader:
+        return None
+    e = shape.inputs[0]
+    cast = view.producer(e)
+    if shape.op.type != OpType.Reshape or cast is None or cast not in view.nodes:
+        return None
+    if cast.op.type != OpType.BroadcastTo or view.only_reader(e) is not shape:
+        return None
+    u = cast.inputs[0]
+    if e.ndim < 3 or u.ndim != e.ndim or t.ndim < 2 or u.shape[-3] != 1 or e.shape[-3] < 2:
+        return None
+    if u.shape[:-3] + u.shape[-2:] != e.shape[:-3] + e.shape[-2:] or e.shape[-2:] != t.shape[-2:]:
+        return None
+    nodes, src = [cast, shape], u
+    made = view.producer(u)
+    if made is not None and made in view.nodes and view.only_reader(u) is cast:
+        if made.op.type in (OpType.Unsqueeze, OpType.Reshape) and plain(made.inputs[0]):
+            nodes, src = [made, cast, shape], made.inputs[0]
+    return (nodes, src, e.shape[-3]) if plain(src, t) else None
+
+
+def heads_permute(view: SubgraphView, t: Tensor, reader: Node | None, before: bool) -> Node | None:
+    """A head split or merge around an attention: a Permute (0, 2, 1, 3) of plain 4-D tensors.
+
+    ``before``: the one writing ``t`` for ``reader`` alone; else the one reader of ``t``. The
+    kernel reads (writes) the other side of it in place, its heads interleaved.
+    """
+    node = view.producer(t) if before else view.only_reader(t)
+    if node is None or node.op.type != OpType.Permute or node not in view.nodes:
+        return None
+    if t.ndim != 4 or permute.permutation(node.op, 4) != (0, 2, 1, 3):
+        return None
+    if before and view.only_reader(t) is not reader:
+        return None
+    return node if plain(node.inputs[0], node.outputs[0]) else None

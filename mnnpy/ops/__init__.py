@@ -55,9 +55,10 @@ _REFERENCES: dict[int, Reference] = {}
 _FOLDS: dict[int, FoldFunction] = {}
 _MACS: dict[int, MacsFunction] = {}
 _loaded = False
-# Ops whose inputs are all known while resizing are computed then, if their inputs are this small:
-# the shape arithmetic converters leave in graphs (MNN folds it the same way).
-FOLD_MAX_ELEMENTS = 4096
+# Ops whose inputs are all known while resizing are computed then (as MNN does) if their inputs
+# are this small: the shape arithmetic converters leave in graphs, and decoders' constant causal
+# masks (a 256-position one is 65536 values) and rotary cos/sin tables, else run every inference.
+FOLD_MAX_ELEMENTS = 1 << 17
 
 
 def _registrar(table: dict[int, Any], what: str, op_types: tuple[int, ...]) -> Callable[[F], F]:

@@ -107,6 +107,34 @@ def test_attention_condition_selects_a_constant(isa: str, where: int) -> None:
                     (1, 0, 0), 2, cond.ravel(), -1e9, where)  # fmt: skip
 
 
+@pytest.mark.parametrize("m, n, dv", [(128, 128, 64), (45, 60, 33), (7, 5, 16)])
+@pytest.mark.parametrize("where", [0, 1])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_causal_condition_ends_rows_early(
+    isa: str, m: int, n: int, dv: int, where: int, threads: int
+) -> None:
+    """A condition filling -inf from a column to the end of each row (causal, as decoders
+    export it, and a band that keeps an early column live): the blocks stop at their rows' last
+    live column; the oracle is NumPy with the whole masked score matrix."""
+    b, d = 3, 16
+    rng = np.random.default_rng(m + n + where)
+    q, k = rng.standard_normal((b, m, d)), rng.standard_normal((b, n, d))
+    v = rng.standard_normal((b, n, dv))
+    rows, cols = np.indices((m, n))
+    live = (cols <= rows + (n - m if n > m else 0)) & ((cols % 7 != 3) | (cols == 0))
+    cond = (live != bool(where)).astype(np.int32)  # filled where (cond != 0) == where
+    out = np.full(b * m * dv + 3, 7, np.float32)
+    dims = (b, m, n, d, dv)
+    scratch = np.zeros(A.scratch_size(dims, threads), np.float32)
+    f32 = [np.ascontiguousarray(x, np.float32).ravel() for x in (q, k, v)]
+    A.attention(*f32, EMPTY, out, scratch, dims, True, 0.25, False, True, (1, 0, n), threads,
+                cond.ravel(), -np.inf, where)  # fmt: skip
+    assert np.all(out[-3:] == 7)
+    mask = np.where(live, 0.0, -np.inf)
+    expected = sdpa_reference(*(x.astype(np.float32) for x in (q, k, v)), mask, 0.25)
+    np.testing.assert_allclose(out[:-3].reshape(b, m, dv), expected, rtol=1e-4, atol=1e-5)
+
+
 def test_attention_reads_k_with_heads_interleaved(isa: str) -> None:
     """k as ``[B / h][n][h][d]`` (before a head Permute) gives the result of contiguous k."""
     b, h, m, n, d, dv = 2, 3, 13, 11, 8, 5
@@ -161,3 +189,24 @@ def test_attention_reads_q_v_and_writes_out_with_heads_interleaved(
     with pytest.raises(ValueError, match="heads 4"):
         A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, plain, scratch, dims, True, 0.125,
                     False, True, (1, 0, 0), threads, None, 0.0, 1, 1, 4)  # fmt: skip
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_reads_each_kv_matrix_for_kv_rep_query_matrices(isa: str, threads: int) -> None:
+    """Grouped-query attention: k and v hold B / r matrices; q's matrix b reads b // r."""
+    b, r, m, n, d, dv = 6, 3, 9, 14, 8, 5
+    rng = np.random.default_rng(r)
+    q = rng.standard_normal((b, m, d)).astype(np.float32)
+    k = rng.standard_normal((b // r, n, d)).astype(np.float32)
+    v = rng.standard_normal((b // r, n, dv)).astype(np.float32)
+    out = np.zeros(b * m * dv, np.float32)
+    dims = (b, m, n, d, dv)
+    scratch = np.zeros(A.scratch_size(dims, threads), np.float32)
+    args = (dims, True, 0.5, False, True, (1, 0, 0), threads, None, 0.0, 1, 1, 1, 1, 1)
+    A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, out, scratch, *args, r)
+    expected = sdpa_reference(q, np.repeat(k, r, axis=0), np.repeat(v, r, axis=0), None, 0.5)
+    np.testing.assert_allclose(out.reshape(b, m, dv), expected, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="kv_rep 4 must divide"):
+        A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, out, scratch, *args, 4)
+    with pytest.raises(ValueError, match="too small"):  # k / v of B / 2 matrices: too few
+        A.attention(q.ravel(), k.ravel(), v.ravel(), EMPTY, out, scratch, *args, 2)

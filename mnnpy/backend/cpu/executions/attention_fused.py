@@ -7,7 +7,8 @@ mask is added, or is the int32 condition of a Select between the scores and a sc
 (causal masks of exported decoders), broadcasting over whole batches or rows. A MUL of q or k
 by a scalar constant (PyTorch's export) joins as a scale of the scores; a Permute making k for
 this MatMul alone joins when it swaps the last two dims or turns heads ``[B, n, H, d]`` into
-``[B, H, d, n]``: the kernel reads its input. Tests: tests/ops/test_attention_fused.py.
+``[B, H, d, n]``: the kernel reads its input; so it does for the heads k and v repeat (an
+Expand, grouped-query attention). Tests: tests/ops/test_attention_fused.py.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class CPUFusedAttention(Execution):
         self.select: tuple[float, int] | None = None  # a condition's (fill, fill_where)
         self.k_heads = 1  # k read as [B / h][n][h][d] (kernels/sdpa.pyx)
         self.heads = (1, 1, 1)  # q, v read and out written with heads interleaved (the same)
+        self.kv_rep = 1  # q matrices per k / v matrix (grouped-query attention)
         self._scratch: Tensor | None = None
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
@@ -70,7 +72,7 @@ class CPUFusedAttention(Execution):
             q, k, v, mask[0] if mask and not self.select else _EMPTY, outputs[0].buffer,
             self._scratch.buffer, self._dims, self.tk, 1.0 if self.scale is None else self.scale,
             self.div, self.scale is not None, self._mask_dims, self.backend.num_thread, cond,
-            fill, where, self.k_heads, *self.heads,
+            fill, where, self.k_heads, *self.heads, self.kv_rep,
         )  # fmt: skip
 
 
@@ -104,22 +106,6 @@ def _k_permute(view: SubgraphView, k: Tensor, reader: Node, tk: bool) -> tuple[N
     if perm == (0, 2, 3, 1) and not tk:
         return node, node.inputs[0].shape[2]
     return None
-
-
-def _heads_permute(view: SubgraphView, t: Tensor, reader: Node | None, before: bool) -> Node | None:
-    """A head split or merge around the attention: a Permute (0, 2, 1, 3) of plain 4-D tensors.
-
-    ``before``: the one writing ``t`` for ``reader`` alone; else the one reader of ``t``. The
-    kernel reads (writes) the other side of it in place, its heads interleaved.
-    """
-    node = view.producer(t) if before else view.only_reader(t)
-    if node is None or node.op.type != OpType.Permute or node not in view.nodes:
-        return None
-    if t.ndim != 4 or permute.permutation(node.op, 4) != (0, 2, 1, 3):
-        return None
-    if before and view.only_reader(t) is not reader:
-        return None
-    return node if M.plain(node.inputs[0], node.outputs[0]) else None
 
 
 def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa: C901
@@ -167,8 +153,13 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
     if perm is not None:  # read k before the Permute, the other way round
         group.insert(0, perm[0])
         k, tk, heads = perm[0].inputs[0], not tk, perm[1]
-    qp, vp = _heads_permute(view, q, readers[0], True), _heads_permute(view, v, mm2, True)
-    op = _heads_permute(view, out, None, False)
+    kr = M.repeated_heads(view, k, readers[1] if perm is None else perm[0]) if heads == 1 else None
+    vr, rep = M.repeated_heads(view, v, mm2), 1
+    if kr is not None and vr is not None and kr[2] == vr[2]:  # grouped-query: read k / v once
+        group[:0], k, v, rep = kr[0] + vr[0], kr[1], vr[1], kr[2]
+    qp = M.heads_permute(view, q, readers[0], True)
+    vp = M.heads_permute(view, v, mm2 if vr is None or rep == 1 else vr[0][0], True)
+    op = M.heads_permute(view, out, None, False)
     if qp is not None:
         group.insert(0, qp)
         q = qp.inputs[0]
@@ -189,7 +180,7 @@ def _attention_at(view: SubgraphView, mm1: Node) -> Substitution | None:  # noqa
     ex = CPUFusedAttention(cpu_backend(view.backend), at, tk, scale, div)
     ex.select = None if select is None else select[1:]
     ex.k_heads = heads
-    ex.heads = (hs[0], hs[1], hs[2])
+    ex.heads, ex.kv_rep = (hs[0], hs[1], hs[2]), rep
     return Substitution(f"{mm1.op.name}+attention", tuple(group), ex)
 
 

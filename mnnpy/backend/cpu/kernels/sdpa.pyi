@@ -22,4 +22,5 @@ def attention(
     q_heads: int = 1,
     v_heads: int = 1,
     out_heads: int = 1,
+    kv_rep: int = 1,
 ) -> None: ...

@@ -19,13 +19,17 @@ Per run, in scratch: every batch's k and v as the row-major GEMM's 16-column pan
 (``linear_kernels.h``), then, for each block of ``rows`` query rows (one work item, one thread),
 the block's scores in a per-thread tile: GEMM, scale, mask and ``mnnpy_softmax_row``
 (``softmax_kernels.h``) on each row, then the tile times v's panels into the output rows. Only
-one tile of scores per thread exists. Each step is the arithmetic of the op it replaces (the
-same FMA chains as MatMul, the same softmax row), so results do not depend on the thread count.
+one tile of scores per thread exists. A condition that fills -inf up to the end of rows (a causal
+mask) ends each block's scores, softmax and product with v at its rows' last live column: the
+filled scores are 0 after the softmax, so only those zero terms are left out. Each step is the
+arithmetic of the op it replaces (the same FMA chains as MatMul, the same softmax row), so
+results do not depend on the thread count.
 NumPy reference: ``tests/kernels/test_sdpa_kernel.py``.
 """
 
 from cython.parallel cimport prange, threadid
 from libc.stddef cimport ptrdiff_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from mnnpy.backend.cpu.kernels.gemm cimport cdiv, current_isa
@@ -47,6 +51,8 @@ cdef struct Att:
     Py_ssize_t mask_batches, mb, mr
     Py_ssize_t kh  # k's heads interleaved per row (1: contiguous matrices)
     Py_ssize_t qh, vh, oh  # the same for q, v and out
+    Py_ssize_t rep  # query matrices per k / v matrix (grouped-query attention)
+    Py_ssize_t* lim  # per query row, 1 + its last score not filled with -inf; NULL: all n
 
 
 cdef Att _plan(tuple dims, int num_thread) except *:
@@ -61,6 +67,8 @@ cdef Att _plan(tuple dims, int num_thread) except *:
     g.kp = cdiv(g.n, 16) * 16 * g.d  # floats of one batch's k panels
     g.vp = cdiv(g.dv, 16) * 16 * g.n
     g.tile = g.rows * g.n
+    g.lim = NULL
+    g.rep = 1
     return g
 
 
@@ -74,20 +82,26 @@ def attention(const float[::1] q, const float[::1] k, const float[::1] v, const 
               float[::1] out, float[::1] scratch, tuple dims, bint tk, float scale, bint div,
               bint has_scale, tuple mask_dims, int num_thread=1, const int[::1] cond=None,
               float fill=0, int fill_where=1, Py_ssize_t k_heads=1, Py_ssize_t q_heads=1,
-              Py_ssize_t v_heads=1, Py_ssize_t out_heads=1):
+              Py_ssize_t v_heads=1, Py_ssize_t out_heads=1, Py_ssize_t kv_rep=1):
     """The fused attention of the module docstring; ``mask`` empty for none, ``mask_dims`` =
     ``(mask_batches, mb, mr)`` for the mask or ``cond``; ``scratch`` needs
-    ``scratch_size(dims, num_thread)`` floats."""
+    ``scratch_size(dims, num_thread)`` floats. ``kv_rep`` r > 1: k and v hold ``B / r``
+    matrices, matrix ``b`` of q reading ``b / r`` of them (grouped-query attention: the heads
+    a graph repeats with an Expand before its MatMuls)."""
     cdef Att g = _plan(dims, num_thread)
     g.tk, g.scale, g.div, g.has_scale = tk, scale, div, has_scale
     g.mask_batches, g.mb, g.mr = mask_dims
+    if kv_rep < 1 or g.B % kv_rep:
+        raise ValueError(f"kv_rep {kv_rep} must divide {g.B} matrices")
+    g.rep = kv_rep
+    cdef Py_ssize_t kvb = g.B // kv_rep
     g.fill, g.fill_where = fill, -1
-    if k_heads < 1 or g.B % k_heads or (k_heads > 1 and not tk):
-        raise ValueError(f"k_heads {k_heads} must divide {g.B} matrices and come with tk")
+    if k_heads < 1 or kvb % k_heads or (k_heads > 1 and not tk):
+        raise ValueError(f"k_heads {k_heads} must divide {kvb} matrices and come with tk")
     g.kh = k_heads
-    for h in (q_heads, v_heads, out_heads):
-        if h < 1 or g.B % h:
-            raise ValueError(f"heads {h} must divide {g.B} matrices")
+    for h, mats in ((q_heads, g.B), (v_heads, kvb), (out_heads, g.B)):
+        if h < 1 or mats % h:
+            raise ValueError(f"heads {h} must divide {mats} matrices")
     g.qh, g.vh, g.oh = q_heads, v_heads, out_heads
     cdef Py_ssize_t need = g.B * (g.kp + g.vp) + num_thread * g.tile
     cdef Py_ssize_t mneed = 0, msize = mask.shape[0]
@@ -103,16 +117,53 @@ def attention(const float[::1] q, const float[::1] k, const float[::1] v, const 
             raise ValueError(f"mask dims {mask_dims!r} do not broadcast to scores "
                              f"{(g.B, g.M, g.n)!r}")
         mneed = (g.mask_batches - 1) * g.mb + (g.M - 1) * g.mr + g.n
-    if (q.shape[0] < g.B * g.M * g.d or k.shape[0] < g.B * g.n * g.d
-            or v.shape[0] < g.B * g.n * g.dv or out.shape[0] < g.B * g.M * g.dv
+    if (q.shape[0] < g.B * g.M * g.d or k.shape[0] < kvb * g.n * g.d
+            or v.shape[0] < kvb * g.n * g.dv or out.shape[0] < g.B * g.M * g.dv
             or scratch.shape[0] < need or msize < mneed):
         raise ValueError(
             f"buffers too small: q {q.shape[0]}, k {k.shape[0]}, v {v.shape[0]}, out "
             f"{out.shape[0]}, mask / cond {msize} (needs {mneed}), scratch {scratch.shape[0]} "
             f"(needs {need}) for dims {dims!r}")
     cdef const float* mp = &mask[0] if mask.shape[0] else NULL
-    with nogil:
-        _run(&g, &q[0], &k[0], &v[0], mp, cp, &out[0], &scratch[0], num_thread)
+    cdef Py_ssize_t* lim = NULL
+    if cp != NULL and fill == -INFINITY and (g.mask_batches == 1 or g.mb == 0):
+        lim = <Py_ssize_t*>malloc(g.M * sizeof(Py_ssize_t))
+        if lim == NULL:
+            raise MemoryError()
+    try:
+        with nogil:
+            if lim != NULL and _limits(&g, cp, lim):
+                g.lim = lim  # causal: blocks of fewer rows, each up to its last live score
+                g.rows = min(g.rows, _LIM_ROWS)
+                g.nblk = cdiv(g.M, g.rows)
+                g.tile = g.rows * g.n
+            _run(&g, &q[0], &k[0], &v[0], mp, cp, &out[0], &scratch[0], num_thread)
+    finally:
+        free(lim)
+
+
+# query rows per block when rows end early (causal masks): about 58% of a 128 x 128 mask's
+# scores are then computed, against all of them in one block of 128 rows
+cdef enum:
+    _LIM_ROWS = 20
+
+
+cdef bint _limits(const Att* g, const int* cond, Py_ssize_t* lim) noexcept nogil:
+    """``lim[i]``: 1 + the last column of row ``i`` that the condition leaves (a filled -inf
+    scores 0 after the softmax, so columns past it add nothing). False when no row ends early or
+    a row is filled completely (then every score runs as before)."""
+    cdef Py_ssize_t i, j
+    cdef bint early = False
+    cdef int filled = g.fill_where == 1
+    for i in range(g.M):
+        j = g.n
+        while j > 0 and ((cond[i * g.mr + j - 1] != 0) == filled):
+            j -= 1
+        if j == 0:
+            return False
+        lim[i] = j
+        early = early or j < g.n
+    return early
 
 
 cdef void _pack(const float* b, Py_ssize_t K, Py_ssize_t N, bint tb, Py_ssize_t ld,
@@ -139,34 +190,45 @@ cdef void _pack(const float* b, Py_ssize_t K, Py_ssize_t N, bint tb, Py_ssize_t 
 cdef void _block(const Att* g, const float* q, const float* kp, const float* vp,
                  const float* mask, const int* cond, float* out, float* s, Py_ssize_t b,
                  Py_ssize_t r0, int isa) noexcept nogil:
-    cdef Py_ssize_t rr = min(g.rows, g.M - r0), i, j, at
+    cdef Py_ssize_t rr = min(g.rows, g.M - r0), i, j, at, p, n = g.n
     cdef float* row
+    cdef float* o
     cdef const float* m
     cdef const int* c
+    if g.lim != NULL:  # the block's scores end at its rows' last live column
+        n = 0
+        for i in range(r0, r0 + rr):
+            n = max(n, g.lim[i])
     mnnpy_linear(isa, _at(q, b, g.qh, g.M, g.d) + r0 * g.qh * g.d, g.qh * g.d, rr, g.d, kp,
-                 NULL, s, g.n, g.n, g.n, -INFINITY, INFINITY)
+                 NULL, s, g.n, n, n, -INFINITY, INFINITY)
     for i in range(rr):
         row = s + i * g.n
         if g.has_scale:
             if g.div:
-                for j in range(g.n):
+                for j in range(n):
                     row[j] = row[j] / g.scale
             else:
-                for j in range(g.n):
+                for j in range(n):
                     row[j] = row[j] * g.scale
         at = (b if g.mask_batches > 1 else 0) * g.mb + (r0 + i) * g.mr
         if mask != NULL:
             m = mask + at
-            for j in range(g.n):
+            for j in range(n):
                 row[j] = row[j] + m[j]
         elif cond != NULL:
             c = cond + at
-            for j in range(g.n):
+            for j in range(n):
                 if (c[j] != 0) == (g.fill_where == 1):
                     row[j] = g.fill
-        mnnpy_softmax_row(isa, row, row, g.n)
-    mnnpy_linear(isa, s, g.n, rr, g.n, vp, NULL, _at(out, b, g.oh, g.M, g.dv) + r0 * g.oh * g.dv,
-                 g.oh * g.dv, g.dv, g.dv, -INFINITY, INFINITY)
+        mnnpy_softmax_row(isa, row, row, n)
+    o = _at(out, b, g.oh, g.M, g.dv) + r0 * g.oh * g.dv
+    if n == g.n:
+        mnnpy_linear(isa, s, g.n, rr, g.n, vp, NULL, o, g.oh * g.dv, g.dv, g.dv, -INFINITY,
+                     INFINITY)
+        return
+    for p in range(cdiv(g.dv, 16)):  # v's panels one by one: a panel holds all g.n rows of v
+        mnnpy_linear(isa, s, g.n, rr, n, vp + p * 16 * g.n, NULL, o + p * 16, g.oh * g.dv,
+                     min(16, g.dv - p * 16), min(16, g.dv - p * 16), -INFINITY, INFINITY)
 
 
 cdef inline Py_ssize_t _k_ld(const Att* g) noexcept nogil:
@@ -189,14 +251,15 @@ cdef void _run(const Att* g, const float* q, const float* k, const float* v, con
     cdef int isa = current_isa()
     cdef Py_ssize_t it, b
     if num_thread == 1:
-        for b in range(g.B):
+        for b in range(g.B // g.rep):
             _pack(_at(k, b, g.kh, g.n, g.d), g.d, g.n, g.tk, _k_ld(g), kp + b * g.kp)
             _pack(_at(v, b, g.vh, g.n, g.dv), g.n, g.dv, False, g.vh * g.dv, vp + b * g.vp)
         for it in range(g.B * g.nblk):
-            _block(g, q, kp + (it // g.nblk) * g.kp, vp + (it // g.nblk) * g.vp, mask, cond,
-                   out, tiles, it // g.nblk, (it % g.nblk) * g.rows, isa)
+            b = it // g.nblk
+            _block(g, q, kp + (b // g.rep) * g.kp, vp + (b // g.rep) * g.vp, mask, cond, out,
+                   tiles, b, (it % g.nblk) * g.rows, isa)
         return
-    for it in prange(2 * g.B, num_threads=num_thread, schedule="static"):
+    for it in prange(2 * (g.B // g.rep), num_threads=num_thread, schedule="static"):
         b = it // 2
         if it % 2 == 0:
             _pack(_at(k, b, g.kh, g.n, g.d), g.d, g.n, g.tk, _k_ld(g), kp + b * g.kp)
@@ -204,5 +267,5 @@ cdef void _run(const Att* g, const float* q, const float* k, const float* v, con
             _pack(_at(v, b, g.vh, g.n, g.dv), g.n, g.dv, False, g.vh * g.dv, vp + b * g.vp)
     for it in prange(g.B * g.nblk, num_threads=num_thread, schedule="static"):
         b = it // g.nblk
-        _block(g, q, kp + b * g.kp, vp + b * g.vp, mask, cond, out,
+        _block(g, q, kp + (b // g.rep) * g.kp, vp + (b // g.rep) * g.vp, mask, cond, out,
                tiles + threadid() * g.tile, b, (it % g.nblk) * g.rows, isa)
