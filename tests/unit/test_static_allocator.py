@@ -11,7 +11,7 @@ import pytest
 
 from mnnpy import net_lean
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.static_allocator import StaticAllocator
+from mnnpy.backend.cpu.static_allocator import CHUNK_BYTES, FIRST_BYTES, StaticAllocator
 from mnnpy.config import BackendConfig, MemoryMode
 from mnnpy.net_lean import read_model
 
@@ -54,6 +54,16 @@ def test_large_request_gets_its_own_chunk() -> None:
     assert v.size == 5000 and p.chunk.memory.size == 5056 and p.chunk.free == []
     _, q = a.alloc(10, "small")
     assert q.chunk is not p.chunk and a.held_bytes == 5056 + 1024
+
+
+def test_a_small_first_chunk_then_big_ones() -> None:
+    a = StaticAllocator(64)
+    sizes = []
+    for _ in range(40):
+        _, p = a.alloc(1000 << 10, "w")  # 1000 KiB pieces
+        if p.chunk.memory.size not in sizes:
+            sizes.append(p.chunk.memory.size)
+    assert sizes == [FIRST_BYTES, CHUNK_BYTES]  # a small model's weights fit the first
 
 
 def test_free_inside_alloc_is_queued_then_done() -> None:

@@ -3,11 +3,12 @@
 One zeroed NumPy block per weight costs a ``calloc`` and a page fault per 4 KiB page when the
 weight is packed into it; a model's weights are a few large and many small pieces. Like MNN's
 ``BufferAllocator`` (``mStaticAllocator``), :class:`StaticAllocator` takes memory from the system
-in chunks of at least :data:`CHUNK_BYTES` and hands out 64-byte aligned pieces of them, best fit
-from a free list. NumPy asks the kernel for transparent huge pages on blocks of 4 MiB and more,
-so packing a model's weights into a few chunks faults a few 2 MiB pages instead of thousands of
-small ones. A freed piece goes back on its chunk's free list and merges with free neighbours; a
-chunk whose pieces are all free is dropped (its memory goes when the last view of it does).
+in chunks and hands out 64-byte aligned pieces of them, best fit from a free list: a first chunk
+of :data:`FIRST_BYTES` (a small model's weights fit), then chunks of :data:`CHUNK_BYTES`. NumPy
+asks the kernel for transparent huge pages on blocks of 4 MiB and more, so packing a model's
+weights into a few chunks faults a few 2 MiB pages instead of thousands of small ones. A freed
+piece goes back on its chunk's free list and merges with free neighbours; a chunk whose pieces
+are all free is dropped (its memory goes when the last view of it does).
 
 Pieces are zeroed when handed out (bytes past a chunk's high-water mark still are, as the system
 gave them). ``free`` may run from a garbage-collection finalizer, inside an ``alloc`` of the same
@@ -24,9 +25,10 @@ import numpy as np
 
 from mnnpy.backend.allocator import allocate_block
 
-__all__ = ["CHUNK_BYTES", "Piece", "StaticAllocator"]
+__all__ = ["CHUNK_BYTES", "FIRST_BYTES", "Piece", "StaticAllocator"]
 
 CHUNK_BYTES = 8 << 20  # NumPy's huge-page advice starts at 4 MiB
+FIRST_BYTES = 1 << 20
 
 
 @dataclass(eq=False)
@@ -52,7 +54,8 @@ class StaticAllocator:
 
     Args:
         align: the alignment of every piece (and of its size), in bytes.
-        chunk_bytes: the least a new chunk holds; a larger request gets a chunk of its own size.
+        chunk_bytes: what a new chunk holds after the first (``FIRST_BYTES``, or this if
+            less); a larger request gets a chunk of its own size.
     """
 
     def __init__(self, align: int = 64, chunk_bytes: int = CHUNK_BYTES) -> None:
@@ -72,7 +75,8 @@ class StaticAllocator:
         with self._lock:
             chunk, offset = self._find(size)
             if chunk is None:
-                whole = max(size, self.chunk_bytes)
+                first = min(FIRST_BYTES, self.chunk_bytes) if not self.chunks else 0
+                whole = max(size, first or self.chunk_bytes)
                 memory = allocate_block(None, whole, self.align, what)[0]
                 chunk, offset = _Chunk(memory, [(size, whole - size)] if whole > size else []), 0
                 self.chunks.append(chunk)
