@@ -8,6 +8,8 @@ little-endian (the FlatBuffers wire format); ``net`` uses this module on little-
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.errno cimport EINTR, errno
+from posix.unistd cimport read as c_read
 from cpython.long cimport PyLong_FromLong
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
@@ -16,6 +18,57 @@ from libc.string cimport memcpy
 
 cdef enum:
     MAX_FIELDS = 32
+
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    #include <stdint.h>
+    /* Transparent huge pages for the 2 MiB-aligned inside of [p, p + n) (Linux), as NumPy asks
+       for its large arrays: a file's bytes then fault in a few 2 MiB pages, not one per 4 KiB. */
+    static void mnnpy_advise_huge(char *p, Py_ssize_t n) {
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        const uintptr_t huge = (uintptr_t)2 << 20;
+        uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+        uintptr_t hi = ((uintptr_t)p + (uintptr_t)n) & ~(huge - 1);
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+    #else
+        (void)p; (void)n;
+    #endif
+    }
+    """
+    void mnnpy_advise_huge(char* p, Py_ssize_t n) nogil
+
+
+def read_file(int fd, Py_ssize_t size):
+    """Up to ``size`` bytes read from file descriptor ``fd`` (fewer at end of file), as bytes.
+
+    The bytes object is made first and read into, its memory advised for huge pages: a model
+    file of many MiB costs a few page faults instead of one per 4 KiB page (``f.read()``).
+
+    Raises:
+        OSError: the read failed.
+    """
+    if size < 0:
+        raise ValueError(f"negative size {size}")
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
+    cdef char* p = PyBytes_AS_STRING(out)
+    cdef Py_ssize_t got = 0, k = 0
+    cdef int err = 0
+    with nogil:
+        mnnpy_advise_huge(p, size)
+        while got < size:
+            k = c_read(fd, p + got, <size_t>(size - got))
+            if k < 0 and errno == EINTR:
+                continue
+            if k <= 0:
+                err = errno if k < 0 else 0
+                break
+            got += k
+    if k < 0:
+        raise OSError(err, f"read failed after {got} of {size} bytes")
+    return out if got == size else out[:got]
 
 
 cdef class _Buf:

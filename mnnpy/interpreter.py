@@ -19,6 +19,7 @@ from mnnpy.config import BackendConfig, MemoryMode, PowerMode, PrecisionMode, Sc
 from mnnpy.errors import ErrorCode, FileNotExistError, InvalidModelError, InvalidValueError
 from mnnpy.model_format import identify
 from mnnpy.net import Net, load_net
+from mnnpy.net_lean import read_model
 from mnnpy.pipeline import Callback
 from mnnpy.schedule import schedule
 from mnnpy.session import Session
@@ -91,8 +92,8 @@ class Interpreter:
     ) -> None:
         load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            with open(path, "rb", buffering=0) as f:
+                data = read_model(f)
         except OSError as e:
             raise FileNotExistError(f"cannot read model file {os.fspath(path)!r}: {e}") from e
         kind = identify(data, os.fspath(path))  # an ONNX / TFLite... file: named, with its command

@@ -9,9 +9,10 @@ without a lean spec are unpacked by the object API (``*T.InitFromBuf``).
 from __future__ import annotations
 
 import importlib
+import os
 import struct
 import sys
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -32,11 +33,33 @@ _U16 = struct.Struct("<H").unpack_from
 _PARAM_T: dict[int, Any] = {}  # OpParameter tag -> the generated ``*T`` class
 _frombuf = np.frombuffer
 _read_ops: Any = None  # the op list read in C; the FlatBuffers wire format is little-endian
+_read_file: Any = None  # a file's bytes read in C into memory advised for huge pages
+try:
+    from mnnpy._netread import read_file as _read_file
+except ImportError:  # not built (a source checkout without build_ext): f.read()
+    pass
 if sys.byteorder == "little":
     try:
         from mnnpy._netread import read_ops as _read_ops
-    except ImportError:  # not built (a source checkout without build_ext): the Python reader
+    except ImportError:
         pass
+
+
+def read_model(f: BinaryIO) -> bytes:
+    """All the bytes of ``f``, a file opened ``"rb"`` and not read from yet (as ``f.read()``).
+
+    With ``mnnpy._netread`` built, the size the file has now is read in C into a bytes object
+    whose memory is advised for huge pages (a 16 MiB model: a few page faults instead of 4000);
+    whatever the file gained since is read after it.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    if _read_file is None:
+        return f.read()
+    data = _read_file(f.fileno(), os.fstat(f.fileno()).st_size)
+    rest = f.read()
+    return data + rest if rest else data
 
 
 def _slots(data: bytes, pos: int, n: int) -> tuple[int, ...]:

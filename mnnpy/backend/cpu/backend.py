@@ -13,6 +13,7 @@ from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType
 from mnnpy.backend.allocator import allocate_block, free_block
 from mnnpy.backend.cpu.concat_slices import assemble
 from mnnpy.backend.cpu.kernels.steps import CallLoop as CCallLoop
+from mnnpy.backend.cpu.static_allocator import Piece, StaticAllocator
 from mnnpy.backend.cpu.thread_governor import RunGovernor
 from mnnpy.backend.handles import TensorHandleFactory, TensorHandleFactoryRegistry
 from mnnpy.errors import NotSupportError, OutOfMemoryError
@@ -113,6 +114,8 @@ class CPUBackend(Backend):
         self._whole: dict[int, np.ndarray] = {}
         # not under a budget the user set or in LOW memory: there the bytes held must be the plan's
         self._reuse = self.allocator is None and budget is None and not self.low_memory
+        # there too, executions' weights are carved from big chunks (static_empty)
+        self._statics = StaticAllocator(_ALIGN) if self._reuse else None
 
     def _pool_bytes(self, nbytes: int, what: str) -> np.ndarray:
         """``nbytes`` 64-byte aligned, from the allocator (zeroed NumPy bytes without one).
@@ -349,7 +352,14 @@ class CPUBackend(Backend):
         For an execution to fill in place (``static_copy`` without the copy).
         """
         t = Tensor((int(size),), np.dtype(dtype), name=f"static:{type(owner).__name__}")
-        self.on_acquire_buffer(t, StorageType.STATIC)
+        if self._statics is None:
+            self.on_acquire_buffer(t, StorageType.STATIC)
+        else:  # a piece of a chunk (static_allocator), counted as on_acquire_buffer counts
+            self._check_budget(t.size, f"static buffer {t.name!r}")
+            raw, piece = self._statics.alloc(t.size, f"STATIC buffer {t.name!r}{self._at_op()}")
+            self._blocks[id(t)] = piece
+            t.host = raw.view(t.dtype)
+            self.static_bytes += t.size
         assert t.host is not None
         if self.allocator is not None:  # a user's allocator may give used bytes
             t.host.fill(0)
@@ -358,7 +368,11 @@ class CPUBackend(Backend):
 
     def _release_static(self, nbytes: int, block: Any = None) -> None:
         self.static_bytes -= nbytes
-        free_block(self.allocator, block)
+        if isinstance(block, Piece):
+            assert self._statics is not None
+            self._statics.free(block)
+        else:
+            free_block(self.allocator, block)
 
     # -- factories, capabilities ----------------------------------------------------------------
     def register_tensor_handle_factories(self, registry: TensorHandleFactoryRegistry) -> None:

@@ -1,0 +1,116 @@
+"""StaticAllocator: STATIC weights carved from big chunks (MNN's static BufferAllocator)."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mnnpy import net_lean
+from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.static_allocator import CHUNK_BYTES, FIRST_BYTES, StaticAllocator
+from mnnpy.config import BackendConfig, MemoryMode
+from mnnpy.net_lean import read_model
+
+
+def _free_ranges(a: StaticAllocator) -> list[list[tuple[int, int]]]:
+    return [list(c.free) for c in a.chunks]
+
+
+def test_pieces_are_aligned_zeroed_and_disjoint() -> None:
+    a = StaticAllocator(64, chunk_bytes=4096)
+    views = [a.alloc(n, "t")[0] for n in (1, 100, 64, 1000)]
+    spans = sorted((v.ctypes.data, v.ctypes.data + v.size) for v in views)
+    assert all(v.ctypes.data % 64 == 0 and not v.any() for v in views)
+    assert all(e <= s for (_, e), (s, _) in zip(spans, spans[1:], strict=False))
+    assert len(a.chunks) == 1
+
+
+def test_freed_piece_is_reused_zeroed_and_ranges_merge() -> None:
+    a = StaticAllocator(64, chunk_bytes=1024)
+    v1, p1 = a.alloc(128, "a")
+    v2, p2 = a.alloc(128, "b")
+    _, p3 = a.alloc(128, "c")
+    v1.fill(7)
+    v2.fill(9)
+    a.free(p1)
+    a.free(p2)
+    assert _free_ranges(a) == [[(0, 256), (384, 640)]]  # p1 and p2 merged
+    v4, p4 = a.alloc(200, "d")  # best fit: the 256-byte hole, zeroed again
+    assert p4.offset == 0 and not v4.any()
+    a.free(p4)
+    a.free(p3)
+    assert a.chunks == []  # all free: the chunk goes
+    a.free(p3)  # a second free of one piece does nothing
+    assert a.chunks == []
+
+
+def test_large_request_gets_its_own_chunk() -> None:
+    a = StaticAllocator(64, chunk_bytes=1024)
+    v, p = a.alloc(5000, "big")
+    assert v.size == 5000 and p.chunk.memory.size == 5056 and p.chunk.free == []
+    _, q = a.alloc(10, "small")
+    assert q.chunk is not p.chunk and a.held_bytes == 5056 + 1024
+
+
+def test_a_small_first_chunk_then_big_ones() -> None:
+    a = StaticAllocator(64)
+    sizes = []
+    for _ in range(40):
+        _, p = a.alloc(1000 << 10, "w")  # 1000 KiB pieces
+        if p.chunk.memory.size not in sizes:
+            sizes.append(p.chunk.memory.size)
+    assert sizes == [FIRST_BYTES, CHUNK_BYTES]  # a small model's weights fit the first
+
+
+def test_free_inside_alloc_is_queued_then_done() -> None:
+    a = StaticAllocator(64, chunk_bytes=1024)
+    _, p = a.alloc(64, "a")
+    with a._lock:  # as a finalizer running while alloc holds the lock
+        a.free(p)
+        assert a._pending == [p] and a.chunks
+    a.alloc(64, "b")  # drains the queue when it lets the lock go
+    assert a._pending == [] and p.freed
+
+
+@pytest.mark.parametrize("memory", [MemoryMode.NORMAL, MemoryMode.LOW])
+def test_weights_count_and_free_in_every_mode(memory: MemoryMode) -> None:
+    backend = CPUBackend(1, BackendConfig(memory=memory))
+    pooled = memory == MemoryMode.NORMAL
+    assert (backend._statics is not None) == pooled
+
+    class Owner:
+        pass
+
+    owners = [Owner() for _ in range(3)]
+    arrays = [backend.static_empty(1000 * (i + 1), np.float32, o) for i, o in enumerate(owners)]
+    assert backend.static_bytes == 4000 * 6
+    assert all(x.dtype == np.float32 and not x.any() for x in arrays)
+    del arrays
+    owners.clear()
+    gc.collect()
+    assert backend.static_bytes == 0
+    if pooled:
+        assert backend._statics is not None and backend._statics.chunks == []
+
+
+def test_read_model_reads_what_f_read_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.bin"
+    payload = np.random.default_rng(0).integers(0, 256, 3 << 20, dtype=np.uint8).tobytes()
+    path.write_bytes(payload)
+    with open(path, "rb", buffering=0) as f:
+        assert read_model(f) == payload
+    real = os.fstat
+
+    class Shorter:  # the file grew after its size was taken: the rest is read after it
+        def __init__(self, fd: int) -> None:
+            self.st_size = real(fd).st_size - 12345
+
+    monkeypatch.setattr(net_lean.os, "fstat", Shorter)
+    with open(path, "rb", buffering=0) as f:
+        assert read_model(f) == payload
