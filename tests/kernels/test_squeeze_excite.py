@@ -150,17 +150,17 @@ def _numpy_se(x: np.ndarray, c: int, oc: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    "c, oc, hw, keep_mul, folds",
+    "c, oc, hw, keep_mul, pooled, folds",
     [
-        (12, 8, (16, 16), False, True),  # 16 x 16 output lanes = 256 pixels: folded
-        (12, 8, (16, 16), True, False),  # the product is read elsewhere: not folded
-        (12, 20, (16, 16), False, False),  # 32 x 16 lanes > 256 pixels: the multiply stays
-        (10, 8, (9, 7), False, False),
+        (12, 8, (32, 32), False, True, True),  # 16 x 16 output lanes <= 1024 pixels: folded
+        (12, 8, (32, 32), True, True, False),  # the product is read elsewhere: not folded
+        (12, 72, (32, 32), False, True, False),  # 80 x 16 lanes > 1024 pixels: not folded
+        (10, 8, (9, 7), False, False, False),  # a small map keeps its pool and multiply
     ],
 )
 @pytest.mark.parametrize("threads", [1, 2])
 def test_session_fuses_squeeze_excitation(
-    c: int, oc: int, hw: tuple[int, int], keep_mul: bool, folds: bool, threads: int
+    c: int, oc: int, hw: tuple[int, int], keep_mul: bool, pooled: bool, folds: bool, threads: int
 ) -> None:
     """Depthwise + SiLU + global average run as one group, the gate's multiply folded into the
     projection where it pays; the output matches NumPy and the ops run apart."""
@@ -179,7 +179,7 @@ def test_session_fuses_squeeze_excitation(
         outs.append(interp.get_session_output(session, "y").numpy().copy())
         groups.append({p.group for p in session.placement()} - {None})
     assert groups[1] == set()
-    assert "dw+silu+pool" in groups[0]
+    assert ("dw+silu+pool" in groups[0]) == pooled, groups[0]
     assert ("mul+proj" in groups[0]) == folds, groups[0]
     np.testing.assert_allclose(outs[0], outs[1], rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(outs[0], _numpy_se(x, c, oc), rtol=1e-3, atol=1e-4)
