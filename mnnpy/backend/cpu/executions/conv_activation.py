@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
+from mnnpy.backend.cpu.executions.conv_act_pool import with_pool
 from mnnpy.backend.cpu.executions.convolution import CPUConvolutionDepthwise
 from mnnpy.backend.cpu.executions.convolution_direct import CPUConvolutionDirect
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
@@ -62,6 +63,10 @@ def conv_activation(backend: Any, view: SubgraphView) -> list[Substitution]:
         if len(conv.outputs) != 1 or not (y.is_packed and out.is_packed and y.shape == out.shape):
             continue
         if not y.dtype == out.dtype == np.float32:
+            continue
+        pooled = with_pool(view, conv, act, code)  # and the global average of its output
+        if pooled is not None:
+            subs.append(pooled)
             continue
         fused = copy.copy(ex)  # shares the weights, which the member execution keeps alive
         fused.act = code

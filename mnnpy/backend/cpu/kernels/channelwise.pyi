@@ -21,3 +21,12 @@ def prelu(
     pack: int = 4,
     num_thread: int = 1,
 ) -> None: ...
+def scale_rows(
+    src: np.ndarray,
+    dst: np.ndarray,
+    scale: np.ndarray,
+    blocks: int,
+    rows: int,
+    width: int,
+    num_thread: int = 1,
+) -> None: ...

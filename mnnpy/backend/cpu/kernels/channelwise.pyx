@@ -98,3 +98,47 @@ def prelu(const float[::1] src, float[::1] dst, const float[::1] slope, Py_ssize
           Py_ssize_t channels, Py_ssize_t area, Py_ssize_t pack=4, int num_thread=1):
     """``dst = src < 0 ? src * slope[c] : src``."""
     _run(PRELU, src, dst, slope, slope, batch, channels, area, pack, num_thread)
+
+
+cdef void _scale_rows16(const float* src, float* dst, const float* scale, Py_ssize_t rows,
+                        Py_ssize_t begin, Py_ssize_t end) noexcept nogil:
+    """Rows ``begin`` to ``end`` of 16 floats (``r % rows`` picks the scale)."""
+    cdef Py_ssize_t t, j, r = begin % rows
+    cdef const float* s
+    cdef float* d
+    cdef float v
+    for t in range(begin, end):
+        s = src + t * 16
+        d = dst + t * 16
+        v = scale[r]
+        for j in range(16):  # a constant trip count: unrolled into vector multiplies
+            d[j] = s[j] * v
+        r += 1
+        if r == rows:
+            r = 0
+
+
+def scale_rows(const float[::1] src, float[::1] dst, const float[::1] scale, Py_ssize_t blocks,
+               Py_ssize_t rows, Py_ssize_t width, int num_thread=1):
+    """``dst[b][r][:] = src[b][r][:] * scale[r]`` on ``[blocks][rows][width]`` floats.
+
+    GEMM weight panels (``[ceil(O/16)][K][16]``: ``width`` 16, the only width taken) scaled per
+    input channel, for a per-channel multiply folded into the convolution that reads it
+    (``conv_input_scale.py``). Threads take equal runs of rows. NumPy reference:
+    ``src.reshape(blocks, rows, width) * scale[:rows, None]``.
+    """
+    cdef Py_ssize_t n = blocks * rows, t, step
+    if blocks < 1 or rows < 1 or width != 16 or num_thread < 1:
+        raise ValueError(f"bad sizes: blocks {blocks}, rows {rows}, width {width} (16 only), "
+                         f"num_thread {num_thread}")
+    if src.shape[0] < n * width or dst.shape[0] < n * width or scale.shape[0] < rows:
+        raise ValueError(f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, scale "
+                         f"{scale.shape[0]} for blocks {blocks}, rows {rows}, width {width}")
+    if num_thread == 1 or n < 1024:
+        with nogil:
+            _scale_rows16(&src[0], &dst[0], &scale[0], rows, 0, n)
+        return
+    step = (n + num_thread - 1) // num_thread
+    with nogil:
+        for t in prange(num_thread, num_threads=num_thread, schedule="static"):
+            _scale_rows16(&src[0], &dst[0], &scale[0], rows, t * step, min(n, t * step + step))

@@ -15,6 +15,8 @@ def bind_depthwise(
     hi: float,
     num_thread: int = 1,
     act: int = -1,
+    rows: np.ndarray | None = None,
+    pool: np.ndarray | None = None,
 ) -> DepthwiseCall: ...
 def conv2d_depthwise(
     src: np.ndarray,
@@ -27,6 +29,8 @@ def conv2d_depthwise(
     hi: float,
     num_thread: int = 1,
     act: int = -1,
+    rows: np.ndarray | None = None,
+    pool: np.ndarray | None = None,
 ) -> None: ...
 def grouped_scratch_size(
     shape: tuple[int, ...], window: tuple[int, ...], group: int, tile: int, num_thread: int = 1

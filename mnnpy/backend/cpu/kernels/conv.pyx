@@ -38,11 +38,18 @@ cdef extern from "depthwise_kernels.h" nogil:
                        ptrdiff_t lanes, float lo, float hi, int act)
 
 
+cdef extern from "pool_kernels.h" nogil:
+    void mnnpy_sum_plane(int isa, const float* plane, ptrdiff_t n, float scale, float* out,
+                         ptrdiff_t lanes)
+
+
 cdef class DepthwiseCall(KernelCall):
     """A depthwise convolution (``bind_depthwise``)."""
     cdef mnnpy_dw_geom g
-    cdef Py_ssize_t c, oh, step, chunks, items, planes
+    cdef Py_ssize_t c, oh, step, chunks, items, planes, band
     cdef int act
+    cdef float* rsum  # per band of output rows, its 4 channel sums (a global average); or NULL
+    cdef float* pool  # the global average, ``[planes][4]``; or NULL
 
     cdef void run(self) noexcept:
         cdef mnnpy_dw_geom* g = &self.g
@@ -55,39 +62,52 @@ cdef class DepthwiseCall(KernelCall):
         cdef const float* b = self.b
         cdef float lo = self.lo, hi = self.hi
         cdef int isa = current_isa(), num_thread = self.num_thread, act = self.act
+        cdef float* rsum = self.rsum
+        cdef Py_ssize_t band = self.band
         with nogil:
             if num_thread == 1:  # no parallel region to enter
                 for it in range(self.items):
-                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, act, it)
+                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, act, rsum, band,
+                             it)
             else:
                 for it in prange(self.items, num_threads=num_thread, schedule="static"):
-                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, act,
+                    _dw_item(isa, g, s, d, w, b, c, oh, step, chunks, lo, hi, act, rsum, band,
                              (it % planes) * chunks + it // planes if rowmajor else it)
+            if self.pool != NULL:
+                _pool_bands(rsum, self.pool, planes, cdiv(oh, band), 1.0 / (oh * g.ow))
 
 
 def conv2d_depthwise(const float[::1] src, float[::1] dst, const float[::1] weight,
                      const float[::1] bias, tuple shape, tuple window, float lo,
-                     float hi, int num_thread=1, int act=-1):
+                     float hi, int num_thread=1, int act=-1, float[::1] rows=None,
+                     float[::1] pool=None):
     """Depthwise convolution (ic == oc == group).
 
     ``weight`` is ``[c/4][ky][kx][4]`` (zero-padded), ``bias`` has ``4 * ceil(c/4)``
-    values.
+    values. With ``pool`` (``4 * batch * ceil(c/4)`` floats) and ``rows`` (scratch, ``oh``
+    times that), also the global average of the output, ``[batch][c/4][1][1][4]`` (a fused
+    GlobalAveragePool, ``conv_act_pool.py``): the rows go in bands of ``ceil(256 / ow)`` (work
+    items hold whole bands), each band's sums taken right after it is written
+    (``mnnpy_sum_plane``, while it is in L1), then the bands added in order, so the result
+    does not depend on the thread count. NumPy reference: ``ops/pool.py``.
     """
-    _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread, act).run()
+    _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread, act, rows,
+                    pool).run()
 
 
 def bind_depthwise(const float[::1] src, float[::1] dst, const float[::1] weight,
                    const float[::1] bias, tuple shape, tuple window, float lo, float hi,
-                   int num_thread=1, int act=-1):
+                   int num_thread=1, int act=-1, float[::1] rows=None, float[::1] pool=None):
     """``conv2d_depthwise`` on these buffers, checked now: a ``DepthwiseCall`` that runs it
     when called with no arguments (a session's prepared step, ``Execution.bind``)."""
-    return _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread, act)
+    return _bind_depthwise(src, dst, weight, bias, shape, window, lo, hi, num_thread, act,
+                           rows, pool)
 
 
 cdef DepthwiseCall _bind_depthwise(const float[::1] src, float[::1] dst,
                                    const float[::1] weight, const float[::1] bias, tuple shape,
                                    tuple window, float lo, float hi, int num_thread,
-                                   int act=-1):
+                                   int act=-1, float[::1] rows=None, float[::1] pool=None):
     if act != -1 and act not in FUSED_ACTS:
         raise ValueError(f"activation {act} cannot be fused")
     cdef DepthwiseCall call = DepthwiseCall.__new__(DepthwiseCall)
@@ -119,16 +139,28 @@ cdef DepthwiseCall _bind_depthwise(const float[::1] src, float[::1] dst,
     # small maps, to the same channel blocks as their channel chunks): data stays in the cache
     # of the core that wrote it, which matters most when the two vCPUs sit on different
     # L3 caches (measured: MobileNetV2 at 2 threads 12.0 -> 9.4 ms then, same elsewhere).
-    cdef Py_ssize_t planes = batch * c4, step = oh
+    cdef Py_ssize_t planes = batch * c4, step = oh, band = oh
     if planes < 2 * num_thread:
         step = (oh * planes + 2 * num_thread - 1) // (2 * num_thread)
     elif num_thread > 1 and oh * g.ow >= 512:
         step = (oh + num_thread - 1) // num_thread
+    if pool is not None:  # whole bands of rows per item
+        band = min(oh, cdiv(256, g.ow))
+        step = min(oh, cdiv(step, band) * band)
+    call.band = band
     call.c, call.oh, call.step = c, oh, step
     call.chunks = (oh + step - 1) // step
     call.items = planes * call.chunks
     call.planes = planes
-    call.buffers = (src, dst, weight, bias)  # alive as long as the pointers below
+    call.buffers = (src, dst, weight, bias, rows, pool)  # alive as long as the pointers below
+    call.rsum = call.pool = NULL
+    if (rows is None) != (pool is None):
+        raise ValueError("a fused global average needs both rows and pool")
+    if pool is not None:
+        if pool.shape[0] < planes * 4 or rows.shape[0] < planes * cdiv(oh, band) * 4:
+            raise ValueError(f"pool ({pool.shape[0]}) or rows ({rows.shape[0]}) too small for "
+                             f"shape {shape!r}")
+        call.rsum, call.pool = &rows[0], &pool[0]
     call.s, call.d, call.w, call.b = &src[0], &dst[0], &weight[0], &bias[0]
     call.lo, call.hi, call.num_thread = lo, hi, num_thread
     return call
@@ -137,13 +169,37 @@ cdef DepthwiseCall _bind_depthwise(const float[::1] src, float[::1] dst,
 cdef inline void _dw_item(int isa, const mnnpy_dw_geom* g, const float* s, float* d,
                           const float* w, const float* b, Py_ssize_t c, Py_ssize_t oh,
                           Py_ssize_t step, Py_ssize_t chunks, float lo, float hi, int act,
-                          Py_ssize_t it) noexcept nogil:
+                          float* rsum, Py_ssize_t band, Py_ssize_t it) noexcept nogil:
     # item it: rows [y0, y0 + step) of plane it // chunks (image n, block plane % c4)
     cdef Py_ssize_t plane = it // chunks, y0 = (it % chunks) * step, y1 = min(oh, y0 + step)
-    cdef Py_ssize_t blk = plane % cdiv(c, 4)
-    mnnpy_dw_rows(isa, g, s + plane * g.ih * g.iw * 4, d + plane * oh * g.ow * 4,
-                  w + blk * g.KY * g.KX * 4, b + blk * 4, y0, y1, min(4, c - blk * 4), lo, hi,
-                  act)
+    cdef Py_ssize_t blk = plane % cdiv(c, 4), a, e
+    if rsum == NULL:
+        mnnpy_dw_rows(isa, g, s + plane * g.ih * g.iw * 4, d + plane * oh * g.ow * 4,
+                      w + blk * g.KY * g.KX * 4, b + blk * 4, y0, y1, min(4, c - blk * 4), lo,
+                      hi, act)
+        return
+    a = y0  # starts a band: each band's sums taken while it is in L1
+    while a < y1:
+        e = min(a + band, y1)
+        mnnpy_dw_rows(isa, g, s + plane * g.ih * g.iw * 4, d + plane * oh * g.ow * 4,
+                      w + blk * g.KY * g.KX * 4, b + blk * 4, a, e, min(4, c - blk * 4), lo,
+                      hi, act)
+        mnnpy_sum_plane(isa, d + (plane * oh + a) * g.ow * 4, (e - a) * g.ow, 1.0,
+                        rsum + (plane * cdiv(oh, band) + a // band) * 4, 4)
+        a = e
+
+
+cdef void _pool_bands(const float* rsum, float* pool, Py_ssize_t planes, Py_ssize_t bands,
+                      float inv) noexcept nogil:
+    # the global average from the bands' sums, added in band order
+    cdef Py_ssize_t plane, k, lane
+    cdef float acc
+    for plane in range(planes):
+        for lane in range(4):
+            acc = 0
+            for k in range(bands):
+                acc = acc + rsum[(plane * bands + k) * 4 + lane]
+            pool[plane * 4 + lane] = acc * inv
 
 
 cdef inline void _copy_plane(const float* sp, float* dp, Py_ssize_t area) noexcept nogil:
