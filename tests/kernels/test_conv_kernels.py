@@ -8,6 +8,7 @@ import pytest
 from mnnpy import layout
 from mnnpy.backend.cpu.executions.convolution import CPUConvolutionDepthwise
 from mnnpy.backend.cpu.kernels import conv as K
+from mnnpy.backend.cpu.kernels import gemm as G
 
 FLT_MAX = float(np.finfo(np.float32).max)
 
@@ -94,6 +95,32 @@ def test_depthwise_3x3_widths(isa: str, h: int, w: int, stride: int, pad: int) -
     assert all(np.array_equal(dst, other) for other, _ in runs[1:])
     np.testing.assert_allclose(layout.unpack_nc4hw4(dst, ref.shape), ref, rtol=1e-5, atol=1e-5)
     assert np.all(dst.reshape(1, 2, -1, 4)[:, -1, :, 1:] == 0)
+
+
+@pytest.mark.parametrize(
+    ("c", "h", "w", "pad"),
+    [(5, 9, 150, 1), (5, 5, 339, 1), (7, 7, 7, 1), (7, 7, 7, 0), (3, 3, 3, 1), (9, 14, 13, 1),
+     (2, 1, 1, 1), (6, 4, 5, 0), (4, 28, 28, 1), (3, 2, 17, 1)],
+)  # fmt: skip
+def test_depthwise_3x3_stride1_avx512_is_the_avx2_bits(c: int, h: int, w: int, pad: int) -> None:
+    """Stride 1 on AVX-512 (4 pixels per register, masked last pixels) takes the AVX2 path's
+    FMA chain per output: the same bits, for 1 and 2 threads."""
+    if "avx512" not in G.available_isas() or "avx2" not in G.available_isas():
+        pytest.skip("needs AVX-512 and AVX2")
+    rng = np.random.default_rng(h * w + c)
+    x = rng.standard_normal((2, c, h, w)).astype(np.float32)
+    weight = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(c).astype(np.float32)
+    out = {}
+    try:
+        for isa in ("avx2", "avx512"):
+            G.set_isa(isa)
+            for t in (1, 2):
+                out[isa, t] = depthwise(x, weight, bias, (1, 1, 1, 1, pad, pad), t)[0]
+    finally:
+        G.set_isa("best")
+    for t in (1, 2):
+        assert np.array_equal(out["avx512", t], out["avx2", 1])
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ padding are skipped; outputs are clamped to ``[lo, hi]`` (fused relu / relu6); o
 padding lanes (channels >= oc) are written as zeros; a fused activation ``act`` (``gemm.pyx``'s,
 -1 for none) runs on each item's rows once written. The C row kernel is
 ``depthwise_kernels.h``, in the ISA chosen by ``gemm.set_isa`` (windows larger than 3x3 on
-AVX-512: ``depthwise_ring.h``, which also runs ``act`` row by row).
+AVX-512: ``depthwise_ring.h``, which also runs ``act`` row by row; 3x3 stride 1 on AVX-512:
+``depthwise_pad512.h``).
 
 Sizes and buffer lengths are checked before the ``nogil`` loop, so a wrong call raises
 instead of reading out of bounds. Threads split the channel blocks (and their rows when

@@ -246,6 +246,7 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_dw_rows_padded3(const mnnpy_dw_geom* g, const
 }
 #endif /* MNNPY_X86 */
 
+#include "depthwise_pad512.h"
 #include "depthwise_ring.h"
 
 /* Output rows [oy0, oy1) of one 4-channel block: src is its input plane, dst its output plane;
@@ -258,6 +259,11 @@ MNNPY_STATIC void mnnpy_dw_rows(int isa, const mnnpy_dw_geom* g, const float* sr
         mnnpy_dw_rows_ring512(g, src, dst, w, bias, oy0, oy1, lanes, lo, hi, act);
         return;
     }
+#ifndef MNNPY_DW_NO_PAD512
+    if (isa >= MNNPY_ISA_AVX512 && mnnpy_dw_padded3(g) && g->sx == 1) {
+        mnnpy_dw_rows_padded3_512(g, src, dst, w, bias, oy0, oy1, lanes, lo, hi);
+    } else
+#endif
     if (isa >= MNNPY_ISA_AVX2 && mnnpy_dw_padded3(g)) {
         mnnpy_dw_rows_padded3(g, src, dst, w, bias, oy0, oy1, lanes, lo, hi);
     } else if (isa >= MNNPY_ISA_AVX2) {
