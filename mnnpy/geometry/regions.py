@@ -26,6 +26,11 @@ import numpy as np
 
 from mnnpy.geometry.walk import COLS, Dim, order, walk_rows
 
+try:  # the C twin of _plan (setup.py builds it); _plan stays the reference and the fallback
+    from mnnpy.geometry._regions import plan as _plan_c
+except ImportError:  # not built (a source checkout without build_ext): the Python planner
+    _plan_c = None  # type: ignore[assignment]
+
 __all__ = [
     "COLS",
     "Layout",
@@ -274,7 +279,8 @@ def _remembered(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None
         if known:
             _memo.move_to_end(key)
     if not known:
-        rows = _plan(space, src, dst)
+        got = False if _plan_c is None else _plan_c(space, src, dst, MAX_REGIONS)
+        rows = _plan(space, src, dst) if isinstance(got, bool) else got  # False: beyond C
         with _memo_lock:
             if key not in _memo:
                 _memo[key] = rows
@@ -298,6 +304,7 @@ def _key(side: Side) -> tuple:
 
 
 def _plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
+    """The Python planner: the reference for ``_regions.plan`` (same rows, or None)."""
     space = list(space)
     if 0 in space:
         return np.zeros((0, COLS), np.int64)
