@@ -10,6 +10,7 @@ fails declines too. Division and modulo follow Python's floor semantics. No code
 without the GIL: planning is small and each call uses its own buffers.
 """
 
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.math cimport INFINITY
 from libc.stdlib cimport free, realloc
 
@@ -539,3 +540,37 @@ def plan(space, src, dst, long long limit):
         return out
     finally:
         free(ctx.rows)
+
+
+def side_key(side):
+    """``regions._key``: a :class:`~mnnpy.geometry.regions.Side` as a hashable value.
+
+    Bytes of int64s (the rank, whether NC4HW4, the shape, the start, per dim its term count and
+    terms) where every value fits; else the plain tuple form. Either way, equal sides give equal
+    keys; the two forms never equal each other (a memo miss, not a wrong answer).
+    """
+    cdef long long buf[256]
+    cdef Py_ssize_t n = 0, k, K
+    cdef long long q, c
+    layout = side.layout
+    shape, start, terms = layout.shape, side.start, side.terms
+    try:
+        K = len(shape)
+        if 2 + 2 * K > 256 or len(start) != K or len(terms) != K:
+            raise ValueError
+        buf[0], buf[1] = K, 1 if layout.packed else 0
+        n = 2
+        for k in range(K):
+            buf[n], buf[n + 1] = shape[k], start[k]
+            n += 2
+        for t in terms:
+            if n + 1 + 2 * len(t) > 256:
+                raise ValueError
+            buf[n] = len(t)
+            n += 1
+            for q, c in t:
+                buf[n], buf[n + 1] = q, c
+                n += 2
+    except (TypeError, ValueError, OverflowError):
+        return shape, layout.packed, tuple(start), tuple(map(tuple, terms))
+    return PyBytes_FromStringAndSize(<char*>buf, n * sizeof(long long))

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mnnpy.geometry.regions import Layout, Side, Terms, _key
+from mnnpy.geometry.regions import Layout, Side, Terms, side_key
 
 __all__ = ["Piece", "compose"]
 
@@ -76,7 +76,7 @@ _memo_lock = threading.Lock()
 
 
 def _piece_key(p: Piece) -> tuple:
-    return tuple(p.space), _key(p.src), _key(p.dst)
+    return tuple(p.space), side_key(p.src), side_key(p.dst)
 
 
 def _index(p: Piece) -> int:

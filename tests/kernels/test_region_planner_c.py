@@ -86,3 +86,18 @@ def test_what_the_c_planner_cannot_hold_goes_to_python() -> None:
     stray = R.Side(packed, [0, 0, 0, 0], [[(5, 1)], [], [], []])
     assert C.plan([1, 8, 2, 2], stray, box, 4096) is False
     assert C.plan([1, 0, 2, 2], stray, box, 4096).shape == (0, 11)  # an empty copy first
+
+
+def test_side_keys_tell_sides_apart_as_the_tuple_keys_do() -> None:
+    """``side_key`` (the memos' key) is equal exactly where ``regions._key`` is."""
+    rng = np.random.default_rng(7)
+    sides = []
+    for _ in range(300):
+        space = [int(n) for n in rng.integers(1, 4, int(rng.integers(1, 4)))]
+        sides.append(_side(rng, space))
+    sides += [R.Side(s.layout, list(s.start), [list(t) for t in s.terms]) for s in sides[:50]]
+    for a in sides[::7]:
+        for b in sides:
+            assert (C.side_key(a) == C.side_key(b)) == (R._key(a) == R._key(b))
+    huge = R.Side(R.Layout((1 << 70,), False), [0], [[(0, 1)]])
+    assert C.side_key(huge) == R._key(huge)  # past int64: the tuple form
