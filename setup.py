@@ -85,6 +85,14 @@ extensions.append(
         "mnnpy._netread", [os.path.join("mnnpy", "_netread.pyx")], extra_compile_args=COMPILE_ARGS
     )
 )
+# the region planner's C twin (regions.py keeps the Python planner as reference and fallback)
+extensions.append(
+    Extension(
+        "mnnpy.geometry._regions",
+        [os.path.join("mnnpy", "geometry", "_regions.pyx")],
+        extra_compile_args=COMPILE_ARGS,
+    )
+)
 
 
 class ParallelBuildExt(build_ext):

@@ -204,8 +204,10 @@ class Unit:
             The plan for this resize, which the caller keeps as ``plan``.
         """
         if folded:
-            for t in self.outputs:
-                acquire_buffer(host, t, storage_type_of(t))
+            for t in self.outputs:  # memory (and a copy of the value) only where read: not for
+                d = t.describe  # shape arithmetic only folded ops read (their values suffice)
+                if d.use_count > d.shape_reads:
+                    acquire_buffer(host, t, storage_type_of(t))
             for t in self.inputs:
                 t.describe.shape_reads -= 1
             self._release_inputs(())

@@ -116,7 +116,7 @@ class Session:
         by_name = {t.name: t for t in self._require().tensors}
         for name, snapshot in self._snapshots.items():
             source = by_name[name]
-            if source.describe.content is not None and source.host is not None:
+            if source.describe.content is not None:  # folded: held, or its value alone
                 _snapshot(snapshot, source)
             elif zeros:
                 snapshot.shape = logical_shape_in(
@@ -146,6 +146,9 @@ class Session:
 def _snapshot(dst: CoreTensor, src: CoreTensor) -> None:
     dst.shape = logical_shape_in(src.shape, src.dimension_format, dst.dimension_format)
     dst.host = np.empty(dst.storage_elements, dst.dtype)
+    if src.host is None:  # a folded value only folded ops read: no memory (unit.prepare)
+        dst.copy_from(np.asarray(src.describe.content))
+        return
     dst.copy_from_host_tensor(src)
 
 

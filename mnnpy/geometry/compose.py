@@ -10,12 +10,14 @@ reader's range is a box of them. Anything else is refused (None) and the tensor 
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mnnpy.geometry.regions import Layout, Side, Terms
+from mnnpy.geometry.regions import Layout, Side, Terms, side_key
 
 __all__ = ["Piece", "compose"]
 
@@ -40,7 +42,55 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     not affine (``piece`` must read a box; a merged dim is split only where the box follows its
     digits). A piece reading a dim as a few boxes (a reshape splitting the channels into groups,
     ``c = 58 * g + i``) is first cut into one box per value of the outer terms (:func:`_boxes`).
+
+    Answers are remembered by description (networks repeat the same blocks, and resizes repeat
+    them), with the index of the producer piece each result reads; each call gets new pieces.
     """
+    key = (_piece_key(piece), tuple([_piece_key(u) for u in producer]))
+    with _memo_lock:  # sessions may be created in several threads
+        known = key in _memo
+        found = _memo[key] if known else None
+        if known:
+            _memo.move_to_end(key)
+    if not known:
+        tagged = [Piece(u.space, k, u.src, u.dst) for k, u in enumerate(producer)]
+        result = _compose(piece, tagged)
+        found = None if result is None else [(_index(p), p.space, p.src, p.dst) for p in result]
+        with _memo_lock:
+            _memo[key] = found
+            while len(_memo) > _MEMO_SIZE:
+                _memo.popitem(last=False)
+    if found is None:
+        return None
+    return [
+        Piece(list(space), producer[k].source, _copy(src), _copy(dst))
+        for k, space, src, dst in found
+    ]
+
+
+_MEMO_SIZE = 4096
+_memo: collections.OrderedDict[tuple, list[tuple[int, list[int], Side, Side]] | None] = (
+    collections.OrderedDict()
+)
+_memo_lock = threading.Lock()
+
+
+def _piece_key(p: Piece) -> tuple:
+    return tuple(p.space), side_key(p.src), side_key(p.dst)
+
+
+def _index(p: Piece) -> int:
+    """The producer piece a result reads (:func:`compose` tags the producer with indexes)."""
+    assert isinstance(p.source, int)
+    return p.source
+
+
+def _copy(side: Side) -> Side:
+    return Side(side.layout, list(side.start), [list(t) for t in side.terms])
+
+
+def _compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
+    """:func:`compose` without the memo."""
     boxes = _boxes(piece)
     if boxes is None:
         return None

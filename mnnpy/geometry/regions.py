@@ -18,13 +18,19 @@ import collections
 import itertools
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
-from mnnpy.geometry.walk import COLS, Dim, order, walk_rows
+from mnnpy.geometry.walk import COLS, Dim, order, view_rows, walk_rows
+
+try:  # C twins of _plan and _key (setup.py builds them); the Python ones: reference, fallback
+    from mnnpy.geometry._regions import plan as _plan_c
+    from mnnpy.geometry._regions import side_key as _key_c
+except ImportError:  # not built (a source checkout without build_ext): the Python functions
+    _plan_c = _key_c = None  # type: ignore[assignment]
 
 __all__ = [
     "COLS",
@@ -36,6 +42,7 @@ __all__ = [
     "padding_regions",
     "plan",
     "refine",
+    "view_rows",
 ]
 
 MAX_REGIONS = 4096  # beyond this the caller falls back to a logical (unpacked) copy
@@ -267,14 +274,15 @@ def count(space: Sequence[int], src: Side, dst: Side) -> int | None:
 
 def _remembered(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
     """The memo's rows for this copy, planned on a miss (shared: callers must not write them)."""
-    key = (tuple(space), _key(src), _key(dst))
+    key = (tuple(space), side_key(src), side_key(dst))
     with _memo_lock:  # sessions may be created in several threads
         known = key in _memo
         rows = _memo[key] if known else None
         if known:
             _memo.move_to_end(key)
     if not known:
-        rows = _plan(space, src, dst)
+        got = False if _plan_c is None else _plan_c(space, src, dst, MAX_REGIONS)
+        rows = _plan(space, src, dst) if isinstance(got, bool) else got  # False: beyond C
         with _memo_lock:
             if key not in _memo:
                 _memo[key] = rows
@@ -297,7 +305,11 @@ def _key(side: Side) -> tuple:
     return layout.shape, layout.packed, tuple(side.start), tuple(map(tuple, side.terms))
 
 
+side_key: Callable[[Side], object] = _key if _key_c is None else _key_c  # what memos key by
+
+
 def _plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
+    """The Python planner: the reference for ``_regions.plan`` (same rows, or None)."""
     space = list(space)
     if 0 in space:
         return np.zeros((0, COLS), np.int64)
@@ -355,38 +367,3 @@ def apply_reference(src: np.ndarray, dst: np.ndarray, rows: np.ndarray) -> None:
             dst[do + i * ds[0] + j * ds[1] + k * ds[2]] = src[
                 so + i * ss[0] + j * ss[1] + k * ss[2]
             ]
-
-
-def view_rows(base: np.ndarray, view: np.ndarray, limit: int = 64) -> np.ndarray | None:
-    """Region rows copying ``view``, a strided view of the flat ``base``, into a C-contiguous array.
-
-    None past ``limit`` rows, or for negative strides.
-    """
-    size = base.itemsize
-    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // size
-    dims: list[list[int]] = []  # [extent, src stride, dst stride], adjacent dims merged
-    step = view.size
-    for n, st in zip(view.shape, view.strides, strict=True):
-        step //= max(n, 1)
-        if n == 1:
-            continue
-        if st < 0 or st % size:
-            return None
-        if dims and dims[-1][1] == st // size * n and dims[-1][2] == step * n:
-            dims[-1] = [dims[-1][0] * n, st // size, step]
-        else:
-            dims.append([n, st // size, step])
-    if view.size == 0:
-        return np.zeros((0, 11), np.int64)
-    dims = [[1, 0, 0]] * max(0, 3 - len(dims)) + dims
-    outer, inner = dims[:-3], dims[-3:]
-    count = math.prod(n for n, _, _ in outer)
-    if count > limit:
-        return None
-    rows = []
-    for idx in np.ndindex(*(n for n, _, _ in outer)):
-        so = offset + sum(i * d[1] for i, d in zip(idx, outer, strict=True))
-        do = sum(i * d[2] for i, d in zip(idx, outer, strict=True))
-        rows.append([so, do, *(d[0] for d in inner), *(d[1] for d in inner),
-                     *(d[2] for d in inner)])  # fmt: skip
-    return np.array(rows, np.int64)

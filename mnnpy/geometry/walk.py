@@ -4,6 +4,7 @@ A region copy is a list of :data:`Dim` (size, source stride, destination stride)
 elements. :func:`order` picks the outer-to-inner walk ``kernels.raster.copy_regions`` runs
 fastest; :func:`walk_rows` turns a walk into its int64 rows of :data:`COLS` values (the dims
 beyond the kernel's three become one row per index). Used by ``regions.plan``.
+:func:`view_rows` gives the rows that copy a strided NumPy view (re-exported by ``regions``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["COLS", "Dim", "order", "walk_rows"]
+__all__ = ["COLS", "Dim", "order", "view_rows", "walk_rows"]
 
 COLS = 11  # src_off, dst_off, n0, n1, n2, ss0, ss1, ss2, ds0, ds1, ds2
 Dim = tuple[int, int, int]  # (size, src stride, dst stride)
@@ -90,3 +91,38 @@ def walk_rows(src_off: int, dst_off: int, walk: Sequence[Dim]) -> list[list[int]
     rows = np.empty((src.size, COLS), np.int64)
     rows[:, 0], rows[:, 1], rows[:, 2:] = src, dst, tail
     return rows.tolist()
+
+
+def view_rows(base: np.ndarray, view: np.ndarray, limit: int = 64) -> np.ndarray | None:
+    """Region rows copying ``view``, a strided view of the flat ``base``, into a C-contiguous array.
+
+    None past ``limit`` rows, or for negative strides.
+    """
+    size = base.itemsize
+    offset = (view.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // size
+    dims: list[list[int]] = []  # [extent, src stride, dst stride], adjacent dims merged
+    step = view.size
+    for n, st in zip(view.shape, view.strides, strict=True):
+        step //= max(n, 1)
+        if n == 1:
+            continue
+        if st < 0 or st % size:
+            return None
+        if dims and dims[-1][1] == st // size * n and dims[-1][2] == step * n:
+            dims[-1] = [dims[-1][0] * n, st // size, step]
+        else:
+            dims.append([n, st // size, step])
+    if view.size == 0:
+        return np.zeros((0, 11), np.int64)
+    dims = [[1, 0, 0]] * max(0, 3 - len(dims)) + dims
+    outer, inner = dims[:-3], dims[-3:]
+    count = math.prod(n for n, _, _ in outer)
+    if count > limit:
+        return None
+    rows = []
+    for idx in np.ndindex(*(n for n, _, _ in outer)):
+        so = offset + sum(i * d[1] for i, d in zip(idx, outer, strict=True))
+        do = sum(i * d[2] for i, d in zip(idx, outer, strict=True))
+        rows.append([so, do, *(d[0] for d in inner), *(d[1] for d in inner),
+                     *(d[2] for d in inner)])  # fmt: skip
+    return np.array(rows, np.int64)

@@ -458,3 +458,20 @@ def test_tensor_constructor_errors(mnn: ModuleType, args: tuple) -> None:
     )
     with pytest.raises(Exception):  # noqa: B017 - pymnn: TypeError / SystemError
         mnn.Tensor(*args)
+
+
+def test_save_tensors_of_folded_shape_values(tmp_path: Path) -> None:
+    """A saved tensor that only folded ops read (no memory in the session) holds its value."""
+    from tests.ops.test_shape import converter_shape_subgraph_net
+
+    path = tmp_path / "shape.mnn"
+    path.write_bytes(converter_shape_subgraph_net())
+    interpreter = compat.Interpreter(str(path))
+    session = interpreter.createSession({"saveTensors": ("head", "count")})
+    shape = (2, 5, 3, 1)
+    assert interpreter.runSession(session) == 0
+    head = interpreter.getSessionOutput(session, "head")
+    assert head.getShape() == (2,)
+    np.testing.assert_array_equal(np.array(head.getNumpyData()), shape[:2])
+    count = interpreter.getSessionOutput(session, "count")
+    assert int(np.array(count.getNumpyData())) == len(shape) - 2

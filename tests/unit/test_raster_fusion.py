@@ -359,3 +359,32 @@ def test_reads_outside_a_writer_piece_are_left_to_the_others() -> None:
     writer = [C.Piece([4], "a", box((4,), False), box((8,), False))]
     reader = C.Piece([3], "t", box((8,), False, [5]), box((3,), False))
     assert C.compose(reader, writer) == []
+
+
+def test_remembered_compositions_read_each_calls_sources() -> None:
+    """``compose`` remembers answers by description: the same copy over other tensors reads
+    those (by producer piece, not by name), as the unremembered composition does, and each call
+    gets pieces of its own."""
+    cat = (2, 8, 6)
+
+    def writer(first: str, second: str) -> list[C.Piece]:
+        return [
+            C.Piece([2, 5, 6], first, box((2, 5, 6), True), box(cat, True)),
+            C.Piece([2, 3, 6], second, box((2, 3, 6), True), box(cat, True, [0, 5, 0])),
+        ]
+
+    reader = C.Piece([2, 4, 6], "cat", box(cat, True, [0, 3, 0]), box((2, 4, 6), True))
+    one = C.compose(reader, writer("a", "b"))
+    two = C.compose(reader, writer("b", "a"))  # the same descriptions, the sources swapped
+    fresh = C._compose(reader, writer("b", "a"))
+    assert one and two and fresh and len(one) == len(two) == len(fresh) == 2
+    assert [p.source for p in one] == ["a", "b"] and [p.source for p in two] == ["b", "a"]
+    for p, q in zip(two, fresh, strict=True):
+        assert p.source == q.source and p.space == q.space
+        assert R._key(p.src) == R._key(q.src) and R._key(p.dst) == R._key(q.dst)
+    again = C.compose(reader, writer("a", "b"))
+    assert again is not None
+    for p, q in zip(one, again, strict=True):
+        assert p is not q and p.src is not q.src and p.dst.terms is not q.dst.terms
+        p.src.start[0] = 99  # a caller's change reaches neither the memo nor other answers
+    assert C.compose(reader, writer("a", "b"))[0].src.start[0] != 99  # type: ignore[index]

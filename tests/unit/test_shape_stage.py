@@ -103,3 +103,27 @@ def test_a_failed_resize_leaves_nothing_stale() -> None:
     interp.resize_tensor(x, (2, 5, 3, 1))
     interp.resize_session(session)
     assert _state(session) == _state(_fresh((2, 5, 3, 1)))
+
+
+def test_folded_values_only_folded_ops_read_get_no_memory() -> None:
+    """Shape arithmetic that only folded ops read keeps its value and gets no memory (nor a copy
+    of the value at each resize); a folded value a running op reads (the Reshape's target shape)
+    is held and filled, at creation and after a resize."""
+    interp = mnnpy.Interpreter.from_buffer(_model())
+    session = interp.create_session()
+    x = interp.get_session_input(session, "x")
+    for shape in ((2, 5, 3, 1), (3, 4, 2, 1)):
+        interp.resize_tensor(x, shape)
+        interp.resize_session(session)
+        by_name = {t.name: t for t in session.tensors}
+        for name in ("shape", "rank", "count", "count1", "head"):
+            assert by_name[name].describe.content is not None and by_name[name].host is None
+        target = by_name["target"]
+        np.testing.assert_array_equal(target.numpy(), [*shape[:2], -1])
+        np.testing.assert_array_equal(target.numpy(), target.describe.content)
+        values = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+        x.copy_from(values)
+        interp.run_session(session)
+        np.testing.assert_array_equal(
+            interp.get_session_output(session, "y").numpy(), values[..., 0]
+        )

@@ -1,0 +1,6 @@
+from typing import Any, Literal
+
+import numpy as np
+
+def plan(space: Any, src: Any, dst: Any, limit: int) -> np.ndarray | None | Literal[False]: ...
+def side_key(side: Any) -> object: ...
