@@ -126,14 +126,17 @@ def test_depthwise_3x3_stride1_avx512_is_the_avx2_bits(c: int, h: int, w: int, p
 @pytest.mark.parametrize(
     ("k", "h", "w", "sy", "sx", "pad"),
     [(5, 9, 29, 2, 2, 2), (5, 14, 14, 1, 1, 2), (7, 11, 61, 1, 1, 3), (7, 7, 7, 1, 1, 3),
-     (5, 8, 23, 3, 3, 2), (7, 9, 17, 1, 2, 0), (5, 3, 2, 1, 1, 2), (7, 6, 1200, 1, 1, 3)],
+     (5, 8, 23, 3, 3, 2), (7, 9, 17, 1, 2, 0), (5, 3, 2, 1, 1, 2), (7, 6, 1200, 1, 1, 3),
+     (5, 13, 5, 1, 1, 2), (5, 10, 10, 1, 1, 2), (5, 9, 21, 1, 1, 2), (5, 11, 32, 1, 1, 2),
+     (5, 12, 33, 1, 1, 2), (5, 6, 3, 1, 1, 2), (5, 17, 14, 2, 2, 2), (5, 23, 25, 6, 6, 2)],
 )  # fmt: skip
 def test_depthwise_large_windows(
     isa: str, k: int, h: int, w: int, sy: int, sx: int, pad: int
 ) -> None:
     """5x5 and 7x7 windows (AVX-512: the ring of zero-bordered, phase-split rows,
     ``depthwise_ring.h``): strides 1, 2, 3 (column phases), 1-3 pixel row tails, taps past a
-    2-pixel input, rows too wide for the ring (1200). Close to the reference, 1, 2 and 3 threads
+    2-pixel input, rows too wide for the ring (1200), tiles of 1-4 rows x 1-8 pixel groups
+    with a partial last tile, a stride larger than the window. Close to the reference, 1, 2 and 3 threads
     bit-identical, padding lanes zero."""
     rng = np.random.default_rng(k * w + h)
     x = rng.standard_normal((2, 5, h, w)).astype(np.float32)

@@ -70,50 +70,61 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_fill(const mnnpy_dw_geom* g, const fl
     }
 }
 
-/* Output row from the ring rows rows[ky]; off[kx] is tap kx's float offset in a ring row. */
-MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_row(const mnnpy_dw_geom* g, const float* const* rows,
-                                               const ptrdiff_t* off, float* out,
-                                               const float* w, __m512 b, __m512 lo, __m512 hi,
-                                               __mmask16 lane) {
-    const ptrdiff_t KY = g->KY, KX = g->KX, ow = g->ow;
-    ptrdiff_t ox = 0;
-#define MNNPY_DW_RING_PX(NB)                                                                   \
-    for (; ox + 4 * NB <= ow; ox += 4 * NB) {                                                  \
-        __m512 acc[NB];                                                                        \
-        for (int q = 0; q < NB; ++q) acc[q] = b;                                               \
-        for (ptrdiff_t ky = 0; ky < KY; ++ky) {                                                \
-            const float* r = rows[ky] + ox * 4;                                                \
-            const float* wk = w + ky * KX * 4;                                                 \
-            for (ptrdiff_t kx = 0; kx < KX; ++kx) {                                            \
-                __m512 wv = _mm512_broadcast_f32x4(_mm_loadu_ps(wk + kx * 4));                 \
-                const float* p = r + off[kx];                                                  \
-                for (int q = 0; q < NB; ++q)                                                   \
-                    acc[q] = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16 * q), wv, acc[q]);         \
-            }                                                                                  \
-        }                                                                                      \
-        for (int q = 0; q < NB; ++q)                                                           \
-            _mm512_storeu_ps(                                                                  \
-                out + (ox + 4 * q) * 4,                                                        \
-                _mm512_maskz_mov_ps(lane, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[q]))));      \
+/* A tile of NR output rows x NG groups of 4 pixels from pixel ox: rows[r * KY + ky] is the
+ * ring row of output row r's tap row ky, off[kx] tap kx's float offset in it; the last group
+ * loads and stores under the pixel mask pm. NR x NG independent FMA chains: on 14- and 7-pixel
+ * rows one row's 2-4 chains waited on the FMA latency. */
+MNNPY_INLINE MNNPY_T512 void mnnpy_dw_ring_tile(const mnnpy_dw_geom* g, const float* const* rows,
+                                                const ptrdiff_t* off, float* out, ptrdiff_t ox,
+                                                const float* w, __m512 b, __m512 lo, __m512 hi,
+                                                __mmask16 lane, __mmask16 pm, const int NR,
+                                                const int NG) {
+    const ptrdiff_t KY = g->KY, KX = g->KX, ow4 = g->ow * 4;
+    __m512 acc[4][8];
+    for (int r = 0; r < NR; ++r)
+        for (int q = 0; q < NG; ++q) acc[r][q] = b;
+    for (ptrdiff_t ky = 0; ky < KY; ++ky) {
+        const float* wk = w + ky * KX * 4;
+        for (ptrdiff_t kx = 0; kx < KX; ++kx) {
+            __m512 wv = _mm512_broadcast_f32x4(_mm_loadu_ps(wk + kx * 4));
+            for (int r = 0; r < NR; ++r) {
+                const float* p = rows[r * KY + ky] + ox * 4 + off[kx];
+                for (int q = 0; q + 1 < NG; ++q)
+                    acc[r][q] = _mm512_fmadd_ps(_mm512_loadu_ps(p + 16 * q), wv, acc[r][q]);
+                acc[r][NG - 1] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(pm, p + 16 * (NG - 1)), wv,
+                                                 acc[r][NG - 1]);
+            }
+        }
     }
-    MNNPY_DW_RING_PX(4)
-    MNNPY_DW_RING_PX(2)
-    MNNPY_DW_RING_PX(1)
-#undef MNNPY_DW_RING_PX
-    if (ox < ow) { /* 1-3 pixels: the same chain under a pixel mask */
-        __mmask16 pm = (__mmask16)((1u << (4 * (ow - ox))) - 1);
-        __m512 acc = b;
-        for (ptrdiff_t ky = 0; ky < KY; ++ky)
-            for (ptrdiff_t kx = 0; kx < KX; ++kx)
-                acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(pm, rows[ky] + ox * 4 + off[kx]),
-                                      _mm512_broadcast_f32x4(_mm_loadu_ps(w + (ky * KX + kx) * 4)),
-                                      acc);
-        _mm512_mask_storeu_ps(out + ox * 4, pm,
-                              _mm512_maskz_mov_ps(lane, _mm512_min_ps(hi, _mm512_max_ps(lo, acc))));
-    }
+    for (int r = 0; r < NR; ++r)
+        for (int q = 0; q < NG; ++q)
+            _mm512_mask_storeu_ps(
+                out + r * ow4 + (ox + 4 * q) * 4, q + 1 < NG ? (__mmask16)0xFFFF : pm,
+                _mm512_maskz_mov_ps(lane, _mm512_min_ps(hi, _mm512_max_ps(lo, acc[r][q]))));
 }
 
-/* Output rows [oy0, oy1) of one 4-channel block (src its input plane, dst its output plane). */
+/* nr (1-4) output rows, ng groups from ox: the tile's compile-time shapes (nr * ng <= 8). */
+MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_tiles(const mnnpy_dw_geom* g, const float* const* rows,
+                                                 const ptrdiff_t* off, float* out, ptrdiff_t ox,
+                                                 const float* w, __m512 b, __m512 lo, __m512 hi,
+                                                 __mmask16 lane, __mmask16 pm, int nr, int ng) {
+#define MNNPY_DW_T(R, G)                                                                      \
+    case R * 16 + G:                                                                          \
+        mnnpy_dw_ring_tile(g, rows, off, out, ox, w, b, lo, hi, lane, pm, R, G);              \
+        break;
+    switch (nr * 16 + ng) {
+        MNNPY_DW_T(1, 1) MNNPY_DW_T(1, 2) MNNPY_DW_T(1, 3) MNNPY_DW_T(1, 4)
+        MNNPY_DW_T(1, 5) MNNPY_DW_T(1, 6) MNNPY_DW_T(1, 7) MNNPY_DW_T(1, 8)
+        MNNPY_DW_T(2, 1) MNNPY_DW_T(2, 2) MNNPY_DW_T(2, 3) MNNPY_DW_T(2, 4)
+        MNNPY_DW_T(3, 1) MNNPY_DW_T(3, 2) MNNPY_DW_T(4, 1) MNNPY_DW_T(4, 2)
+        default: break;
+    }
+#undef MNNPY_DW_T
+}
+
+/* Output rows [oy0, oy1) of one 4-channel block (src its input plane, dst its output plane):
+ * NR rows at a time (whole rows of up to 8 groups of 4 pixels, else 4 groups at a time),
+ * their input rows in a ring of S = KY + (NR - 1) * sy slots. */
 MNNPY_STATIC MNNPY_T512 void mnnpy_dw_rows_ring512(const mnnpy_dw_geom* g, const float* src,
                                                    float* dst, const float* w,
                                                    const float* bias, ptrdiff_t oy0,
@@ -121,45 +132,53 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_dw_rows_ring512(const mnnpy_dw_geom* g, const
                                                    float hi, int act) {
     float buf[MNNPY_DW_RING_FLOATS];
     const ptrdiff_t s = g->sx, len = mnnpy_dw_ring_len(g), rowf = s * len * 4;
-    const ptrdiff_t KY = g->KY, ow = g->ow;
-    float* zero = buf + KY * rowf;
+    const ptrdiff_t KY = g->KY, ow = g->ow, groups = (ow + 3) / 4;
+    int ng = groups <= 8 ? (int)groups : 4, nr = 8 / ng < 4 ? 8 / ng : 4;
+    while (nr > 1 && (KY + (nr - 1) * g->sy + 1) * rowf > MNNPY_DW_RING_FLOATS) --nr;
+    const ptrdiff_t S = KY + (nr - 1) * g->sy;
+    float* zero = buf + S * rowf;
     memset(zero, 0, (size_t)rowf * sizeof(float));
     ptrdiff_t off[MNNPY_DW_RING_MAX_K];
     for (ptrdiff_t kx = 0, p = 0, m = 0; kx < g->KX; ++kx) { /* phase kx % s, entry kx / s */
         off[kx] = (p * len + m) * 4;
         if (++p == s) p = 0, ++m;
     }
-    const float* rows[MNNPY_DW_RING_MAX_K];
+    const float* rows[4 * MNNPY_DW_RING_MAX_K];
     __m512 b = _mm512_broadcast_f32x4(_mm_loadu_ps(bias));
     __m512 l16 = _mm512_set1_ps(lo), h16 = _mm512_set1_ps(hi);
     __mmask16 lane = (__mmask16)(((1u << lanes) - 1) * 0x1111u);
-    ptrdiff_t filled = oy0 * g->sy - g->top; /* rows below this are in the ring (or not needed) */
-    ptrdiff_t pend = oy0;                     /* first output row the activation has not run on */
-    ptrdiff_t r0 = (oy0 * g->sy - g->top) % KY, rs = g->sy % KY; /* slot of row iy0 */
-    if (r0 < 0) r0 += KY;
-    for (ptrdiff_t oy = oy0; oy < oy1; ++oy) {
-        ptrdiff_t iy0 = oy * g->sy - g->top, r = r0;
-        for (ptrdiff_t ky = 0; ky < KY; ++ky, r = r + 1 == KY ? 0 : r + 1) {
-            ptrdiff_t iy = iy0 + ky;
-            if (iy < 0 || iy >= g->ih) {
-                rows[ky] = zero;
-                continue;
-            }
-            float* slot = buf + r * rowf; /* iy % KY: no division per row */
-            if (iy >= filled) {
-                mnnpy_dw_ring_fill(g, src + iy * g->iw * 4, slot, len);
-                filled = iy + 1;
-            }
-            rows[ky] = slot;
+    __mmask16 pm = (__mmask16)((1u << (4 * (ow - 4 * (groups - 1)))) - 1);
+    ptrdiff_t filled = 0, fs = 0; /* input rows below filled are in the ring; fs: filled's slot */
+    ptrdiff_t pend = oy0;         /* first output row the activation has not run on */
+    for (ptrdiff_t oy = oy0; oy < oy1; oy += nr) {
+        int n = oy1 - oy < nr ? (int)(oy1 - oy) : nr;
+        ptrdiff_t iy0 = oy * g->sy - g->top, ia = iy0 > 0 ? iy0 : 0;
+        ptrdiff_t ie = iy0 + (n - 1) * g->sy + KY < g->ih ? iy0 + (n - 1) * g->sy + KY : g->ih;
+        if (filled < ia) { /* rows no output needs (the first step of a chunk, strides > KY) */
+            fs = (fs + ia - filled) % S;
+            filled = ia;
         }
-        r0 += rs;
-        if (r0 >= KY) r0 -= KY;
-        mnnpy_dw_ring_row(g, rows, off, dst + oy * ow * 4, w, b, l16, h16, lane);
-        if (act >= 0 && ((oy + 1 - pend) * ow >= 64 || oy + 1 == oy1)) {
-            float* a = dst + pend * ow * 4;
-            mnnpy_unary_simd(MNNPY_ISA_AVX512, act, a, a, (oy + 1 - pend) * ow * 4);
-            pend = oy + 1;
+        for (; filled < ie; ++filled, fs = fs + 1 == S ? 0 : fs + 1)
+            mnnpy_dw_ring_fill(g, src + filled * g->iw * 4, buf + fs * rowf, len);
+        for (int r = 0; r < n; ++r)
+            for (ptrdiff_t ky = 0; ky < KY; ++ky) {
+                ptrdiff_t iy = iy0 + r * g->sy + ky, sl = fs - (filled - iy);
+                if (sl < 0) sl += S; /* filled - iy <= S */
+                rows[r * KY + ky] = iy < 0 || iy >= g->ih ? zero : buf + sl * rowf;
+            }
+        float* out = dst + oy * ow * 4;
+        for (ptrdiff_t ox = 0; ox < ow; ox += 4 * ng) {
+            ptrdiff_t left = (ow - ox + 3) / 4;
+            int q = left < ng ? (int)left : ng;
+            mnnpy_dw_ring_tiles(g, rows, off, out, ox, w, b, l16, h16, lane,
+                                ox + 4 * q >= ow ? pm : (__mmask16)0xFFFF, n, q);
         }
+        for (ptrdiff_t y = oy; y < oy + n; ++y)
+            if (act >= 0 && ((y + 1 - pend) * ow >= 64 || y + 1 == oy1)) {
+                float* a = dst + pend * ow * 4;
+                mnnpy_unary_simd(MNNPY_ISA_AVX512, act, a, a, (y + 1 - pend) * ow * 4);
+                pend = y + 1;
+            }
     }
 }
 #endif /* MNNPY_X86 */
