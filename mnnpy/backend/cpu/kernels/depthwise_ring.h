@@ -78,8 +78,8 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_dw_ring_tile(const mnnpy_dw_geom* g, const fl
                                                 const ptrdiff_t* off, float* out, ptrdiff_t ox,
                                                 const float* w, __m512 b, __m512 lo, __m512 hi,
                                                 __mmask16 lane, __mmask16 pm, const int NR,
-                                                const int NG) {
-    const ptrdiff_t KY = g->KY, KX = g->KX, ow4 = g->ow * 4;
+                                                const int NG, const int K) {
+    const ptrdiff_t KY = K ? K : g->KY, KX = K ? K : g->KX, ow4 = g->ow * 4; /* K: a KxK window */
     __m512 acc[4][8];
     for (int r = 0; r < NR; ++r)
         for (int q = 0; q < NG; ++q) acc[r][q] = b;
@@ -110,7 +110,10 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_tiles(const mnnpy_dw_geom* g, const f
                                                  __mmask16 lane, __mmask16 pm, int nr, int ng) {
 #define MNNPY_DW_T(R, G)                                                                      \
     case R * 16 + G:                                                                          \
-        mnnpy_dw_ring_tile(g, rows, off, out, ox, w, b, lo, hi, lane, pm, R, G);              \
+        if (g->KY == 5 && g->KX == 5)                                                         \
+            mnnpy_dw_ring_tile(g, rows, off, out, ox, w, b, lo, hi, lane, pm, R, G, 5);       \
+        else                                                                                  \
+            mnnpy_dw_ring_tile(g, rows, off, out, ox, w, b, lo, hi, lane, pm, R, G, 0);       \
         break;
     switch (nr * 16 + ng) {
         MNNPY_DW_T(1, 1) MNNPY_DW_T(1, 2) MNNPY_DW_T(1, 3) MNNPY_DW_T(1, 4)
