@@ -136,8 +136,8 @@ def test_depthwise_large_windows(
     """5x5 and 7x7 windows (AVX-512: the ring of zero-bordered, phase-split rows,
     ``depthwise_ring.h``): strides 1, 2, 3 (column phases), 1-3 pixel row tails, taps past a
     2-pixel input, rows too wide for the ring (1200), tiles of 1-4 rows x 1-8 pixel groups
-    with a partial last tile, a stride larger than the window. Close to the reference, 1, 2 and 3 threads
-    bit-identical, padding lanes zero."""
+    with a partial last tile, a stride larger than the window. Close to the reference, 1, 2
+    and 3 threads bit-identical, padding lanes zero."""
     rng = np.random.default_rng(k * w + h)
     x = rng.standard_normal((2, 5, h, w)).astype(np.float32)
     weight = rng.standard_normal((5, 1, k, k)).astype(np.float32)
