@@ -39,7 +39,7 @@ MNNPY_INLINE int mnnpy_dw_ring(const mnnpy_dw_geom* g) {
 
 #if MNNPY_X86
 /* Input row srow into a ring slot: phase p, entry m is padded column p + sx * m (input column
- * p + sx * m - left, zero outside the row). */
+ * p + sx * m - left); the entries outside the row are left as they are (zeroed once). */
 MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_fill(const mnnpy_dw_geom* g, const float* srow,
                                                 float* slot, ptrdiff_t len) {
     const ptrdiff_t s = g->sx;
@@ -51,8 +51,7 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_fill(const mnnpy_dw_geom* g, const fl
         if (m0 > len) m0 = len;
         if (m1 > len) m1 = len;
         if (m1 < m0) m1 = m0;
-        memset(ph, 0, (size_t)m0 * 4 * sizeof(float));
-        ptrdiff_t m = m0;
+        ptrdiff_t m = m0; /* entries outside [m0, m1) stay zero from the slot's set-up */
         if (s == 1) {
             memcpy(ph + m0 * 4, srow + (m0 - g->left) * 4, (size_t)(m1 - m0) * 4 * sizeof(float));
             m = m1;
@@ -66,7 +65,6 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_fill(const mnnpy_dw_geom* g, const fl
             }
         }
         for (; m < m1; ++m) _mm_storeu_ps(ph + m * 4, _mm_loadu_ps(srow + (p + s * m - g->left) * 4));
-        memset(ph + m1 * 4, 0, (size_t)(len - m1) * 4 * sizeof(float));
     }
 }
 
@@ -140,7 +138,7 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_dw_rows_ring512(const mnnpy_dw_geom* g, const
     while (nr > 1 && (KY + (nr - 1) * g->sy + 1) * rowf > MNNPY_DW_RING_FLOATS) --nr;
     const ptrdiff_t S = KY + (nr - 1) * g->sy;
     float* zero = buf + S * rowf;
-    memset(zero, 0, (size_t)rowf * sizeof(float));
+    memset(buf, 0, (size_t)(S + 1) * rowf * sizeof(float)); /* the slots' padding, a zero row */
     ptrdiff_t off[MNNPY_DW_RING_MAX_K];
     for (ptrdiff_t kx = 0, p = 0, m = 0; kx < g->KX; ++kx) { /* phase kx % s, entry kx / s */
         off[kx] = (p * len + m) * 4;
