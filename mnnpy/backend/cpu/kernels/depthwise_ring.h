@@ -34,6 +34,7 @@ MNNPY_INLINE ptrdiff_t mnnpy_dw_ring_len(const mnnpy_dw_geom* g) {
  * where this path's per-row set-up costs more than the taps), dilation 1, the ring fits. */
 MNNPY_INLINE int mnnpy_dw_ring(const mnnpy_dw_geom* g) {
     return g->KY * g->KX > 9 && g->dy == 1 && g->dx == 1 && g->KX <= MNNPY_DW_RING_MAX_K && g->KY <= MNNPY_DW_RING_MAX_K &&
+           g->sx <= MNNPY_DW_RING_MAX_K &&
            (g->KY + 1) * g->sx * mnnpy_dw_ring_len(g) * 4 <= MNNPY_DW_RING_FLOATS;
 }
 
@@ -41,27 +42,31 @@ MNNPY_INLINE int mnnpy_dw_ring(const mnnpy_dw_geom* g) {
 /* Input row srow into a ring slot: phase p, entry m is padded column p + sx * m (input column
  * p + sx * m - left); the entries outside the row are left as they are (zeroed once). */
 MNNPY_STATIC MNNPY_T512 void mnnpy_dw_ring_fill(const mnnpy_dw_geom* g, const float* srow,
-                                                float* slot, ptrdiff_t len) {
+                                                float* slot, ptrdiff_t len, const ptrdiff_t* mr) {
     const ptrdiff_t s = g->sx;
     for (ptrdiff_t p = 0; p < s; ++p) {
         float* ph = slot + p * len * 4;
-        /* entries [m0, m1) hold input columns */
-        ptrdiff_t m0 = mnnpy_dw_cdiv(g->left - p, s), m1 = mnnpy_dw_fdiv(g->iw - 1 + g->left - p, s) + 1;
-        if (m0 < 0) m0 = 0;
-        if (m0 > len) m0 = len;
-        if (m1 > len) m1 = len;
-        if (m1 < m0) m1 = m0;
-        ptrdiff_t m = m0; /* entries outside [m0, m1) stay zero from the slot's set-up */
+        ptrdiff_t m0 = mr[2 * p], m1 = mr[2 * p + 1], m = m0; /* entries [m0, m1): input */
         if (s == 1) {
             memcpy(ph + m0 * 4, srow + (m0 - g->left) * 4, (size_t)(m1 - m0) * 4 * sizeof(float));
             m = m1;
         } else if (s == 2) { /* input pixels c..c+7 -> c, c+2, c+4, c+6 */
             const __m512i even = _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24,
                                                    25, 26, 27);
-            for (; m + 4 <= m1 && p + 2 * m - g->left + 8 <= g->iw; m += 4) {
+            for (; m < m1; m += 4) {
                 const float* sp = srow + (p + 2 * m - g->left) * 4;
-                __m512 a = _mm512_loadu_ps(sp), b = _mm512_loadu_ps(sp + 16);
-                _mm512_storeu_ps(ph + m * 4, _mm512_permutex2var_ps(a, even, b));
+                ptrdiff_t v = g->iw - (p + 2 * m - g->left), k = m1 - m; /* pixels, entries */
+                if (v >= 8 && k >= 4) {
+                    _mm512_storeu_ps(ph + m * 4, _mm512_permutex2var_ps(_mm512_loadu_ps(sp), even,
+                                                                        _mm512_loadu_ps(sp + 16)));
+                    continue;
+                }
+                __mmask16 ma = (__mmask16)((1u << (4 * (v < 4 ? v : 4))) - 1);
+                __mmask16 mb = (__mmask16)((1u << (4 * (v < 4 ? 0 : v < 8 ? v - 4 : 4))) - 1);
+                __mmask16 mk = (__mmask16)((1u << (4 * (k < 4 ? k : 4))) - 1);
+                _mm512_mask_storeu_ps(ph + m * 4, mk,
+                                      _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(ma, sp), even,
+                                                             _mm512_maskz_loadu_ps(mb, sp + 16)));
             }
         }
         for (; m < m1; ++m) _mm_storeu_ps(ph + m * 4, _mm_loadu_ps(srow + (p + s * m - g->left) * 4));
@@ -139,7 +144,13 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_dw_rows_ring512(const mnnpy_dw_geom* g, const
     const ptrdiff_t S = KY + (nr - 1) * g->sy;
     float* zero = buf + S * rowf;
     memset(buf, 0, (size_t)(S + 1) * rowf * sizeof(float)); /* the slots' padding, a zero row */
-    ptrdiff_t off[MNNPY_DW_RING_MAX_K];
+    ptrdiff_t off[MNNPY_DW_RING_MAX_K], mr[2 * MNNPY_DW_RING_MAX_K];
+    for (ptrdiff_t p = 0; p < s; ++p) { /* phase p's entries [m0, m1) hold input columns */
+        ptrdiff_t m0 = mnnpy_dw_cdiv(g->left - p, s), m1 = mnnpy_dw_fdiv(g->iw - 1 + g->left - p, s) + 1;
+        m0 = m0 < 0 ? 0 : m0 > len ? len : m0;
+        m1 = m1 > len ? len : m1 < m0 ? m0 : m1;
+        mr[2 * p] = m0, mr[2 * p + 1] = m1;
+    }
     for (ptrdiff_t kx = 0, p = 0, m = 0; kx < g->KX; ++kx) { /* phase kx % s, entry kx / s */
         off[kx] = (p * len + m) * 4;
         if (++p == s) p = 0, ++m;
@@ -160,7 +171,7 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_dw_rows_ring512(const mnnpy_dw_geom* g, const
             filled = ia;
         }
         for (; filled < ie; ++filled, fs = fs + 1 == S ? 0 : fs + 1)
-            mnnpy_dw_ring_fill(g, src + filled * g->iw * 4, buf + fs * rowf, len);
+            mnnpy_dw_ring_fill(g, src + filled * g->iw * 4, buf + fs * rowf, len, mr);
         for (int r = 0; r < n; ++r)
             for (ptrdiff_t ky = 0; ky < KY; ++ky) {
                 ptrdiff_t iy = iy0 + r * g->sy + ky, sl = fs - (filled - iy);
