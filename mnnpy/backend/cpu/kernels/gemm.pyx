@@ -173,7 +173,7 @@ cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread,
         g.tile, g.ntile, g.nchunk, g.cp = split_work(oh, g.oc, max(1, tile // g.ow), want)
     else:
         g.tile, g.ntile, g.nchunk, g.cp = split_work(g.ohw, g.oc, tile, want)
-    if g.nchunk > 1:  # the count asked for; _chunk balances the panels over it (10 panels,
+    if g.nchunk > 1:  # the count asked for; _chunk0 balances the panels over it (10 panels,
         # 2 threads: 2+3 | 2+3 instead of 3+3 | 3+1)
         g.nchunk = min(cdiv(g.oc, 16), cdiv(want, g.ntile))
     g.items = g.batch * g.ntile * g.nchunk
@@ -371,7 +371,8 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
         n = piece // g.ntile
         r = (piece % g.ntile) * g.tile
         r1 = min(r + g.tile, g.oh)
-        cw = _chunk(g, c, &o0)
+        o0 = _chunk0(g, c)
+        cw = _chunk0(g, c + 1) - o0
         while r < r1:
             mnnpy_gemm_c4_panels(
                 _isa, padded + (n * g.ic4 * plane) + r * g.iwp * 4, koff, g.ow, g.k,
@@ -422,8 +423,8 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
                 Py_ssize_t it, int tid, Py_ssize_t* last) noexcept nogil:
     cdef Py_ssize_t piece = it // g.nchunk, c = it % g.nchunk
     cdef Py_ssize_t n = piece // g.ntile, p0 = (piece % g.ntile) * g.tile
-    cdef Py_ssize_t pixels = min(g.tile, g.ohw - p0), o0
-    cdef Py_ssize_t cw = _chunk(g, c, &o0)
+    cdef Py_ssize_t pixels = min(g.tile, g.ohw - p0), o0 = _chunk0(g, c)
+    cdef Py_ssize_t cw = _chunk0(g, c + 1) - o0
     cdef const float* a
     cdef Py_ssize_t a_stride
     if g.direct:
@@ -443,12 +444,10 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
              cdiv(cw, 4), g.ohw * 4, pixels * 4)
 
 
-cdef inline Py_ssize_t _chunk(const Plan* g, Py_ssize_t c, Py_ssize_t* o0) noexcept nogil:
-    """Output channel chunk ``c`` of ``g.nchunk``: its first channel into ``o0``; returns its
-    width. Chunks are whole 16-channel panels, their counts differing by at most one."""
-    cdef Py_ssize_t n16 = cdiv(g.oc, 16)
-    o0[0] = (c * n16 // g.nchunk) * 16
-    return min((c + 1) * n16 // g.nchunk * 16, g.oc) - o0[0]
+cdef inline Py_ssize_t _chunk0(const Plan* g, Py_ssize_t c) noexcept nogil:
+    """The first output channel of chunk ``c`` (``g.oc`` for ``c == g.nchunk``). Chunks are
+    whole 16-channel panels, their counts differing by at most one."""
+    return min(c * cdiv(g.oc, 16) // g.nchunk * 16, g.oc)
 
 
 cdef inline void post_act(int act, float* d, Py_ssize_t blocks, Py_ssize_t stride,
