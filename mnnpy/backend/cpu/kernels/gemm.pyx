@@ -173,6 +173,9 @@ cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread,
         g.tile, g.ntile, g.nchunk, g.cp = split_work(oh, g.oc, max(1, tile // g.ow), want)
     else:
         g.tile, g.ntile, g.nchunk, g.cp = split_work(g.ohw, g.oc, tile, want)
+    if g.nchunk > 1:  # the count asked for; _chunk0 balances the panels over it (10 panels,
+        # 2 threads: 2+3 | 2+3 instead of 3+3 | 3+1)
+        g.nchunk = min(cdiv(g.oc, 16), cdiv(want, g.ntile))
     g.items = g.batch * g.ntile * g.nchunk
     return g
 
@@ -346,7 +349,7 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
     """Stride-1 convolution without im2col: the images are copied once into ``padded``
     (``[batch][ic4][ihp][iwp][4]``, zeros around), then each output row is one GEMM whose
     k-panels (one per kernel tap and channel block) are read in place at ``koff``."""
-    cdef Py_ssize_t rows = g.batch * g.ic4 * g.ihp, it, y, iy, n, o0, c, piece, r, r1
+    cdef Py_ssize_t rows = g.batch * g.ic4 * g.ihp, it, y, iy, n, o0, c, piece, r, r1, cw
     cdef Py_ssize_t x0 = min(g.left, g.iwp), x1 = min(g.left + g.iw, g.iwp), plane
     cdef const float* s
     cdef float* t
@@ -368,15 +371,16 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
         n = piece // g.ntile
         r = (piece % g.ntile) * g.tile
         r1 = min(r + g.tile, g.oh)
-        o0 = c * g.cp * 16
+        o0 = _chunk0(g, c)
+        cw = _chunk0(g, c + 1) - o0
         while r < r1:
             mnnpy_gemm_c4_panels(
                 _isa, padded + (n * g.ic4 * plane) + r * g.iwp * 4, koff, g.ow, g.k,
                 w + o0 * g.k, bias + o0,
                 dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4, g.ohw * 4,
-                min(g.cp * 16, g.oc - o0), lo, hi)
+                cw, lo, hi)
             post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4,
-                     cdiv(min(g.cp * 16, g.oc - o0), 4), g.ohw * 4, g.ow * 4)
+                     cdiv(cw, 4), g.ohw * 4, g.ow * 4)
             r = r + 1
 
 
@@ -419,7 +423,8 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
                 Py_ssize_t it, int tid, Py_ssize_t* last) noexcept nogil:
     cdef Py_ssize_t piece = it // g.nchunk, c = it % g.nchunk
     cdef Py_ssize_t n = piece // g.ntile, p0 = (piece % g.ntile) * g.tile
-    cdef Py_ssize_t pixels = min(g.tile, g.ohw - p0), o0 = c * g.cp * 16
+    cdef Py_ssize_t pixels = min(g.tile, g.ohw - p0), o0 = _chunk0(g, c)
+    cdef Py_ssize_t cw = _chunk0(g, c + 1) - o0
     cdef const float* a
     cdef Py_ssize_t a_stride
     if g.direct:
@@ -434,9 +439,15 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
             last[tid] = piece
     mnnpy_gemm_c4(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
                   dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
-                  min(g.cp * 16, g.oc - o0), lo, hi)
+                  cw, lo, hi)
     post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4,
-             cdiv(min(g.cp * 16, g.oc - o0), 4), g.ohw * 4, pixels * 4)
+             cdiv(cw, 4), g.ohw * 4, pixels * 4)
+
+
+cdef inline Py_ssize_t _chunk0(const Plan* g, Py_ssize_t c) noexcept nogil:
+    """The first output channel of chunk ``c`` (``g.oc`` for ``c == g.nchunk``). Chunks are
+    whole 16-channel panels, their counts differing by at most one."""
+    return min(c * cdiv(g.oc, 16) // g.nchunk * 16, g.oc)
 
 
 cdef inline void post_act(int act, float* d, Py_ssize_t blocks, Py_ssize_t stride,
