@@ -2,6 +2,9 @@ import numpy as np
 
 from mnnpy.backend.cpu.kernels.gemm import KernelCall
 
+def plan(
+    shape: tuple[int, ...], pad: tuple[int, int], unit: int, block: int, num_thread: int = 1
+) -> tuple[int, int, int, int]: ...
 def scratch_size(
     shape: tuple[int, ...], pad: tuple[int, int], unit: int, block: int, num_thread: int = 1
 ) -> int: ...

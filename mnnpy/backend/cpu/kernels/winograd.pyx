@@ -43,6 +43,22 @@ cdef struct Plan:
     int isa
 
 
+cdef void _balance(Plan* g, int num_thread) noexcept:
+    """Few whole-block items that do not divide among the threads (SqueezeNet's 55x55 layers:
+    196 tiles in 5 blocks, 3 on one thread and 2 on the other): smaller blocks, the fewest
+    more that make the count a multiple of the threads, when such equal blocks exist."""
+    cdef Py_ssize_t nb, blk
+    if num_thread < 2 or g.nchunk != 1 or g.items % num_thread == 0 or g.items > 4 * num_thread:
+        return
+    nb = g.nblock + 1
+    while nb <= g.tiles and nb <= 2 * g.nblock:
+        blk = cdiv(g.tiles, nb)
+        if cdiv(g.tiles, blk) == nb and (g.batch * nb) % num_thread == 0:
+            g.block, g.nblock, g.items = blk, nb, g.batch * nb
+            return
+        nb += 1
+
+
 cdef Plan _plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
                 int num_thread) except *:
     """Sizes, then the split: blocks of at most ``block`` tiles, and channel chunks when an
@@ -64,6 +80,7 @@ cdef Plan _plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
     want = cdiv(2 * num_thread, g.batch)
     g.block, g.nblock, g.nchunk, g.cp = split_work(g.tiles, g.oc, block, want)
     g.items = g.batch * g.nblock * g.nchunk
+    _balance(&g, num_thread)
     # a position's panels, one cache line apart from a multiple of 4 KB: the 36 lines a
     # transform touches otherwise share one L1 set when ic4 * block is a multiple of 64
     g.xs_in = g.ic4 * g.block * 4 + 16
@@ -71,6 +88,13 @@ cdef Plan _plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
     g.slot = g.a * g.a * (g.xs_in + g.xs_out)
     g.isa = current_isa()
     return g
+
+
+def plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block, int num_thread=1):
+    """The split ``conv2d`` makes: ``(block, nblock, nchunk, items)``, tiles per block, blocks
+    per image, channel chunks per block, and work items."""
+    cdef Plan g = _plan(shape, pad, unit, block, num_thread)
+    return g.block, g.nblock, g.nchunk, g.items
 
 
 def scratch_size(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
