@@ -162,6 +162,25 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_dw_row_avx2(const mnnpy_dw_geom* g, const flo
  */
 #define MNNPY_DW_PAD_FLOATS 4096 /* 16 KB of stack */
 
+/* Input rows y0 .. y0 + rows - 1 of one channel block, each as a zero-bordered row of pw
+   pixels in buf (padded columns [xa, xe) are the input's; rows outside the image are zero). */
+MNNPY_INLINE void mnnpy_dw_fill_rows(const mnnpy_dw_geom* g, const float* src, float* buf,
+                                     ptrdiff_t y0, ptrdiff_t rows, ptrdiff_t pw, ptrdiff_t xa,
+                                     ptrdiff_t xe) {
+    for (ptrdiff_t r = 0; r < rows; ++r) {
+        float* row = buf + r * pw * 4;
+        ptrdiff_t iy = y0 + r;
+        if (iy < 0 || iy >= g->ih || xe <= xa) {
+            memset(row, 0, (size_t)pw * 4 * sizeof(float));
+            continue;
+        }
+        memset(row, 0, (size_t)xa * 4 * sizeof(float));
+        memcpy(row + xa * 4, src + (iy * g->iw + xa - g->left) * 4,
+               (size_t)(xe - xa) * 4 * sizeof(float));
+        memset(row + xe * 4, 0, (size_t)(pw - xe) * 4 * sizeof(float));
+    }
+}
+
 /* Whether mnnpy_dw_rows_padded3 runs this geometry (a one-row group must fit the buffer). */
 MNNPY_INLINE int mnnpy_dw_padded3(const mnnpy_dw_geom* g) {
     return g->KY == 3 && g->KX == 3 && g->dy == 1 && g->dx == 1 && g->sy == g->sx &&
@@ -192,18 +211,7 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_dw_rows_padded3(const mnnpy_dw_geom* g, const
     for (ptrdiff_t g0 = oy0; g0 < oy1; g0 += group) {
         ptrdiff_t g1 = g0 + group < oy1 ? g0 + group : oy1;
         ptrdiff_t y0 = g0 * s - g->top, rows = (g1 - 1 - g0) * s + 3;
-        for (ptrdiff_t r = 0; r < rows; ++r) {
-            float* row = buf + r * pw * 4;
-            ptrdiff_t iy = y0 + r;
-            if (iy < 0 || iy >= g->ih || xe <= xa) {
-                memset(row, 0, (size_t)pw * 4 * sizeof(float));
-                continue;
-            }
-            memset(row, 0, (size_t)xa * 4 * sizeof(float));
-            memcpy(row + xa * 4, src + (iy * g->iw + xa - g->left) * 4,
-                   (size_t)(xe - xa) * 4 * sizeof(float));
-            memset(row + xe * 4, 0, (size_t)(pw - xe) * 4 * sizeof(float));
-        }
+        mnnpy_dw_fill_rows(g, src, buf, y0, rows, pw, xa, xe);
         for (ptrdiff_t oy = g0; oy < g1; ++oy) {
             const float* r0 = buf + (oy - g0) * s * pw * 4;
             float* out = dst + oy * ow * 4;

@@ -37,18 +37,7 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_dw_rows_padded3_512(const mnnpy_dw_geom* g, c
     for (ptrdiff_t g0 = oy0; g0 < oy1; g0 += group) {
         ptrdiff_t g1 = g0 + group < oy1 ? g0 + group : oy1;
         ptrdiff_t y0 = g0 - g->top, rows = g1 - g0 + 2;
-        for (ptrdiff_t r = 0; r < rows; ++r) {
-            float* row = buf + r * pw * 4;
-            ptrdiff_t iy = y0 + r;
-            if (iy < 0 || iy >= g->ih || xe <= xa) {
-                memset(row, 0, (size_t)pw * 4 * sizeof(float));
-                continue;
-            }
-            memset(row, 0, (size_t)xa * 4 * sizeof(float));
-            memcpy(row + xa * 4, src + (iy * g->iw + xa - g->left) * 4,
-                   (size_t)(xe - xa) * 4 * sizeof(float));
-            memset(row + xe * 4, 0, (size_t)(pw - xe) * 4 * sizeof(float));
-        }
+        mnnpy_dw_fill_rows(g, src, buf, y0, rows, pw, xa, xe);
         memset(buf + rows * pw * 4, 0, MNNPY_DW_PAD512_SLACK * sizeof(float));
         for (ptrdiff_t oy = g0; oy < g1; ++oy) {
             const float* r0 = buf + (oy - g0) * pw * 4;
