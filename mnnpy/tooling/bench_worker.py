@@ -272,7 +272,7 @@ def _runtime(runner: _Runner, engine: str, n: int) -> dict[str, Any]:
     """
     info: dict[str, Any] = {"create_ms": runner.create_ms}
     resize = getattr(runner, f"resize_{engine}", None)
-    if resize is None:
+    if resize is None or n <= 0:  # n 0: the creation time alone
         return info
     times = []
     try:

@@ -215,23 +215,40 @@ def print_table(rows: list[dict[str, Any]], out: Any = None) -> None:
 
 
 def runtime_report(
-    models: list[Path], tiny: Path | None, runs: int, warmup: int, engines: list[str]
+    models: list[Path],
+    tiny: Path | None,
+    runs: int,
+    warmup: int,
+    engines: list[str],
+    creates: int = 3,
 ) -> dict[str, Any]:
     """Session creation and resize times per model, and the per-op cost of a run on ``tiny``.
 
-    1 thread; resizes between batch 1 and 2. ``tiny`` is a chain of element-wise ops on 16 floats,
-    so kernels are next to free.
+    1 thread; resizes between batch 1 and 2. Creation is timed in ``creates`` fresh processes
+    per engine, one after another, and reported as their median (``create_ms``; every one in
+    ``create_ms_runs``): one creation alone can take twice as long when the system is slow to
+    give a process memory. ``tiny`` is a chain of element-wise ops on 16 floats, so kernels are
+    next to free.
     """
     report: dict[str, Any] = {"models": []}
     for model in models:
         row: dict[str, Any] = {"model": model.stem}
         for e in (e for e in engines if e in ("mnnpy", "mnn")):
-            w = _Worker(e, model, 1, 1)
-            try:
-                if not w.error:
-                    row[e] = w.ask(op="runtime", n=5)
-            finally:
-                w.close()
+            created: list[float] = []
+            for k in range(max(1, creates)):
+                w = _Worker(e, model, 1, 1)
+                try:
+                    if w.error:
+                        break
+                    if k + 1 < creates:
+                        created.append(w.ask(op="runtime", n=0)["create_ms"])
+                        continue
+                    row[e] = w.ask(op="runtime", n=5)  # the last one also times the resizes
+                    created.append(row[e]["create_ms"])
+                    row[e]["create_ms_runs"] = created
+                    row[e]["create_ms"] = statistics.median(created)
+                finally:
+                    w.close()
         report["models"].append(row)
     if tiny is not None:
         from mnnpy import Interpreter
