@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy.tooling import bench_state
+from mnnpy.tooling.bench_print import print_runtime
 from mnnpy.tooling.bench_worker import _TAG, ENGINES, PEERS, SETTLE_S, missing
 
 
@@ -173,6 +174,7 @@ def _tiny_model() -> Path:
 
 
 _LABELS = {"mnnpy": "mnnpy", "mnn": "MNN", "ort": "ORT", "openvino": "OV"}
+CREATES = 3  # --runtime: fresh processes timed per engine and model (their median is reported)
 
 
 def print_table(rows: list[dict[str, Any]], out: Any = None) -> None:
@@ -215,40 +217,35 @@ def print_table(rows: list[dict[str, Any]], out: Any = None) -> None:
 
 
 def runtime_report(
-    models: list[Path],
-    tiny: Path | None,
-    runs: int,
-    warmup: int,
-    engines: list[str],
-    creates: int = 3,
+    models: list[Path], tiny: Path | None, runs: int, warmup: int, engines: list[str]
 ) -> dict[str, Any]:
     """Session creation and resize times per model, and the per-op cost of a run on ``tiny``.
 
-    1 thread; resizes between batch 1 and 2. Creation is timed in ``creates`` fresh processes
-    per engine, one after another, and reported as their median (``create_ms``; every one in
-    ``create_ms_runs``): one creation alone can take twice as long when the system is slow to
-    give a process memory. ``tiny`` is a chain of element-wise ops on 16 floats, so kernels are
-    next to free.
+    1 thread; resizes between batch 1 and 2. Creation is the median of :data:`CREATES` fresh
+    processes per engine (each in ``create_ms_runs``): one alone may take twice as long when the
+    system is slow to give a process memory. ``tiny`` is a chain of element-wise ops on 16
+    floats, so kernels are next to free.
     """
     report: dict[str, Any] = {"models": []}
     for model in models:
         row: dict[str, Any] = {"model": model.stem}
         for e in (e for e in engines if e in ("mnnpy", "mnn")):
             created: list[float] = []
-            for k in range(max(1, creates)):
+            for k in range(CREATES, 0, -1):  # the last process also times the resizes
                 w = _Worker(e, model, 1, 1)
                 try:
-                    if w.error:
-                        break
-                    if k + 1 < creates:
-                        created.append(w.ask(op="runtime", n=0)["create_ms"])
-                        continue
-                    row[e] = w.ask(op="runtime", n=5)  # the last one also times the resizes
-                    created.append(row[e]["create_ms"])
-                    row[e]["create_ms_runs"] = created
-                    row[e]["create_ms"] = statistics.median(created)
+                    got = {} if w.error else w.ask(op="runtime", n=5 if k == 1 else 0)
                 finally:
                     w.close()
+                if not got:
+                    break
+                created.append(got["create_ms"])
+                if k == 1:
+                    row[e] = {
+                        **got,
+                        "create_ms": statistics.median(created),
+                        "create_ms_runs": created,
+                    }
         report["models"].append(row)
     if tiny is not None:
         from mnnpy import Interpreter
@@ -257,34 +254,6 @@ def runtime_report(
         row = bench_model(tiny, 1, runs, warmup, engines, False)
         report["tiny"] = {"ops": ops, "row": row}
     return report
-
-
-def print_runtime(report: dict[str, Any], out: Any = None) -> None:
-    """Creation / resize milliseconds, then microseconds per op of the tiny-op chain."""
-    out = out or sys.stdout
-    print("\nsession creation and resize (1 thread, ms; MNN's for comparison)", file=out)
-    print(
-        f"{'model':16} | {'create':>8} {'resize':>8} | {'MNN create':>10} {'resize':>8}", file=out
-    )
-    for r in report["models"]:
-        cells = []
-        for e in ("mnnpy", "mnn"):
-            got = r.get(e, {})
-            for k in ("create_ms", "resize_ms"):
-                cells.append(f"{got[k]:8.2f}" if k in got else f"{'n/a':>8}")
-        print(f"{r['model']:16} | {cells[0]} {cells[1]} | {cells[2]:>10} {cells[3]}", file=out)
-        for e in ("mnnpy", "mnn"):
-            if "resize_error" in r.get(e, {}):
-                print(f"    {e} resize: {r[e]['resize_error'][:150]}", file=out)
-    tiny = report.get("tiny")
-    if tiny:
-        n, row = tiny["ops"], tiny["row"]
-        per_op = ", ".join(f"{e} {row[e]['median_ms'] * 1e3 / n:.2f}" for e in ENGINES if e in row)
-        print(
-            f"\nper-op cost, {row['model']} ({n} ops on 16 floats, 1 thread, median run / ops, "
-            f"us): {per_op}",
-            file=out,
-        )
 
 
 def print_profile(row: dict[str, Any], out: Any = None, top: int = 25) -> None:

@@ -34,7 +34,7 @@ def test_bench_mnnpy_alone_and_against_mnn(capsys):
 
 
 def test_runtime_create_is_the_median_of_fresh_processes():
-    report = runtime_report([DATA / "batch2.mnn"], None, 1, 0, ["mnnpy"], creates=3)
+    report = runtime_report([DATA / "batch2.mnn"], None, 1, 0, ["mnnpy"])  # CREATES: 3
     got = report["models"][0]["mnnpy"]
     runs = got["create_ms_runs"]
     assert len(runs) == 3 and all(ms > 0 for ms in runs)
