@@ -351,15 +351,18 @@ class CPUBackend(Backend):
 
         For an execution to fill in place (``static_copy`` without the copy).
         """
-        t = Tensor((int(size),), np.dtype(dtype), name=f"static:{type(owner).__name__}")
-        if self._statics is None:
-            self.on_acquire_buffer(t, StorageType.STATIC)
-        else:  # a piece of a chunk (static_allocator), counted as on_acquire_buffer counts
-            self._check_budget(t.size, f"static buffer {t.name!r}")
-            raw, piece = self._statics.alloc(t.size, f"STATIC buffer {t.name!r}{self._at_op()}")
-            self._blocks[id(t)] = piece
-            t.host = raw.view(t.dtype)
-            self.static_bytes += t.size
+        dtype = np.dtype(dtype)
+        statics = self._statics
+        if statics is not None:  # a piece of a chunk (static_allocator), counted as below
+            nbytes = int(size) * dtype.itemsize
+            name = f"static:{type(owner).__name__}"
+            self._check_budget(nbytes, f"static buffer {name!r}")
+            raw, piece = statics.alloc(nbytes, f"STATIC buffer {name!r}{self._at_op()}")
+            self.static_bytes += nbytes
+            weakref.finalize(owner, self._release_static, nbytes, piece)
+            return raw.view(dtype)
+        t = Tensor((int(size),), dtype, name=f"static:{type(owner).__name__}")
+        self.on_acquire_buffer(t, StorageType.STATIC)
         assert t.host is not None
         if self.allocator is not None:  # a user's allocator may give used bytes
             t.host.fill(0)

@@ -16,6 +16,7 @@ from mnnpy.backend.cpu.executions.convolution_base import (
 )
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.backend.cpu.kernels import linear as L
+from mnnpy.backend.cpu.kernels import panels as P
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
@@ -44,8 +45,29 @@ def along_width(
 Empty = Callable[[int, Any], np.ndarray]  # (size, dtype) -> zeroed flat array
 
 
+_WORDS = {4: np.uint32, 2: np.uint16, 1: np.uint8}  # element widths ``kernels.panels`` copies
+
+
 def fill_panels(out: np.ndarray, weight: np.ndarray) -> None:
     """``[G][O][I][KH][KW]`` weights into zeroed ``out``, ``[G][ceil(O/16)][KH*KW*I][16]`` panels.
+
+    One pass of ``kernels/panels.pyx`` for contiguous weights of 1, 2 or 4 bytes, written
+    straight into ``out`` (no transposed copy); :func:`fill_panels_numpy` otherwise.
+    """
+    word = _WORDS.get(weight.dtype.itemsize)
+    if (
+        word is None
+        or out.dtype != weight.dtype
+        or not (weight.flags.c_contiguous and out.flags.c_contiguous)
+    ):
+        fill_panels_numpy(out, weight)
+        return
+    g, o, i, kh, kw = weight.shape
+    P.fill_panels(weight.reshape(-1).view(word), out.reshape(-1).view(word), g, o, i, kh * kw)
+
+
+def fill_panels_numpy(out: np.ndarray, weight: np.ndarray) -> None:
+    """:func:`fill_panels` in NumPy (the kernel's reference).
 
     One strided copy per group of full 16-row blocks and one for the rest: no loop over groups.
     """

@@ -1,0 +1,61 @@
+"""``kernels/panels.pyx`` (GEMM weight panels in one pass) against its NumPy reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy.backend.cpu.executions.convolution_gemm import fill_panels, fill_panels_numpy
+from mnnpy.backend.cpu.kernels import panels as P
+
+SHAPES = [
+    (1, 16, 8, 1, 1),
+    (1, 17, 5, 1, 1),
+    (1, 40, 24, 3, 3),
+    (3, 5, 7, 1, 2),
+    (4, 20, 3, 3, 1),
+    (1, 1, 1, 1, 1),
+    (2, 33, 2, 5, 5),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float16, np.int8, np.uint8])
+def test_fill_panels_matches_numpy(shape: tuple[int, ...], dtype: type) -> None:
+    rng = np.random.default_rng(sum(shape))
+    weight = (rng.standard_normal(shape) * 50).astype(dtype)
+    g, o, i, kh, kw = shape
+    size = g * -(-o // 16) * 16 * i * kh * kw
+    fast, ref = np.zeros(size, dtype), np.zeros(size, dtype)
+    fill_panels(fast, weight)
+    fill_panels_numpy(ref, weight)
+    assert fast.tobytes() == ref.tobytes()
+
+
+def test_fill_panels_keeps_nan_bits_and_padding() -> None:
+    bits = np.arange(0x7FC00001, 0x7FC00001 + 18 * 3, dtype=np.uint32)  # NaNs with payloads
+    weight = bits.view(np.float32).reshape(1, 18, 3, 1, 1)
+    out = np.full(32 * 3, 7, np.float32)  # not zero: the padding rows are left as they are
+    fill_panels(out, weight)
+    ref = np.full(32 * 3, 7, np.float32)
+    fill_panels_numpy(ref, weight)
+    assert out.view(np.uint32).tolist() == ref.view(np.uint32).tolist()
+
+
+def test_non_contiguous_weight() -> None:
+    weight = np.arange(20 * 6, dtype=np.float32).reshape(1, 20, 6, 1, 1)[:, :, ::2]
+    assert not weight.flags.c_contiguous
+    out, ref = np.zeros(32 * 3, np.float32), np.zeros(32 * 3, np.float32)
+    fill_panels(out, weight)
+    fill_panels_numpy(ref, np.ascontiguousarray(weight))
+    assert np.array_equal(out, ref)
+
+
+def test_kernel_refuses_small_buffers() -> None:
+    src = np.zeros(20 * 3, np.float32).view(np.uint32)
+    with pytest.raises(ValueError, match="too small"):
+        P.fill_panels(src, np.zeros(16 * 3, np.uint32), 1, 20, 3, 1)
+    with pytest.raises(ValueError, match="too small"):
+        P.fill_panels(src[:10], np.zeros(32 * 3, np.uint32), 1, 20, 3, 1)
+    with pytest.raises(ValueError, match="negative"):
+        P.fill_panels(src, np.zeros(32 * 3, np.uint32), 1, -1, 3, 1)
