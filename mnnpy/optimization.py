@@ -22,6 +22,7 @@ the backend.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -115,8 +116,14 @@ class SubgraphView:
                 self._readers.setdefault(t, []).append(n)
 
     def sub_view(self, nodes: Sequence[Node]) -> SubgraphView:
-        """A view of some of these nodes (for ``failed`` and ``untouched``)."""
-        return SubgraphView(self.backend, nodes, self._reads, self._all)
+        """A view of some of these nodes (for ``failed`` and ``untouched``).
+
+        The graph is the same, so it shares this view's indexes instead of building them again.
+        """
+        view = copy.copy(self)
+        view.nodes = tuple(nodes)
+        view._mine = {id(n) for n in view.nodes}
+        return view
 
     def producer(self, tensor: Tensor) -> Node | None:
         """The placed op writing ``tensor`` (on any backend), or None (input, constant, folded)."""

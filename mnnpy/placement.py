@@ -52,7 +52,7 @@ def candidates(
     op: OpDef, preference: Sequence[Backend], overrides: Mapping[str, Backend]
 ) -> list[Backend]:
     """The backends to try for ``op``, in order."""
-    first = overrides.get(op.name) or overrides.get(op.type_name)
+    first = (overrides.get(op.name) or overrides.get(op.type_name)) if overrides else None
     if first is None:
         return list(preference)
     return [first] + [b for b in preference if b is not first]
@@ -67,7 +67,7 @@ def as_seen_by(tensor: Tensor, backend: Backend) -> Tensor:
     shape, dtype, format and constant content, and no memory.
     """
     owner = tensor.describe.backend
-    if owner is None or backend.can_share(tensor, owner):
+    if owner is None or owner is backend or backend.can_share(tensor, owner):
         return tensor
     stand_in = Tensor(tensor.shape, tensor.dtype, tensor.dimension_format, name=tensor.name)
     stand_in.describe.backend = backend

@@ -84,8 +84,11 @@ class FusedUnit(Unit):
         self.reads = [sum(1 for m in members for x in m.inputs if x is t) for t in inputs]
         self.execution, self.backend = sub.execution, view.backend
         for m in members:
-            assert m.placement is not None
-            m.placement = replace(m.placement, group=sub.name)
+            p = m.placement
+            assert p is not None
+            m.placement = Placement(
+                p.op_name, p.op_type, p.backend, p.fell_back, p.reason, sub.name
+            )
 
     def members(self) -> list[Unit]:
         """The units of the ops the substitution replaced, in their order."""
@@ -146,30 +149,27 @@ def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit]
     The ids of the units that folded are added to ``folded``.
     """
     placed = []
+    scopes, host = pipeline._scopes, pipeline.host
+    args = (pipeline.preference, pipeline.overrides, pipeline.strict)
     for unit in pipeline.units:
-        try:
-            with pipeline._scopes(unit.op):
-                shaped = unit.shape()
-                if isinstance(shaped, Waiting):
-                    return None
-                if shaped:
-                    for t in unit.outputs:
-                        t.describe.backend = pipeline.host
-                    if folded is not None:
-                        folded.add(id(unit))
-                    continue
-                if unit.execution is None:
+        try:  # the shape stage requests no memory: a resize scope only around creation
+            shaped = unit.shape()
+            if isinstance(shaped, Waiting):
+                return None
+            if shaped:
+                for t in unit.outputs:
+                    t.describe.backend = host
+                if folded is not None:
+                    folded.add(id(unit))
+                continue
+            if unit.execution is None:
+                with scopes(unit.op):
                     unit.execution, unit.backend, unit.placement = place(
-                        unit.op,
-                        unit.inputs,
-                        unit.outputs,
-                        pipeline.preference,
-                        pipeline.overrides,
-                        pipeline.strict,
+                        unit.op, unit.inputs, unit.outputs, *args
                     )
-                for t in unit.outputs:  # later creators see where it lives (as_seen_by)
-                    t.describe.backend = unit.backend
-                placed.append(unit)
+            for t in unit.outputs:  # later creators see where it lives (as_seen_by)
+                t.describe.backend = unit.backend
+            placed.append(unit)
         except Exception as e:  # as _scoped: the error names the op
             raise pipeline._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
     return placed
