@@ -193,24 +193,30 @@ def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
 
 
 def _ordered(units: list[Unit], key: Mapping[int, int]) -> list[Unit]:
-    """A topological order of ``units``, smallest ``key`` first among the ready ones."""
-    made = {id(t): u for u in units for t in u.outputs}
-    deps = {id(u): {id(made[id(t)]) for t in u.inputs if id(t) in made} - {id(u)} for u in units}
-    readers: dict[int, list[Unit]] = {}
-    for u in units:
-        for d in deps[id(u)]:
-            readers.setdefault(d, []).append(u)
-    index = {id(u): i for i, u in enumerate(units)}
-    ready = [(key[id(u)], i, u) for i, u in enumerate(units) if not deps[id(u)]]
+    """A topological order of ``units``, smallest ``key`` first among the ready ones.
+
+    Kahn's algorithm over unit indices (ties on ``key``: the earlier unit first).
+    """
+    made = {id(t): i for i, u in enumerate(units) for t in u.outputs}
+    keys = [key[id(u)] for u in units]
+    waiting = [0] * len(units)  # producers not yet emitted
+    readers: list[list[int]] = [[] for _ in units]
+    for i, u in enumerate(units):
+        producers = {made.get(id(t), i) for t in u.inputs}
+        producers.discard(i)
+        waiting[i] = len(producers)
+        for p in producers:
+            readers[p].append(i)
+    ready = [(keys[i], i) for i, w in enumerate(waiting) if not w]
     heapq.heapify(ready)
     out: list[Unit] = []
     while ready:
-        _, i, u = heapq.heappop(ready)
-        out.append(u)
-        for r in readers.get(id(u), []):
-            deps[id(r)].discard(id(u))
-            if not deps[id(r)]:
-                heapq.heappush(ready, (key[id(r)], index[id(r)], r))
+        _, i = heapq.heappop(ready)
+        out.append(units[i])
+        for r in readers[i]:
+            waiting[r] -= 1
+            if not waiting[r]:
+                heapq.heappush(ready, (keys[r], r))
     assert len(out) == len(units), "a convex substitution keeps the graph acyclic"
     return out
 
@@ -287,8 +293,9 @@ def _ask_backends(
             n = Node(u.op, tuple(u.inputs), tuple(u.outputs), u.execution)
             by_node[id(n)] = u
             nodes.append(n)
+        ids = {id(u) for u in mine}
         view = SubgraphView(
-            backend, [n for n in nodes if by_node[id(n)] in mine], use_counts, nodes
+            backend, [n for n in nodes if id(by_node[id(n)]) in ids], use_counts, nodes
         )
         views = backend.optimize_subgraph(view)
         try:
