@@ -57,7 +57,7 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
     ) -> None:
         super().__init__(backend, op, weight.shape[0])
         self.weight = self._keep_weight(weight, self.pack_weight, 4)
-        self.bias = backend.static_copy(pad_to(bias, 4), owner=self)
+        self.bias = self._keep_bias(bias, 4)
 
     pack_weight = staticmethod(pack_depthwise_weight)
 

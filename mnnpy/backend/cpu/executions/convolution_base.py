@@ -114,6 +114,14 @@ class CPUConvolutionBase(Execution):
             return EMPTY
         return pack(weight, lambda n, dtype: backend.static_empty(n, dtype, owner=self))
 
+    def _keep_bias(self, bias: np.ndarray, lanes: int) -> np.ndarray:
+        """``pad_to(bias, lanes)`` written straight into STATIC memory (one copy)."""
+        out = cpu_backend(self.backend).static_empty(
+            -(-bias.size // lanes) * lanes, np.float32, self
+        )
+        out[: bias.size] = bias.ravel()
+        return out
+
     def _dequantized(self) -> Callable[[], None] | None:
         """LIMIT with compressed weights: the call that dequantizes them; else None.
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase, pad_to
+from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.kernels import conv_direct as D
 from mnnpy.net import OpDef
@@ -44,7 +44,7 @@ class CPUConvolutionDirect(CPUConvolutionBase):
     ) -> None:
         super().__init__(backend, op, weight.shape[1])
         self.weight = self._keep_weight(weight, self.pack_weight, 16)
-        self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
+        self.bias = self._keep_bias(bias, 16)
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
         return D.bind_conv_direct(

@@ -12,7 +12,6 @@ from mnnpy.backend.cpu.executions.convolution_base import (
     EMPTY,
     CPUConvolutionBase,
     gemm_tile,
-    pad_to,
 )
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.backend.cpu.kernels import linear as L
@@ -110,7 +109,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
     ) -> None:
         super().__init__(backend, op, weight.shape[1])
         self.weight = self._keep_weight(weight, self.pack_weight, 16)
-        self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
+        self.bias = self._keep_bias(bias, 16)
         self._tile = 0
         self._gather = False
         self._linear = False

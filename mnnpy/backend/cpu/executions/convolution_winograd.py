@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase, pad_to
+from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase
 from mnnpy.backend.cpu.kernels import winograd as WG
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
@@ -66,7 +66,7 @@ class CPUConvolutionWinograd(CPUConvolutionBase):
         o, i = weight.shape[:2]
         self.weight = backend.static_empty((unit + 2) ** 2 * -(-o // 16) * 16 * i, np.float32, self)
         self.pack_weight(weight, unit, backend.num_thread, self.weight)  # in place: no copy
-        self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
+        self.bias = self._keep_bias(bias, 16)
         self._block = 0
         self._scratch_tensor: Tensor | None = None
 

@@ -27,7 +27,6 @@ from mnnpy.backend.cpu.executions.convolution_base import (
     EMPTY,
     ChunkedRun,
     CPUConvolutionBase,
-    pad_to,
 )
 from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels
 from mnnpy.backend.cpu.executions.convolution_winograd import (
@@ -77,7 +76,7 @@ class CPUConvolutionWinogradLimit(ChunkedRun, CPUConvolutionWinograd):
         self.unit = unit
         self.compressed = CompressedPanels(backend, weight, pack_taps, 16, owner=self)
         self.weight = EMPTY
-        self.bias = backend.static_copy(pad_to(bias, 16), owner=self)
+        self.bias = self._keep_bias(bias, 16)
         self._block = 0
         self._scratch_tensor: Tensor | None = None
         self._chunk = 0  # panels per chunk
