@@ -1,12 +1,14 @@
-"""``kernels/panels.pyx`` (GEMM weight panels in one pass) against its NumPy reference."""
+"""``kernels/panels.pyx`` (weight panels in one pass) against its NumPy references."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from mnnpy.backend.cpu.executions.convolution import CPUConvolutionDepthwise
 from mnnpy.backend.cpu.executions.convolution_gemm import fill_panels, fill_panels_numpy
 from mnnpy.backend.cpu.kernels import panels as P
+from mnnpy.layout import pack_depthwise_weight
 
 SHAPES = [
     (1, 16, 8, 1, 1),
@@ -59,3 +61,13 @@ def test_kernel_refuses_small_buffers() -> None:
         P.fill_panels(src[:10], np.zeros(32 * 3, np.uint32), 1, 20, 3, 1)
     with pytest.raises(ValueError, match="negative"):
         P.fill_panels(src, np.zeros(32 * 3, np.uint32), 1, -1, 3, 1)
+
+
+@pytest.mark.parametrize(
+    "shape", [(32, 1, 3, 3), (58, 1, 3, 3), (22, 1, 7, 7), (3, 1, 1, 1), (5, 1, 2, 3)]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8])
+def test_depthwise_pack_matches_layout(shape: tuple[int, ...], dtype: type) -> None:
+    weight = (np.random.default_rng(sum(shape)).standard_normal(shape) * 50).astype(dtype)
+    packed = CPUConvolutionDepthwise.pack_weight(weight)
+    assert packed.tobytes() == pack_depthwise_weight(weight).tobytes()

@@ -18,6 +18,7 @@ as ``CPUConvolutionWinogradLimit`` (3x3 stride 1, when ``choose_limit`` says so)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase, chain, pad_to
 from mnnpy.backend.cpu.executions.convolution_choice import choose, choose_limit, direct_eligible
 from mnnpy.backend.cpu.executions.convolution_direct import CPUConvolutionDirect
-from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, fill_panels
 from mnnpy.backend.cpu.executions.convolution_gemm_limit import CPUConvolutionGemmLimit
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
 from mnnpy.backend.cpu.executions.convolution_limit import limit_table
@@ -38,7 +39,7 @@ from mnnpy.backend.cpu.executions.convolution_winograd import CPUConvolutionWino
 from mnnpy.backend.cpu.executions.convolution_winograd_limit import CPUConvolutionWinogradLimit
 from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.execution import Execution, Unsupported
-from mnnpy.layout import pack_depthwise_weight
+from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
 from mnnpy.tensor import Tensor
@@ -59,7 +60,13 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
         self.weight = self._keep_weight(weight, self.pack_weight, 4)
         self.bias = self._keep_bias(bias, 4)
 
-    pack_weight = staticmethod(pack_depthwise_weight)
+    @staticmethod
+    def pack_weight(weight: np.ndarray, empty: Any = np.zeros) -> np.ndarray:
+        """``layout.pack_depthwise_weight`` (``[C/4][KH][KW][4]``) as 4-lane panels, in one pass."""
+        c, _, kh, kw = weight.shape
+        out = empty(c4(c) * 4 * kh * kw, weight.dtype)
+        fill_panels(out, weight.reshape(1, c, 1, kh, kw), lanes=4)
+        return out
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)

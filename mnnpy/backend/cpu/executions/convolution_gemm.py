@@ -47,11 +47,12 @@ Empty = Callable[[int, Any], np.ndarray]  # (size, dtype) -> zeroed flat array
 _WORDS = {4: np.uint32, 2: np.uint16, 1: np.uint8}  # element widths ``kernels.panels`` copies
 
 
-def fill_panels(out: np.ndarray, weight: np.ndarray) -> None:
-    """``[G][O][I][KH][KW]`` weights into zeroed ``out``, ``[G][ceil(O/16)][KH*KW*I][16]`` panels.
+def fill_panels(out: np.ndarray, weight: np.ndarray, lanes: int = 16) -> None:
+    """``[G][O][I][KH][KW]`` weights into zeroed ``out``, ``[G][ceil(O/L)][KH*KW*I][L]`` panels.
 
-    One pass of ``kernels/panels.pyx`` for contiguous weights of 1, 2 or 4 bytes, written
-    straight into ``out`` (no transposed copy); :func:`fill_panels_numpy` otherwise.
+    ``L`` = ``lanes``: 16 for the GEMM kernels, 4 for depthwise ones. One pass of
+    ``kernels/panels.pyx`` for contiguous weights of 1, 2 or 4 bytes, written straight into
+    ``out`` (no transposed copy); :func:`fill_panels_numpy` otherwise.
     """
     word = _WORDS.get(weight.dtype.itemsize)
     if (
@@ -59,25 +60,27 @@ def fill_panels(out: np.ndarray, weight: np.ndarray) -> None:
         or out.dtype != weight.dtype
         or not (weight.flags.c_contiguous and out.flags.c_contiguous)
     ):
-        fill_panels_numpy(out, weight)
+        fill_panels_numpy(out, weight, lanes)
         return
     g, o, i, kh, kw = weight.shape
-    P.fill_panels(weight.reshape(-1).view(word), out.reshape(-1).view(word), g, o, i, kh * kw)
+    src, dst = weight.reshape(-1).view(word), out.reshape(-1).view(word)
+    P.fill_panels(src, dst, g, o, i, kh * kw, lanes)
 
 
-def fill_panels_numpy(out: np.ndarray, weight: np.ndarray) -> None:
+def fill_panels_numpy(out: np.ndarray, weight: np.ndarray, lanes: int = 16) -> None:
     """:func:`fill_panels` in NumPy (the kernel's reference).
 
-    One strided copy per group of full 16-row blocks and one for the rest: no loop over groups.
+    One strided copy per group of full blocks of ``lanes`` rows and one for the rest: no loop
+    over groups.
     """
     g, o = weight.shape[:2]
     src = weight.transpose(0, 1, 3, 4, 2).reshape(g, o, -1)  # k = (ky * KW + kx) * I + i
-    full, rest = divmod(o, 16)
+    full, rest = divmod(o, lanes)
     k = src.shape[2]
-    lanes = out.reshape(g, full + (rest > 0), k, 16).transpose(0, 1, 3, 2)
-    lanes[:, :full] = src[:, : full * 16].reshape(g, full, 16, k)
+    panels = out.reshape(g, full + (rest > 0), k, lanes).transpose(0, 1, 3, 2)
+    panels[:, :full] = src[:, : full * lanes].reshape(g, full, lanes, k)
     if rest:
-        lanes[:, full, :rest] = src[:, full * 16 :]
+        panels[:, full, :rest] = src[:, full * lanes :]
 
 
 class CPUConvolutionGemm(CPUConvolutionBase):

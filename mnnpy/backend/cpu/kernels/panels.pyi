@@ -1,5 +1,5 @@
 import numpy as np
 
 def fill_panels(
-    src: np.ndarray, dst: np.ndarray, groups: int, rows: int, cols: int, taps: int
+    src: np.ndarray, dst: np.ndarray, groups: int, rows: int, cols: int, taps: int, lanes: int = 16
 ) -> None: ...
