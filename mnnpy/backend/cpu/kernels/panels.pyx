@@ -16,7 +16,7 @@ ctypedef fused word_t:
 
 
 cdef inline void _fill(const word_t* src, word_t* dst, Py_ssize_t groups, Py_ssize_t rows,
-                Py_ssize_t cols, Py_ssize_t taps, Py_ssize_t lanes) noexcept nogil:
+                       Py_ssize_t cols, Py_ssize_t taps, Py_ssize_t lanes) noexcept nogil:
     cdef Py_ssize_t blocks = (rows + lanes - 1) // lanes, k = cols * taps
     cdef Py_ssize_t g, b, t, i, lane, n
     cdef const word_t* s
