@@ -70,12 +70,8 @@ def shape_op(
         MNNError: the shapes are inconsistent (the op's shape function says why).
     """
     known = tuple([t.describe.content for t in outputs])  # run-time values If / While read
-    contents = [t.describe.content for t in inputs]
     key: tuple[tuple[Any, ...], ...] = (
-        *[
-            (t.shape, t.dtype, t.dimension_format, id(c))
-            for t, c in zip(inputs, contents, strict=True)
-        ],
+        *[(t.shape, t.dtype, t.dimension_format, id(t.describe.content)) for t in inputs],
         *[(id(v),) for v in known],
     )
     if last is not None and last.fold == fold and last.key == key:
@@ -94,7 +90,7 @@ def shape_op(
         folded = fold and try_fold(op, inputs, outputs)
     if folded and last is not None and last.folded:  # values as before: the same objects, so
         _keep_same(outputs, last.outputs)  # the readers' inputs are unchanged too
-    values = (*contents, *known)  # holds the ids in ``key``
+    values = tuple([t.describe.content for t in inputs]) + known  # holds the ids in ``key``
     states = tuple(
         [
             (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
