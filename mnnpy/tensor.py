@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from mnnpy.backend import Backend, StorageType
     from mnnpy.geometry.compose import Piece
 
+_NC4HW4 = DimensionFormat.NC4HW4
+
 __all__ = [
     "Tensor",
     "TensorDescribe",
@@ -99,9 +101,14 @@ class Tensor:
         dimension_format: DimensionFormat = DimensionFormat.NCHW,
         name: str = "",
     ) -> None:
-        self.shape: tuple[int, ...] = tuple(int(d) for d in shape)
-        self.dtype: np.dtype = np.dtype(dtype)
-        self.dimension_format = DimensionFormat(dimension_format)
+        # a session makes one per model tensor (thousands): no conversion where none is needed
+        self.shape: tuple[int, ...] = tuple(map(int, shape)) if shape else ()
+        self.dtype: np.dtype = dtype if type(dtype) is np.dtype else np.dtype(dtype)
+        self.dimension_format = (
+            dimension_format
+            if type(dimension_format) is DimensionFormat
+            else DimensionFormat(dimension_format)
+        )
         # The storage (1-D, NC4HW4-padded); None until a backend gives the tensor memory.
         self.host: np.ndarray | None = None
         self.describe = TensorDescribe(name=name)
@@ -185,8 +192,15 @@ class Tensor:
 
     @property
     def storage_elements(self) -> int:
-        """Number of elements the storage holds (with NC4HW4 padding)."""
-        return layout.storage_elements(self.shape, self.storage_format)
+        """Number of elements the storage holds (with NC4HW4 padding).
+
+        Asked thousands of times per resize: ``layout.storage_elements`` inlined.
+        """
+        shape, backend = self.shape, self.describe.backend
+        fmt = self.dimension_format if backend is None else backend.storage_format(self)
+        if fmt == _NC4HW4 and len(shape) >= 2:
+            return shape[0] * ((shape[1] + 3) // 4) * 4 * math.prod(shape[2:])
+        return math.prod(shape)
 
     @property
     def size(self) -> int:

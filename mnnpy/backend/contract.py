@@ -27,7 +27,7 @@ import numpy as np
 from mnnpy.errors import InvalidValueError, MNNError, NotSupportError, OutOfMemoryError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Iterable
 
     from mnnpy.backend.base import Backend, StorageType
     from mnnpy.tensor import Tensor
@@ -77,8 +77,8 @@ def _memory_hook(backend: Backend, hook: str, failed: type[MNNError], meaning: s
     """Call ``backend.<hook>()`` as MNN's memory hooks are called.
 
     An exception becomes an MNNError naming the hook; the return value is checked by
-    :func:`_check_result` (False raises ``failed`` with ``meaning``). The per-tensor hooks go
-    through :func:`_buffer_hook`.
+    :func:`_check_result` (False raises ``failed`` with ``meaning``). The per-tensor hooks
+    (:func:`acquire_buffer`, :func:`release_buffer`) are called the same way, inline.
     """
     try:
         result = getattr(backend, hook)()
@@ -97,14 +97,24 @@ def acquire_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) 
         MNNError: it raised, or returned something that is not None or a bool.
     """
     tensor.describe.backend, tensor.describe.storage_type = backend, storage_type
-    hook = "on_acquire_buffer"
-    _buffer_hook(backend, hook, tensor, storage_type, OutOfMemoryError, _no_memory)
+    try:  # once per tensor per resize: the hook called here, without a lookup by name
+        result = backend.on_acquire_buffer(tensor, storage_type)
+    except Exception as e:
+        raise _raised(e, _where(backend, "on_acquire_buffer", tensor)) from e
+    if result is not None and result is not True:
+        where = _where(backend, "on_acquire_buffer", tensor)
+        _check_result(result, where, OutOfMemoryError, _no_memory(tensor))
 
 
 def release_buffer(backend: Backend, tensor: Tensor, storage_type: StorageType) -> None:
     """``backend.on_release_buffer(tensor, storage_type)``, checked like :func:`acquire_buffer`."""
-    hook = "on_release_buffer"
-    _buffer_hook(backend, hook, tensor, storage_type, InvalidValueError, _not_released)
+    try:
+        result = backend.on_release_buffer(tensor, storage_type)
+    except Exception as e:
+        raise _raised(e, _where(backend, "on_release_buffer", tensor)) from e
+    if result is not None and result is not True:
+        where = _where(backend, "on_release_buffer", tensor)
+        _check_result(result, where, InvalidValueError, _not_released(tensor))
 
 
 def _no_memory(tensor: Tensor) -> str:
@@ -113,27 +123,6 @@ def _no_memory(tensor: Tensor) -> str:
 
 def _not_released(tensor: Tensor) -> str:
     return "the memory could not be released"
-
-
-def _buffer_hook(
-    backend: Backend,
-    hook: str,
-    tensor: Tensor,
-    storage_type: StorageType,
-    failed: type[MNNError],
-    meaning: Callable[[Tensor], str],
-) -> None:
-    """Call ``backend.<hook>(tensor, storage_type)`` as :func:`_memory_hook` calls its hooks.
-
-    Called for every tensor of every resize, so the message is made only when the hook failed.
-    """
-    try:
-        result = getattr(backend, hook)(tensor, storage_type)
-    except Exception as e:
-        raise _raised(e, _where(backend, hook, tensor)) from e
-    if result is None or result is True:
-        return
-    _check_result(result, _where(backend, hook, tensor), failed, meaning(tensor))
 
 
 def allocate_buffer(backend: Backend) -> None:
