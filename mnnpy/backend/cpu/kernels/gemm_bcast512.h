@@ -34,7 +34,7 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_bstore512(__m512 v, float* d, ptrdiff_t ds, p
 MNNPY_INLINE MNNPY_T512 void mnnpy_mkb512(const float* a, ptrdiff_t as, ptrdiff_t K,
                                           const float* w, const float* bias, float* d,
                                           ptrdiff_t ds, ptrdiff_t rem, float lo, float hi,
-                                          const int R, const int NB) {
+                                          const float* pf, const int R, const int NB) {
     __m512 acc[MNNPY_B_R][2];
     for (int j = 0; j < NB; ++j) {
         __m512 b = bias ? _mm512_loadu_ps(bias + 16 * j) : _mm512_setzero_ps();
@@ -53,6 +53,13 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_mkb512(const float* a, ptrdiff_t as, ptrdiff_
     } while (0)
     ptrdiff_t k = 4;
     for (; k <= K; k += 4, a += as, w += 64, w1 += 64) {
+        if (pf) { /* the next panel pair's rows k - 4 .. k - 1 into L2 (weights are cold) */
+            for (int i = 0; i < 4; ++i) {
+                _mm_prefetch((const char*)(pf + 16 * i), _MM_HINT_T1);
+                _mm_prefetch((const char*)(pf + 16 * K + 16 * i), _MM_HINT_T1);
+            }
+            pf += 64;
+        }
         MNNPY_BSTEP(0);
         MNNPY_BSTEP(1);
         MNNPY_BSTEP(2);
@@ -77,13 +84,17 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_bcast512(const float* a, ptrdiff_t as, p
         const float* bo = bias ? bias + o : NULL;
         float* dp = d + (o / 4) * ds;
         const ptrdiff_t rem = oc - o;
+        /* the first pixel block fetches the next pair's weights (as mnnpy_gemm_avx512 does) */
+        const float* next = o + 32 < oc && K * oc >= MNNPY_GEMM_FETCH_FLOATS ? wp + 32 * K : NULL;
         ptrdiff_t p;
 #define MNNPY_MK(r_)                                                                      \
     do {                                                                                  \
         if (rem > 16)                                                                     \
-            mnnpy_mkb512(a + 4 * p, as, K, wp, bo, dp + 4 * p, ds, rem, lo, hi, r_, 2);   \
+            mnnpy_mkb512(a + 4 * p, as, K, wp, bo, dp + 4 * p, ds, rem, lo, hi,            \
+                         p ? NULL : next, r_, 2);                                         \
         else                                                                              \
-            mnnpy_mkb512(a + 4 * p, as, K, wp, bo, dp + 4 * p, ds, rem, lo, hi, r_, 1);   \
+            mnnpy_mkb512(a + 4 * p, as, K, wp, bo, dp + 4 * p, ds, rem, lo, hi,            \
+                         p ? NULL : next, r_, 1);                                         \
     } while (0)
         /* even blocks of at most MNNPY_B_R pixels (49 = 10+10+10+10+9, not 12+12+12+12+1:
          * a 1-pixel call is 2 FMA chains, latency-bound) */
