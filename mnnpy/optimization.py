@@ -64,11 +64,15 @@ class Substitution:
         nodes: the ops it replaces (a convex part of the view).
         execution: runs them all; it reads the group's :meth:`SubgraphView.boundary` inputs and
             writes its boundary outputs, in that order.
+        kinds: the group's op type in callbacks and profiles; empty (the default): its members'
+            types joined by ``+``. A group that only absorbs a layout conversion keeps its op's
+            type (MNN's own runtime has no ConvertTensor step to report there).
     """
 
     name: str
     nodes: tuple[Node, ...]
     execution: Execution
+    kinds: str = ""
 
 
 @dataclass

@@ -28,7 +28,6 @@ from mnnpy.errors import ComputeSizeError, InvalidValueError, NoExecutionError
 from mnnpy.evaluate import evaluate
 from mnnpy.lowering import lower_schedule
 from mnnpy.net import Net
-from mnnpy.ops import count_macs
 from mnnpy.pipeline import Callback, Pipeline, Unit
 from mnnpy.placement import Placement, candidates, check_op_backend, warn_fallbacks
 from mnnpy.schedule import ScheduleInfo
@@ -370,14 +369,16 @@ class Session:
         """Memory (MB and breakdown), MACs, backends, resize status and threads."""
         self._check_alive()
         memory = self.memory_info()
-        macs = 0
+        flops = 0.0
         if not self.need_resize:
-            # units after a content-dependent shape have no plan until a run resolves it
+            # units after a content-dependent shape have no plan until a run resolves it; each
+            # counts what its callbacks report (a group: substitute.FusedUnit)
             for unit in (u for p in self.pipelines for u in p.units if u.plan and not u.folded):
-                macs += sum(count_macs(m.op, m.inputs, m.outputs) for m in unit.members())
+                info = unit.plan.info if unit.plan is not None else None
+                flops += info.flops if info is not None else 0.0
         return SessionInfo(
             memory_mb=memory.total / (1 << 20),
-            flops_m=macs / 1e6,
+            flops_m=flops,
             backends=[b.name for b in self.backends],
             resize_status=2 if self.need_resize else 0,
             thread_number=self.backend.num_thread,

@@ -78,7 +78,7 @@ class FusedUnit(Unit):
         inputs, outputs = view.boundary(sub.nodes)
         first = members[0].op
         op = GroupOp(first.index, -1, sub.name, (), (), None, 0, first.default_format)
-        op.kinds = "+".join(m.op.type_name for m in members)
+        op.kinds = sub.kinds or "+".join(m.op.type_name for m in members)
         super().__init__(op, inputs, outputs)
         self.group = members
         self.reads = [sum(1 for m in members for x in m.inputs if x is t) for t in inputs]
@@ -129,7 +129,9 @@ class FusedUnit(Unit):
             t.describe.use_count -= n
             if t.describe.use_count == 0 and t.describe.backend is not None:
                 release_buffer(t.describe.backend, t, storage_type_of(t))
-        macs = sum(count_macs(m.op, m.inputs, m.outputs) for m in self.group)
+        # a group typed as one of its ops (Substitution.kinds) counts that op's work alone
+        counted = [m for m in self.group if m.op.type_name == self.op.type_name] or self.group
+        macs = sum(count_macs(m.op, m.inputs, m.outputs) for m in counted)
         info = OpInfo(self.op.name, self.op.type_name, macs / 1e6, backend.name)
         return UnitPlan(execution, backend, inputs, copies, info, edges=edges)
 

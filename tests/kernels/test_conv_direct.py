@@ -41,8 +41,11 @@ def reference(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, window: tuple
     return ref
 
 
-def direct(x, weight, bias, window, lo=-FLT_MAX, hi=FLT_MAX, threads=1, act=-1, kernel=None):
-    """The kernel's NC4HW4 output (``kernel``: D.conv2d_direct, or the GEMM's for comparison)."""
+def direct(
+    x, weight, bias, window, lo=-FLT_MAX, hi=FLT_MAX, threads=1, act=-1, kernel=None, nchw=False
+):
+    """The kernel's NC4HW4 output (``kernel``: D.conv2d_direct, or the GEMM's for comparison;
+    ``nchw``: the kernel reads ``x`` as NCHW, not packed)."""
     n, c, h, w = x.shape
     oc, _, ky, kx = weight.shape
     sy, sx, dy, dx, top, left, oh, ow = window
@@ -52,7 +55,8 @@ def direct(x, weight, bias, window, lo=-FLT_MAX, hi=FLT_MAX, threads=1, act=-1, 
     shape, win = (n, c, h, w, oc, oh, ow), (ky, kx, sy, sx, dy, dx, top, left)
     wp = CPUConvolutionGemm.pack_weight(weight)
     if kernel is None:
-        D.conv2d_direct(packed(x), dst, wp, b, shape, win, lo, hi, threads, act)
+        src = np.ascontiguousarray(x).ravel() if nchw else packed(x)
+        D.conv2d_direct(src, dst, wp, b, shape, win, lo, hi, threads, act, nchw)
     else:  # the GEMM path: im2col tiles of 16 pixels, no shift
         scratch = np.zeros(G.scratch_size(shape, win, 16, threads, False, False), np.float32)
         G.conv2d(packed(x), dst, wp, b, scratch, shape, win, lo, hi, 16, threads, False, False, act)
@@ -108,6 +112,27 @@ def test_direct_avx512_is_the_gemm_bits(isa: str, name: str) -> None:
     mine = direct(x, weight, bias, window, -0.5, 1.5)
     gemm = direct(x, weight, bias, window, -0.5, 1.5, kernel=G.conv2d)
     assert np.array_equal(mine, gemm)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_direct_nchw_input_is_the_packed_bits(isa: str, name: str) -> None:
+    """Read from NCHW (a fused ConvertTensor): the NC4HW4 path's bits, any thread count."""
+    x, weight, bias, window = case(name)
+    packed_run = direct(x, weight, bias, window, 0.0, 6.0)
+    for t in (1, 2, 3):
+        assert np.array_equal(direct(x, weight, bias, window, 0.0, 6.0, t, nchw=True), packed_run)
+    ref = np.clip(reference(x, weight, bias, window), 0.0, 6.0)
+    got = layout.unpack_nc4hw4(direct(x, weight, bias, window, 0.0, 6.0, nchw=True), ref.shape)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_direct_nchw_checks_the_unpacked_size() -> None:
+    """An NCHW source needs ic * ih * iw floats per image (not 4 * ih * iw)."""
+    shape, win = (1, 3, 8, 8, 4, 8, 8), (1,) * 6 + (0, 0)
+    d, w, b = np.zeros(256, np.float32), np.zeros(48, np.float32), np.zeros(16, np.float32)
+    D.bind_conv_direct(np.zeros(192, np.float32), d, w, b, shape, win, 0, 1, 1, -1, True)
+    with pytest.raises(ValueError, match="too small"):
+        D.bind_conv_direct(np.zeros(191, np.float32), d, w, b, shape, win, 0, 1, 1, -1, True)
 
 
 def test_direct_clamp_and_fused_activation(isa: str) -> None:

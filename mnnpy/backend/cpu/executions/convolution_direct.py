@@ -38,6 +38,7 @@ class CPUConvolutionDirect(CPUConvolutionBase):
     """
 
     pack_weight = staticmethod(CPUConvolutionGemm.pack_weight)
+    nchw = False  # True: input 0 is NCHW, a ConvertTensor fused away (``conv_nchw_input.py``)
 
     def __init__(
         self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray
@@ -49,7 +50,7 @@ class CPUConvolutionDirect(CPUConvolutionBase):
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
         return D.bind_conv_direct(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, self._shape,
-            self._window, self.lo, self.hi, self.backend.num_thread, self.act,
+            self._window, self.lo, self.hi, self.backend.num_thread, self.act, self.nchw,
         )  # fmt: skip
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

@@ -17,6 +17,7 @@ def bind_conv_direct(
     hi: float,
     num_thread: int = 1,
     act: int = -1,
+    nchw: bool = False,
 ) -> ConvDirectCall: ...
 def conv2d_direct(
     src: np.ndarray,
@@ -29,4 +30,5 @@ def conv2d_direct(
     hi: float,
     num_thread: int = 1,
     act: int = -1,
+    nchw: bool = False,
 ) -> None: ...

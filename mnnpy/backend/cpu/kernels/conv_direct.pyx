@@ -27,7 +27,7 @@ cdef extern from "unary_kernels.h" nogil:
 
 cdef extern from "conv_direct_kernels.h" nogil:
     ctypedef struct mnnpy_cd_geom:
-        ptrdiff_t ic, ih, iw, oc, oh, ow, KY, KX, sy, sx, dy, dx, top, left
+        ptrdiff_t ic, ih, iw, oc, oh, ow, KY, KX, sy, sx, dy, dx, top, left, ps, cs
     void mnnpy_cd_row(int isa, const mnnpy_cd_geom* g, const float* src, float* dst,
                       const float* w, const float* bias, ptrdiff_t oy, float lo, float hi)
 
@@ -61,7 +61,7 @@ cdef inline void _row(int isa, const mnnpy_cd_geom* g, const float* s, float* d,
     cdef Py_ssize_t n = it // g.oh, oy = it % g.oh, oc4 = (g.oc + 3) // 4, blk
     cdef Py_ssize_t plane = g.oh * g.ow * 4
     cdef float* out = d + n * oc4 * plane
-    mnnpy_cd_row(isa, g, s + n * g.ih * g.iw * 4, out, w, b, oy, lo, hi)
+    mnnpy_cd_row(isa, g, s + n * g.ih * g.iw * (g.ic if g.ps == 1 else 4), out, w, b, oy, lo, hi)
     if act >= 0:
         for blk in range(oc4):
             mnnpy_unary_simd(isa, act, out + blk * plane + oy * g.ow * 4,
@@ -70,11 +70,12 @@ cdef inline void _row(int isa, const mnnpy_cd_geom* g, const float* s, float* d,
 
 def bind_conv_direct(const float[::1] src, float[::1] dst, const float[::1] weight,
                      const float[::1] bias, tuple shape, tuple window, float lo, float hi,
-                     int num_thread=1, int act=-1):
+                     int num_thread=1, int act=-1, bint nchw=False):
     """The convolution on these buffers, checked now: a ``ConvDirectCall`` that runs it when
     called with no arguments (a session's prepared step, ``Execution.bind``).
 
     ``weight`` is ``[ceil(oc/16)][ky * kx * ic][16]``, ``bias`` ``16 * ceil(oc/16)`` values.
+    ``nchw``: ``src`` is NCHW (``[batch][ic][ih][iw]``), not NC4HW4; the same taps, the same bits.
 
     Raises:
         ValueError: for non-positive sizes, more than 4 input channels, an activation that
@@ -95,7 +96,9 @@ def bind_conv_direct(const float[::1] src, float[::1] dst, const float[::1] weig
     if g.ic > MAX_CHANNELS:
         raise ValueError(f"at most {MAX_CHANNELS} input channels, got shape {shape!r}")
     panels = (g.oc + 15) // 16
-    if (src.shape[0] < batch * g.ih * g.iw * 4
+    g.ps = 1 if nchw else 4
+    g.cs = g.ih * g.iw if nchw else 1
+    if (src.shape[0] < batch * g.ih * g.iw * (g.ic if nchw else 4)
             or dst.shape[0] < batch * ((g.oc + 3) // 4) * g.oh * g.ow * 4):
         raise ValueError(
             f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]} for shape {shape!r}")
@@ -113,6 +116,6 @@ def bind_conv_direct(const float[::1] src, float[::1] dst, const float[::1] weig
 
 def conv2d_direct(const float[::1] src, float[::1] dst, const float[::1] weight,
                   const float[::1] bias, tuple shape, tuple window, float lo, float hi,
-                  int num_thread=1, int act=-1):
+                  int num_thread=1, int act=-1, bint nchw=False):
     """``bind_conv_direct(...)()``: the convolution, run once."""
-    bind_conv_direct(src, dst, weight, bias, shape, window, lo, hi, num_thread, act)()
+    bind_conv_direct(src, dst, weight, bias, shape, window, lo, hi, num_thread, act, nchw)()

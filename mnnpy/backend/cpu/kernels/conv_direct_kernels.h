@@ -1,7 +1,8 @@
 /* C kernels for conv_direct.pyx: a direct convolution of an input with at most 4 channels (one
  * NC4HW4 block: a network's first layer on an RGB image, a 1-channel audio front end).
  *
- * src is one image's [ih][iw][4] plane, dst its output [ceil(oc/4)][oh][ow][4]; w holds the
+ * src is one image's [ih][iw][4] plane (ps = 4, cs = 1) or its NCHW planes [ic][ih][iw] (ps = 1,
+ * cs = ih * iw: a ConvertTensor to NC4HW4 fused away), dst its output [ceil(oc/4)][oh][ow][4]; w holds the
  * GEMM's panels, [ceil(oc/16)][K][16] with k = (ky * KX + kx) * ic + c (K = KY * KX * ic), bias
  * 16 * ceil(oc/16) values. Each output is bias + its taps inside the input in (ky, kx, c) order,
  * one FMA chain (AVX-512) or multiply-add chain (portable C), clamped to [lo, hi]. An im2col
@@ -22,6 +23,7 @@
 
 typedef struct {
     ptrdiff_t ic, ih, iw, oc, oh, ow, KY, KX, sy, sx, dy, dx, top, left;
+    ptrdiff_t ps, cs; /* floats between pixels, channels: 4, 1 (NC4HW4) or 1, ih * iw (NCHW) */
 } mnnpy_cd_geom;
 
 MNNPY_INLINE ptrdiff_t mnnpy_cd_cdiv(ptrdiff_t a, ptrdiff_t b) { /* ceil(a / b), b > 0 */
@@ -71,10 +73,10 @@ MNNPY_INLINE void mnnpy_cd_interior(const mnnpy_cd_geom* g, ptrdiff_t* xa, ptrdi
                 for (ptrdiff_t ky = ky0; ky < ky1; ++ky)                                         \
                     for (ptrdiff_t kx = kx0; kx < kx1; ++kx) {                                   \
                         const float* px =                                                        \
-                            src + ((iy0 + ky * g->dy) * g->iw + ix0 + kx * g->dx) * 4;           \
+                            src + ((iy0 + ky * g->dy) * g->iw + ix0 + kx * g->dx) * g->ps;       \
                         const float* wk = wp + (ky * g->KX + kx) * g->ic * 16;                   \
                         for (ptrdiff_t c = 0; c < g->ic; ++c)                                    \
-                            for (int l = 0; l < 16; ++l) acc[l] += px[c] * wk[c * 16 + l];       \
+                            for (int l = 0; l < 16; ++l) acc[l] += px[c * g->cs] * wk[c * 16 + l]; \
                     }                                                                            \
                 for (ptrdiff_t b = j; b < j + 4 && b < oc4; ++b)                                 \
                     for (int l = 0; l < 4; ++l) {                                                \
@@ -101,14 +103,14 @@ MNNPY_CD_ROW(mnnpy_cd_row_avx2, MNNPY_T256)
                                       ptrdiff_t kx0, ptrdiff_t kx1, ptrdiff_t j, ptrdiff_t pix,  \
                                       __m256 lo, __m256 hi, __m256 keep0, __m256 keep1) {        \
         const ptrdiff_t K = g->KY * g->KX * g->ic, plane = g->oh * g->ow;                        \
-        const ptrdiff_t blocks = (g->oc + 3) / 4 - j * 4, sx4 = g->sx * 4;                       \
+        const ptrdiff_t blocks = (g->oc + 3) / 4 - j * 4, sx4 = g->sx * g->ps;                   \
         __m256 a0[P], a1[P];                                                                     \
         for (int p = 0; p < P; ++p) {                                                            \
             a0[p] = _mm256_loadu_ps(bias + j * 16);                                              \
             a1[p] = _mm256_loadu_ps(bias + j * 16 + 8);                                          \
         }                                                                                        \
         for (ptrdiff_t ky = ky0; ky < ky1; ++ky) {                                               \
-            const float* px = src + ((iy0 + ky * g->dy) * g->iw + ix0) * 4;                      \
+            const float* px = src + ((iy0 + ky * g->dy) * g->iw + ix0) * g->ps;                  \
             const float* wk = w + j * K * 16 + ky * g->KX * g->ic * 16;                          \
             for (ptrdiff_t t = kx0 * g->ic; t < kx1 * g->ic; ++t) {                              \
                 __m256 w0 = _mm256_loadu_ps(wk + t * 16), w1 = _mm256_loadu_ps(wk + t * 16 + 8); \
@@ -144,7 +146,7 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_cd_row256(const mnnpy_cd_geom* g, const float
     __m256 l8 = _mm256_set1_ps(lo), h8 = _mm256_set1_ps(hi);
     __m256 all = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
     ptrdiff_t off[MNNPY_CD_MAX_TAPS];
-    for (ptrdiff_t t = 0; t < g->KX * g->ic; ++t) off[t] = (t / g->ic) * g->dx * 4 + t % g->ic;
+    for (ptrdiff_t t = 0; t < g->KX * g->ic; ++t) off[t] = (t / g->ic) * g->dx * g->ps + t % g->ic * g->cs;
     for (ptrdiff_t j = 0; j < np; ++j) {
         __m256 keep0 = all, keep1 = all;
         if (j == np - 1) { /* lanes of channels >= oc */
@@ -200,13 +202,13 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_cd_store(float* d, ptrdiff_t plane, ptrdiff_t
             for (int p = 0; p < P; ++p) acc[p][j] = b;                                           \
         }                                                                                        \
         for (ptrdiff_t ky = ky0; ky < ky1; ++ky) {                                               \
-            const float* px = src + ((iy0 + ky * g->dy) * g->iw + ix0) * 4;                      \
+            const float* px = src + ((iy0 + ky * g->dy) * g->iw + ix0) * g->ps;                  \
             const float* wk = w + j0 * K * 16 + ky * g->KX * g->ic * 16;                         \
             for (ptrdiff_t t = kx0 * g->ic; t < kx1 * g->ic; ++t) { /* (kx, c) as one loop */    \
                 __m512 wv[NP];                                                                   \
                 for (int j = 0; j < NP; ++j) wv[j] = _mm512_loadu_ps(wk + j * K * 16 + t * 16);  \
                 for (int p = 0; p < P; ++p) {                                                    \
-                    __m512 x = _mm512_set1_ps(px[off[t] + p * sx * 4]);                           \
+                    __m512 x = _mm512_set1_ps(px[off[t] + p * sx * g->ps]);                       \
                     for (int j = 0; j < NP; ++j)                                                 \
                         acc[p][j] = _mm512_fmadd_ps(x, wv[j], acc[p][j]);                        \
                 }                                                                                \
@@ -241,7 +243,7 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_cd_row512(const mnnpy_cd_geom* g, const float
     __m512 l16 = _mm512_set1_ps(lo), h16 = _mm512_set1_ps(hi);
     __mmask16 last = (__mmask16)((1u << (g->oc - (np - 1) * 16)) - 1);
     ptrdiff_t off[MNNPY_CD_MAX_TAPS];
-    for (ptrdiff_t t = 0; t < g->KX * g->ic; ++t) off[t] = (t / g->ic) * g->dx * 4 + t % g->ic;
+    for (ptrdiff_t t = 0; t < g->KX * g->ic; ++t) off[t] = (t / g->ic) * g->dx * g->ps + t % g->ic * g->cs;
     for (ptrdiff_t j = 0; j < np;) {
         ptrdiff_t n = j + 2 <= np ? 2 : 1;
         for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {

@@ -39,6 +39,15 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 
+cdef extern from "gemm_bcast512.h" nogil:
+    void mnnpy_gemm_c4_bcast(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P,
+                             ptrdiff_t K, const float* w, const float* bias, float* d,
+                             ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
+
+# direct 1x1 convolutions on maps up to this many pixels use gemm_bcast512.h's blocking (same
+# bits; 0.7-0.85x per GEMM on MobileNetV2's 7x7-28x28 layers, neutral at 56x56)
+BCAST_MAX_PIXELS = 2048
+
 cdef extern from "unary_kernels.h" nogil:
     int mnnpy_unary_simd(int isa, int op, const float* src, float* dst, ptrdiff_t n)
 
@@ -110,6 +119,7 @@ cdef struct Plan:
     Py_ssize_t batch, ic, ih, iw, oc, ohw, ow, k, ic4, oc4
     Py_ssize_t tile, ntile, cp, nchunk, items
     bint direct
+    bint bcast  # direct on a small map: mnnpy_gemm_c4_bcast
     # shifted: stride 1, ic % 4 == 0; tiles are rows; the input padded to ihp x iwp
     bint shifted
     Py_ssize_t oh, ihp, iwp, top, left
@@ -165,6 +175,7 @@ cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread,
     g.oc4 = cdiv(g.oc, 4)
     g.direct = (ky == 1 and kx == 1 and sy == 1 and sx == 1 and top == 0 and left == 0
                 and oh == g.ih and g.ow == g.iw)
+    g.bcast = g.direct and g.ohw <= BCAST_MAX_PIXELS
     g.shifted = shift and not g.direct and sy == 1 and sx == 1 and g.ic % 4 == 0
     g.oh, g.top, g.left = oh, top, left
     g.ihp, g.iwp = oh + (ky - 1) * dy, g.ow + (kx - 1) * dx
@@ -437,9 +448,14 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
             mnnpy_im2col(src + n * g.ic4 * g.ih * g.iw * 4, g.ic, g.ih, g.iw, g.ow, win, p0,
                          pixels, <float*>a, g.tile)
             last[tid] = piece
-    mnnpy_gemm_c4(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
-                  dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
-                  cw, lo, hi)
+    if g.bcast:
+        mnnpy_gemm_c4_bcast(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
+                            dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
+                            cw, lo, hi)
+    else:
+        mnnpy_gemm_c4(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
+                      dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
+                      cw, lo, hi)
     post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4,
              cdiv(cw, 4), g.ohw * 4, pixels * 4)
 
