@@ -26,19 +26,7 @@ from mnnpy.tensor import Tensor
 
 __all__ = ["CPURaster"]
 
-
-def _itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> np.ndarray:
-    """Per region, whether it copies elements onto the same bytes (nothing to do).
-
-    The same buffer and offsets is what ``raster.pyx`` skips at run time; a source that is a
-    sub-tensor of the output (``concat_slices``) lies at another start of the same bytes.
-    """
-    a, b = src.buffer, dst.buffer
-    size = a.itemsize if a is not None else 0
-    if a is None or b is None or size != b.itemsize or (a.ctypes.data - b.ctypes.data) % size:
-        return np.zeros(len(rows), dtype=bool)
-    shift = (a.ctypes.data - b.ctypes.data) // size
-    return (rows[:, 0] + shift == rows[:, 1]) & (rows[:, 5:8] == rows[:, 8:11]).all(axis=1)
+_itself = LG.itself
 
 
 def _lane_gathers(
