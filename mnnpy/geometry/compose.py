@@ -15,9 +15,11 @@ import itertools
 import math
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from mnnpy.geometry.regions import Layout, Side, Terms, side_key
+import numpy as np
+
+from mnnpy.geometry.regions import Layout, Side, Terms, remembered, side_key
 
 __all__ = ["Piece", "compose"]
 
@@ -33,6 +35,19 @@ class Piece:
     source: object
     src: Side
     dst: Side
+    planned: tuple[np.ndarray | None, ...] = field(
+        default=(), init=False, repr=False, compare=False
+    )
+
+    def rows(self) -> np.ndarray | None:
+        """The region rows of this copy (``regions.plan``), planned once per piece.
+
+        Shared with the planner's memo: callers must not write them. Pieces are not changed once
+        made (composition makes new ones), so the rows stay this piece's.
+        """
+        if not self.planned:
+            self.planned = (remembered(self.space, self.src, self.dst),)
+        return self.planned[0]
 
 
 def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:

@@ -93,7 +93,8 @@ class CPURaster(Execution):
             return
         self._pieces, self._copies = pieces, copies
         self._gathers = _lane_gathers(copies, outputs)
-        pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)]
+        pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)
+                if t.is_packed and t.shape[1] % 4]  # fmt: skip
         self._pads = [(j, rows) for j, rows in pads if len(rows)]
 
     @staticmethod
@@ -104,7 +105,7 @@ class CPURaster(Execution):
         grouped: dict[tuple[int, int], tuple[Tensor, int, list[np.ndarray]]] = {}
         total = 0
         for j, p in pieces:
-            rows = R.plan(p.space, p.src, p.dst)
+            rows = p.rows()  # shared with the planner: concatenated into new arrays below
             if rows is None:
                 return None
             total += len(rows)
