@@ -93,6 +93,14 @@ extensions.append(
         extra_compile_args=COMPILE_ARGS,
     )
 )
+# the composition's C twin (compose.py keeps the Python one as reference and fallback)
+extensions.append(
+    Extension(
+        "mnnpy.geometry._compose",
+        [os.path.join("mnnpy", "geometry", "_compose.pyx")],
+        extra_compile_args=COMPILE_ARGS,
+    )
+)
 
 
 class ParallelBuildExt(build_ext):

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = ["Geometry", "ReadThrough", "UnitGeometry", "plan_geometry", "within_budget"]
 
 _RESHAPES = (OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)
+_ALIASING = frozenset((*_RESHAPES, OpType.ConvertTensor))  # the kinds ``aliases`` foresees
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,10 +116,10 @@ def within_budget(placed: Sequence[Placed]) -> bool:
     """Whether every piece plans to storage regions, within ``regions.MAX_REGIONS`` in all."""
     total = 0
     for _, p in placed:
-        rows = R.count(p.space, p.src, p.dst)
+        rows = p.rows()
         if rows is None:
             return False
-        total += rows
+        total += len(rows)
         if total > R.MAX_REGIONS:
             return False
     return True
@@ -163,8 +164,7 @@ class _Pass:
         self, units: Sequence[Unit], target: Callable[[Unit], Backend | None], host: Backend
     ) -> None:
         self.host = host
-        targets = {id(u): target(u) for u in units}  # asked once per unit: dict lookups below
-        self.target: Callable[[Unit], Backend | None] = lambda u: targets[id(u)]
+        self.targets = targets = {id(u): target(u) for u in units}  # asked once per unit
         self.folded = {k for k, b in targets.items() if b is None}
         self.writer = {id(t): u for u in units for t in u.outputs}
         self.written: dict[int, _Written] = {}
@@ -179,6 +179,10 @@ class _Pass:
         self.through: dict[int, int] = {}  # of those, how many read it through so far
         self.shared_ok: dict[int, bool] = {}  # whether all of them may read it through
         self.in_place: set[int] = set()  # the units (by id) that take their input's bytes over
+
+    def target(self, unit: Unit) -> Backend | None:
+        """Where ``unit`` runs (``plan_geometry``'s ``target``, asked once); None: folded."""
+        return self.targets[id(unit)]
 
     def owner(self, t: Tensor) -> Backend | None:
         """The backend that will hold ``t`` (its writer's; folded outputs and inputs: the host)."""
@@ -200,9 +204,9 @@ class _Pass:
         bytes over.
         """
         kind = unit.op.type
-        if (kind not in _RESHAPES and kind != OpType.ConvertTensor) or not unit.inputs:
+        if kind not in _ALIASING or not unit.inputs:
             return False
-        backend = self.target(unit)
+        backend = self.targets[id(unit)]
         if backend is None or not unit.outputs:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
@@ -249,7 +253,9 @@ class _Pass:
 
     def describe(self, unit: Unit) -> UnitGeometry | None:
         """Describe ``unit`` as regions and decide what it reads through; None: not regions."""
-        backend = self.target(unit)
+        if unit.op.type not in _COMPUTERS:
+            return None  # no geometry computer: no regions (``regions_of`` would say None)
+        backend = self.targets[id(unit)]
         if backend is None or not backend.supports_regions:
             return None
         placed = regions_of(unit.op, unit.inputs, unit.outputs)
@@ -295,18 +301,22 @@ class _Pass:
 
     def count_reads(self, unit: Unit, extra: Sequence[Tensor]) -> None:
         """Record ``unit``'s reads, and the input a reshape takes over in place."""
-        if self.aliases(unit):
+        if unit.op.type in _ALIASING and self.aliases(unit):
             self.taken.add(id(unit.inputs[0]))
             self.in_place.add(id(unit))
         seen = self.seen
+        get = seen.get
         for t in unit.inputs:
-            seen[id(t)] = seen.get(id(t), 0) + 1
+            k = id(t)
+            seen[k] = get(k, 0) + 1
         for t in extra:
-            seen[id(t)] = seen.get(id(t), 0) + 1
+            k = id(t)
+            seen[k] = get(k, 0) + 1
         if id(unit) in self.folded:
             folded = self.seen_folded
             for t in unit.inputs:
-                folded[id(t)] = folded.get(id(t), 0) + 1
+                k = id(t)
+                folded[k] = folded.get(k, 0) + 1
 
 
 def plan_geometry(
@@ -326,11 +336,12 @@ def plan_geometry(
     """
     for u in units:
         for t in u.outputs:
-            t.describe.regions, t.describe.virtual = None, False
+            d = t.describe
+            d.regions, d.virtual = None, False
     decided = _Pass(units, target, host)
     result: dict[int, UnitGeometry] = {}
     for u in units:
-        g = decided.describe(u)
+        g = decided.describe(u) if u.op.type in _COMPUTERS else None
         if g is not None:
             result[id(u)] = g
         decided.count_reads(u, g.sources if g is not None else ())

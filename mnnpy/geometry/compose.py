@@ -6,6 +6,8 @@ A :class:`Piece` is one box copy in logical coordinates (see :mod:`regions`). :f
 inverts the writer's destination side over the reader's box: a writer dim read by a reader dim
 with coefficient 1 is a shift; a merged writer dim (a reshape) is split by its digits where the
 reader's range is a box of them. Anything else is refused (None) and the tensor is written.
+``_compose.pyx`` is its C twin (the same pieces from plain lists); ``_compose`` here stays the
+reference and the fallback where the twin declines.
 """
 
 from __future__ import annotations
@@ -15,9 +17,16 @@ import itertools
 import math
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from mnnpy.geometry.regions import Layout, Side, Terms, side_key
+import numpy as np
+
+from mnnpy.geometry.regions import Layout, Side, Terms, remembered, side_key
+
+try:  # C twin of _compose (setup.py builds it); the Python one: reference and fallback
+    from mnnpy.geometry._compose import compose as _compose_c
+except ImportError:  # not built: the Python function
+    _compose_c = None  # type: ignore[assignment]
 
 __all__ = ["Piece", "compose"]
 
@@ -33,6 +42,19 @@ class Piece:
     source: object
     src: Side
     dst: Side
+    planned: tuple[np.ndarray | None, ...] = field(
+        default=(), init=False, repr=False, compare=False
+    )
+
+    def rows(self) -> np.ndarray | None:
+        """The region rows of this copy (``regions.plan``), planned once per piece.
+
+        Shared with the planner's memo: callers must not write them. Pieces are not changed once
+        made (composition makes new ones), so the rows stay this piece's.
+        """
+        if not self.planned:
+            self.planned = (remembered(self.space, self.src, self.dst),)
+        return self.planned[0]
 
 
 def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
@@ -53,9 +75,7 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
         if known:
             _memo.move_to_end(key)
     if not known:
-        tagged = [Piece(u.space, k, u.src, u.dst) for k, u in enumerate(producer)]
-        result = _compose(piece, tagged)
-        found = None if result is None else [(_index(p), p.space, p.src, p.dst) for p in result]
+        found = _found(piece, producer)
         with _memo_lock:
             _memo[key] = found
             while len(_memo) > _MEMO_SIZE:
@@ -68,11 +88,37 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     ]
 
 
+Found = list[tuple[int, list[int], Side, Side]] | None  # per result: producer piece, space, sides
 _MEMO_SIZE = 4096
-_memo: collections.OrderedDict[tuple, list[tuple[int, list[int], Side, Side]] | None] = (
-    collections.OrderedDict()
-)
+_memo: collections.OrderedDict[tuple, Found] = collections.OrderedDict()
 _memo_lock = threading.Lock()
+
+
+def _found(piece: Piece, producer: Sequence[Piece]) -> Found:
+    """:func:`compose`'s answer on a memo miss: the C twin's, else (declined) ``_compose``'s."""
+    if _compose_c is not None:
+        try:
+            plain = [
+                (u.space, u.src.start, u.src.terms, u.dst.start, u.dst.terms) for u in producer
+            ]
+            rows = _compose_c(
+                (piece.space, piece.src.start, piece.src.terms, piece.dst.start, piece.dst.terms),
+                plain,
+            )
+            declined = False
+        except (TypeError, ValueError, IndexError, ZeroDivisionError):
+            rows, declined = None, True  # not plain lists, or what _compose raises on: it says
+        if rows is None and not declined:
+            return None
+        if rows is not None:
+            layout = piece.dst.layout
+            return [
+                (k, space, Side(producer[k].src.layout, ss, st), Side(layout, ds, dt))
+                for k, space, ss, st, ds, dt in rows
+            ]
+    tagged = [Piece(u.space, k, u.src, u.dst) for k, u in enumerate(producer)]
+    result = _compose(piece, tagged)
+    return None if result is None else [(_index(p), p.space, p.src, p.dst) for p in result]
 
 
 def _piece_key(p: Piece) -> tuple:

@@ -42,6 +42,7 @@ __all__ = [
     "padding_regions",
     "plan",
     "refine",
+    "remembered",
     "view_rows",
 ]
 
@@ -262,17 +263,17 @@ def plan(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
     Plans are remembered by their description (networks repeat the same copies block after
     block, and resizes repeat them), up to ``_MEMO_BYTES`` of rows; each call gets its own array.
     """
-    rows = _remembered(space, src, dst)
+    rows = remembered(space, src, dst)
     return None if rows is None else rows.copy()
 
 
 def count(space: Sequence[int], src: Side, dst: Side) -> int | None:
     """How many rows :func:`plan` gives (the same memo, no copy); None when too many."""
-    rows = _remembered(space, src, dst)
+    rows = remembered(space, src, dst)
     return None if rows is None else len(rows)
 
 
-def _remembered(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
+def remembered(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
     """The memo's rows for this copy, planned on a miss (shared: callers must not write them)."""
     key = (tuple(space), side_key(src), side_key(dst))
     with _memo_lock:  # sessions may be created in several threads

@@ -12,12 +12,22 @@ one pass. Every other row stays as it is. :func:`reference` is the kernel's NumP
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mnnpy.geometry.regions import COLS
 
-__all__ = ["GCOLS", "MIN_RUN", "plan", "reference"]
+try:  # C twins of _plan and itself_reference (setup.py builds them); the Python ones: reference
+    from mnnpy.backend.cpu.kernels.raster_plan import itself as _itself_c
+    from mnnpy.backend.cpu.kernels.raster_plan import lane_plan as _plan_c
+except ImportError:  # not built: the Python functions
+    _itself_c = _plan_c = None  # type: ignore[assignment]
+
+if TYPE_CHECKING:
+    from mnnpy.tensor import Tensor
+
+__all__ = ["GCOLS", "MIN_RUN", "itself", "itself_reference", "plan", "reference"]
 
 GCOLS = 10
 MIN_RUN = 16  # pixels: shorter lane strips are left to the region rows
@@ -35,9 +45,13 @@ def plan(
     """Gather rows and the region rows left, from ``(source index, rows)`` jobs of one output.
 
     The rows must be of 4-byte elements. Returns ``(gather rows, [(source index, rows)])``; the
-    region rows of a strip that went into a gather are dropped, the rest kept in order. Plans
-    are remembered by the rows (networks repeat the same copies block after block).
+    region rows of a strip that went into a gather are dropped, the rest kept in order. The C
+    twin plans at once; the Python planner's plans are remembered by the rows (networks repeat
+    the same copies block after block).
     """
+    found = None if _plan_c is None else _plan_c(jobs)
+    if found is not None:
+        return found
     if not any(_candidates(rows) for _, rows in jobs):
         return np.zeros((0, GCOLS), np.int64), jobs
     key = tuple((s, rows.tobytes()) for s, rows in jobs)
@@ -114,3 +128,23 @@ def reference(srcs: tuple[np.ndarray, ...], dst: np.ndarray, rows: np.ndarray) -
         for lane in range(4):
             s, off = g[2 + 2 * lane], g[3 + 2 * lane]
             dst[base + lane : base + lane + 4 * n : 4] = srcs[s][off : off + 4 * n : 4]
+
+
+def itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> np.ndarray:
+    """Per region row, whether it copies ``src``'s elements onto the same bytes (nothing to do).
+
+    The same buffer and offsets is what ``raster.pyx`` skips at run time; a source that is a
+    sub-tensor of the output (``concat_slices``) lies at another start of the same bytes. Used
+    by the raster execution when it decides what runs.
+    """
+    found = None if _itself_c is None else _itself_c(src.buffer, dst.buffer, rows)
+    return itself_reference(src.buffer, dst.buffer, rows) if found is None else found
+
+
+def itself_reference(a: np.ndarray | None, b: np.ndarray | None, rows: np.ndarray) -> np.ndarray:
+    """:func:`itself` over the buffers ``a`` (read) and ``b`` (written), in NumPy."""
+    size = a.itemsize if a is not None else 0
+    if a is None or b is None or size != b.itemsize or (a.ctypes.data - b.ctypes.data) % size:
+        return np.zeros(len(rows), dtype=bool)
+    shift = (a.ctypes.data - b.ctypes.data) // size
+    return (rows[:, 0] + shift == rows[:, 1]) & (rows[:, 5:8] == rows[:, 8:11]).all(axis=1)

@@ -26,19 +26,7 @@ from mnnpy.tensor import Tensor
 
 __all__ = ["CPURaster"]
 
-
-def _itself(src: Tensor, dst: Tensor, rows: np.ndarray) -> np.ndarray:
-    """Per region, whether it copies elements onto the same bytes (nothing to do).
-
-    The same buffer and offsets is what ``raster.pyx`` skips at run time; a source that is a
-    sub-tensor of the output (``concat_slices``) lies at another start of the same bytes.
-    """
-    a, b = src.buffer, dst.buffer
-    size = a.itemsize if a is not None else 0
-    if a is None or b is None or size != b.itemsize or (a.ctypes.data - b.ctypes.data) % size:
-        return np.zeros(len(rows), dtype=bool)
-    shift = (a.ctypes.data - b.ctypes.data) // size
-    return (rows[:, 0] + shift == rows[:, 1]) & (rows[:, 5:8] == rows[:, 8:11]).all(axis=1)
+_itself = LG.itself
 
 
 def _lane_gathers(
@@ -105,7 +93,8 @@ class CPURaster(Execution):
             return
         self._pieces, self._copies = pieces, copies
         self._gathers = _lane_gathers(copies, outputs)
-        pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)]
+        pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)
+                if t.is_packed and t.shape[1] % 4]  # fmt: skip
         self._pads = [(j, rows) for j, rows in pads if len(rows)]
 
     @staticmethod
@@ -116,7 +105,7 @@ class CPURaster(Execution):
         grouped: dict[tuple[int, int], tuple[Tensor, int, list[np.ndarray]]] = {}
         total = 0
         for j, p in pieces:
-            rows = R.plan(p.space, p.src, p.dst)
+            rows = p.rows()  # shared with the planner: concatenated into new arrays below
             if rows is None:
                 return None
             total += len(rows)

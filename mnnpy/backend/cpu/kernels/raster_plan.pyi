@@ -1,0 +1,6 @@
+import numpy as np
+
+def itself(a: np.ndarray | None, b: np.ndarray | None, rows: np.ndarray) -> np.ndarray | None: ...
+def lane_plan(
+    jobs: list[tuple[int, np.ndarray]],
+) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]] | None: ...
