@@ -84,11 +84,8 @@ class FusedUnit(Unit):
         self.reads = [sum(1 for m in members for x in m.inputs if x is t) for t in inputs]
         self.execution, self.backend = sub.execution, view.backend
         for m in members:
-            p = m.placement
-            assert p is not None
-            m.placement = Placement(
-                p.op_name, p.op_type, p.backend, p.fell_back, p.reason, sub.name
-            )
+            assert m.placement is not None
+            m.placement = replace(m.placement, group=sub.name)
 
     def members(self) -> list[Unit]:
         """The units of the ops the substitution replaced, in their order."""
