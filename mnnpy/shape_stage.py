@@ -69,12 +69,18 @@ def shape_op(
     Raises:
         MNNError: the shapes are inconsistent (the op's shape function says why).
     """
-    known = tuple([t.describe.content for t in outputs])  # run-time values If / While read
-    key: tuple[tuple[Any, ...], ...] = (
-        *[(t.shape, t.dtype, t.dimension_format, id(t.describe.content)) for t in inputs],
-        *[(id(v),) for v in known],
-    )
-    if last is not None and last.fold == fold and last.key == key:
+    # one pass per side (this runs for every op of every resize: no comprehension frames)
+    key: list[tuple[Any, ...]] = []
+    values: list[Any] = []  # holds the ids in ``key``
+    for t in inputs:
+        c = t.describe.content
+        key.append((t.shape, t.dtype, t.dimension_format, id(c)))
+        values.append(c)
+    for t in outputs:  # run-time values If / While read
+        c = t.describe.content
+        key.append((id(c),))
+        values.append(c)
+    if last is not None and last.fold == fold and last.key == tuple(key):
         for out, (shape, dtype, fmt, content) in zip(outputs, last.outputs, strict=True):
             out.shape, out.dtype, out.dimension_format = shape, dtype, fmt
             if last.folded:  # else a run-time value the session set stays
@@ -90,14 +96,12 @@ def shape_op(
         folded = fold and try_fold(op, inputs, outputs)
     if folded and last is not None and last.folded:  # values as before: the same objects, so
         _keep_same(outputs, last.outputs)  # the readers' inputs are unchanged too
-    values = tuple([t.describe.content for t in inputs]) + known  # holds the ids in ``key``
-    states = tuple(
-        [
+    states = []
+    for t in outputs:
+        states.append(
             (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
-            for t in outputs
-        ]
-    )
-    return Shaped(fold, key, values, states, folded)
+        )
+    return Shaped(fold, tuple(key), tuple(values), tuple(states), folded)
 
 
 def _keep_same(outputs: Sequence[Tensor], last: Sequence[tuple[Any, ...]]) -> None:

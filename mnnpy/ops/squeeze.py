@@ -15,9 +15,9 @@ from mnnpy.tensor import Tensor
 def _axes(op: OpDef, values: np.ndarray | None) -> list[int]:
     dims = getattr(op.param, "squeezeDims", None)
     if dims is not None:
-        return [int(d) for d in dims]
+        return list(map(int, dims))
     if values is not None:
-        return [int(d) for d in np.asarray(values).ravel()]
+        return list(map(int, np.asarray(values).ravel().tolist()))
     return []
 
 
@@ -44,6 +44,9 @@ def unsqueezed(axes: Sequence[int], shape: Sequence[int]) -> tuple[int, ...]:
         if not 0 <= a < rank or a in mask:
             raise ComputeSizeError(f"cannot unsqueeze {list(axes)!r} into rank {rank}")
         mask.add(a)
+    if len(mask) == 1:  # the common case (a scalar made 1-D), without a generator
+        dims = tuple(shape)
+        return (*dims[:a], 1, *dims[a:])
     rest = iter(shape)
     return tuple(1 if i in mask else next(rest) for i in range(rank))
 

@@ -23,6 +23,9 @@ from mnnpy.tensor import Tensor
 
 # per entry: begin, end, stride, begin mask, end mask, shrink mask, new-axis mask
 Entry = tuple[int, int, int, bool, bool, bool, bool]
+Plan = tuple[tuple[slice, ...], tuple[int, ...], tuple[int, ...]]
+_PLANS: dict[tuple[object, ...], Plan] = {}
+_MAX_PLANS = 4096
 
 
 def _ints(v: np.ndarray) -> list[int]:
@@ -123,13 +126,28 @@ def _one(dim: int, e: Entry, rank: int) -> tuple[slice, int]:
     return slice(b, None if stop < 0 else stop, s), count
 
 
-def plan(
-    op: OpDef, shape: Sequence[int], values: Sequence[np.ndarray]
-) -> tuple[tuple[slice, ...], tuple[int, ...], tuple[int, ...]]:
+def plan(op: OpDef, shape: Sequence[int], values: Sequence[np.ndarray]) -> Plan:
     """``(index, sliced shape, output shape)``: ``x[index]`` has the sliced shape.
 
-    The output is that data reshaped (new axes and shrunk dims only add or drop 1s).
+    The output is that data reshaped (new axes and shrunk dims only add or drop 1s). Plans are
+    remembered by what they depend on (the masks, the shape, the values): PyTorch's models slice
+    the same few shape vectors the same way hundreds of times.
     """
+    p = op.param
+    if p is None:
+        return _plan(op, shape, values)
+    key = [p.fromType, p.beginMask, p.endMask, p.ellipsisMask, p.newAxisMask, p.shrinkAxisMask]
+    key += [tuple(shape), *[tuple(np.asarray(v).ravel().tolist()) for v in values]]
+    found = _PLANS.get(k := tuple(key))
+    if found is None:  # (an error is raised again the next time)
+        if len(_PLANS) >= _MAX_PLANS:
+            _PLANS.clear()
+        found = _PLANS[k] = _plan(op, shape, values)
+    return found
+
+
+def _plan(op: OpDef, shape: Sequence[int], values: Sequence[np.ndarray]) -> Plan:
+    """:func:`plan`, computed."""
     if op.param is None:
         raise ComputeSizeError("StridedSlice needs a StridedSliceParam")
     if int(op.param.fromType) == 0 and len(values) == 4:

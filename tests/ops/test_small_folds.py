@@ -25,7 +25,7 @@ from mnnpy.errors import MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import compute_shape, try_fold
 from mnnpy.ops._small import small_function
-from mnnpy.ops.small_ints import _INT
+from mnnpy.ops.small_binary import _INT
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat as F
 

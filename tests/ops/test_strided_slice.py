@@ -163,3 +163,33 @@ def test_onnx_channel_slices(vectors: list, index: Any, fmt: DimensionFormat) ->
     """NC4HW4 channel slices at odd offsets and steps (regions), as in PyTorch exports."""
     x = data((2, 117, 3, 5))
     np.testing.assert_array_equal(run(x, vectors, param(1), fmt=fmt), x[index])
+
+
+def test_remembered_plans_are_the_computed_ones() -> None:
+    """``plan`` remembers plans by masks, shape and values: each equals ``_plan``'s, errors
+    included (raised again each time, never remembered); float values equal to ints share."""
+    from mnnpy.net import OpDef
+    from mnnpy.ops import strided_slice as ss
+
+    rng = np.random.default_rng(1)
+    for _ in range(400):
+        p = StridedSliceParamT()
+        p.fromType = int(rng.integers(0, 2))
+        for k in ("beginMask", "endMask", "shrinkAxisMask", "newAxisMask", "ellipsisMask"):
+            setattr(p, k, int(rng.integers(0, 4)) if rng.random() < 0.3 else 0)
+        op = OpDef(0, OpType.StridedSlice, "ss", (), (), p, OpParameter.StridedSliceParam, 0)
+        shape = tuple(int(d) for d in rng.integers(1, 5, int(rng.integers(1, 4))))
+        n = int(rng.integers(1, 3))
+        values = [rng.integers(-5, 6, n).astype(np.int32) for _ in range(int(rng.integers(2, 5)))]
+        if rng.random() < 0.2:
+            values = [v.astype(np.float32) for v in values]
+        for _ in range(2):  # computed, then remembered
+            try:
+                want: Any = ss._plan(op, shape, values)
+            except MNNError as e:
+                want = (type(e), e.message)
+            try:
+                got: Any = ss.plan(op, shape, values)
+            except MNNError as e:
+                got = (type(e), e.message)
+            assert got == want
