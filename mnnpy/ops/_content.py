@@ -29,6 +29,7 @@ __all__ = ["ContentInputs", "content_inputs", "content_of", "declare_content", "
 # number of inputs (a Deconvolution reads its last input only with ``hasOutputShape``).
 ContentInputs = Sequence[int] | Callable[["OpDef", int], Sequence[int]]
 _CONTENT: dict[int, ContentInputs] = {}
+_loaded = False  # whether every op module (and so every declaration) is loaded
 
 
 def declare_content(op_types: Sequence[int], content: ContentInputs) -> None:
@@ -47,16 +48,25 @@ def content_inputs(op: OpDef, n_inputs: int) -> tuple[int, ...]:
     MNN's ``SizeComputer::needInputContent``: declared indexes past the op's inputs (an optional
     input that is absent) are left out.
     """
-    from mnnpy import ops  # the package, loaded before this module: no cycle
-
-    if not ops._loaded:
-        ops.load_all()  # the declarations are made as the op modules load
+    if not _loaded:
+        _load()
     declared = _CONTENT.get(op.type, ())
     if not declared:
         return ()
     if callable(declared):
         declared = declared(op, n_inputs)
+    elif min(declared) >= 0 and max(declared) < n_inputs:  # (a tuple: see declare_content)
+        return declared  # type: ignore[return-value]
     return tuple(i for i in declared if 0 <= i < n_inputs)
+
+
+def _load() -> None:
+    """Load every op module once: the declarations are made as they load."""
+    global _loaded
+    from mnnpy import ops  # the package, loaded before this module: no cycle
+
+    ops.load_all()
+    _loaded = True
 
 
 def waiting_on(op: OpDef, inputs: Sequence[Tensor]) -> Tensor | None:

@@ -50,7 +50,7 @@ def resolve(
     else:
         if np.asarray(values).dtype.kind not in "iu":
             raise ComputeSizeError(f"Reshape shape input must be integer, is {values.dtype.name}")
-        dims = [int(d) for d in np.asarray(values).ravel()]
+        dims = list(map(int, np.asarray(values).ravel().tolist()))  # Python ints: cheaper
         if nhwc_order(op, input_format, True):
             if len(dims) != 4:
                 raise NotSupportError(f"Reshape: NHWC shape {dims!r} for NC4HW4 input needs 4 dims")

@@ -79,10 +79,12 @@ def small_squeeze(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
     if values is None:
         return False
     axes = squeeze._axes(op, values[1] if len(values) > 1 else None)
-    src = inputs[0]
+    src, out = inputs[0], outputs[0]
     fn = squeeze.squeezed if op.type == OpType.Squeeze else squeeze.unsqueezed
     new = fn(axes, src.shape)
-    return _set(outputs[0], new, src, values[0].reshape(new))
+    out.shape, out.dtype, out.dimension_format = new, src.dtype, src.dimension_format
+    out.describe.content = values[0].reshape(new).copy()  # a new array, of src's dtype
+    return True
 
 
 @register_small(OpType.Gather, OpType.GatherV2)
