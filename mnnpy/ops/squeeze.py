@@ -31,8 +31,8 @@ def squeezed(axes: Sequence[int], shape: Sequence[int]) -> tuple[int, ...]:
             raise ComputeSizeError(f"cannot squeeze axis {axis} of shape {tuple(shape)!r}")
         drop.add(a)
     if not axes:
-        drop = {i for i, d in enumerate(shape) if d == 1}
-    return tuple(d for i, d in enumerate(shape) if i not in drop)
+        return tuple([d for d in shape if d != 1])
+    return tuple([d for i, d in enumerate(shape) if i not in drop])
 
 
 def unsqueezed(axes: Sequence[int], shape: Sequence[int]) -> tuple[int, ...]:
