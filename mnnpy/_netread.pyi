@@ -16,7 +16,7 @@ def read_op_defs(
 def read_texts(data: bytes, at: int) -> list[str] | None: ...
 def read_table(
     data: bytes,
-    obj: Any,
+    cls: type,
     spec: tuple[tuple[str, str, Any], ...],
     pos: int,
     vectors: dict[str, Any],

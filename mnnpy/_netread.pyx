@@ -137,20 +137,6 @@ cdef class _Buf:
         self.check(at + 4, count[0] * width)
         return at + 4
 
-    cdef object int32s(self, Py_ssize_t at):
-        cdef Py_ssize_t start, n, i
-        cdef int32_t v
-        if not at:
-            return None
-        start = self.vector(at, 4, &n)
-        result = PyTuple_New(n)
-        for i in range(n):
-            memcpy(&v, self.p + start + 4 * i, 4)
-            item = PyLong_FromLong(v)
-            Py_INCREF(item)
-            PyTuple_SET_ITEM(result, i, item)
-        return result
-
     cdef object strings(self, Py_ssize_t at):
         """The strings of the vector whose offset is at ``at``, as bytes (None when absent)."""
         cdef Py_ssize_t start, n, i
@@ -159,13 +145,15 @@ cdef class _Buf:
         start = self.vector(at, 4, &n)
         return [self.string(start + 4 * i) for i in range(n)]
 
-    cdef object table(self, object obj, tuple spec, Py_ssize_t pos, dict vectors,
+    cdef object table(self, object cls, tuple spec, Py_ssize_t pos, dict vectors,
                       object frombuffer):
-        """``net_lean._lean_table``: the fields of ``spec`` set on ``obj`` (absent: the default)."""
+        """``net_lean._lean_table`` on a new ``cls()``: the fields of ``spec`` (absent: the
+        default), which are all the fields of ``cls``, set in its ``__dict__`` in their order."""
         cdef Py_ssize_t at[MAX_FIELDS]
         cdef Py_ssize_t k, n, start
         cdef float fv
         cdef int count = len(spec)
+        cdef dict d = {}
         if count > MAX_FIELDS:
             raise ValueError("table spec too long")
         self.slots(pos, count, at)
@@ -188,14 +176,16 @@ cdef class _Buf:
                 value = self.strings(at[k])
             elif kind == "T":
                 start = at[k] + self.u32(at[k])
-                value = self.table(default[0](), default[1], start, vectors, frombuffer)
+                value = self.table(default[0], default[1], start, vectors, frombuffer)
             elif kind == "X":  # a field the object API reads: so does it the whole table
-                return type(obj).InitFromBuf(self.data, pos)
+                return cls.InitFromBuf(self.data, pos)
             else:
                 dtype = vectors[kind]
                 start = self.vector(at[k], dtype.itemsize, &n)
                 value = frombuffer(self.data, dtype, n, start)
-            setattr(obj, name, value)
+            d[name] = value
+        obj = object.__new__(cls)
+        obj.__dict__ = d
         return obj
 
     cdef object text(self, Py_ssize_t at):
@@ -226,10 +216,10 @@ cdef class _Buf:
         return result
 
 
-def read_table(bytes data, object obj, tuple spec, Py_ssize_t pos, dict vectors,
+def read_table(bytes data, object cls, tuple spec, Py_ssize_t pos, dict vectors,
                object frombuffer):
-    """``net_lean._lean_table`` in C (for the tests: ``read_op_defs`` reads tables itself)."""
-    return _Buf(data).table(obj, spec, pos, vectors, frombuffer)
+    """``net_lean._lean_table(cls(), spec, data, pos)`` in C (for the tests)."""
+    return _Buf(data).table(cls, spec, pos, vectors, frombuffer)
 
 
 def read_texts(bytes data, Py_ssize_t at):
@@ -300,7 +290,7 @@ def read_op_defs(bytes data, Py_ssize_t at, Py_ssize_t n_tensors, object op_clas
             spec = specs.get(tag)
             cls = param_class(tag)
             if spec is not None:
-                param = b.table(cls(), spec, table, vectors, frombuffer)
+                param = b.table(cls, spec, table, vectors, frombuffer)
             elif cls is not None:
                 param = cls.InitFromBuf(data, table)
         d["param"] = param

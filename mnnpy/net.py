@@ -229,7 +229,9 @@ def _quant_info(describes: Any, n_tensors: int) -> dict[int, TensorQuantInfo]:
 
 
 _FORMATS = {int(f): f for f in DimensionFormat}
-# What ``_netread.read_op_defs`` needs: every OpDef field (defaults for the ones it does not set)
+# What ``_netread.read_op_defs`` needs: every OpDef field (defaults for the ones it does not set;
+# each op gets a shallow copy, so no field may have a mutable default or a default_factory:
+# test_net_lean_reader compares these OpDefs with ones made by OpDef(...)).
 _OP_TEMPLATE = {
     f.name: None if f.default is dataclasses.MISSING else f.default
     for f in dataclasses.fields(OpDef)

@@ -224,4 +224,4 @@ def test_lean_table_specs_match_the_generated_code(name: str) -> None:
         full = cls.InitFromBuf(data, pos)
         _same(_lean_table(cls(), spec, data, pos), full, name)
         if _netread is not None:
-            _same(_netread.read_table(data, cls(), spec, pos, _VECTORS, np.frombuffer), full, name)
+            _same(_netread.read_table(data, cls, spec, pos, _VECTORS, np.frombuffer), full, name)
