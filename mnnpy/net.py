@@ -12,12 +12,15 @@ stay zero-copy NumPy views of the model bytes. Any failure to read the bytes bec
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Sequence
 from typing import Any
 
 import flatbuffers
+import numpy as np
 
+from mnnpy import net_lean
 from mnnpy._schema.MNN.ExtraInfo import ExtraInfoT
 from mnnpy._schema.MNN.Net import Net as _FbNet
 from mnnpy._schema.MNN.Net import NetT
@@ -84,7 +87,7 @@ def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
         raise InvalidModelError(identify(data) or f"model is {len(data)} bytes: too short")
     net = None
     try:  # the lean reader, or None: then the object API reads the bytes and names what is broken
-        net = _build(_lean_net(data), len(data))
+        net = _build(*_lean_net(data, in_c=net_lean._read_op_defs is not None), len(data))
     except (*_READ_ERRORS, InvalidModelError):
         pass
     if net is None:
@@ -92,17 +95,20 @@ def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
             raw = NetT.InitFromObj(_FbNet.GetRootAs(data, 0))
         except _READ_ERRORS as e:
             raise InvalidModelError(read_error(e, len(data))) from e  # names the table and field
-        net = _build(raw, len(data))
+        net = _build(raw, None, len(data))
     if external is not None:
         net.attach_external(external)
     return net
 
 
-def _lean_net(data: bytes) -> NetT:
+def _lean_net(data: bytes, in_c: bool = False) -> tuple[NetT, list[OpDef] | None]:
     """The model as ``NetT``, read with offset arithmetic (ops) and the object API (the rest).
 
     Reads every field ``NetT.InitFromObj`` reads, with at least its bounds checks; any failure
-    sends ``load_net`` to the object API, which names the broken field.
+    sends ``load_net`` to the object API, which names the broken field. ``in_c``: the tensor
+    names (decoded) and the ops (as checked ``OpDef``s, returned beside the ``NetT``, whose
+    ``oplists`` stays None) are read by ``mnnpy._netread``; else the ``OpDef``s are None and
+    ``_build`` makes them from ``oplists``.
     """
     fb = _FbNet.GetRootAs(data, 0)
     f = _slots(data, fb._tab.Pos, 12)
@@ -115,12 +121,21 @@ def _lean_net(data: bytes) -> NetT:
         ]
     if f[2]:
         raw.extraInfo = ExtraInfoT.InitFromObj(fb.ExtraInfo())
-    if f[3]:
-        raw.oplists = _lean_ops(data, f[3])
     raw.outputName = _strings(data, f[4])
     raw.preferForwardType = _I8(data, f[5])[0] if f[5] else 0
     raw.sourceType = _I8(data, f[6])[0] if f[6] else 0
-    raw.tensorName = _strings(data, f[7])
+    ops = None
+    if in_c:
+        raw.tensorName = net_lean._read_texts(data, f[7])
+        if f[3]:
+            n_tensors = len(raw.tensorName or ())
+            ops = net_lean._read_op_defs(
+                data, f[3], n_tensors, OpDef, _OP_TEMPLATE, _FORMATS, *_C_ARGS
+            )
+    else:
+        raw.tensorName = _strings(data, f[7])
+        if f[3]:
+            raw.oplists = _lean_ops(data, f[3])
     raw.tensorNumber = _I32(data, f[8])[0] if f[8] else 0
     raw.usage = _I8(data, f[9])[0] if f[9] else 0
     if f[10]:
@@ -128,15 +143,22 @@ def _lean_net(data: bytes) -> NetT:
             SubGraphProtoT.InitFromObj(fb.Subgraphs(i)) for i in range(fb.SubgraphsLength())
         ]
     raw.mnnUuid = _string(data, f[11])
-    return raw
+    return raw, ops
 
 
-def _build(raw: NetT, size: int) -> Net:
-    names = [_text(n, "tensor name") for n in (raw.tensorName or [])]
+def _build(raw: NetT, ops: list[OpDef] | None, size: int) -> Net:
+    """The checked ``Net`` of ``raw``; ``ops`` (when read in C) replace ``raw.oplists``."""
+    if ops is not None:  # the names were decoded with the ops
+        names = list(raw.tensorName or ())
+    else:
+        names = [_text(n, "tensor name") for n in (raw.tensorName or [])]
     n_tensors = len(names)
-    if not raw.oplists:
+    if ops is None:
+        if not raw.oplists:
+            raise InvalidModelError("model has no ops")
+        ops = [_build_op(i, op, n_tensors) for i, op in enumerate(raw.oplists)]
+    elif not ops:
         raise InvalidModelError("model has no ops")
-    ops = [_build_op(i, op, n_tensors) for i, op in enumerate(raw.oplists)]
     outputs = [_text(n, "output name") for n in (raw.outputName or [])]
     static = int(raw.usage) == _USAGE_INFERENCE_STATIC
     tensor_describes = describes(raw.extraTensorDescribe, n_tensors) if static else {}
@@ -207,6 +229,14 @@ def _quant_info(describes: Any, n_tensors: int) -> dict[int, TensorQuantInfo]:
 
 
 _FORMATS = {int(f): f for f in DimensionFormat}
+# What ``_netread.read_op_defs`` needs: every OpDef field (defaults for the ones it does not set;
+# each op gets a shallow copy, so no field may have a mutable default or a default_factory:
+# test_net_lean_reader compares these OpDefs with ones made by OpDef(...)).
+_OP_TEMPLATE = {
+    f.name: None if f.default is dataclasses.MISSING else f.default
+    for f in dataclasses.fields(OpDef)
+}
+_C_ARGS = (net_lean._LEAN_PARAMS, net_lean._param_class, net_lean._VECTORS, np.frombuffer)
 
 
 def _build_op(index: int, op: Any, n_tensors: int) -> OpDef:

@@ -1,9 +1,10 @@
 """The lean reader of :mod:`mnnpy.net`: op headers and common parameter tables by offset arithmetic.
 
-Ops are read in C (``mnnpy._netread``) when it is built, else by the Python functions here; both
-check every offset they follow and raise on anything out of range, and ``net.load_net`` then
-reads the bytes with the generated object API, which names the broken field. Parameter tables
-without a lean spec are unpacked by the object API (``*T.InitFromBuf``).
+Ops are read in C (``mnnpy._netread.read_op_defs``, straight into ``OpDef``s) when it is built,
+else by the Python functions here (the reference the tests compare it with); both check every
+offset they follow and raise on anything out of range, and ``net.load_net`` then reads the bytes
+with the generated object API, which names the broken field. Parameter tables without a lean
+spec are unpacked by the object API (``*T.InitFromBuf``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from mnnpy._schema.MNN.Convolution2D import Convolution2D, Convolution2DT
 from mnnpy._schema.MNN.Convolution2DCommon import Convolution2DCommonT
 from mnnpy._schema.MNN.IDSTQuan import IDSTQuanT
 from mnnpy._schema.MNN.Op import OpT
@@ -32,15 +32,17 @@ _I32 = struct.Struct("<i").unpack_from
 _U16 = struct.Struct("<H").unpack_from
 _PARAM_T: dict[int, Any] = {}  # OpParameter tag -> the generated ``*T`` class
 _frombuf = np.frombuffer
-_read_ops: Any = None  # the op list read in C; the FlatBuffers wire format is little-endian
-_read_file: Any = None  # a file's bytes read in C into memory advised for huge pages
+_read_file: Any = None  # a file's bytes read in C (``mnnpy._netread``)
+_read_op_defs: Any = None  # the op list read in C into ``OpDef``s; FlatBuffers are little-endian
+_read_texts: Any = None
 try:
     from mnnpy._netread import read_file as _read_file
 except ImportError:  # not built (a source checkout without build_ext): f.read()
     pass
 if sys.byteorder == "little":
     try:
-        from mnnpy._netread import read_ops as _read_ops
+        from mnnpy._netread import read_op_defs as _read_op_defs  # noqa: F401 - net reads it
+        from mnnpy._netread import read_texts as _read_texts  # noqa: F401 - net reads it
     except ImportError:
         pass
 
@@ -109,11 +111,26 @@ def _param_class(tag: int) -> Any:
     return cls
 
 
-# The commonest small parameter tables, read like the op headers: per vtable slot (4, 6, ...)
-# its field, kind (i: int32, b: int8, ?: bool, I / B: int32 / int8 vector as a NumPy view, as
-# the object API gives) and default. test_net_lean_reader checks them against the generated code.
-_SCALARS = {"i": _I32, "b": _I8, "?": struct.Struct("<?").unpack_from}
-_VECTORS: dict[str, np.dtype[Any]] = {"I": np.dtype("<i4"), "B": np.dtype("int8")}
+# The commonest parameter tables, read like the op headers: per vtable slot (4, 6, ...) its field,
+# kind and default. Kinds: i / b / ? / f: int32 / int8 / bool / float32; I / B / U / L / F: a
+# vector of int32 / int8 / uint8 / int64 / float32 as a NumPy view of the bytes (as the object
+# API gives); S: a vector of strings (bytes); T: a table, the default is (its ``*T`` class, its
+# spec) and absent reads None; X: a table (the default is its ``*T`` class) without a spec: absent
+# reads None, present has the object API read the whole table. test_net_lean_reader checks the
+# specs against the generated code.
+_SCALARS = {
+    "i": _I32,
+    "b": _I8,
+    "?": struct.Struct("<?").unpack_from,
+    "f": struct.Struct("<f").unpack_from,
+}
+_VECTORS: dict[str, np.dtype[Any]] = {
+    "I": np.dtype("<i4"),
+    "B": np.dtype("int8"),
+    "U": np.dtype("uint8"),
+    "L": np.dtype("<i8"),
+    "F": np.dtype("<f4"),
+}
 _CONV_COMMON = (
     *((f, "i", d) for f, d in (("padX", 0), ("padY", 0), ("kernelX", 1), ("kernelY", 1))),
     *((f, "i", 1) for f in ("strideX", "strideY", "dilateX", "dilateY")),
@@ -136,16 +153,59 @@ _LEAN_PARAMS: dict[int, tuple[tuple[str, str, Any], ...]] = {
         for f in ("index", "t", "beginMask", "endMask", "ellipsisMask", "newAxisMask")
         + ("shrinkAxisMask", "fromType")
     ),
+    OpParameter.Convolution2D: (
+        ("common", "T", (Convolution2DCommonT, _CONV_COMMON)),
+        *(("weight", "F", None), ("bias", "F", None)),
+        ("quanParameter", "X", IDSTQuanT),
+        ("symmetricQuan", "X", QuantizedFloatParamT),
+        ("sparseParameter", "X", SparseCommonT),
+        ("external", "L", None),
+    ),
+    OpParameter.Blob: (
+        *(("dims", "I", None), ("dataFormat", "b", 0), ("dataType", "i", 1)),
+        *(("uint8s", "U", None), ("int8s", "B", None), ("int32s", "I", None)),
+        *(("int64s", "L", None), ("float32s", "F", None), ("strings", "S", None)),
+        ("external", "L", None),
+    ),
+    OpParameter.Input: (("dims", "I", None), ("dtype", "i", 1), ("dformat", "b", 2)),
+    OpParameter.LayerNorm: (
+        *(("axis", "I", None), ("epsilon", "f", 0.0), ("gamma", "F", None)),
+        *(("beta", "F", None), ("group", "i", 1), ("external", "L", None)),
+        ("useRmsnorm", "?", False),
+    ),
+    OpParameter.MatMul: (
+        *(("t", "i", 0), ("transposeA", "?", False), ("transposeB", "?", False)),
+        *(("weight", "F", None), ("bias", "F", None)),
+    ),
+    OpParameter.Pool: (
+        *(("padX", "i", 0), ("padY", "i", 0), ("isGlobal", "?", False)),
+        *((f, "i", 0) for f in ("kernelX", "kernelY", "strideX", "strideY")),
+        *(("type", "b", 0), ("padType", "b", 0), ("dataType", "i", 1)),
+        *(("ceilModel", "?", True), ("pads", "I", None), ("countType", "b", 0)),
+    ),
+    OpParameter.Pool3D: (
+        *(("strides", "I", None), ("kernels", "I", None), ("pads", "I", None)),
+        *(("type", "b", 0), ("padType", "b", 0), ("isGlobal", "?", False)),
+    ),
+    OpParameter.Slice: (("axis", "i", 0), ("slicePoints", "I", None), ("sourceType", "b", 0)),
+    OpParameter.Flatten: (("axis", "i", 0), ("endAxis", "i", 0)),
+    OpParameter.CastParam: (("srcT", "i", 0), ("dstT", "i", 0)),
 }
 
 
 def _lean_table(obj: Any, spec: tuple[tuple[str, str, Any], ...], data: bytes, pos: int) -> Any:
     for (name, kind, default), at in zip(spec, _slots(data, pos, len(spec)), strict=True):
         if not at:
-            value = default
+            value = None if kind in "TX" else default
         elif kind in _VECTORS:
             start, n = _vector(data, at)
             value = np.frombuffer(data, _VECTORS[kind], count=n, offset=start)
+        elif kind == "S":
+            value = _strings(data, at)
+        elif kind == "T":
+            value = _lean_table(default[0](), default[1], data, at + _U32(data, at)[0])
+        elif kind == "X":  # a field the object API reads: so does it the whole table
+            return type(obj).InitFromBuf(data, pos)
         else:
             value = _SCALARS[kind](data, at)[0]
         setattr(obj, name, value)
@@ -153,30 +213,12 @@ def _lean_table(obj: Any, spec: tuple[tuple[str, str, Any], ...], data: bytes, p
 
 
 def _lean_param(data: bytes, tag: int, table: int) -> Any:
-    """The op's parameter table: hot small ones read here, the rest by the object API."""
+    """The op's parameter table: those with a spec read here, the rest by the object API."""
     cls = _param_class(tag)
     spec = _LEAN_PARAMS.get(tag)
     if spec is not None:
         return _lean_table(cls(), spec, data, table)
-    if tag != OpParameter.Convolution2D:
-        return None if cls is None else cls.InitFromBuf(data, table)
-    fb = Convolution2D()  # its common table read here, the rest as Convolution2DT._UnPack does
-    fb.Init(data, table)
-    conv = Convolution2DT()
-    common = fb.Common()
-    if common is not None:
-        conv.common = _lean_table(Convolution2DCommonT(), _CONV_COMMON, data, common._tab.Pos)
-    conv.weight = None if fb.WeightIsNone() else fb.WeightAsNumpy()
-    conv.bias = None if fb.BiasIsNone() else fb.BiasAsNumpy()
-    for field, read, unpack in (
-        ("quanParameter", fb.QuanParameter, IDSTQuanT),
-        ("symmetricQuan", fb.SymmetricQuan, QuantizedFloatParamT),
-        ("sparseParameter", fb.SparseParameter, SparseCommonT),
-    ):
-        if (sub := read()) is not None:
-            setattr(conv, field, unpack.InitFromObj(sub))
-    conv.external = None if fb.ExternalIsNone() else fb.ExternalAsNumpy()
-    return conv
+    return None if cls is None else cls.InitFromBuf(data, table)
 
 
 def _lean_op(data: bytes, pos: int) -> OpT:
@@ -197,8 +239,6 @@ def _lean_op(data: bytes, pos: int) -> OpT:
 
 
 def _lean_ops(data: bytes, at: int) -> list[OpT]:
-    """The ops of the vector whose offset is at ``at``: in C (``_netread``) when it is built."""
-    if _read_ops is not None and type(data) is bytes:
-        return _read_ops(data, at, OpT, _LEAN_PARAMS, _param_class, _lean_param, _VECTORS, _frombuf)
+    """The ops of the vector whose offset is at ``at`` (``_netread.read_op_defs`` is its C twin)."""
     start, n = _vector(data, at)
     return [_lean_op(data, a + _U32(data, a)[0]) for a in range(start, start + 4 * n, 4)]
