@@ -1,0 +1,138 @@
+"""The memory planner's C twin (``mnnpy/_memplan.pyx``) vs ``memory._plan_python``, its reference.
+
+Random block sets (lifetimes short and long, some never released, sizes from one byte to
+megabytes, ties in size and start) must get exactly the reference's offsets and arena, with and
+without the twin's time-neighbour lists; every plan keeps blocks alive together apart in memory.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from mnnpy import memory as M
+
+C = pytest.importorskip("mnnpy._memplan")
+
+
+def _blocks(seed: int) -> list[M.Block]:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 120))
+    sizes = [64, 128, 4096, 1 << 20] if rng.random() < 0.3 else None  # many equal sizes
+    starts = rng.permutation(3 * n)[:n] if rng.random() < 0.8 else rng.integers(0, n, n)
+    blocks = []
+    for i in range(n):
+        start = int(starts[i])
+        life = int(rng.geometric(0.3 if rng.random() < 0.8 else 0.02))
+        end = M._NEVER if rng.random() < 0.05 else start + life
+        if rng.random() < 0.02:
+            end = max(start - int(rng.integers(0, 3)), 0)  # empty lifetimes: alive with nothing
+        size = (
+            int(rng.choice(sizes)) if sizes else int(rng.integers(0, 1 << int(rng.integers(1, 22))))
+        )
+        blocks.append(M.Block(i, size, start, end))
+    return blocks
+
+
+def _c(blocks: list[M.Block], lower_bound: int, max_pairs: int) -> tuple[list[int], int]:
+    return C.plan(
+        [b.start for b in blocks],
+        [-1 if b.end == M._NEVER else b.end for b in blocks],
+        [b.size for b in blocks],
+        lower_bound,
+        M._RETRIES,
+        max_pairs,
+    )
+
+
+def _bound(blocks: list[M.Block]) -> int:
+    planner = M.MemoryPlanner(1)
+    planner._blocks = {b.key: b for b in blocks}
+    return planner._lower_bound()[0]
+
+
+def _check_apart(blocks: list[M.Block], offsets: list[int]) -> None:
+    for i, a in enumerate(blocks):
+        for j in range(i):
+            b = blocks[j]
+            if a.start < b.end and b.start < a.end:
+                lo1, lo2 = offsets[i], offsets[j]
+                assert lo1 + a.size <= lo2 or lo2 + b.size <= lo1, (a, b)
+
+
+@pytest.mark.parametrize("chunk", range(20))
+def test_plan_matches_python(chunk: int) -> None:
+    for seed in range(chunk * 150, (chunk + 1) * 150):
+        blocks = _blocks(seed)
+        bound = _bound(blocks)
+        if seed % 3 == 0:
+            bound = int(bound * random.Random(seed).uniform(1.0, 1.3))  # stop retries early
+        arena = M._plan_python(blocks, bound)
+        want = [b.offset for b in blocks]
+        _check_apart(blocks, want)
+        assert max((o + b.size for o, b in zip(want, blocks, strict=True)), default=0) == arena
+        for max_pairs in (1 << 21, 0):  # time-neighbour lists, and placing against all
+            assert _c(blocks, bound, max_pairs) == (want, arena), (seed, max_pairs)
+
+
+def test_jittered_orders_are_pythons_mersenne_twister() -> None:
+    """Plans a retry improved: only the same draws as ``random.Random(seed)`` give them."""
+    improved = 0
+    for seed in range(1000):
+        blocks = _blocks(seed)
+        bound = _bound(blocks)
+        first, first_arena = C.plan(
+            [b.start for b in blocks],
+            [-1 if b.end == M._NEVER else b.end for b in blocks],
+            [b.size for b in blocks],
+            bound,
+            0,
+        )
+        arena = M._plan_python(blocks, bound)
+        if arena < first_arena:
+            improved += 1
+            assert _c(blocks, bound, 1 << 21) == ([b.offset for b in blocks], arena)
+    assert improved >= 40  # the retries and their jitter are exercised
+
+
+def test_planner_uses_the_twin_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(7)
+    planner = M.MemoryPlanner(64)
+    alive = []
+    for i in range(200):
+        if alive and rng.random() < 0.45:
+            planner.release(alive.pop(int(rng.integers(len(alive)))))
+        else:
+            planner.acquire(i, int(rng.integers(1, 50000)))
+            alive.append(i)
+    with_c = planner.compute()
+    monkeypatch.setattr(M, "_plan_c", None)
+    python = planner.compute()
+    assert dict(with_c.offsets) == dict(python.offsets)
+    assert with_c.arena_size == python.arena_size >= python.lower_bound
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ([0, 1], [2], [64, 64], 0, 16),  # lengths differ
+        ([0], [2], [-64], 0, 16),  # negative size
+        ([-1], [2], [64], 0, 16),  # negative start
+        ([0], [-2], [64], 0, 16),  # end below -1
+        ([0], [2], [1 << 60], 0, 16),  # beyond exact doubles
+        ([0], [2], [64], 0, -1),  # retries out of range
+        ([0], [2], [64], 0, 1 << 20),
+    ],
+)
+def test_plan_rejects_bad_input(args: tuple) -> None:
+    with pytest.raises(ValueError):
+        C.plan(*args)
+
+
+def test_plan_rejects_what_is_not_an_integer() -> None:
+    with pytest.raises(TypeError):
+        C.plan([0], [2.5], [64], 0, 16)
+    with pytest.raises(OverflowError):
+        C.plan([0], [2], [1 << 70], 0, 16)
