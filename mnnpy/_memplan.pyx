@@ -13,6 +13,7 @@ reference (tests/unit/test_memplan_c.py compares both on thousands of random blo
 
 from libc.stdint cimport int64_t, uint32_t
 from libc.stdlib cimport calloc, free, malloc, qsort
+from libc.string cimport memcpy
 
 cdef int64_t _FOREVER = 0x7FFFFFFFFFFFFFFF
 cdef int64_t _LARGEST = 1LL << 52  # sizes and ticks: exact as doubles, sums far from overflow
@@ -37,6 +38,8 @@ cdef struct Plan:
     int64_t *best  # the best plan's offsets
     int64_t *offset  # the order being tried
     Key *order
+    Key *spare  # the merge sort's other half
+    Key *sorted  # order or spare: the order being placed
     char *placed
     Span *live
     Py_ssize_t *by_offset
@@ -45,23 +48,82 @@ cdef struct Plan:
     Twister *twister
 
 
-cdef int _by_key(const void *a, const void *b) noexcept nogil:
-    cdef const Key *x = <const Key *>a
-    cdef const Key *y = <const Key *>b
+cdef inline bint _before(const Key *x, const Key *y) noexcept nogil:
+    """(weight, start, index) of ``x`` below ``y``'s: Python's stable sort by (weight, start)."""
     if x.weight != y.weight:
-        return -1 if x.weight < y.weight else 1
+        return x.weight < y.weight
     if x.start != y.start:
-        return -1 if x.start < y.start else 1
-    return -1 if x.index < y.index else (1 if x.index > y.index else 0)
+        return x.start < y.start
+    return x.index < y.index
+
+
+cdef Key *_sort_keys(Key *keys, Key *spare, Py_ssize_t n) noexcept nogil:
+    """``keys`` sorted (bottom-up merge sort, runs of 8 by insertion); in ``keys`` or ``spare``."""
+    cdef Py_ssize_t lo, i, j, k, mid, hi, width = 8
+    cdef Key x
+    cdef Key *src = keys
+    cdef Key *dst = spare
+    cdef Key *t
+    lo = 0
+    while lo < n:
+        hi = lo + width if lo + width < n else n
+        for i in range(lo + 1, hi):
+            x = src[i]
+            j = i
+            while j > lo and _before(&x, &src[j - 1]):
+                src[j] = src[j - 1]
+                j -= 1
+            src[j] = x
+        lo = hi
+    while width < n:
+        lo = 0
+        while lo < n:
+            mid = lo + width if lo + width < n else n
+            hi = lo + 2 * width if lo + 2 * width < n else n
+            i, j, k = lo, mid, lo
+            while i < mid and j < hi:
+                if _before(&src[j], &src[i]):
+                    dst[k] = src[j]
+                    j += 1
+                else:
+                    dst[k] = src[i]
+                    i += 1
+                k += 1
+            while i < mid:
+                dst[k] = src[i]
+                i += 1
+                k += 1
+            while j < hi:
+                dst[k] = src[j]
+                j += 1
+                k += 1
+            lo = hi
+        t = src
+        src = dst
+        dst = t
+        width *= 2
+    return src
+
+
+cdef uint32_t _GENRAND[624]  # init_genrand(19650218): the same for every seed
+
+
+cdef void _init_genrand() noexcept nogil:
+    cdef uint32_t *mt = _GENRAND
+    cdef int i
+    mt[0] = 19650218
+    for i in range(1, 624):
+        mt[i] = <uint32_t>(1812433253U * (mt[i - 1] ^ (mt[i - 1] >> 30)) + <uint32_t>i)
+
+
+_init_genrand()
 
 
 cdef void _seed(Twister *t, uint32_t s) noexcept nogil:
     """CPython's ``init_genrand(19650218)`` then ``init_by_array`` with the key ``[s]``."""
     cdef uint32_t *mt = t.mt
     cdef int i, j, _k
-    mt[0] = 19650218
-    for i in range(1, 624):
-        mt[i] = <uint32_t>(1812433253U * (mt[i - 1] ^ (mt[i - 1] >> 30)) + <uint32_t>i)
+    memcpy(mt, _GENRAND, sizeof(_GENRAND))
     i, j = 1, 0
     for _k in range(624):
         mt[i] = (mt[i] ^ ((mt[i - 1] ^ (mt[i - 1] >> 30)) * <uint32_t>1664525)) + s + <uint32_t>j
@@ -86,9 +148,14 @@ cdef uint32_t _next(Twister *t) noexcept nogil:
     cdef uint32_t y
     cdef int kk
     if t.mti >= 624:
-        for kk in range(624):
-            y = (mt[kk] & 0x80000000U) | (mt[(kk + 1) % 624] & 0x7FFFFFFFU)
-            mt[kk] = mt[(kk + 397) % 624] ^ (y >> 1) ^ (0x9908B0DFU if y & 1 else 0)
+        for kk in range(227):
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7FFFFFFFU)
+            mt[kk] = mt[kk + 397] ^ (y >> 1) ^ (0x9908B0DFU if y & 1 else 0)
+        for kk in range(227, 623):
+            y = (mt[kk] & 0x80000000U) | (mt[kk + 1] & 0x7FFFFFFFU)
+            mt[kk] = mt[kk - 227] ^ (y >> 1) ^ (0x9908B0DFU if y & 1 else 0)
+        y = (mt[623] & 0x80000000U) | (mt[0] & 0x7FFFFFFFU)
+        mt[623] = mt[396] ^ (y >> 1) ^ (0x9908B0DFU if y & 1 else 0)
         t.mti = 0
     y = mt[t.mti]
     t.mti += 1
@@ -157,7 +224,7 @@ cdef int64_t _place(Plan *c, int64_t *offset) noexcept nogil:
     for i in range(c.n):
         c.placed[i] = 0
     for i in range(c.n):
-        k = c.order[i].index
+        k = c.sorted[i].index
         need = c.size[k]
         d = 0
         if c.first != NULL:
@@ -193,32 +260,51 @@ cdef int64_t _place(Plan *c, int64_t *offset) noexcept nogil:
 
 
 cdef int _meet(Plan *c, Py_ssize_t max_pairs) noexcept nogil:
-    """Each block's time neighbours (``met[first[k]:first[k + 1]]``); 0 if over ``max_pairs``."""
-    cdef Py_ssize_t n = c.n, i, j, pairs = 0
+    """Each block's time neighbours (``met[first[k]:first[k + 1]]``); none over ``max_pairs``.
+
+    A sweep in start order: a block meets the later-starting ones that start before it ends
+    (and end after it starts). Returns -1 when out of memory.
+    """
+    cdef Py_ssize_t n = c.n, a, b, i, j, pairs = 0
     cdef Py_ssize_t *fill
+    cdef Key *by_start
     for i in range(n):
-        for j in range(i + 1, n):
-            if c.start[i] < c.end[j] and c.start[j] < c.end[i]:
-                pairs += 1
-    if pairs > max_pairs:
-        return 0
+        c.order[i].weight = <double>c.start[i]
+        c.order[i].start = c.start[i]
+        c.order[i].index = i
+    by_start = _sort_keys(c.order, c.spare, n)
     c.first = <Py_ssize_t *>calloc(n + 1, sizeof(Py_ssize_t))
-    c.met = <Py_ssize_t *>malloc((2 * pairs + 1) * sizeof(Py_ssize_t))
-    if c.first == NULL or c.met == NULL:
+    if c.first == NULL:
         return -1
-    for i in range(n):
-        for j in range(i + 1, n):
-            if c.start[i] < c.end[j] and c.start[j] < c.end[i]:
+    for a in range(n):
+        i = by_start[a].index
+        for b in range(a + 1, n):
+            j = by_start[b].index
+            if c.start[j] >= c.end[i]:
+                break
+            if c.start[i] < c.end[j]:
                 c.first[i + 1] += 1
                 c.first[j + 1] += 1
+                pairs += 1
+    if pairs > max_pairs:
+        free(c.first)
+        c.first = NULL
+        return 0
+    c.met = <Py_ssize_t *>malloc((2 * pairs + 1) * sizeof(Py_ssize_t))
+    if c.met == NULL:
+        return -1
     for i in range(n):
         c.first[i + 1] += c.first[i]
     fill = c.by_offset  # free until placement: each block's next free slot
     for i in range(n):
         fill[i] = c.first[i]
-    for i in range(n):
-        for j in range(i + 1, n):
-            if c.start[i] < c.end[j] and c.start[j] < c.end[i]:
+    for a in range(n):
+        i = by_start[a].index
+        for b in range(a + 1, n):
+            j = by_start[b].index
+            if c.start[j] >= c.end[i]:
+                break
+            if c.start[i] < c.end[j]:
                 c.met[fill[i]] = j
                 fill[i] += 1
                 c.met[fill[j]] = i
@@ -235,7 +321,7 @@ cdef int64_t _plan(Plan *c, int64_t lower_bound, int retries) noexcept nogil:
         c.order[i].weight = <double>(-c.size[i])
         c.order[i].start = c.start[i]
         c.order[i].index = i
-    qsort(c.order, c.n, sizeof(Key), _by_key)
+    c.sorted = _sort_keys(c.order, c.spare, c.n)
     arena = _place(c, c.best)
     if arena <= lower_bound:
         return arena
@@ -245,7 +331,7 @@ cdef int64_t _plan(Plan *c, int64_t lower_bound, int retries) noexcept nogil:
             c.order[i].weight = <double>(-c.size[i]) * (0.5 + 1.0 * _random(c.twister))
             c.order[i].start = c.start[i]
             c.order[i].index = i
-        qsort(c.order, c.n, sizeof(Key), _by_key)
+        c.sorted = _sort_keys(c.order, c.spare, c.n)
         tried = _place(c, c.offset)
         if tried < arena:
             arena = tried
@@ -301,7 +387,8 @@ def plan(starts, ends, sizes, lower_bound, retries, max_pairs=1 << 21):
     c.start = <int64_t *>malloc(5 * n * sizeof(int64_t))
     c.end, c.size = c.start + n, c.start + 2 * n
     c.best, c.offset = c.start + 3 * n, c.start + 4 * n
-    c.order = <Key *>malloc(n * sizeof(Key))
+    c.order = <Key *>malloc(2 * n * sizeof(Key))
+    c.spare = c.order + n
     c.placed = <char *>malloc(n)
     c.live = <Span *>malloc(n * sizeof(Span))
     c.by_offset = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
