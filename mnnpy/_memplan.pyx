@@ -11,7 +11,7 @@ the C loop; anything else raises ``ValueError`` and ``memory`` plans in Python, 
 reference (tests/unit/test_memplan_c.py compares both on thousands of random block sets).
 """
 
-from libc.stdint cimport int64_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.string cimport memcpy
 
@@ -44,7 +44,7 @@ cdef struct Plan:
     Span *live
     Py_ssize_t *by_offset
     Py_ssize_t *first  # NULL: no neighbour lists
-    Py_ssize_t *met
+    int32_t *met  # (n < 2**31, checked)
     Twister *twister
 
 
@@ -268,6 +268,8 @@ cdef int _meet(Plan *c, Py_ssize_t max_pairs) noexcept nogil:
     cdef Py_ssize_t n = c.n, a, b, i, j, pairs = 0
     cdef Py_ssize_t *fill
     cdef Key *by_start
+    if n <= 0 or n >= 0x7FFFFFFF:
+        return 0  # plan() answers these first; the bound tells the compiler calloc's range
     for i in range(n):
         c.order[i].weight = <double>c.start[i]
         c.order[i].start = c.start[i]
@@ -290,7 +292,7 @@ cdef int _meet(Plan *c, Py_ssize_t max_pairs) noexcept nogil:
         free(c.first)
         c.first = NULL
         return 0
-    c.met = <Py_ssize_t *>malloc((2 * pairs + 1) * sizeof(Py_ssize_t))
+    c.met = <int32_t *>malloc((2 * pairs + 1) * sizeof(int32_t))
     if c.met == NULL:
         return -1
     for i in range(n):
@@ -305,9 +307,9 @@ cdef int _meet(Plan *c, Py_ssize_t max_pairs) noexcept nogil:
             if c.start[j] >= c.end[i]:
                 break
             if c.start[i] < c.end[j]:
-                c.met[fill[i]] = j
+                c.met[fill[i]] = <int32_t>j
                 fill[i] += 1
-                c.met[fill[j]] = i
+                c.met[fill[j]] = <int32_t>i
                 fill[j] += 1
     return 0
 
@@ -350,37 +352,43 @@ cdef void _read(object values, int64_t *into, Py_ssize_t n, int64_t low, str wha
         if not isinstance(x, int):  # a float would be truncated silently
             raise TypeError(f"block {i}: {what} {x!r} is not an integer")
         v = x
-        if v < low or v > _LARGEST:
+        if v < low or v >= _LARGEST:
             raise ValueError(f"block {i}: {what} {v} out of range")
         into[i] = v
 
 
-def plan(starts, ends, sizes, lower_bound, retries, max_pairs=1 << 21):
+def plan(starts, ends, sizes, lower_bound, retries, max_pairs=1 << 20):
     """Offsets of the blocks (creation order) and the arena, as ``memory._plan_python`` answers.
 
     Args:
         starts: the tick each block starts at (0 <= tick < 2**52).
         ends: the tick each block ends at, -1 for never.
-        sizes: each block's bytes (0 <= bytes < 2**52).
+        sizes: each block's bytes (0 <= bytes < 2**52, all of them < 2**62).
         lower_bound: the arena no plan can beat; retries stop there.
         retries: how many jittered orders (seeds 0..retries-1) to try above the bound.
         max_pairs: above this many pairs of blocks alive together, each block is placed against
-            every placed block instead of its time neighbours (same plan, less memory).
+            every placed block instead of its time neighbours (the same plan; the lists take
+            8 bytes a pair: 8 MiB at most by default, and 1024 blocks, the most planned again,
+            have fewer pairs).
 
     Returns:
         ``(offsets, arena)``: a list of offsets in the blocks' order, and the arena's bytes.
 
     Raises:
-        ValueError: lengths differ, a value is out of range, or retries is not 0..65536.
+        ValueError: lengths differ, a value or the sizes' total is out of range, or retries
+            is not 0..65536.
+        TypeError: a value is not an integer (OverflowError: nor an int64).
     """
     cdef Py_ssize_t n = len(starts), i, pairs = max_pairs
-    cdef int64_t bound = lower_bound, arena
+    cdef int64_t bound = lower_bound, arena = 0, total
     cdef int tries = retries, failed = 0
     cdef Plan c
     if len(ends) != n or len(sizes) != n:
         raise ValueError(f"{n} starts, {len(ends)} ends, {len(sizes)} sizes")
     if not 0 <= tries <= 65536:
         raise ValueError(f"retries {tries} out of range")
+    if n >= 0x7FFFFFFF:
+        raise ValueError(f"{n} blocks")
     if n == 0:
         return [], 0
     c.n = n
@@ -392,7 +400,8 @@ def plan(starts, ends, sizes, lower_bound, retries, max_pairs=1 << 21):
     c.placed = <char *>malloc(n)
     c.live = <Span *>malloc(n * sizeof(Span))
     c.by_offset = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
-    c.first = c.met = NULL
+    c.first = NULL
+    c.met = NULL
     c.twister = <Twister *>malloc(sizeof(Twister))
     try:
         if (
@@ -403,7 +412,11 @@ def plan(starts, ends, sizes, lower_bound, retries, max_pairs=1 << 21):
         _read(starts, c.start, n, 0, "start")
         _read(ends, c.end, n, -1, "end")
         _read(sizes, c.size, n, 0, "size")
+        total = 0
         for i in range(n):
+            total += c.size[i]  # < 2**52 each: no overflow before the check below
+            if total >= _LARGEST * 1024:
+                raise ValueError("the blocks' sizes add up to 2**62 bytes or more")
             if c.end[i] < 0:
                 c.end[i] = _FOREVER
         with nogil:

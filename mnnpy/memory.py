@@ -5,6 +5,8 @@ A backend records, during a resize, when each reusable buffer is acquired and re
 which are never alive at the same time share bytes. This is MNN's deferred allocation
 (``DeferBufferAllocator::compute``) in a small, testable form. Each request may carry a label
 (a tensor name) and the index of the op being prepared, so a plan can be shown and explained.
+The placement runs in C (``mnnpy/_memplan.pyx``) where it is built; :func:`_plan_python` is its
+reference and fallback, and both give the same offsets.
 """
 
 from __future__ import annotations
@@ -235,7 +237,7 @@ class MemoryPlanner:
             events.append((b.start, b.size, b.first_op))
             if b.end != _NEVER:
                 events.append((b.end, -b.size, b.last_op))
-        events.sort(key=lambda e: (e[0], e[1]))
+        events.sort()  # by tick, then delta (ticks are unique: acquire/release/assemble take one)
         peak = alive = 0
         peak_op = -1
         for _, delta, op in events:
@@ -261,7 +263,7 @@ def _plan(blocks: list[Block], lower_bound: int) -> int:
         else:
             for block, offset in zip(blocks, offsets, strict=True):
                 block.offset = offset
-            return int(arena)
+            return arena
     return _plan_python(blocks, lower_bound)
 
 

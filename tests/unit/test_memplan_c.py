@@ -73,7 +73,7 @@ def test_plan_matches_python(chunk: int) -> None:
         want = [b.offset for b in blocks]
         _check_apart(blocks, want)
         assert max((o + b.size for o, b in zip(want, blocks, strict=True)), default=0) == arena
-        for max_pairs in (1 << 21, 0):  # time-neighbour lists, and placing against all
+        for max_pairs in (1 << 20, 0):  # time-neighbour lists, and placing against all
             assert _c(blocks, bound, max_pairs) == (want, arena), (seed, max_pairs)
 
 
@@ -93,7 +93,7 @@ def test_jittered_orders_are_pythons_mersenne_twister() -> None:
         arena = M._plan_python(blocks, bound)
         if arena < first_arena:
             improved += 1
-            assert _c(blocks, bound, 1 << 21) == ([b.offset for b in blocks], arena)
+            assert _c(blocks, bound, 1 << 20) == ([b.offset for b in blocks], arena)
     assert improved >= 40  # the retries and their jitter are exercised
 
 
@@ -122,6 +122,8 @@ def test_planner_uses_the_twin_and_falls_back(monkeypatch: pytest.MonkeyPatch) -
         ([-1], [2], [64], 0, 16),  # negative start
         ([0], [-2], [64], 0, 16),  # end below -1
         ([0], [2], [1 << 60], 0, 16),  # beyond exact doubles
+        ([0], [2], [1 << 52], 0, 16),
+        ([0] * 1025, [2] * 1025, [(1 << 52) - 1] * 1025, 0, 16),  # the total beyond 2**62
         ([0], [2], [64], 0, -1),  # retries out of range
         ([0], [2], [64], 0, 1 << 20),
     ],
