@@ -97,21 +97,31 @@ def test_jittered_orders_are_pythons_mersenne_twister() -> None:
     assert improved >= 40  # the retries and their jitter are exercised
 
 
-def test_planner_uses_the_twin_and_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    rng = np.random.default_rng(7)
+@pytest.mark.parametrize("seed", range(4))
+def test_planner_uses_the_twin_and_falls_back(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole plans (in-place takeovers and sub-tensors too) with the twin and without it."""
+    rng = np.random.default_rng(seed)
     planner = M.MemoryPlanner(64)
-    alive = []
-    for i in range(200):
-        if alive and rng.random() < 0.45:
-            planner.release(alive.pop(int(rng.integers(len(alive)))))
+    alive: list[int] = []
+    for i in range([200, 400, 1030, 1100][seed]):  # the last two: over _RETRY_BLOCKS
+        roll = rng.random()
+        if alive and roll < 0.4:
+            planner.release(alive.pop(int(rng.integers(len(alive)))), op=i)
+        elif alive and roll < 0.45 and planner.alias(i, alive[-1], op=i):
+            alive[-1] = i  # in place: the new key holds the buffer now
+        elif alive and roll < 0.5 and planner.view(i, alive[-1], 0, 64, op=i):
+            alive.append(i)
         else:
-            planner.acquire(i, int(rng.integers(1, 50000)))
+            planner.acquire(i, int(rng.integers(1, 50000)), op=i)
             alive.append(i)
     with_c = planner.compute()
+    placed = [b.offset for b in with_c.blocks]  # the blocks are the planner's: planned again
     monkeypatch.setattr(M, "_plan_c", None)
     python = planner.compute()
-    assert dict(with_c.offsets) == dict(python.offsets)
+    assert dict(with_c.offsets) == dict(python.offsets) and len(python.offsets) > 100
+    assert dict(with_c.sizes) == dict(python.sizes)
     assert with_c.arena_size == python.arena_size >= python.lower_bound
+    assert placed == [b.offset for b in python.blocks]
 
 
 @pytest.mark.parametrize(
