@@ -1,5 +1,6 @@
 from collections.abc import Sequence
 
+def jitter(seed: int, count: int) -> list[float]: ...
 def plan(
     starts: Sequence[int],
     ends: Sequence[int],

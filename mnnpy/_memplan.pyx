@@ -357,6 +357,17 @@ cdef void _read(object values, int64_t *into, Py_ssize_t n, int64_t low, str wha
         into[i] = v
 
 
+def jitter(seed, count):
+    """The first ``count`` factors :func:`plan` draws for ``seed``: ``random.Random(seed)``'s
+    ``uniform(0.5, 1.5)``, value for value (the tests compare them)."""
+    cdef Twister t
+    cdef Py_ssize_t i, n = count
+    if not 0 <= seed <= 65536 or n < 0:
+        raise ValueError(f"seed {seed} or count {n} out of range")
+    _seed(&t, <uint32_t>seed)
+    return [0.5 + 1.0 * _random(&t) for i in range(n)]
+
+
 def plan(starts, ends, sizes, lower_bound, retries, max_pairs=1 << 20):
     """Offsets of the blocks (creation order) and the arena, as ``memory._plan_python`` answers.
 

@@ -77,6 +77,12 @@ def test_plan_matches_python(chunk: int) -> None:
             assert _c(blocks, bound, max_pairs) == (want, arena), (seed, max_pairs)
 
 
+@pytest.mark.parametrize("seed", [*range(M._RETRIES), 255, 65536])
+def test_jitter_is_pythons_random_draw_for_draw(seed: int) -> None:
+    draws = random.Random(seed)
+    assert C.jitter(seed, 1500) == [draws.uniform(0.5, 1.5) for _ in range(1500)]
+
+
 def test_jittered_orders_are_pythons_mersenne_twister() -> None:
     """Plans a retry improved: only the same draws as ``random.Random(seed)`` give them."""
     improved = 0
