@@ -361,11 +361,11 @@ def jitter(seed, count):
     """The first ``count`` factors :func:`plan` draws for ``seed``: ``random.Random(seed)``'s
     ``uniform(0.5, 1.5)``, value for value (the tests compare them)."""
     cdef Twister t
-    cdef Py_ssize_t i, n = count
+    cdef Py_ssize_t _i, n = count
     if not 0 <= seed <= 65536 or n < 0:
         raise ValueError(f"seed {seed} or count {n} out of range")
     _seed(&t, <uint32_t>seed)
-    return [0.5 + 1.0 * _random(&t) for i in range(n)]
+    return [0.5 + 1.0 * _random(&t) for _i in range(n)]
 
 
 def plan(starts, ends, sizes, lower_bound, retries, max_pairs=1 << 20):
