@@ -1,14 +1,19 @@
 # cython: language_level=3
-"""C twin of :meth:`mnnpy.memory.MemoryPlanner`'s placement (``_plan`` there): same offsets.
+"""C twin of the memory planner's placement (``mnnpy.memory._plan_python``): the same offsets.
 
 Blocks come as three sequences of integers in the planner's creation order: the tick each
 starts, the tick each ends (-1: never) and its size. :func:`plan` places them largest first,
-best fit (``_place`` / ``_best_offset``), then, while the arena is above ``lower_bound``, again
-in ``retries`` jittered orders: the jitter of seed ``s`` is ``random.Random(s).uniform(0.5, 1.5)``
-per block, drawn here from the same Mersenne Twister (MT19937 seeded by ``init_by_array([s])``,
-53-bit ``random()``), so both answer the same plan. Every length and value is checked before
-the C loop; anything else raises ``ValueError`` and ``memory`` plans in Python, which stays the
-reference (tests/unit/test_memplan_c.py compares both on thousands of random block sets).
+best fit (``memory._place`` / ``_best_offset``), then, while the arena is above
+``lower_bound``, again in ``retries`` jittered orders: the jitter of seed ``s`` is
+``random.Random(s).uniform(0.5, 1.5)`` per block, drawn here from the same Mersenne Twister
+(MT19937 seeded by ``init_by_array([s])``, 53-bit ``random()``), so both answer the same plan.
+
+Each block is placed against its time neighbours only (lists made once by a sweep in start
+order), so a placement costs about the pairs of blocks alive together, not the square of the
+blocks. Every length and value is checked before the C loop (nothing there can overflow); what
+it does not take raises ``ValueError`` (or ``TypeError`` / ``OverflowError``) and ``memory``
+plans in Python, which stays the reference (tests/unit/test_memplan_c.py compares both on
+thousands of random block sets).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint32_t
@@ -16,7 +21,7 @@ from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.string cimport memcpy
 
 cdef int64_t _FOREVER = 0x7FFFFFFFFFFFFFFF
-cdef int64_t _LARGEST = 1LL << 52  # sizes and ticks: exact as doubles, sums far from overflow
+cdef int64_t _LARGEST = 1LL << 52  # sizes and ticks: exact as doubles (their total: < 2**62)
 
 cdef struct Key:
     double weight  # -size (times the jitter): largest first
@@ -214,7 +219,7 @@ cdef int64_t _best_offset(const Span *live, Py_ssize_t d, int64_t need) noexcept
 
 
 cdef int64_t _place(Plan *c, int64_t *offset) noexcept nogil:
-    """``_place``: best fit in ``c.order``; ``offset`` per block, returns the arena.
+    """``_place``: best fit in ``c.sorted``'s order; ``offset`` per block, returns the arena.
 
     With the blocks' time neighbours (``c.first``/``c.met``) a block looks at the placed ones
     among them; without (too many pairs), at every placed block, kept sorted by offset.
