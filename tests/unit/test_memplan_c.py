@@ -130,6 +130,22 @@ def test_planner_uses_the_twin_and_falls_back(seed: int, monkeypatch: pytest.Mon
     assert placed == [b.offset for b in python.blocks]
 
 
+def test_what_the_twin_declines_is_planned_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    planner = M.MemoryPlanner(64)
+    for i in range(40):
+        planner.acquire(i, 1000 * (i % 7 + 1))
+        if i % 3:
+            planner.release(i)
+    want = planner.compute()
+
+    def declines(*args: object) -> None:
+        raise ValueError("declined")
+
+    monkeypatch.setattr(M, "_plan_c", declines)
+    got = planner.compute()
+    assert dict(got.offsets) == dict(want.offsets) and got.arena_size == want.arena_size
+
+
 @pytest.mark.parametrize(
     "args",
     [
