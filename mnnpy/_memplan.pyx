@@ -25,8 +25,7 @@ cdef int64_t _LARGEST = 1LL << 52  # sizes and ticks: exact as doubles (their to
 
 cdef struct Key:
     double weight  # -size (times the jitter): largest first
-    int64_t start
-    Py_ssize_t index  # Python's sort is stable: ties keep creation order
+    Py_ssize_t index  # the block; keys start in (start, index) order, the sort is stable
 
 cdef struct Span:
     int64_t lo, hi  # a placed block alive with the one being placed: its bytes
@@ -45,6 +44,8 @@ cdef struct Plan:
     Key *order
     Key *spare  # the merge sort's other half
     Key *sorted  # order or spare: the order being placed
+    Py_ssize_t *chron  # the blocks by (start, index): ties in weight keep this order
+    double *factor  # a retry's jitter, per block
     char *placed
     Span *live
     Py_ssize_t *by_offset
@@ -54,12 +55,8 @@ cdef struct Plan:
 
 
 cdef inline bint _before(const Key *x, const Key *y) noexcept nogil:
-    """(weight, start, index) of ``x`` below ``y``'s: Python's stable sort by (weight, start)."""
-    if x.weight != y.weight:
-        return x.weight < y.weight
-    if x.start != y.start:
-        return x.start < y.start
-    return x.index < y.index
+    """``x``'s weight below ``y``'s (the sort is stable: equal weights keep their order)."""
+    return x.weight < y.weight
 
 
 cdef Key *_sort_keys(Key *keys, Key *spare, Py_ssize_t n) noexcept nogil:
@@ -277,9 +274,10 @@ cdef int _meet(Plan *c, Py_ssize_t max_pairs) noexcept nogil:
         return 0  # plan() answers these first; the bound tells the compiler calloc's range
     for i in range(n):
         c.order[i].weight = <double>c.start[i]
-        c.order[i].start = c.start[i]
         c.order[i].index = i
     by_start = _sort_keys(c.order, c.spare, n)
+    for i in range(n):
+        c.chron[i] = by_start[i].index
     c.first = <Py_ssize_t *>calloc(n + 1, sizeof(Py_ssize_t))
     if c.first == NULL:
         return -1
@@ -321,23 +319,25 @@ cdef int _meet(Plan *c, Py_ssize_t max_pairs) noexcept nogil:
 
 cdef int64_t _plan(Plan *c, int64_t lower_bound, int retries) noexcept nogil:
     """``memory._plan_python``: the offsets in ``c.best``, returns the arena."""
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, k
     cdef int seed
     cdef int64_t arena, tried
-    for i in range(c.n):
-        c.order[i].weight = <double>(-c.size[i])
-        c.order[i].start = c.start[i]
-        c.order[i].index = i
+    for i in range(c.n):  # Python's stable sort by (-size, start): by -size from chron order
+        k = c.chron[i]
+        c.order[i].weight = <double>(-c.size[k])
+        c.order[i].index = k
     c.sorted = _sort_keys(c.order, c.spare, c.n)
     arena = _place(c, c.best)
     if arena <= lower_bound:
         return arena
     for seed in range(retries):
         _seed(c.twister, <uint32_t>seed)
+        for i in range(c.n):  # drawn in creation order, as Python's dict of factors
+            c.factor[i] = 0.5 + 1.0 * _random(c.twister)
         for i in range(c.n):
-            c.order[i].weight = <double>(-c.size[i]) * (0.5 + 1.0 * _random(c.twister))
-            c.order[i].start = c.start[i]
-            c.order[i].index = i
+            k = c.chron[i]
+            c.order[i].weight = <double>(-c.size[k]) * c.factor[k]
+            c.order[i].index = k
         c.sorted = _sort_keys(c.order, c.spare, c.n)
         tried = _place(c, c.offset)
         if tried < arena:
@@ -415,14 +415,16 @@ def plan(starts, ends, sizes, lower_bound, retries, max_pairs=1 << 20):
     c.spare = c.order + n
     c.placed = <char *>malloc(n)
     c.live = <Span *>malloc(n * sizeof(Span))
-    c.by_offset = <Py_ssize_t *>malloc(n * sizeof(Py_ssize_t))
+    c.by_offset = <Py_ssize_t *>malloc(2 * n * sizeof(Py_ssize_t))
+    c.chron = c.by_offset + n
+    c.factor = <double *>malloc(n * sizeof(double))
     c.first = NULL
     c.met = NULL
     c.twister = <Twister *>malloc(sizeof(Twister))
     try:
         if (
             c.start == NULL or c.order == NULL or c.placed == NULL or c.live == NULL
-            or c.by_offset == NULL or c.twister == NULL
+            or c.by_offset == NULL or c.twister == NULL or c.factor == NULL
         ):
             raise MemoryError()
         _read(starts, c.start, n, 0, "start")
@@ -448,6 +450,7 @@ def plan(starts, ends, sizes, lower_bound, retries, max_pairs=1 << 20):
         free(c.placed)
         free(c.live)
         free(c.by_offset)
+        free(c.factor)
         free(c.first)
         free(c.met)
         free(c.twister)
