@@ -102,6 +102,13 @@ extensions.append(
     )
 )
 
+# the memory planner's C twin (memory.py keeps the Python planner as reference and fallback)
+extensions.append(
+    Extension(
+        "mnnpy._memplan", [os.path.join("mnnpy", "_memplan.pyx")], extra_compile_args=COMPILE_ARGS
+    )
+)
+
 
 class ParallelBuildExt(build_ext):
     """``build_ext`` compiling ``JOBS`` extensions at once unless ``--parallel`` says otherwise."""

@@ -5,6 +5,8 @@ A backend records, during a resize, when each reusable buffer is acquired and re
 which are never alive at the same time share bytes. This is MNN's deferred allocation
 (``DeferBufferAllocator::compute``) in a small, testable form. Each request may carry a label
 (a tensor name) and the index of the op being prepared, so a plan can be shown and explained.
+The placement runs in C (``mnnpy/_memplan.pyx``) where it is built; :func:`_plan_python` is its
+reference and fallback, and both give the same offsets.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ import random
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+try:  # C twin of _plan_python (setup.py builds it); the Python one: reference and fallback
+    from mnnpy._memplan import plan as _plan_c
+except ImportError:  # not built: the Python planner
+    _plan_c = None  # type: ignore[assignment]
 
 __all__ = ["Block", "MemoryPlan", "MemoryPlanner", "align"]
 
@@ -205,60 +212,24 @@ class MemoryPlanner:
         """Assign offsets to every buffer recorded so far and return the plan."""
         blocks = list(self._blocks.values())
         lower_bound, peak_op = self._lower_bound()
-        # Largest first: big buffers get the low offsets, small ones fill the gaps between them.
-        best = self._place(sorted(blocks, key=lambda b: (-b.size, b.start)))
-        arena = _arena(blocks)
-        if arena > lower_bound and len(blocks) <= _RETRY_BLOCKS:
-            # Greedy placement can miss the bound (a buffer put low early blocks a later, longer
-            # one); nearby orders often reach it. Seeded, so a plan is the same every time.
-            for seed in range(_RETRIES):
-                jitter = random.Random(seed)
-                factor = {id(b): jitter.uniform(0.5, 1.5) for b in blocks}
-                order = sorted(blocks, key=lambda b: (-b.size * factor[id(b)], b.start))
-                offsets = self._place(order)
-                if _arena(blocks) < arena:
-                    best, arena = offsets, _arena(blocks)
-                    if arena <= lower_bound:
-                        break
-            for block, offset in zip(blocks, best, strict=True):
-                block.offset = offset
+        arena = _plan(blocks, lower_bound)
+        view_at = self._view_at
+        offsets: dict[Hashable, int] = {}
+        sizes: dict[Hashable, int] = {}
+        for key, b in self._owner.items():
+            at = view_at.get(key)
+            if at is None:
+                offsets[key], sizes[key] = b.offset, b.size
+            else:
+                offsets[key], sizes[key] = b.offset + at[0], at[1]
         return MemoryPlan(
-            offsets=MappingProxyType(
-                {
-                    key: b.offset + self._view_at.get(key, (0, 0))[0]
-                    for key, b in self._owner.items()
-                }
-            ),
-            sizes=MappingProxyType(
-                {key: self._view_at.get(key, (0, b.size))[1] for key, b in self._owner.items()}
-            ),
+            offsets=MappingProxyType(offsets),
+            sizes=MappingProxyType(sizes),
             arena_size=arena,
             lower_bound=lower_bound,
             peak_op=peak_op,
-            blocks=tuple(sorted(self._blocks.values(), key=lambda b: b.start)),
+            blocks=tuple(sorted(blocks, key=lambda b: b.start)),
         )
-
-    def _place(self, order: list[Block]) -> list[int]:
-        """Place ``order``'s blocks one by one (best fit); their offsets in creation order."""
-        placed: list[Block] = []
-        for block in order:
-            block.offset = self._best_offset(block, placed)
-            placed.append(block)
-        return [b.offset for b in self._blocks.values()]
-
-    def _best_offset(self, block: Block, placed: list[Block]) -> int:
-        live = sorted(
-            (p.offset, p.offset + p.size)
-            for p in placed
-            if p.start < block.end and block.start < p.end
-        )
-        best, best_gap, cursor = -1, None, 0
-        for lo, hi in live:
-            gap = lo - cursor
-            if gap >= block.size and (best_gap is None or gap < best_gap):
-                best, best_gap = cursor, gap
-            cursor = max(cursor, hi)
-        return best if best >= 0 else cursor
 
     def _lower_bound(self) -> tuple[int, int]:
         events: list[tuple[float, int, int]] = []
@@ -266,7 +237,7 @@ class MemoryPlanner:
             events.append((b.start, b.size, b.first_op))
             if b.end != _NEVER:
                 events.append((b.end, -b.size, b.last_op))
-        events.sort(key=lambda e: (e[0], e[1]))
+        events.sort()  # by tick, then delta (ticks are unique: acquire/release/assemble take one)
         peak = alive = 0
         peak_op = -1
         for _, delta, op in events:
@@ -274,6 +245,75 @@ class MemoryPlanner:
             if alive > peak:
                 peak, peak_op = alive, op
         return peak, peak_op
+
+
+def _plan(blocks: list[Block], lower_bound: int) -> int:
+    """Give every block its offset (the C twin's plan when it is built); the arena's bytes."""
+    if _plan_c is not None:
+        try:
+            offsets, arena = _plan_c(
+                [b.start for b in blocks],
+                [-1 if b.end == _NEVER else int(b.end) for b in blocks],
+                [b.size for b in blocks],
+                lower_bound,
+                _RETRIES if len(blocks) <= _RETRY_BLOCKS else 0,
+            )
+        except (ValueError, OverflowError, TypeError):
+            pass  # a tick or size it does not take: the reference plans them
+        else:
+            for block, offset in zip(blocks, offsets, strict=True):
+                block.offset = offset
+            return arena
+    return _plan_python(blocks, lower_bound)
+
+
+def _plan_python(blocks: list[Block], lower_bound: int) -> int:
+    """The reference plan (``_memplan.plan`` is its C twin): offsets into ``blocks``; the arena.
+
+    Largest first: big buffers get the low offsets, small ones fill the gaps between them.
+    Greedy placement can miss the bound (a buffer put low early blocks a later, longer one);
+    nearby orders often reach it, so a plan above it is tried again in up to ``_RETRIES``
+    orders, each size jittered by ``random.Random(seed).uniform(0.5, 1.5)``: seeded, so a plan
+    is the same every time (the twin draws the same numbers from the same Mersenne Twister).
+    """
+    best = _place(sorted(blocks, key=lambda b: (-b.size, b.start)), blocks)
+    arena = _arena(blocks)
+    if arena > lower_bound and len(blocks) <= _RETRY_BLOCKS:
+        for seed in range(_RETRIES):
+            jitter = random.Random(seed)
+            factor = {id(b): jitter.uniform(0.5, 1.5) for b in blocks}
+            order = sorted(blocks, key=lambda b: (-b.size * factor[id(b)], b.start))
+            offsets = _place(order, blocks)
+            if _arena(blocks) < arena:
+                best, arena = offsets, _arena(blocks)
+                if arena <= lower_bound:
+                    break
+        for block, offset in zip(blocks, best, strict=True):
+            block.offset = offset
+    return arena
+
+
+def _place(order: list[Block], blocks: list[Block]) -> list[int]:
+    """Place ``order``'s blocks one by one (best fit); the offsets of ``blocks``, in order."""
+    placed: list[Block] = []
+    for block in order:
+        block.offset = _best_offset(block, placed)
+        placed.append(block)
+    return [b.offset for b in blocks]
+
+
+def _best_offset(block: Block, placed: list[Block]) -> int:
+    """The start of the smallest gap that fits ``block`` among ``placed`` alive with it."""
+    live = sorted(
+        (p.offset, p.offset + p.size) for p in placed if p.start < block.end and block.start < p.end
+    )
+    best, best_gap, cursor = -1, None, 0
+    for lo, hi in live:
+        gap = lo - cursor
+        if gap >= block.size and (best_gap is None or gap < best_gap):
+            best, best_gap = cursor, gap
+        cursor = max(cursor, hi)
+    return best if best >= 0 else cursor
 
 
 def _arena(blocks: list[Block]) -> int:
