@@ -131,6 +131,8 @@ class Pipeline:
         """``unit.prepare``, its memory requests made for its op; errors name it ("resize")."""
         args = (self.host, self.preference, self.overrides, self.strict)
         try:
+            if folded and not unit.folded_requests():  # no memory request to attribute
+                return unit.prepare(*args, folded=True, geometry=geometry)
             with self._scopes(unit.op):
                 return unit.prepare(*args, folded=folded, geometry=geometry)
         except Exception as e:

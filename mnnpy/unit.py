@@ -178,6 +178,23 @@ class Unit:
         self._shaped = None
         return Waiting(shaped)
 
+    def folded_requests(self) -> bool:
+        """Whether :meth:`prepare` of this op, folded, may acquire or release memory.
+
+        It acquires an output read by an unfolded op, and releases an input held by a backend
+        whose last read this is; with an input read twice here that is assumed at two reads left.
+        """
+        for t in self.outputs:
+            d = t.describe
+            if d.use_count > d.shape_reads:
+                return True
+        n = len(self.inputs)
+        for t in self.inputs:
+            d = t.describe
+            if d.use_count <= n and d.backend is not None:
+                return True
+        return False
+
     def prepare(
         self,
         host: Backend,
@@ -209,8 +226,11 @@ class Unit:
                 if d.use_count > d.shape_reads:
                     acquire_buffer(host, t, storage_type_of(t))
             for t in self.inputs:
-                t.describe.shape_reads -= 1
-            self._release_inputs(())
+                d = t.describe
+                d.shape_reads -= 1
+                d.use_count -= 1
+                if d.use_count == 0 and d.backend is not None:
+                    release_buffer(d.backend, t, storage_type_of(t))
             last = self.plan  # a folded op's plan is the same at every resize
             if last is not None and last.execution is None and last.backend is host:
                 return last
@@ -279,10 +299,12 @@ class Unit:
 
     def _release_inputs(self, sources: Sequence[Tensor]) -> None:
         """One read less of each input and each source read through; release those at zero."""
-        for t in [*self.inputs, *sources]:
-            t.describe.use_count -= 1
-            if t.describe.use_count == 0 and t.describe.backend is not None:
-                release_buffer(t.describe.backend, t, storage_type_of(t))
+        for ts in (self.inputs, sources):
+            for t in ts:
+                d = t.describe
+                d.use_count -= 1
+                if d.use_count == 0 and d.backend is not None:
+                    release_buffer(d.backend, t, storage_type_of(t))
 
     def _wrap_inputs(
         self, backend: Backend
