@@ -178,22 +178,35 @@ class Unit:
         self._shaped = None
         return Waiting(shaped)
 
-    def folded_requests(self) -> bool:
-        """Whether :meth:`prepare` of this op, folded, may acquire or release memory.
+    def fold_quietly(self, host: Backend) -> UnitPlan | None:
+        """:meth:`prepare` of this op, folded, when it requests no memory; else None, untouched.
 
-        It acquires an output read by an unfolded op, and releases an input held by a backend
-        whose last read this is; with an input read twice here that is assumed at two reads left.
+        It would acquire an output read by an unfolded op, or release an input held by a backend
+        whose last read this is (with an input read twice here, assumed at two reads left): the
+        caller then calls :meth:`prepare` with the backends' scopes open.
         """
         for t in self.outputs:
             d = t.describe
             if d.use_count > d.shape_reads:
-                return True
-        n = len(self.inputs)
-        for t in self.inputs:
+                return None
+        inputs = self.inputs
+        n = len(inputs)
+        for t in inputs:
             d = t.describe
             if d.use_count <= n and d.backend is not None:
-                return True
-        return False
+                return None
+        for t in inputs:
+            d = t.describe
+            d.shape_reads -= 1
+            d.use_count -= 1
+        return self._folded_plan(host)
+
+    def _folded_plan(self, host: Backend) -> UnitPlan:
+        """A folded op's plan: the last one again (it is the same at every resize), or a new one."""
+        last = self.plan
+        if last is not None and last.execution is None and last.backend is host:
+            return last
+        return UnitPlan(None, host, tuple(self.inputs), (), None)
 
     def prepare(
         self,
@@ -231,10 +244,7 @@ class Unit:
                 d.use_count -= 1
                 if d.use_count == 0 and d.backend is not None:
                     release_buffer(d.backend, t, storage_type_of(t))
-            last = self.plan  # a folded op's plan is the same at every resize
-            if last is not None and last.execution is None and last.backend is host:
-                return last
-            return UnitPlan(None, host, tuple(self.inputs), (), None)
+            return self._folded_plan(host)
         if self.execution is None:  # executions (and their weights) outlive resizes
             self.execution, self.backend, self.placement = place(
                 self.op, self.inputs, self.outputs, preference, overrides, strict
