@@ -166,7 +166,12 @@ class _Pass:
         self.host = host
         self.targets = targets = {id(u): target(u) for u in units}  # asked once per unit
         self.real = real = [u for u in units if targets[id(u)] is not None]  # folded: no reads
-        self.writer = {id(t): u for u in units for t in u.outputs}
+        self.writer: dict[int, Unit] = {}
+        for u in units:  # and this resize's decisions start from none
+            for t in u.outputs:
+                self.writer[id(t)] = u
+                d = t.describe
+                d.regions, d.virtual = None, False
         self.written: dict[int, _Written] = {}
         self.seen: dict[int, int] = {}  # reads made by the unfolded units decided so far
         self.taken: set[int] = set()  # tensors whose bytes a reshape will take over in place
@@ -179,6 +184,7 @@ class _Pass:
         self.through: dict[int, int] = {}  # of those, how many read it through so far
         self.shared_ok: dict[int, bool] = {}  # whether all of them may read it through
         self.in_place: set[int] = set()  # the units (by id) that take their input's bytes over
+        self.aliased: tuple[Unit, bool] | None = None  # ``describe``'s answer of ``aliases``
 
     def target(self, unit: Unit) -> Backend | None:
         """Where ``unit`` runs (``plan_geometry``'s ``target``, asked once); None: folded."""
@@ -273,7 +279,8 @@ class _Pass:
         if not all(self.readable(t, backend) for t in _sources(placed).values()):
             return None  # an input reaches it through a copy: its regions would read the mirror
         decisions: list[ReadThrough] = []
-        aliases = self.aliases(unit)
+        aliases = self.aliases(unit)  # unchanged until ``count_reads``: asked once
+        self.aliased = (unit, aliases)
         for t in dict.fromkeys(unit.inputs):
             w = self.written.get(id(t))
             if w is None or w.backend is not backend:
@@ -313,9 +320,11 @@ class _Pass:
 
         Folded units' reads are not counted: they read shapes only (``shape_reads``).
         """
-        if unit.op.type in _ALIASING and self.aliases(unit):
-            self.taken.add(id(unit.inputs[0]))
-            self.in_place.add(id(unit))
+        if unit.op.type in _ALIASING:
+            known = self.aliased
+            if known[1] if known is not None and known[0] is unit else self.aliases(unit):
+                self.taken.add(id(unit.inputs[0]))
+                self.in_place.add(id(unit))
         seen = self.seen
         get = seen.get
         for t in unit.inputs:
@@ -341,10 +350,6 @@ def plan_geometry(
         Per unit described as regions, its decisions; the tensors carry ``regions`` and
         ``virtual``, and the sources read through have one more use count each.
     """
-    for u in units:
-        for t in u.outputs:
-            d = t.describe
-            d.regions, d.virtual = None, False
     decided = _Pass(units, target, host)
     result: dict[int, UnitGeometry] = {}
     for u in decided.real:  # folded units run nothing and read shapes only
