@@ -92,8 +92,7 @@ class CPURaster(Execution):
             self.resize_plain(inputs, outputs)
             return
         self._pieces, self._copies = pieces, copies
-        # planned when first run (``_runs``): a run without callbacks writes no output read through
-        self._gathers = None if all(self._skip) else _lane_gathers(copies, outputs)
+        self._gathers = None  # planned by the first ``_runs``: an idle raster never runs
         pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)
                 if t.is_packed and t.shape[1] % 4]  # fmt: skip
         self._pads = [(j, rows) for j, rows in pads if len(rows)]
