@@ -115,12 +115,14 @@ class Pipeline:
             return None if id(unit) in done else self._target(unit)
 
         geometry = plan_geometry(self.units, target, self.host)  # before any creation
-        host = self.host
+        host, active = self.host, []
         for unit in self.units:  # create, acquire, resize, release
             fold = id(unit) in done
             quiet = unit.fold_quietly(host) if fold else None  # no memory request: no scope
-            unit.plan = quiet or self._prepare_unit(unit, fold, geometry.of(unit))
-        self._active = [u for u in self.units if not u.folded]
+            plan = unit.plan = quiet or self._prepare_unit(unit, fold, geometry.of(unit))
+            if plan.execution is not None:  # not folded: it runs
+                active.append(unit)
+        self._active = active
         verify_backends(subgraphs_of(self._active))  # each backend may refuse its ops
         return None
 
@@ -140,7 +142,9 @@ class Pipeline:
             raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
 
     def _scopes(self, op: OpDef) -> AbstractContextManager[Any]:
-        """Every backend's ``resize_scope(op)``, entered for every op of every resize.
+        """Every backend's ``resize_scope(op)``, entered for every op that may request memory.
+
+        A folded op that requests none is prepared without it (``Unit.fold_quietly``).
 
         One backend (the common case): its own scope, without an ExitStack.
         """

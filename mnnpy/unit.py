@@ -325,6 +325,11 @@ class Unit:
         Returns what the execution reads, the copies that fill the mirrors, and the edges read
         in place through another backend's factory.
         """
+        for t in self.inputs:
+            if t.describe.backend is not backend:
+                break
+        else:  # every input held by ``backend`` (the common case): read in place
+            return tuple(self.inputs), (), ()
         copies: list[tuple[Backend, Tensor, Tensor]] = []
         inputs: list[Tensor] = []
         edges: list[Edge] = []
