@@ -89,8 +89,11 @@ class Pipeline:
             units, folded = optimize_units(self, use_counts)
             self.units = units or self.units
         for unit in self.units:
-            for t in unit.inputs + unit.outputs:
+            for t in unit.outputs:
                 t.describe.use_count = use_counts[t.describe.index]
+            for t in unit.inputs:
+                d = t.describe
+                d.use_count, d.shape_reads = use_counts[d.index], 0
         if folded is None:
             folded = set()
             for unit in self.units:  # the shape stage: output shapes, and the ops that fold
@@ -104,9 +107,6 @@ class Pipeline:
                     folded.add(id(unit))
         done = folded
         for unit in self.units:  # folded readers need shapes only (MNN's needInputContent)
-            for t in unit.inputs:
-                t.describe.shape_reads = 0
-        for unit in self.units:
             if id(unit) in done:
                 for t in unit.inputs:
                     t.describe.shape_reads += 1
@@ -115,9 +115,14 @@ class Pipeline:
             return None if id(unit) in done else self._target(unit)
 
         geometry = plan_geometry(self.units, target, self.host)  # before any creation
+        host, active = self.host, []
         for unit in self.units:  # create, acquire, resize, release
-            unit.plan = self._prepare_unit(unit, id(unit) in done, geometry.of(unit))
-        self._active = [u for u in self.units if not u.folded]
+            fold = id(unit) in done
+            quiet = unit.fold_quietly(host) if fold else None  # no memory request: no scope
+            plan = unit.plan = quiet or self._prepare_unit(unit, fold, geometry.of(unit))
+            if plan.execution is not None:  # not folded: it runs
+                active.append(unit)
+        self._active = active
         verify_backends(subgraphs_of(self._active))  # each backend may refuse its ops
         return None
 
@@ -137,7 +142,9 @@ class Pipeline:
             raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
 
     def _scopes(self, op: OpDef) -> AbstractContextManager[Any]:
-        """Every backend's ``resize_scope(op)``, entered for every op of every resize.
+        """Every backend's ``resize_scope(op)``, entered for every op that may request memory.
+
+        A folded op that requests none is prepared without it (``Unit.fold_quietly``).
 
         One backend (the common case): its own scope, without an ExitStack.
         """

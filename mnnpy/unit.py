@@ -178,6 +178,36 @@ class Unit:
         self._shaped = None
         return Waiting(shaped)
 
+    def fold_quietly(self, host: Backend) -> UnitPlan | None:
+        """:meth:`prepare` of this op, folded, when it requests no memory; else None, untouched.
+
+        It would acquire an output read by an unfolded op, or release an input held by a backend
+        whose last read this is (with an input read twice here, assumed at two reads left): the
+        caller then calls :meth:`prepare` with the backends' scopes open.
+        """
+        for t in self.outputs:
+            d = t.describe
+            if d.use_count > d.shape_reads:
+                return None
+        inputs = self.inputs
+        n = len(inputs)
+        for t in inputs:
+            d = t.describe
+            if d.use_count <= n and d.backend is not None:
+                return None
+        for t in inputs:
+            d = t.describe
+            d.shape_reads -= 1
+            d.use_count -= 1
+        return self._folded_plan(host)
+
+    def _folded_plan(self, host: Backend) -> UnitPlan:
+        """A folded op's plan: the last one again (it is the same at every resize), or a new one."""
+        last = self.plan
+        if last is not None and last.execution is None and last.backend is host:
+            return last
+        return UnitPlan(None, host, tuple(self.inputs), (), None)
+
     def prepare(
         self,
         host: Backend,
@@ -209,12 +239,12 @@ class Unit:
                 if d.use_count > d.shape_reads:
                     acquire_buffer(host, t, storage_type_of(t))
             for t in self.inputs:
-                t.describe.shape_reads -= 1
-            self._release_inputs(())
-            last = self.plan  # a folded op's plan is the same at every resize
-            if last is not None and last.execution is None and last.backend is host:
-                return last
-            return UnitPlan(None, host, tuple(self.inputs), (), None)
+                d = t.describe
+                d.shape_reads -= 1
+                d.use_count -= 1
+                if d.use_count == 0 and d.backend is not None:
+                    release_buffer(d.backend, t, storage_type_of(t))
+            return self._folded_plan(host)
         if self.execution is None:  # executions (and their weights) outlive resizes
             self.execution, self.backend, self.placement = place(
                 self.op, self.inputs, self.outputs, preference, overrides, strict
@@ -279,10 +309,12 @@ class Unit:
 
     def _release_inputs(self, sources: Sequence[Tensor]) -> None:
         """One read less of each input and each source read through; release those at zero."""
-        for t in [*self.inputs, *sources]:
-            t.describe.use_count -= 1
-            if t.describe.use_count == 0 and t.describe.backend is not None:
-                release_buffer(t.describe.backend, t, storage_type_of(t))
+        for ts in (self.inputs, sources):
+            for t in ts:
+                d = t.describe
+                d.use_count -= 1
+                if d.use_count == 0 and d.backend is not None:
+                    release_buffer(d.backend, t, storage_type_of(t))
 
     def _wrap_inputs(
         self, backend: Backend
@@ -293,6 +325,11 @@ class Unit:
         Returns what the execution reads, the copies that fill the mirrors, and the edges read
         in place through another backend's factory.
         """
+        for t in self.inputs:
+            if t.describe.backend is not backend:
+                break
+        else:  # every input held by ``backend`` (the common case): read in place
+            return tuple(self.inputs), (), ()
         copies: list[tuple[Backend, Tensor, Tensor]] = []
         inputs: list[Tensor] = []
         edges: list[Edge] = []

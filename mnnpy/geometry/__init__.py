@@ -165,20 +165,26 @@ class _Pass:
     ) -> None:
         self.host = host
         self.targets = targets = {id(u): target(u) for u in units}  # asked once per unit
-        self.folded = {k for k, b in targets.items() if b is None}
-        self.writer = {id(t): u for u in units for t in u.outputs}
+        self.real = real = [u for u in units if targets[id(u)] is not None]  # folded: no reads
+        self.writer: dict[int, Unit] = {}
+        for u in units:  # and this resize's decisions start from none
+            for t in u.outputs:
+                self.writer[id(t)] = u
+                d = t.describe
+                d.regions, d.virtual = None, False
         self.written: dict[int, _Written] = {}
-        self.seen: dict[int, int] = {}  # reads made by the units decided so far
-        self.seen_folded: dict[int, int] = {}  # of those, by folded units (shapes only)
+        self.seen: dict[int, int] = {}  # reads made by the unfolded units decided so far
         self.taken: set[int] = set()  # tensors whose bytes a reshape will take over in place
-        self.readers: dict[int, list[Unit]] = {}
-        for u in units:
+        self.readers: dict[int, list[Unit]] = {}  # unfolded readers only
+        for u in real:
             for t in dict.fromkeys(u.inputs):
                 self.readers.setdefault(id(t), []).append(u)
+        self.placed: dict[int, list[Placed] | None] = {}  # regions_of per unit, asked once
         self.expected: dict[int, int] = {}  # readers of a tensor read by several
         self.through: dict[int, int] = {}  # of those, how many read it through so far
         self.shared_ok: dict[int, bool] = {}  # whether all of them may read it through
         self.in_place: set[int] = set()  # the units (by id) that take their input's bytes over
+        self.aliased: tuple[Unit, bool] | None = None  # ``describe``'s answer of ``aliases``
 
     def target(self, unit: Unit) -> Backend | None:
         """Where ``unit`` runs (``plan_geometry``'s ``target``, asked once); None: folded."""
@@ -215,9 +221,10 @@ class _Pass:
                 return False
         elif not same_storage(src, dst):
             return False
-        key = id(src)  # folded readers still to come read its shape only
-        shape_reads = src.describe.shape_reads - self.seen_folded.get(key, 0)
-        remaining = src.describe.use_count - self.seen.get(key, 0) - shape_reads
+        # folded readers (before or after this one) read its shape only: of its use count,
+        # what is left is this unit's read and the unfolded readers' still to come
+        d = src.describe
+        remaining = d.use_count - d.shape_reads - self.seen.get(id(src), 0)
         return (
             remaining == 1
             and unit.inputs.count(src) == 1
@@ -237,19 +244,27 @@ class _Pass:
         known = self.shared_ok.get(id(t))
         if known is not None:
             return known
-        units = [u for u in self.readers.get(id(t), []) if self.target(u) is not None]
+        units = self.readers.get(id(t), [])
         ok = len(units) == readers and all(
             u.op.type in _COMPUTERS and self.target(u) is backend and u.inputs.count(t) == 1
             for u in units
         )
         w = self.written[id(t)]
         for u in units if ok else ():  # each composes alone (else none reads through)
-            placed = regions_of(u.op, u.inputs, u.outputs)
+            placed = self.regions(u)
             if placed is None or _through(placed, t, w.pieces) is None:
                 ok = False
                 break
         self.shared_ok[id(t)] = ok
         return ok
+
+    def regions(self, unit: Unit) -> list[Placed] | None:
+        """``regions_of`` ``unit`` (asked once: ``shared`` asks for readers still to come)."""
+        key = id(unit)
+        if key in self.placed:
+            return self.placed[key]
+        placed = self.placed[key] = regions_of(unit.op, unit.inputs, unit.outputs)
+        return placed
 
     def describe(self, unit: Unit) -> UnitGeometry | None:
         """Describe ``unit`` as regions and decide what it reads through; None: not regions."""
@@ -258,13 +273,14 @@ class _Pass:
         backend = self.targets[id(unit)]
         if backend is None or not backend.supports_regions:
             return None
-        placed = regions_of(unit.op, unit.inputs, unit.outputs)
+        placed = self.regions(unit)
         if placed is None or not within_budget(placed):
             return None
         if not all(self.readable(t, backend) for t in _sources(placed).values()):
             return None  # an input reaches it through a copy: its regions would read the mirror
         decisions: list[ReadThrough] = []
-        aliases = self.aliases(unit)
+        aliases = self.aliases(unit)  # unchanged until ``count_reads``: asked once
+        self.aliased = (unit, aliases)
         for t in dict.fromkeys(unit.inputs):
             w = self.written.get(id(t))
             if w is None or w.backend is not backend:
@@ -300,10 +316,15 @@ class _Pass:
         return UnitGeometry(backend, tuple(decisions), sources)
 
     def count_reads(self, unit: Unit, extra: Sequence[Tensor]) -> None:
-        """Record ``unit``'s reads, and the input a reshape takes over in place."""
-        if unit.op.type in _ALIASING and self.aliases(unit):
-            self.taken.add(id(unit.inputs[0]))
-            self.in_place.add(id(unit))
+        """Record an unfolded ``unit``'s reads, and the input a reshape takes over in place.
+
+        Folded units' reads are not counted: they read shapes only (``shape_reads``).
+        """
+        if unit.op.type in _ALIASING:
+            known = self.aliased
+            if known[1] if known is not None and known[0] is unit else self.aliases(unit):
+                self.taken.add(id(unit.inputs[0]))
+                self.in_place.add(id(unit))
         seen = self.seen
         get = seen.get
         for t in unit.inputs:
@@ -312,11 +333,6 @@ class _Pass:
         for t in extra:
             k = id(t)
             seen[k] = get(k, 0) + 1
-        if id(unit) in self.folded:
-            folded = self.seen_folded
-            for t in unit.inputs:
-                k = id(t)
-                folded[k] = folded.get(k, 0) + 1
 
 
 def plan_geometry(
@@ -334,13 +350,9 @@ def plan_geometry(
         Per unit described as regions, its decisions; the tensors carry ``regions`` and
         ``virtual``, and the sources read through have one more use count each.
     """
-    for u in units:
-        for t in u.outputs:
-            d = t.describe
-            d.regions, d.virtual = None, False
     decided = _Pass(units, target, host)
     result: dict[int, UnitGeometry] = {}
-    for u in units:
+    for u in decided.real:  # folded units run nothing and read shapes only
         g = decided.describe(u) if u.op.type in _COMPUTERS else None
         if g is not None:
             result[id(u)] = g

@@ -17,6 +17,7 @@ regions (``regions.plan``); the geometry stage (:mod:`mnnpy.geometry`) composes 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -171,14 +172,39 @@ def reshape_nhwc(op: OpDef, inputs: Sequence[Tensor]) -> bool:
 
 
 def reshape_piece(src: Tensor, dst: Tensor, nhwc: bool) -> Piece | None:
-    """The reshape as one box copy over the shapes' common refinement, or None without one."""
+    """The reshape as one box copy over the shapes' common refinement, or None without one.
+
+    Its space and sides depend on the shapes and layouts alone: remembered (networks repeat the
+    same reshapes block after block), shared by the pieces made from them, which never change.
+    """
+    key = (nhwc, tuple(src.shape), src.is_packed, tuple(dst.shape), dst.is_packed)
+    try:
+        known = _reshapes[key]
+    except KeyError:
+        known = _reshape_sides(src, dst, nhwc)
+        with _reshapes_lock:
+            if len(_reshapes) >= _RESHAPES_SIZE:
+                _reshapes.clear()
+            _reshapes[key] = known
+    if known is None:
+        return None
+    space, s_side, d_side = known
+    return Piece(list(space), src, s_side, d_side)
+
+
+_RESHAPES_SIZE = 4096
+_reshapes: dict[tuple, tuple[list[int], R.Side, R.Side] | None] = {}
+_reshapes_lock = threading.Lock()
+
+
+def _reshape_sides(src: Tensor, dst: Tensor, nhwc: bool) -> tuple[list[int], R.Side, R.Side] | None:
     s_order, d_order = _flat_order(src, nhwc), _flat_order(dst, nhwc)
     space = R.refine([src.shape[k] for k in s_order], [dst.shape[k] for k in d_order])
     if space is None:
         return None
     s_side = R.merged(R.Layout(tuple(src.shape), src.is_packed), s_order, space)
     d_side = R.merged(R.Layout(tuple(dst.shape), dst.is_packed), d_order, space)
-    return Piece(space, src, s_side, d_side)
+    return space, s_side, d_side
 
 
 @register_geometry(OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)

@@ -58,7 +58,7 @@ class CPURaster(Execution):
     """
 
     reads_regions = True
-    _in_place = False  # every region copies onto the same bytes (set by ``idle``)
+    _in_place: bool | None = False  # every region copies onto the same bytes (set by ``idle``)
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
         """Every box copy as ``(output index, piece)`` reading ``inputs``; None: not boxes."""
@@ -77,7 +77,7 @@ class CPURaster(Execution):
         self._in_place = False  # set by ``idle`` once the buffers exist
         self._write_all = [False] * len(outputs)
         self._copies: list[tuple[Tensor, int, np.ndarray]] | None = None
-        self._gathers: dict[int, tuple[tuple[Tensor, ...], np.ndarray, list]] = {}
+        self._gathers: dict[int, tuple[tuple[Tensor, ...], np.ndarray, list]] | None = {}
         self._pieces: list[Placed] = []
         decided = [t.describe.regions for t in outputs]
         if all(r is not None for r in decided):  # the geometry stage's plan (mnnpy.geometry)
@@ -92,7 +92,7 @@ class CPURaster(Execution):
             self.resize_plain(inputs, outputs)
             return
         self._pieces, self._copies = pieces, copies
-        self._gathers = _lane_gathers(copies, outputs)
+        self._gathers = None  # planned by the first ``_runs``: an idle raster never runs
         pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)
                 if t.is_packed and t.shape[1] % 4]  # fmt: skip
         self._pads = [(j, rows) for j, rows in pads if len(rows)]
@@ -121,6 +121,8 @@ class CPURaster(Execution):
         """What runs: per output its lane gathers (sources a tuple) and region rows left."""
         assert self._copies is not None
         runs: list[tuple[Tensor | tuple[Tensor, ...], int, np.ndarray]] = []
+        if self._gathers is None:
+            self._gathers = _lane_gathers(self._copies, outputs)
         for src, j, rows in self._copies:
             if j not in self._gathers:
                 kept = rows[~_itself(src, outputs[j], rows)]  # not onto the same bytes
@@ -140,6 +142,9 @@ class CPURaster(Execution):
         self._skip = [t.describe.virtual for t in outputs]  # a reader may have fallen back
         if self._copies is None:
             return False
+        if all(self._skip):  # nothing to write; whether it runs in place is asked at a run
+            self._in_place = None
+            return True
         onto = [bool(_itself(src, outputs[j], rows).all()) for src, j, rows in self._copies]
         self._in_place = all(onto) and not self._pads  # runs with callbacks skip it too
         for (_, j, _), same in zip(self._copies, onto, strict=True):
@@ -168,6 +173,9 @@ class CPURaster(Execution):
         return K.bind_regions(jobs, self.backend.num_thread)
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        if self._in_place is None:  # ``idle`` left it: every output was read through
+            onto = (_itself(src, outputs[j], rows).all() for src, j, rows in self._copies or ())
+            self._in_place = all(onto) and not self._pads
         if self._in_place:  # every region onto itself (``idle``, once memory was planned)
             return
         if self._copies is None:
