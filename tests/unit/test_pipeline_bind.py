@@ -33,15 +33,14 @@ def test_bound_steps_give_what_on_execute_gives(threads: int) -> None:
     steps = session.pipelines[0]._steps
     bound = {type(s.execution).__name__ for s in steps if s.call is not None}
     # the convolutions and the raster ops (region copies, kernels.raster.bind_regions); the
-    # input's ConvertTensor runs inside the first convolution (executions/conv_nchw_input.py),
-    # the grouped convolution's Slice and Concat inside it (executions/conv_split_group.py)
+    # input's ConvertTensor runs inside the first convolution (executions/conv_nchw_input.py)
     assert bound == {
         "CPUConvolutionGemm",
         "CPUConvolutionDirect",
         "CPUConvolutionDepthwise",
+        "CPUMovement",
         "CPUReshape",
     }
-    assert "CPUConvolutionGroup" in {type(s.execution).__name__ for s in steps}
     outs = []
     for callback in (False, True):  # the bound run loop, then on_execute through callbacks
         interp.get_session_input(session).copy_from(x)

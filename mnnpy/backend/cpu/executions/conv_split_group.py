@@ -6,10 +6,11 @@ their outputs (``.../Conv__group__i``). Each of those small convolutions is a se
 call with its own thread fork, so on a wav2vec-style positional convolution (16 groups of 16
 channels, kernel 32 over 99 steps) the calls cost more than the arithmetic, and two threads run
 it slower than one. ``Slice -> group x Convolution -> Concat`` becomes one
-``CPUConvolutionGroup`` (``conv2d_grouped``: work items over groups and pixel tiles) with the
-groups' weights stacked: the same products and sums per output (tests/ops/test_conv_split_group.py
-compares it with the ops run apart and with a NumPy oracle). OpenVINO and ONNX Runtime run the
-ONNX grouped convolution as one op as well.
+``CPUConvolutionGroup`` with the groups' weights stacked when that runs ``gemm.pyx``'s shifted
+GEMM over all groups in one parallel loop (NORMAL mode, stride 1, multiples of 4 channels per
+group, not 1x1); its im2col path would be slower than the parts apart. The same products and
+sums per output (tests/ops/test_conv_split_group.py compares it with the ops run apart and with
+a NumPy oracle). OpenVINO and ONNX Runtime run the ONNX grouped convolution as one op as well.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, along_width
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
+from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.errors import MNNError
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.convolution import conv_common, conv_geometry, conv_weights
@@ -95,6 +97,11 @@ def _grouped(view: SubgraphView, sl: Node, convs: list[Node], cat: Node) -> Subs
         return None
     if any(g.group != 1 or g.in_channels != c // group for g in geos):
         return None
+    backend = cpu_backend(view.backend)
+    g = geos[0]
+    one = (n, g.in_channels, h, w, g.out_channels, *g.out_hw)
+    if backend.low_memory or not G.groups_shift(*along_width(one, g.window), group):
+        return None  # the grouped im2col path would be slower than the parts apart
     weight = np.concatenate([p[0] for p in pairs])  # (group * oc, c / group, kh, kw)
     bias = np.concatenate([p[1] for p in pairs])
     common = copy.copy(conv_common(op))
@@ -105,7 +112,7 @@ def _grouped(view: SubgraphView, sl: Node, convs: list[Node], cat: Node) -> Subs
     grouped = dataclasses.replace(op, param=param)
     if conv_geometry(grouped, x.shape).out_channels != cat.outputs[0].shape[1]:
         return None
-    ex = CPUConvolutionGroup(cpu_backend(view.backend), grouped, weight, bias, group)
+    ex = CPUConvolutionGroup(backend, grouped, weight, bias, group)
     nodes = (sl, *convs, cat)
     return Substitution(f"{cat.op.name}+group", nodes, ex, op.type_name)
 
