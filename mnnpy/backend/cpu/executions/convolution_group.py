@@ -4,7 +4,10 @@ MNN's ConvolutionGroup splits the input into per-group tensors, runs a dense con
 and concatenates the results; this does the same over channel slices, in one kernel call
 (``conv2d_grouped``): work items are (group, image, pixel tile). Groups that start on 4-channel
 block boundaries are read / written in place; otherwise all groups' channels are gathered into
-DYNAMIC scratch first and their outputs scattered back after.
+DYNAMIC scratch first and their outputs scattered back after. In NORMAL mode, stride-1 groups of
+multiples of 4 channels (not 1x1) run as ``gemm.pyx``'s shifted GEMM instead, all groups in one
+parallel loop (``bind_conv2d_groups``: no im2col; a 1-D convolution of width-1 images along W,
+``along_width``), each group's outputs the bits of ``CPUConvolutionGemm`` on its channels.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from mnnpy.backend.cpu.executions.convolution_base import (
     gemm_tile,
     pad_to,
 )
-from mnnpy.backend.cpu.executions.convolution_gemm import Empty, fill_panels
+from mnnpy.backend.cpu.executions.convolution_gemm import Empty, along_width, fill_panels
 from mnnpy.backend.cpu.kernels import conv as K
+from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
@@ -56,6 +60,7 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         self.bias = backend.static_copy(self.pack_bias(bias, group), owner=self)
         self._tile = 0
         self._scratch_tensor: Tensor | None = None
+        self._shift: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # one group's
 
     @staticmethod
     def pack_weight(weight: np.ndarray, group: int, empty: Empty = np.zeros) -> np.ndarray:
@@ -82,12 +87,39 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         direct = (ky, kx, sy, sx, top, left) == (1, 1, 1, 1, 0, 0)
         oh, ow = self._shape[5:]
         self._tile = gemm_tile(self.icg * ky * kx, self.ocg, oh * ow, backend.low_memory, direct)
+        n, _, ih, iw = self._shape[:4]
+        one = (n, self.icg, ih, iw, self.ocg, oh, ow)
+        self._shift = along_width(one, self._window)
+        if (
+            backend.low_memory
+            or self.compressed is not None
+            or not G.groups_shift(*self._shift, self.group)
+        ):
+            self._shift = None
+        else:
+            size = G.scratch_size(*self._shift, self._tile, backend.num_thread, shift=True)
+            self._scratch_tensor = self._scratch(self.group * size)
+            return
         n = K.grouped_scratch_size(
             self._shape, self._window, self.group, self._tile, backend.num_thread
         )
         self._scratch_tensor = self._scratch(n)
 
+    def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> G.Conv2dCall | None:
+        """The shifted groups' prepared call (``Execution.bind``); None for the im2col path."""
+        if self._shift is None:
+            return None
+        scratch = EMPTY if self._scratch_tensor is None else self._scratch_tensor.buffer
+        return G.bind_conv2d_groups(
+            inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, *self._shift,
+            self.group, self.lo, self.hi, self._tile, self.backend.num_thread, self.act,
+        )  # fmt: skip
+
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        call = self.bind(inputs, outputs)
+        if call is not None:
+            call()
+            return
         dequant = self._dequantized()
         if dequant is not None:
             dequant()

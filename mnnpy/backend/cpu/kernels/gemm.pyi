@@ -49,6 +49,22 @@ def bind_conv2d(
     shift: bool = False,
     act: int = -1,
 ) -> Conv2dCall: ...
+def groups_shift(shape: tuple[int, ...], window: tuple[int, ...], group: int) -> bool: ...
+def bind_conv2d_groups(
+    src: np.ndarray,
+    dst: np.ndarray,
+    weight: np.ndarray,
+    bias: np.ndarray,
+    scratch: np.ndarray,
+    shape: tuple[int, ...],
+    window: tuple[int, ...],
+    group: int,
+    lo: float,
+    hi: float,
+    tile: int,
+    num_thread: int = 1,
+    act: int = -1,
+) -> Conv2dCall: ...
 def conv2d(
     src: np.ndarray,
     dst: np.ndarray,

@@ -233,15 +233,18 @@ cdef class KernelCall:
 
 
 cdef class Conv2dCall(KernelCall):
-    """A group-1 convolution (``bind_conv2d``)."""
+    """A group-1 convolution (``bind_conv2d``), or ``group`` of them side by side
+    (``bind_conv2d_groups``)."""
     cdef Plan g
     cdef Plan gp
     cdef bint gather
+    cdef Py_ssize_t group
     cdef ptrdiff_t win[8]  # last: per thread, the tile whose im2col copy its scratch holds
     cdef ptrdiff_t* koff  # shifted: the k-panels' offsets
 
     def __cinit__(self):
         self.koff = NULL
+        self.group = 1
 
     def __dealloc__(self):
         free(self.koff)
@@ -265,7 +268,7 @@ cdef class Conv2dCall(KernelCall):
             if self.gather:
                 _gathered(g, gp, s, d, w, b, t, win, lo, hi, num_thread, last)
             elif g.shifted:
-                _shifted(g, s, d, w, b, t, self.koff, lo, hi, num_thread)
+                _shifted(g, s, d, w, b, t, self.koff, lo, hi, num_thread, self.group)
             elif num_thread == 1 or g.items == 1:  # no parallel region to enter
                 for it in range(g.items):
                     _item(g, s, d, w, b, t, win, lo, hi, it, 0, last)
@@ -299,10 +302,39 @@ def bind_conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
                  gather, shift, act)
 
 
+def groups_shift(tuple shape, tuple window, Py_ssize_t group):
+    """Whether ``bind_conv2d_groups`` takes ``group`` convolutions of ``shape`` (one group's):
+    the shifted path (stride 1, not a direct 1x1, input channels a multiple of 4) and output
+    channels a multiple of 4 (each group's output blocks are its own)."""
+    if group < 1 or len(shape) != 7 or len(window) != 8 or shape[4] % 4:
+        return False
+    cdef Plan g = _plan(shape, window, 1, 1, True)
+    return g.shifted
+
+
+def bind_conv2d_groups(const float[::1] src, float[::1] dst, const float[::1] weight,
+                       const float[::1] bias, float[::1] scratch, tuple shape, tuple window,
+                       Py_ssize_t group, float lo, float hi, Py_ssize_t tile, int num_thread=1,
+                       int act=-1):
+    """A grouped convolution as ``group`` shifted group-1 convolutions in one parallel loop.
+
+    ``shape`` is one group's (``ic``, ``oc`` per group; ``groups_shift`` must hold): group
+    ``gi`` reads input channel blocks ``[gi * ic / 4, (gi + 1) * ic / 4)`` and writes output
+    blocks likewise; ``weight`` / ``bias`` hold each group's ``bind_conv2d`` panels one group
+    after another. Each group's outputs are the bits of ``bind_conv2d`` on its slice (``shift``).
+    ``scratch`` needs ``group * scratch_size(shape, window, tile, num_thread, shift=True)``.
+    """
+    if not groups_shift(shape, window, group):
+        raise ValueError(f"no shifted grouped convolution for shape {shape!r}, window "
+                         f"{window!r}, group {group}")
+    return _bind(src, dst, weight, bias, scratch, shape, window, lo, hi, tile, num_thread,
+                 False, True, act, group)
+
+
 cdef Conv2dCall _bind(const float[::1] src, float[::1] dst, const float[::1] weight,
                       const float[::1] bias, float[::1] scratch, tuple shape, tuple window,
                       float lo, float hi, Py_ssize_t tile, int num_thread, bint gather,
-                      bint shift, int act):
+                      bint shift, int act, Py_ssize_t group=1):
     if act != -1 and act not in FUSED_ACTS:
         raise ValueError(f"activation {act} cannot be fused")
     cdef Conv2dCall call = Conv2dCall.__new__(Conv2dCall)
@@ -310,19 +342,22 @@ cdef Conv2dCall _bind(const float[::1] src, float[::1] dst, const float[::1] wei
     g[0] = _plan(shape, window, tile, num_thread, shift)
     g.act = act
     call.gather = gather
+    call.group = group
+    if group > 1 and not g.shifted:
+        raise ValueError(f"groups need the shifted path, shape {shape!r}, window {window!r}")
     if gather:
         call.gp = _gather_plan(g, window, tile, num_thread)
         call.gp.act = act
-    cdef Py_ssize_t need = scratch_size(shape, window, tile, num_thread, gather, shift)
+    cdef Py_ssize_t need = group * scratch_size(shape, window, tile, num_thread, gather, shift)
     cdef Py_ssize_t n16 = cdiv(g.oc, 16), i
-    if (src.shape[0] < g.batch * g.ic4 * g.ih * g.iw * 4
-            or dst.shape[0] < g.batch * g.oc4 * g.ohw * 4
-            or weight.shape[0] < n16 * 16 * g.k or bias.shape[0] < n16 * 16
+    if (src.shape[0] < group * g.batch * g.ic4 * g.ih * g.iw * 4
+            or dst.shape[0] < group * g.batch * g.oc4 * g.ohw * 4
+            or weight.shape[0] < group * n16 * 16 * g.k or bias.shape[0] < group * n16 * 16
             or scratch.shape[0] < need):
         raise ValueError(
             f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]}, weight "
             f"{weight.shape[0]}, bias {bias.shape[0]}, scratch {scratch.shape[0]} (needs "
-            f"{need}) for shape {shape!r}, window {window!r}")
+            f"{need}) for shape {shape!r}, window {window!r}, group {group}")
     for i in range(8):
         call.win[i] = window[i]
     call.last = <Py_ssize_t*>malloc(num_thread * sizeof(Py_ssize_t))
@@ -356,11 +391,16 @@ cdef ptrdiff_t* _tap_offsets(const Plan* g, const ptrdiff_t* win) except NULL:
 
 cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
                    const float* bias, float* padded, const ptrdiff_t* koff, float lo, float hi,
-                   int num_thread) noexcept nogil:
+                   int num_thread, Py_ssize_t group=1) noexcept nogil:
     """Stride-1 convolution without im2col: the images are copied once into ``padded``
     (``[batch][ic4][ihp][iwp][4]``, zeros around), then each output row is one GEMM whose
-    k-panels (one per kernel tap and channel block) are read in place at ``koff``."""
-    cdef Py_ssize_t rows = g.batch * g.ic4 * g.ihp, it, y, iy, n, o0, c, piece, r, r1, cw
+    k-panels (one per kernel tap and channel block) are read in place at ``koff``.
+
+    ``group`` such convolutions side by side (``bind_conv2d_groups``): image n of group gi is
+    image ``n * group + gi`` of the plan in the input, the padded copy and the output, and its
+    weight / bias panels are the gi-th; one parallel loop runs all groups' items."""
+    cdef Py_ssize_t rows = g.batch * group * g.ic4 * g.ihp, it, y, iy, n, o0, c, piece, r, r1, cw
+    cdef Py_ssize_t gi, ws = cdiv(g.oc, 16) * 16
     cdef Py_ssize_t x0 = min(g.left, g.iwp), x1 = min(g.left + g.iw, g.iwp), plane
     cdef const float* s
     cdef float* t
@@ -376,10 +416,11 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
             memcpy(t + x0 * 4, s + (x0 - g.left) * 4, (x1 - x0) * 16)
             memset(t + x1 * 4, 0, (g.iwp - x1) * 16)
     plane = g.ihp * g.iwp * 4
-    for it in prange(g.items, num_threads=num_thread, schedule="dynamic"):
-        piece = it // g.nchunk
+    for it in prange(group * g.items, num_threads=num_thread, schedule="dynamic"):
+        gi = it // g.items
+        piece = (it % g.items) // g.nchunk
         c = it % g.nchunk
-        n = piece // g.ntile
+        n = (piece // g.ntile) * group + gi  # the plan's image: image, then group
         r = (piece % g.ntile) * g.tile
         r1 = min(r + g.tile, g.oh)
         o0 = _chunk0(g, c)
@@ -387,7 +428,7 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
         while r < r1:
             mnnpy_gemm_c4_panels(
                 _isa, padded + (n * g.ic4 * plane) + r * g.iwp * 4, koff, g.ow, g.k,
-                w + o0 * g.k, bias + o0,
+                w + (gi * ws + o0) * g.k, bias + gi * ws + o0,
                 dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4, g.ohw * 4,
                 cw, lo, hi)
             post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4,
