@@ -217,4 +217,48 @@ MNNPY_INLINE void mnnpy_sum_window(int isa, const float* plane, ptrdiff_t iw, pt
     mnnpy_sum_window_c(plane, iw, ys, ye, xs, xe, scale, out, lanes);
 }
 
+/* One output row of a max pooling whose input rows are given by pointers (``rows[k]``: input
+ * row ys + k, k < nr, each ``[iw][4]``; a ring of rows that conv_direct.pyx fills): output
+ * pixel ox takes columns [ix0, ix0 + kx) clamped into [0, iw), ix0 = ox * sx - left, as
+ * pool.pyx's max_pool; taps rows first, then columns, so the same values as mnnpy_max_window. */
+MNNPY_INLINE void mnnpy_max_row_ptrs(int isa, const float* const* rows, ptrdiff_t nr,
+                                     ptrdiff_t iw, ptrdiff_t ow, ptrdiff_t kx, ptrdiff_t sx,
+                                     ptrdiff_t left, float* out, ptrdiff_t lanes) {
+    for (ptrdiff_t ox = 0; ox < ow; ++ox) {
+        ptrdiff_t ix0 = ox * sx - left, xs = ix0, xe = ix0 + kx - 1; /* then clamped */
+        xs = xs < 0 ? 0 : xs > iw - 1 ? iw - 1 : xs;
+        xe = (xe < 0 ? 0 : xe > iw - 1 ? iw - 1 : xe) + 1;
+#if MNNPY_X86
+        if (isa != MNNPY_ISA_GENERIC) {
+            if (ix0 >= 0 && ox + 4 <= ow && (ox + 3) * sx - left + kx <= iw) {
+                /* 4 windows wholly inside the row: independent chains */
+                __m128 m[4];
+                for (int i = 0; i < 4; ++i) m[i] = _mm_loadu_ps(rows[0] + (xs + i * sx) * 4);
+                for (ptrdiff_t k = 0; k < nr; ++k)
+                    for (ptrdiff_t x = 0; x < kx; ++x)
+                        for (int i = 0; i < 4; ++i)
+                            m[i] = _mm_max_ps(_mm_loadu_ps(rows[k] + (xs + i * sx + x) * 4), m[i]);
+                for (int i = 0; i < 4; ++i) mnnpy_pool_store_sse(m[i], out + (ox + i) * 4, lanes);
+                ox += 3;
+                continue;
+            }
+            __m128 m = _mm_loadu_ps(rows[0] + xs * 4);
+            for (ptrdiff_t k = 0; k < nr; ++k)
+                for (ptrdiff_t x = xs; x < xe; ++x) m = _mm_max_ps(_mm_loadu_ps(rows[k] + x * 4), m);
+            mnnpy_pool_store_sse(m, out + ox * 4, lanes);
+            continue;
+        }
+#endif
+        float m[4];
+        for (int l = 0; l < 4; ++l) m[l] = rows[0][xs * 4 + l];
+        for (ptrdiff_t k = 0; k < nr; ++k)
+            for (ptrdiff_t x = xs; x < xe; ++x)
+                for (int l = 0; l < 4; ++l) {
+                    float p = rows[k][x * 4 + l];
+                    m[l] = p > m[l] ? p : m[l];
+                }
+        mnnpy_pool_store_c(m, out + ox * 4, lanes);
+    }
+}
+
 #endif /* MNNPY_POOL_KERNELS_H */
