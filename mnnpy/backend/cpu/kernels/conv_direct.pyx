@@ -11,6 +11,10 @@ clamped to ``[lo, hi]``, output padding lanes are zeros, a fused activation ``ac
 
 Threads take output rows (static ranges); each value is one fixed FMA chain, so results do not
 depend on the thread count. Sizes and buffer lengths are checked before the ``nogil`` loop.
+
+``bind_conv_direct_pool`` is the convolution followed by a max pooling of its output that never
+writes that output: rows go to a per-thread ring of the pooling window's rows, each pooled row
+is taken from there (``pool_kernels.h``'s ``mnnpy_max_row_ptrs``; ``conv_max_pool.py``).
 """
 
 from cython.parallel cimport prange
