@@ -23,6 +23,7 @@ from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.backend.cpu.kernels import gemm_mean as M
 from mnnpy.backend.cpu.kernels import pool as P
+from mnnpy.errors import MNNError
 from mnnpy.execution import Execution
 from mnnpy.layout import c4
 from mnnpy.net import OpType
@@ -99,12 +100,17 @@ def conv_mean(backend: Any, view: SubgraphView) -> list[Substitution]:
         if len(conv.inputs) != 1 or len(conv.outputs) != 1:
             continue
         y = conv.outputs[0]
-        if len(y.shape) != 4 or y.shape[2] * y.shape[3] > M.MAX_PIXELS or not y.is_packed:
+        if len(y.shape) != 4 or not 2 <= y.shape[2] * y.shape[3] <= M.MAX_PIXELS:
+            continue  # (1 x 1 maps: a batch of them is a row-major GEMM, linear.pyx)
+        if not y.is_packed:
             continue
         pool = view.only_reader(y)
         if pool is None or not _global_average(pool) or pool.inputs[0] is not y:
             continue
-        geo = conv_geometry(conv.op, conv.inputs[0].shape)
+        try:
+            geo = conv_geometry(conv.op, conv.inputs[0].shape)
+        except MNNError:
+            continue
         if geo.group != 1 or kernel_shape(geo, ex.in_channels, y.shape)[1] != _WINDOW:
             continue
         fused = CPUConvMean(cpu_backend(backend), ex, y)
