@@ -33,8 +33,10 @@ def test_bound_steps_give_what_on_execute_gives(threads: int) -> None:
     steps = session.pipelines[0]._steps
     bound = {type(s.execution).__name__ for s in steps if s.call is not None}
     # the convolutions and the raster ops (region copies, kernels.raster.bind_regions); the
-    # input's ConvertTensor runs inside the first convolution (executions/conv_nchw_input.py)
+    # input's ConvertTensor runs inside the first convolution (executions/conv_nchw_input.py),
+    # the last 1x1 convolution with its global average (executions/conv_mean.py)
     assert bound == {
+        "CPUConvMean",
         "CPUConvolutionGemm",
         "CPUConvolutionDirect",
         "CPUConvolutionDepthwise",

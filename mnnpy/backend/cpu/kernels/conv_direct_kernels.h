@@ -24,6 +24,9 @@
 typedef struct {
     ptrdiff_t ic, ih, iw, oc, oh, ow, KY, KX, sy, sx, dy, dx, top, left;
     ptrdiff_t ps, cs; /* floats between pixels, channels: 4, 1 (NC4HW4) or 1, ih * iw (NCHW) */
+    /* where output row oy goes: dst + (b * plane + (oy - oy0) * ow + x) * 4 for channel block b
+     * (plane = oh * ow, oy0 = 0 for the whole output; a ring of rows: conv_direct.pyx) */
+    ptrdiff_t plane, oy0;
 } mnnpy_cd_geom;
 
 MNNPY_INLINE ptrdiff_t mnnpy_cd_cdiv(ptrdiff_t a, ptrdiff_t b) { /* ceil(a / b), b > 0 */
@@ -59,7 +62,7 @@ MNNPY_INLINE void mnnpy_cd_interior(const mnnpy_cd_geom* g, ptrdiff_t* xa, ptrdi
     MNNPY_STATIC ATTR void NAME(const mnnpy_cd_geom* g, const float* src, float* dst,            \
                                 const float* w, const float* bias, ptrdiff_t oy, float lo,       \
                                 float hi) {                                                      \
-        const ptrdiff_t K = g->KY * g->KX * g->ic, plane = g->oh * g->ow;                        \
+        const ptrdiff_t K = g->KY * g->KX * g->ic, plane = g->plane;                             \
         const ptrdiff_t oc4 = (g->oc + 3) / 4;                                                   \
         ptrdiff_t iy0 = oy * g->sy - g->top, ky0, ky1;                                           \
         mnnpy_cd_taps(iy0, g->dy, g->KY, g->ih, &ky0, &ky1);                                     \
@@ -82,7 +85,8 @@ MNNPY_INLINE void mnnpy_cd_interior(const mnnpy_cd_geom* g, ptrdiff_t* xa, ptrdi
                     for (int l = 0; l < 4; ++l) {                                                \
                         ptrdiff_t o = b * 4 + l;                                                 \
                         float v = mnnpy_clamp(acc[(b - j) * 4 + l], lo, hi);                     \
-                        dst[(b * plane + oy * g->ow + ox) * 4 + l] = o < g->oc ? v : 0.0f;       \
+                        float* at = dst + (b * plane + (oy - g->oy0) * g->ow + ox) * 4;          \
+                        at[l] = o < g->oc ? v : 0.0f;                                            \
                     }                                                                            \
             }                                                                                    \
         }                                                                                        \
@@ -102,7 +106,7 @@ MNNPY_CD_ROW(mnnpy_cd_row_avx2, MNNPY_T256)
                                       ptrdiff_t iy0, ptrdiff_t ky0, ptrdiff_t ky1, ptrdiff_t ix0, \
                                       ptrdiff_t kx0, ptrdiff_t kx1, ptrdiff_t j, ptrdiff_t pix,  \
                                       __m256 lo, __m256 hi, __m256 keep0, __m256 keep1) {        \
-        const ptrdiff_t K = g->KY * g->KX * g->ic, plane = g->oh * g->ow;                        \
+        const ptrdiff_t K = g->KY * g->KX * g->ic, plane = g->plane;                             \
         const ptrdiff_t blocks = (g->oc + 3) / 4 - j * 4, sx4 = g->sx * g->ps;                   \
         __m256 a0[P], a1[P];                                                                     \
         for (int p = 0; p < P; ++p) {                                                            \
@@ -160,13 +164,13 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_cd_row256(const mnnpy_cd_geom* g, const float
             ptrdiff_t ix0 = ox * g->sx - g->left, kx0, kx1;
             if (ox >= xa && ox + 4 <= xb) {
                 mnnpy_cd_block256x4(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, 0, g->KX, j,
-                                    oy * g->ow + ox, l8, h8, keep0, keep1);
+                                    (oy - g->oy0) * g->ow + ox, l8, h8, keep0, keep1);
                 ox += 3;
                 continue;
             }
             mnnpy_cd_taps(ix0, g->dx, g->KX, g->iw, &kx0, &kx1);
             mnnpy_cd_block256x1(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, kx0, kx1, j,
-                                oy * g->ow + ox, l8, h8, keep0, keep1);
+                                (oy - g->oy0) * g->ow + ox, l8, h8, keep0, keep1);
         }
     }
 }
@@ -194,7 +198,7 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_cd_store(float* d, ptrdiff_t plane, ptrdiff_t
                                       ptrdiff_t kx0, ptrdiff_t kx1, ptrdiff_t j0, ptrdiff_t pix, \
                                       __m512 lo,                                                 \
                                       __m512 hi, __mmask16 last) {                               \
-        const ptrdiff_t K = g->KY * g->KX * g->ic, plane = g->oh * g->ow;                        \
+        const ptrdiff_t K = g->KY * g->KX * g->ic, plane = g->plane;                             \
         const ptrdiff_t oc4 = (g->oc + 3) / 4, sx = (SX) ? (SX) : g->sx;                         \
         __m512 acc[P][NP];                                                                       \
         for (int j = 0; j < NP; ++j) {                                                           \
@@ -250,7 +254,8 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_cd_row512(const mnnpy_cd_geom* g, const float
             ptrdiff_t ix0 = ox * sx - g->left, kx0, kx1;
             if (ox >= xa && ox + 8 <= xb) {
 #define MNNPY_CD_CALL(NAME) \
-    NAME(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, 0, g->KX, j, oy * g->ow + ox, l16, h16, last)
+    NAME(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, 0, g->KX, j, \
+         (oy - g->oy0) * g->ow + ox, l16, h16, last)
                 if (n == 2 && sx == 2)
                     MNNPY_CD_CALL(mnnpy_cd_block8x2s2);
                 else if (n == 2)
@@ -266,7 +271,7 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_cd_row512(const mnnpy_cd_geom* g, const float
             mnnpy_cd_taps(ix0, g->dx, g->KX, g->iw, &kx0, &kx1);
             for (ptrdiff_t q = j; q < j + n; ++q)
                 mnnpy_cd_block1x1(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, kx0, kx1, q,
-                                  oy * g->ow + ox, l16, h16, last);
+                                  (oy - g->oy0) * g->ow + ox, l16, h16, last);
         }
         j += n;
     }

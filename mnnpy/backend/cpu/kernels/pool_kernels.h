@@ -217,4 +217,100 @@ MNNPY_INLINE void mnnpy_sum_window(int isa, const float* plane, ptrdiff_t iw, pt
     mnnpy_sum_window_c(plane, iw, ys, ye, xs, xe, scale, out, lanes);
 }
 
+#if MNNPY_X86
+/* Stride-1 or -2 windows 4 to a register (AVX-512): the 4 pixels at columns c, c + SX, c + 2 SX,
+ * c + 3 SX of a row, from the pixels [c, c + 3 SX] only (a masked second load). */
+#define MNNPY_POOL_PX4(row, c, SX, idx)                                                    \
+    ((SX) == 1 ? _mm512_loadu_ps((row) + (c) * 4)                                          \
+               : _mm512_permutex2var_ps(_mm512_loadu_ps((row) + (c) * 4), idx,             \
+                                        _mm512_maskz_loadu_ps(0x0fff, (row) + (c) * 4 + 16)))
+
+/* 4 J windows wholly inside the rows (J = 1 or 4), output i at columns [c + i SX, c + i SX +
+ * kx): J registers of independent chains, each lane's taps in mnnpy_max_window's order. */
+#define MNNPY_MAX_ROWS_512(NAME, J, SX)                                                          \
+    MNNPY_STATIC MNNPY_T512 void NAME(const float* const* rows, ptrdiff_t nr, ptrdiff_t c,      \
+                                      ptrdiff_t kx, float* out, ptrdiff_t lanes) {              \
+        const __m512i idx =                                                                      \
+            _mm512_setr_epi32(0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27);         \
+        const float* r = rows[0];                                                                \
+        __m512 m0 = MNNPY_POOL_PX4(r, c, SX, idx), m1 = m0, m2 = m0, m3 = m0;                    \
+        if (J == 4) {                                                                            \
+            m1 = MNNPY_POOL_PX4(r, c + 4 * (SX), SX, idx);                                       \
+            m2 = MNNPY_POOL_PX4(r, c + 8 * (SX), SX, idx);                                       \
+            m3 = MNNPY_POOL_PX4(r, c + 12 * (SX), SX, idx);                                      \
+        }                                                                                        \
+        for (ptrdiff_t k = 0; k < nr; ++k) {                                                     \
+            r = rows[k];                                                                         \
+            for (ptrdiff_t x = c; x < c + kx; ++x) {                                             \
+                m0 = _mm512_max_ps(MNNPY_POOL_PX4(r, x, SX, idx), m0);                           \
+                if (J == 4) {                                                                    \
+                    m1 = _mm512_max_ps(MNNPY_POOL_PX4(r, x + 4 * (SX), SX, idx), m1);            \
+                    m2 = _mm512_max_ps(MNNPY_POOL_PX4(r, x + 8 * (SX), SX, idx), m2);            \
+                    m3 = _mm512_max_ps(MNNPY_POOL_PX4(r, x + 12 * (SX), SX, idx), m3);           \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+        __mmask16 keep =                                                                         \
+            lanes >= 4 ? (__mmask16)0xffff : (__mmask16)(0x1111u * ((1u << lanes) - 1u));        \
+        _mm512_storeu_ps(out, _mm512_maskz_mov_ps(keep, m0));                                    \
+        if (J == 4) {                                                                            \
+            _mm512_storeu_ps(out + 16, _mm512_maskz_mov_ps(keep, m1));                           \
+            _mm512_storeu_ps(out + 32, _mm512_maskz_mov_ps(keep, m2));                           \
+            _mm512_storeu_ps(out + 48, _mm512_maskz_mov_ps(keep, m3));                           \
+        }                                                                                        \
+    }
+MNNPY_MAX_ROWS_512(mnnpy_max_rows512_4s1, 4, 1)
+MNNPY_MAX_ROWS_512(mnnpy_max_rows512_1s1, 1, 1)
+MNNPY_MAX_ROWS_512(mnnpy_max_rows512_4s2, 4, 2)
+MNNPY_MAX_ROWS_512(mnnpy_max_rows512_1s2, 1, 2)
+#undef MNNPY_MAX_ROWS_512
+#endif
+
+/* One output row of a max pooling whose input rows are given by pointers (``rows[k]``: input
+ * row ys + k, k < nr, each ``[iw][4]``; a ring of rows that conv_direct.pyx fills): output
+ * pixel ox takes columns [ix0, ix0 + kx) clamped into [0, iw), ix0 = ox * sx - left, as
+ * pool.pyx's max_pool; taps rows first, then columns, so the same values as mnnpy_max_window
+ * in every ISA. */
+MNNPY_INLINE void mnnpy_max_row_ptrs(int isa, const float* const* rows, ptrdiff_t nr,
+                                     ptrdiff_t iw, ptrdiff_t ow, ptrdiff_t kx, ptrdiff_t sx,
+                                     ptrdiff_t left, float* out, ptrdiff_t lanes) {
+    for (ptrdiff_t ox = 0; ox < ow; ++ox) {
+        ptrdiff_t ix0 = ox * sx - left, xs = ix0, xe = ix0 + kx - 1; /* then clamped */
+        xs = xs < 0 ? 0 : xs > iw - 1 ? iw - 1 : xs;
+        xe = (xe < 0 ? 0 : xe > iw - 1 ? iw - 1 : xe) + 1;
+#if MNNPY_X86
+        if (isa >= MNNPY_ISA_AVX512 && sx <= 2 && ix0 >= 0) { /* windows inside the row */
+            if (ox + 16 <= ow && (ox + 15) * sx - left + kx <= iw) {
+                (sx == 2 ? mnnpy_max_rows512_4s2 : mnnpy_max_rows512_4s1)(rows, nr, ix0, kx,
+                                                                          out + ox * 4, lanes);
+                ox += 15;
+                continue;
+            }
+            if (ox + 4 <= ow && (ox + 3) * sx - left + kx <= iw) {
+                (sx == 2 ? mnnpy_max_rows512_1s2 : mnnpy_max_rows512_1s1)(rows, nr, ix0, kx,
+                                                                          out + ox * 4, lanes);
+                ox += 3;
+                continue;
+            }
+        }
+        if (isa != MNNPY_ISA_GENERIC) {
+            __m128 m = _mm_loadu_ps(rows[0] + xs * 4);
+            for (ptrdiff_t k = 0; k < nr; ++k)
+                for (ptrdiff_t x = xs; x < xe; ++x) m = _mm_max_ps(_mm_loadu_ps(rows[k] + x * 4), m);
+            mnnpy_pool_store_sse(m, out + ox * 4, lanes);
+            continue;
+        }
+#endif
+        float m[4];
+        for (int l = 0; l < 4; ++l) m[l] = rows[0][xs * 4 + l];
+        for (ptrdiff_t k = 0; k < nr; ++k)
+            for (ptrdiff_t x = xs; x < xe; ++x)
+                for (int l = 0; l < 4; ++l) {
+                    float p = rows[k][x * 4 + l];
+                    m[l] = p > m[l] ? p : m[l];
+                }
+        mnnpy_pool_store_c(m, out + ox * 4, lanes);
+    }
+}
+
 #endif /* MNNPY_POOL_KERNELS_H */
