@@ -12,6 +12,7 @@ The keys and what pymnn does with them (``pymnn/src/util.h``, ``getScheduleConfi
   precision names), ignoring the rest; mnnpy honours names too and warns for unknown values.
   mnnpy computes in float32 whatever the precision; ``memory`` LOW picks low-memory kernels.
 * ``saveTensors``: a tuple of tensor names kept readable with ``getSessionOutput`` after a run.
+  Such a session runs every op on its own (no fused groups), so each named tensor is written.
 * ``inputPaths`` / ``outputPaths``: accepted when they name the model's own inputs / outputs;
   sub-graph sessions are not supported (pymnn's results for them are unreliable too).
 * ``backupType``: pymnn ignores it; mnnpy honours it like ``backend``.

@@ -14,6 +14,7 @@ import numbers
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from mnnpy.compat.config import SessionOptions, parse_config
@@ -25,6 +26,7 @@ from mnnpy.interpreter import SessionInfoCode
 from mnnpy.net import OpType
 from mnnpy.pipeline import Callback
 from mnnpy.session import Session as CoreSession
+from mnnpy.substitute import disabled
 from mnnpy.tensor import Tensor as CoreTensor
 
 __all__ = ["Interpreter", "RuntimeInfo"]
@@ -95,7 +97,9 @@ class Interpreter:
                 raise InvalidArgumentError(f"runtime must come from createRuntime: {runtime!r}")
             options.config = runtime.options[0].config
         session = Session()
-        session._session = self._interpreter.create_session(options.config)
+        # A saved tensor is copied when its op ends: none may be inside a fused group.
+        with disabled() if options.save_tensors else nullcontext():
+            session._session = self._interpreter.create_session(options.config)
         session._owner = self
         session._release_mode = self._session_mode_release
         session._setup_saved(options.save_tensors)

@@ -4,6 +4,7 @@ one group, the bits of the ops run apart, close to NumPy, across resizes and thr
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,3 +109,47 @@ def test_conv_read_twice_is_not_fused() -> None:
     for x, got in outs:
         ref = pool_reference(pp, np.maximum(conv_reference(cp, x), 0.0))
         np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
+
+
+def test_disabled_session_stays_unfused_at_resizes() -> None:
+    """A session made inside ``substitute.disabled()`` keeps every op apart when it is resized
+    later, outside the block, to a size that would fuse."""
+    model, (cp, pp) = _net(True, 0, hw=SIZES[1])
+    interp = mnnpy.Interpreter.from_buffer(model)
+    with substitute.disabled():
+        session = interp.create_session(mnnpy.ScheduleConfig(num_thread=2))
+    t = interp.get_session_input(session, "in0")
+    interp.resize_tensor(t, (2, 3, *SIZES[0]))
+    interp.resize_session(session)
+    assert {p.group for p in session.placement()} == {None}
+    x = np.random.default_rng(5).standard_normal((2, 3, *SIZES[0])).astype(np.float32)
+    t.copy_from(x)
+    interp.run_session(session)
+    ref = pool_reference(pp, np.maximum(conv_reference(cp, x), 0.0))
+    got = interp.get_session_output(session, "out").numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-4)
+
+
+def test_compat_save_tensors_reads_the_inner_tensor(tmp_path: Path) -> None:
+    """pymnn's ``saveTensors`` naming the convolution's output, which a fused group would keep
+    inside (never written): the session runs the ops apart, so the saved values are the conv's."""
+    import mnnpy.compat as MNN
+
+    model, (cp, pp) = _net(True, 0)
+    path = tmp_path / "conv_pool.mnn"
+    path.write_bytes(model)
+    interp = MNN.Interpreter(str(path))
+    session = interp.createSession({"numThread": 2, "saveTensors": ("y",)})
+    x = np.random.default_rng(7).standard_normal((2, 3, *SIZES[0])).astype(np.float32)
+    host = MNN.Tensor(x.shape, MNN.Halide_Type_Float, x, MNN.Tensor_DimensionType_Caffe)
+    assert interp.getSessionInput(session).copyFrom(host) is True
+    assert interp.runSession(session) == 0
+    got = {}
+    for name in ("y", "out"):
+        output = interp.getSessionOutput(session, name)
+        host = MNN.Tensor(output.getShape(), MNN.Halide_Type_Float, MNN.Tensor_DimensionType_Caffe)
+        assert output.copyToHostTensor(host) is True
+        got[name] = np.array(host.getNumpyData())
+    y = np.maximum(conv_reference(cp, x), 0.0)
+    np.testing.assert_allclose(got["y"], y, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(got["out"], pool_reference(pp, y), rtol=1e-3, atol=1e-4)
