@@ -12,16 +12,15 @@ reference and the fallback where the twin declines.
 
 from __future__ import annotations
 
-import collections
 import itertools
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from mnnpy.geometry.regions import Layout, Side, Terms, remembered, side_key
+from mnnpy.memo import Memo
 
 try:  # C twin of _compose (setup.py builds it); the Python one: reference and fallback
     from mnnpy.geometry._compose import compose as _compose_c
@@ -69,17 +68,7 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     them), with the index of the producer piece each result reads; each call gets new pieces.
     """
     key = (_piece_key(piece), tuple([_piece_key(u) for u in producer]))
-    with _memo_lock:  # sessions may be created in several threads
-        known = key in _memo
-        found = _memo[key] if known else None
-        if known:
-            _memo.move_to_end(key)
-    if not known:
-        found = _found(piece, producer)
-        with _memo_lock:
-            _memo[key] = found
-            while len(_memo) > _MEMO_SIZE:
-                _memo.popitem(last=False)
+    found = _memo.get(key, lambda: _found(piece, producer))
     if found is None:
         return None
     return [
@@ -89,9 +78,7 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
 
 
 Found = list[tuple[int, list[int], Side, Side]] | None  # per result: producer piece, space, sides
-_MEMO_SIZE = 4096
-_memo: collections.OrderedDict[tuple, Found] = collections.OrderedDict()
-_memo_lock = threading.Lock()
+_memo: Memo[Found] = Memo(4096)
 
 
 def _found(piece: Piece, producer: Sequence[Piece]) -> Found:

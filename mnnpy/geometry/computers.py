@@ -17,13 +17,13 @@ regions (``regions.plan``); the geometry stage (:mod:`mnnpy.geometry`) composes 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from mnnpy.geometry import regions as R
 from mnnpy.geometry.compose import Piece
+from mnnpy.memo import Memo
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import concat, content_of, permute, reshape, slice_tf, strided_slice
 from mnnpy.ops import slice as slice_op
@@ -178,23 +178,14 @@ def reshape_piece(src: Tensor, dst: Tensor, nhwc: bool) -> Piece | None:
     same reshapes block after block), shared by the pieces made from them, which never change.
     """
     key = (nhwc, tuple(src.shape), src.is_packed, tuple(dst.shape), dst.is_packed)
-    try:
-        known = _reshapes[key]
-    except KeyError:
-        known = _reshape_sides(src, dst, nhwc)
-        with _reshapes_lock:
-            if len(_reshapes) >= _RESHAPES_SIZE:
-                _reshapes.clear()
-            _reshapes[key] = known
+    known = _reshapes.get(key, lambda: _reshape_sides(src, dst, nhwc))
     if known is None:
         return None
     space, s_side, d_side = known
     return Piece(list(space), src, s_side, d_side)
 
 
-_RESHAPES_SIZE = 4096
-_reshapes: dict[tuple, tuple[list[int], R.Side, R.Side] | None] = {}
-_reshapes_lock = threading.Lock()
+_reshapes: Memo[tuple[list[int], R.Side, R.Side] | None] = Memo(4096)
 
 
 def _reshape_sides(src: Tensor, dst: Tensor, nhwc: bool) -> tuple[list[int], R.Side, R.Side] | None:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.errors import ComputeSizeError, NotSupportError
+from mnnpy.memo import Memo
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import content_of, register_reference, register_shape
 from mnnpy.tensor import Tensor
@@ -24,8 +25,7 @@ from mnnpy.tensor import Tensor
 # per entry: begin, end, stride, begin mask, end mask, shrink mask, new-axis mask
 Entry = tuple[int, int, int, bool, bool, bool, bool]
 Plan = tuple[tuple[slice, ...], tuple[int, ...], tuple[int, ...]]
-_PLANS: dict[tuple[object, ...], Plan] = {}
-_MAX_PLANS = 4096
+_PLANS: Memo[Plan] = Memo(4096)
 
 
 def _ints(v: np.ndarray) -> list[int]:
@@ -138,12 +138,7 @@ def plan(op: OpDef, shape: Sequence[int], values: Sequence[np.ndarray]) -> Plan:
         return _plan(op, shape, values)
     key = [p.fromType, p.beginMask, p.endMask, p.ellipsisMask, p.newAxisMask, p.shrinkAxisMask]
     key += [tuple(shape), *[tuple(np.asarray(v).ravel().tolist()) for v in values]]
-    found = _PLANS.get(k := tuple(key))
-    if found is None:  # (an error is raised again the next time)
-        if len(_PLANS) >= _MAX_PLANS:
-            _PLANS.clear()
-        found = _PLANS[k] = _plan(op, shape, values)
-    return found
+    return _PLANS.get(tuple(key), lambda: _plan(op, shape, values))  # errors: not remembered
 
 
 def _plan(op: OpDef, shape: Sequence[int], values: Sequence[np.ndarray]) -> Plan:

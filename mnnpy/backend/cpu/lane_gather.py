@@ -11,12 +11,12 @@ one pass. Every other row stays as it is. :func:`reference` is the kernel's NumP
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mnnpy.geometry.regions import COLS
+from mnnpy.memo import Memo
 
 try:  # C twins of _plan and itself_reference (setup.py builds them); the Python ones: reference
     from mnnpy.backend.cpu.kernels.raster_plan import itself as _itself_c
@@ -55,21 +55,11 @@ def plan(
     if not any(_candidates(rows) for _, rows in jobs):
         return np.zeros((0, GCOLS), np.int64), jobs
     key = tuple((s, rows.tobytes()) for s, rows in jobs)
-    with _memo_lock:
-        known = _memo.get(key)
-    if known is None:
-        known = _plan(jobs)
-        with _memo_lock:
-            if len(_memo) >= _MEMO_SIZE:
-                _memo.pop(next(iter(_memo)))
-            _memo[key] = known
-    grows, rest = known
+    grows, rest = _memo.get(key, lambda: _plan(jobs))
     return grows.copy(), [(s, rows.copy()) for s, rows in rest]
 
 
-_MEMO_SIZE = 256
-_memo: dict[tuple, tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = {}
-_memo_lock = threading.Lock()
+_memo: Memo[tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = Memo(256)
 
 
 def _plan(
