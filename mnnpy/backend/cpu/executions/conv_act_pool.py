@@ -31,7 +31,7 @@ from mnnpy.ops.pool import pool_geometry, pool_planes
 from mnnpy.optimization import Node, SubgraphView, Substitution
 from mnnpy.tensor import Tensor
 
-__all__ = ["CPUDepthwisePool", "with_pool"]
+__all__ = ["CPUDepthwisePool", "is_global_average", "with_pool"]
 
 # Smaller maps keep the separate pool: there the map stays in L2 for it, and the excitation's
 # multiply, then the first to read the map again, measured slower by more than the pool's pass
@@ -77,7 +77,7 @@ class CPUDepthwisePool(Execution):
         self._call(inputs, outputs)()
 
 
-def _global_average(node: Node | None) -> bool:
+def is_global_average(node: Node | None) -> bool:
     """``node`` is a float32 NC4HW4 average pooling over each whole (H, W) plane, unpadded."""
     if node is None or node.op.type not in (OpType.Pooling, OpType.Pooling3D):
         return False
@@ -115,7 +115,7 @@ def with_pool(view: SubgraphView, conv: Node, act: Node, code: int) -> Substitut
     x = act.outputs[0]
     if len(x.shape) != 4 or x.shape[2] * x.shape[3] < MIN_PIXELS:
         return None
-    pool = next((n for n in view.readers(x) if n in view.nodes and _global_average(n)), None)
+    pool = next((n for n in view.readers(x) if n in view.nodes and is_global_average(n)), None)
     if pool is None or len(conv.inputs) != 1:
         return None
     group = (conv, act, pool)

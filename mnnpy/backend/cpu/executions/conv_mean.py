@@ -17,7 +17,7 @@ from typing import Any
 
 from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
-from mnnpy.backend.cpu.executions.conv_act_pool import _global_average
+from mnnpy.backend.cpu.executions.conv_act_pool import is_global_average
 from mnnpy.backend.cpu.executions.convolution_base import EMPTY, chain, kernel_shape
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.backend.cpu.kernels import gemm as G
@@ -105,7 +105,7 @@ def conv_mean(backend: Any, view: SubgraphView) -> list[Substitution]:
         if not y.is_packed:
             continue
         pool = view.only_reader(y)
-        if pool is None or not _global_average(pool) or pool.inputs[0] is not y:
+        if pool is None or not is_global_average(pool) or pool.inputs[0] is not y:
             continue
         try:
             geo = conv_geometry(conv.op, conv.inputs[0].shape)
