@@ -18,6 +18,8 @@ SHAPES = [
     (4, 20, 3, 3, 1),
     (1, 1, 1, 1, 1),
     (2, 33, 2, 5, 5),
+    (2, 48, 37, 1, 1),  # full 16-row panels, 37 = 9 SSE2 blocks of 4 columns and 1 more
+    (1, 35, 64, 1, 1),
 ]
 
 

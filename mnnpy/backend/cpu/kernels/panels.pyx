@@ -4,13 +4,53 @@
 ``fill_panels`` writes ``[G][O][I][KH*KW]`` weights into zeroed ``[G][ceil(O/L)][KH*KW*I][L]``
 panels of ``L`` lanes (16: GEMM convolutions; 4: depthwise, ``[C/4][KH][KW][4]``), k = (ky * KW +
 kx) * I + i: each panel's ``L`` rows are read side by side and its ``k`` rows written in order,
-with no transposed copy in between. The rows past ``O`` in the last panel are left as they are
+with no transposed copy in between (full 16-row panels of 4-byte words, one tap: four 4x4 SSE2
+transposes at a time). The rows past ``O`` in the last panel are left as they are
 (zero). Elements are copied as unsigned integers of their width, so
 every bit pattern (NaN payloads included) is kept. Sizes are checked before the ``nogil`` loop.
 """
 
+cdef extern from *:
+    """
+    #include <stddef.h>
+    #include <stdint.h>
+    #if defined(__SSE2__)
+    #include <emmintrin.h>
+    #endif
+    /* One full 16-row panel of 4-byte words, one tap: d[i * 16 + lane] = s[lane * k + i].
+       4 columns at a time as four 4x4 transposes of SSE2 registers (pure data movement, so
+       every bit is kept), then the last k % 4 columns one word at a time. */
+    static void mnnpy_panel16_words(const uint32_t *s, uint32_t *d, Py_ssize_t k) {
+        Py_ssize_t i = 0, lane;
+    #if defined(__SSE2__)
+        for (; i + 4 <= k; i += 4) {
+            for (Py_ssize_t q = 0; q < 16; q += 4) {
+                const uint32_t *r = s + q * k + i;
+                __m128i r0 = _mm_loadu_si128((const __m128i *)r);
+                __m128i r1 = _mm_loadu_si128((const __m128i *)(r + k));
+                __m128i r2 = _mm_loadu_si128((const __m128i *)(r + 2 * k));
+                __m128i r3 = _mm_loadu_si128((const __m128i *)(r + 3 * k));
+                __m128i t0 = _mm_unpacklo_epi32(r0, r1), t1 = _mm_unpacklo_epi32(r2, r3);
+                __m128i t2 = _mm_unpackhi_epi32(r0, r1), t3 = _mm_unpackhi_epi32(r2, r3);
+                uint32_t *o = d + i * 16 + q;
+                _mm_storeu_si128((__m128i *)o, _mm_unpacklo_epi64(t0, t1));
+                _mm_storeu_si128((__m128i *)(o + 16), _mm_unpackhi_epi64(t0, t1));
+                _mm_storeu_si128((__m128i *)(o + 32), _mm_unpacklo_epi64(t2, t3));
+                _mm_storeu_si128((__m128i *)(o + 48), _mm_unpackhi_epi64(t2, t3));
+            }
+        }
+    #endif
+        for (; i < k; i++)
+            for (lane = 0; lane < 16; lane++) d[i * 16 + lane] = s[lane * k + i];
+    }
+    """
+    void mnnpy_panel16_words(const unsigned int* s, unsigned int* d, Py_ssize_t k) noexcept nogil
+
+
+ctypedef unsigned int uint_t
+
 ctypedef fused word_t:
-    unsigned int
+    uint_t
     unsigned short
     unsigned char
 
@@ -26,7 +66,9 @@ cdef inline void _fill(const word_t* src, word_t* dst, Py_ssize_t groups, Py_ssi
             n = min(lanes, rows - b * lanes)
             s = src + (g * rows + b * lanes) * k
             d = dst + (g * blocks + b) * k * lanes
-            if taps == 1:
+            if word_t is uint_t and lanes == 16 and taps == 1 and n == 16:
+                mnnpy_panel16_words(<const unsigned int*>s, <unsigned int*>d, cols)
+            elif taps == 1:
                 for i in range(cols):
                     for lane in range(n):
                         d[i * lanes + lane] = s[lane * k + i]
