@@ -97,6 +97,31 @@ def test_weights_count_and_free_in_every_mode(memory: MemoryMode) -> None:
         assert backend._statics is not None and backend._statics.chunks == []
 
 
+@pytest.mark.parametrize("memory", [MemoryMode.NORMAL, MemoryMode.LOW])
+def test_static_empties_share_one_piece(memory: MemoryMode) -> None:
+    backend = CPUBackend(1, BackendConfig(memory=memory))
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    w, b, h = backend.static_empties(((37, np.float32), (5, np.float32), (3, np.float16)), owner)
+    assert (w.size, w.dtype, b.size, b.dtype, h.size, h.dtype) == (
+        37, np.float32, 5, np.float32, 3, np.float16
+    )  # fmt: skip
+    assert backend.static_bytes == 37 * 4 + 5 * 4 + 3 * 2  # as three static_empty calls count
+    assert all(x.ctypes.data % 64 == 0 and not x.any() for x in (w, b, h))
+    spans = sorted((x.ctypes.data, x.ctypes.data + x.nbytes) for x in (w, b, h))
+    assert all(e <= s for (_, e), (s, _) in zip(spans, spans[1:], strict=False))
+    if memory == MemoryMode.NORMAL:  # one piece of one chunk
+        assert backend._statics is not None and len(backend._statics.chunks) == 1
+        assert spans[-1][0] - spans[0][0] == 192 + 64  # 148 bytes padded to 192, then 20 to 64
+    w[:], b[:], h[:] = 1, 2, 3
+    del owner, w, b, h
+    gc.collect()
+    assert backend.static_bytes == 0
+
+
 def test_read_model_reads_what_f_read_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

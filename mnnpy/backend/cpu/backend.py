@@ -352,15 +352,8 @@ class CPUBackend(Backend):
         For an execution to fill in place (``static_copy`` without the copy).
         """
         dtype = np.dtype(dtype)
-        statics = self._statics
-        if statics is not None:  # a piece of a chunk (static_allocator), counted as below
-            nbytes = int(size) * dtype.itemsize
-            name = f"static:{type(owner).__name__}"
-            self._check_budget(nbytes, f"static buffer {name!r}")
-            raw, piece = statics.alloc(nbytes, f"STATIC buffer {name!r}{self._at_op()}")
-            self.static_bytes += nbytes
-            weakref.finalize(owner, self._release_static, nbytes, piece)
-            return raw.view(dtype)
+        if self._statics is not None:
+            return self.static_empties(((size, dtype),), owner)[0]
         t = Tensor((int(size),), dtype, name=f"static:{type(owner).__name__}")
         self.on_acquire_buffer(t, StorageType.STATIC)
         assert t.host is not None
@@ -368,6 +361,35 @@ class CPUBackend(Backend):
             t.host.fill(0)
         weakref.finalize(owner, self._release_static, t.size, self._blocks.pop(id(t), None))
         return t.host
+
+    def static_empties(
+        self, arrays: Sequence[tuple[int, np.dtype | type]], owner: object
+    ) -> list[np.ndarray]:
+        """Zeroed flat arrays of ``(size, dtype)`` in STATIC memory that lives as long as ``owner``.
+
+        Carved from one piece (each 64-byte aligned): one allocation and one release for an
+        execution's weight and bias. They count as their own bytes, as ``static_empty`` would.
+        """
+        statics = self._statics
+        if statics is None:  # a buffer each, from on_acquire_buffer
+            return [self.static_empty(n, dtype, owner) for n, dtype in arrays]
+        dtypes = [np.dtype(dtype) for _, dtype in arrays]
+        sizes = [int(n) * d.itemsize for (n, _), d in zip(arrays, dtypes, strict=True)]
+        nbytes = sum(sizes)
+        name = f"static:{type(owner).__name__}"
+        held = self.static_bytes + self.dynamic_bytes + self.separate_bytes
+        if held + nbytes > self.memory_budget:  # the message only when it fails
+            self._check_budget(nbytes, f"static buffer {name!r}")
+        starts, total = [], 0
+        for size in sizes:
+            starts.append(total)
+            total += -(-size // _ALIGN) * _ALIGN
+        raw, piece = statics.alloc(total, f"STATIC buffer {name!r}{self._at_op()}")
+        self.static_bytes += nbytes
+        weakref.finalize(owner, self._release_static, nbytes, piece)
+        return [
+            raw[at : at + size].view(d) for at, size, d in zip(starts, sizes, dtypes, strict=True)
+        ]
 
     def _release_static(self, nbytes: int, block: Any = None) -> None:
         self.static_bytes -= nbytes

@@ -57,8 +57,7 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
         self, backend: CPUBackend, op: OpDef, weight: np.ndarray | WeightTable, bias: np.ndarray
     ) -> None:
         super().__init__(backend, op, weight.shape[0])
-        self.weight = self._keep_weight(weight, self.pack_weight, 4)
-        self.bias = self._keep_bias(bias, 4)
+        self._keep(weight, self.pack_weight, 4, bias)
 
     @staticmethod
     def pack_weight(weight: np.ndarray, empty: Any = np.zeros) -> np.ndarray:

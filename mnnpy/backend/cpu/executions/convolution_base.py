@@ -114,6 +114,35 @@ class CPUConvolutionBase(Execution):
             return EMPTY
         return pack(weight, lambda n, dtype: backend.static_empty(n, dtype, owner=self))
 
+    def _keep(
+        self,
+        weight: np.ndarray | WeightTable,
+        pack: Callable[..., np.ndarray],
+        lanes: int,
+        bias: np.ndarray,
+    ) -> None:
+        """``self.weight`` / ``self.bias`` as ``_keep_weight`` and ``_keep_bias`` set them.
+
+        Both in one STATIC piece (one allocation, one release: ``static_empties``), written in
+        place: the weight by ``pack``, the bias padded to ``lanes``.
+        """
+        if isinstance(weight, WeightTable):
+            self.weight = self._keep_weight(weight, pack, lanes)
+            self.bias = self._keep_bias(bias, lanes)
+            return
+        backend = cpu_backend(self.backend)
+        padded = -(-bias.size // lanes) * lanes
+        held: list[np.ndarray] = []
+
+        def empty(n: int, dtype: np.dtype | type) -> np.ndarray:
+            out, b = backend.static_empties(((n, dtype), (padded, np.float32)), self)
+            held.append(b)
+            return out
+
+        self.weight = pack(weight, empty)
+        (self.bias,) = held
+        self.bias[: bias.size] = bias.ravel()
+
     def _keep_bias(self, bias: np.ndarray, lanes: int) -> np.ndarray:
         """``pad_to(bias, lanes)`` written straight into STATIC memory (one copy)."""
         out = cpu_backend(self.backend).static_empty(

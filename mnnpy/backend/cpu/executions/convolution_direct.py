@@ -44,8 +44,7 @@ class CPUConvolutionDirect(CPUConvolutionBase):
         self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray
     ) -> None:
         super().__init__(backend, op, weight.shape[1])
-        self.weight = self._keep_weight(weight, self.pack_weight, 16)
-        self.bias = self._keep_bias(bias, 16)
+        self._keep(weight, self.pack_weight, 16, bias)
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
         return D.bind_conv_direct(

@@ -111,8 +111,7 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self, backend: CPUBackend, op: OpDef, weight: np.ndarray | WeightTable, bias: np.ndarray
     ) -> None:
         super().__init__(backend, op, weight.shape[1])
-        self.weight = self._keep_weight(weight, self.pack_weight, 16)
-        self.bias = self._keep_bias(bias, 16)
+        self._keep(weight, self.pack_weight, 16, bias)
         self._tile = 0
         self._gather = False
         self._linear = False

@@ -37,9 +37,12 @@ class CPULayerNorm(Execution):
         weights = layer_norm.affine(op)
         self._gamma: np.ndarray = _EMPTY
         self._beta: np.ndarray = _EMPTY
-        if weights is not None:
-            self._gamma = backend.static_copy(weights[0], owner=self)
-            self._beta = backend.static_copy(weights[1], owner=self)
+        if weights is not None:  # both in one STATIC piece
+            gamma, beta = weights
+            sizes = ((gamma.size, np.float32), (beta.size, np.float32))
+            self._gamma, self._beta = backend.static_empties(sizes, owner=self)
+            self._gamma[:] = gamma.ravel()
+            self._beta[:] = beta.ravel()
         self._eps = float(op.param.epsilon)
         self._rms = bool(op.param.useRmsnorm)
 
