@@ -163,10 +163,11 @@ def create(
     if not multi:
         dims = (geo.out_channels, geo.in_channels // geo.group, *geo.kernel)
         compressed = limit_table(backend, op, dims)  # LIMIT: quantized / fp16 kept compressed
-        if compressed is not None:
-            return _build(backend, op, geo, *compressed)[0]
-        weight, bias = conv_weights(op, geo)  # raises InvalidModelError on bad lengths
-        return _build(backend, op, geo, weight, bias)[0]
+        # raises InvalidModelError on bad lengths
+        weight, bias = compressed if compressed is not None else conv_weights(op, geo)
+        execution = _build(backend, op, geo, weight, bias)[0]
+        execution.known = (inputs[0].shape, geo)  # on_resize's geometry for this shape
+        return execution
     dims = (geo.out_channels, geo.in_channels // geo.group, *geo.kernel)
     zeros = np.zeros(dims, np.float32)
     inner, pack_w, pack_b = _build(backend, op, geo, zeros, np.zeros(geo.out_channels, np.float32))

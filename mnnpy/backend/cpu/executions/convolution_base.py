@@ -99,6 +99,8 @@ class CPUConvolutionBase(Execution):
         self._window: tuple[int, ...] = ()
         self.compressed: CompressedPanels | None = None
         self._weight_scratch: Tensor | None = None
+        # (input shape, its geometry) the creator resolved: on_resize reuses it for that shape
+        self.known: tuple[tuple[int, ...], ConvGeometry] | None = None
 
     def _keep_weight(
         self, weight: np.ndarray | WeightTable, pack: Callable[..., np.ndarray], lanes: int
@@ -164,7 +166,8 @@ class CPUConvolutionBase(Execution):
         return self.compressed.bind(self.weight, self.backend.num_thread)
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        geo = conv_geometry(self.op, inputs[0].shape)
+        shape, known = inputs[0].shape, self.known
+        geo = known[1] if known is not None and known[0] == shape else conv_geometry(self.op, shape)
         self._shape, self._window = kernel_shape(geo, self.in_channels, outputs[0].shape)
 
     def _scratch(self, elements: int, weight_floats: int | None = None) -> Tensor | None:
