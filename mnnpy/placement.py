@@ -50,11 +50,13 @@ class Placement:
 
 def candidates(
     op: OpDef, preference: Sequence[Backend], overrides: Mapping[str, Backend]
-) -> list[Backend]:
-    """The backends to try for ``op``, in order."""
-    first = (overrides.get(op.name) or overrides.get(op.type_name)) if overrides else None
+) -> Sequence[Backend]:
+    """The backends to try for ``op``, in order (``preference`` itself without an override)."""
+    if not overrides:
+        return preference
+    first = overrides.get(op.name) or overrides.get(op.type_name)
     if first is None:
-        return list(preference)
+        return preference
     return [first] + [b for b in preference if b is not first]
 
 
@@ -93,7 +95,10 @@ def place(
     tried: list[str] = []
     order = candidates(op, preference, overrides)
     for backend in order:
-        seen = [as_seen_by(t, backend) for t in inputs]
+        seen = [  # as_seen_by, without a call for the inputs held here or nowhere
+            t if (o := t.describe.backend) is None or o is backend else as_seen_by(t, backend)
+            for t in inputs
+        ]
         if not backend.is_op_supported(op, seen):
             tried.append(f"{backend.name}: is_op_supported said no")
             continue
