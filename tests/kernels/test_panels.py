@@ -7,6 +7,7 @@ import pytest
 
 from mnnpy.backend.cpu.executions.convolution import CPUConvolutionDepthwise
 from mnnpy.backend.cpu.executions.convolution_gemm import fill_panels, fill_panels_numpy
+from mnnpy.backend.cpu.executions.convolution_winograd import pack_taps
 from mnnpy.backend.cpu.kernels import panels as P
 from mnnpy.layout import pack_depthwise_weight
 
@@ -73,3 +74,17 @@ def test_depthwise_pack_matches_layout(shape: tuple[int, ...], dtype: type) -> N
     weight = (np.random.default_rng(sum(shape)).standard_normal(shape) * 50).astype(dtype)
     packed = CPUConvolutionDepthwise.pack_weight(weight)
     assert packed.tobytes() == pack_depthwise_weight(weight).tobytes()
+
+
+@pytest.mark.parametrize("shape", [(16, 4, 3, 3), (40, 3, 3, 3), (5, 7, 3, 3), (33, 16, 3, 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.int8, np.int64])
+def test_winograd_taps_match_numpy(shape: tuple[int, ...], dtype: type) -> None:
+    weight = (np.random.default_rng(sum(shape)).standard_normal(shape) * 50).astype(dtype)
+    o, i = shape[:2]
+    n16 = -(-o // 16)
+    padded = np.zeros((n16 * 16, i * 9), dtype)
+    padded[:o] = weight.reshape(o, i * 9)
+    ref = padded.reshape(n16, 16, i * 9).transpose(0, 2, 1)  # [n16][I * 9][16]
+    got = pack_taps(weight)
+    assert got.shape == ref.shape and got.dtype == ref.dtype
+    assert got.tobytes() == np.ascontiguousarray(ref).tobytes()

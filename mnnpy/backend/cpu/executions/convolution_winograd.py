@@ -8,6 +8,7 @@ import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase
+from mnnpy.backend.cpu.executions.convolution_gemm import fill_panels
 from mnnpy.backend.cpu.kernels import winograd as WG
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
@@ -20,13 +21,14 @@ _BLOCK_MIN, _BLOCK_MAX = 12, 96
 def pack_taps(weight: np.ndarray) -> np.ndarray:
     """OIHW 3x3 (any dtype) -> ``[ceil(O/16)][I * 9][16]``, zero-padded output channels.
 
-    The panels the weight transform reads (and LIMIT mode keeps compressed).
+    The panels the weight transform reads (and LIMIT mode keeps compressed): the panels of
+    ``fill_panels`` for ``I * 9`` channels of one tap, written in one pass, no transposed copy.
     """
     o, i = weight.shape[:2]
     n16 = -(-o // 16)
-    padded = np.zeros((n16 * 16, i * 9), weight.dtype)
-    padded[:o] = weight.reshape(o, i * 9)
-    return np.ascontiguousarray(padded.reshape(n16, 16, i * 9).transpose(0, 2, 1))
+    out = np.zeros(n16 * 16 * i * 9, weight.dtype)
+    fill_panels(out, weight.reshape(1, o, i * 9, 1, 1))
+    return out.reshape(n16, i * 9, 16)
 
 
 def winograd_block(unit: int, in_channels: int, out_channels: int, tiles: int) -> int:
@@ -64,9 +66,13 @@ class CPUConvolutionWinograd(CPUConvolutionBase):
         super().__init__(backend, op, weight.shape[1])
         self.unit = unit
         o, i = weight.shape[:2]
-        self.weight = backend.static_empty((unit + 2) ** 2 * -(-o // 16) * 16 * i, np.float32, self)
+        sizes = (
+            ((unit + 2) ** 2 * -(-o // 16) * 16 * i, np.float32),
+            (-(-o // 16) * 16, np.float32),
+        )
+        self.weight, self.bias = backend.static_empties(sizes, self)  # one STATIC piece
         self.pack_weight(weight, unit, backend.num_thread, self.weight)  # in place: no copy
-        self.bias = self._keep_bias(bias, 16)
+        self.bias[: bias.size] = bias.ravel()
         self._block = 0
         self._scratch_tensor: Tensor | None = None
 
