@@ -45,9 +45,15 @@ class CPULayerNorm(Execution):
             self._beta[:] = beta.ravel()
         self._eps = float(op.param.epsilon)
         self._rms = bool(op.param.useRmsnorm)
+        # (input shape, its plan) the creator made: on_resize reuses it for that shape
+        self.known: tuple[tuple[int, ...], tuple[int, int, int]] | None = None
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        self._dims = layer_norm.plan(self.op, inputs[0].shape)
+        shape, known = inputs[0].shape, self.known
+        if known is not None and known[0] == shape:
+            self._dims = known[1]
+        else:
+            self._dims = layer_norm.plan(self.op, shape)
         self._io: LogicalIO | None = None
         if inputs[0].is_packed:  # unpack, normalize in place in the scratch, pack
             self._io = LogicalIO(cpu_backend(self.backend), inputs, [])
@@ -92,4 +98,6 @@ def create(
         # MNN normalizes packed tensors over C for each batch, whatever the axis and group; only
         # [N, C] normalized over C agrees with the parameter
         return Unsupported(f"NC4HW4 input of shape {src.shape} normalized over {dims}")
-    return CPULayerNorm(cpu_backend(backend), op)
+    execution = CPULayerNorm(cpu_backend(backend), op)
+    execution.known = (src.shape, dims)
+    return execution
