@@ -7,8 +7,9 @@ import pytest
 
 from mnnpy.backend.cpu.executions.convolution import CPUConvolutionDepthwise
 from mnnpy.backend.cpu.executions.convolution_gemm import fill_panels, fill_panels_numpy
-from mnnpy.backend.cpu.executions.convolution_winograd import pack_taps
+from mnnpy.backend.cpu.executions.convolution_winograd import CPUConvolutionWinograd, pack_taps
 from mnnpy.backend.cpu.kernels import panels as P
+from mnnpy.backend.cpu.kernels import winograd as W
 from mnnpy.layout import pack_depthwise_weight
 
 SHAPES = [
@@ -88,3 +89,31 @@ def test_winograd_taps_match_numpy(shape: tuple[int, ...], dtype: type) -> None:
     got = pack_taps(weight)
     assert got.shape == ref.shape and got.dtype == ref.dtype
     assert got.tobytes() == np.ascontiguousarray(ref).tobytes()
+
+
+def test_winograd_taps_into_a_used_buffer() -> None:
+    weight = np.random.default_rng(3).standard_normal((21, 5, 3, 3)).astype(np.float32)
+    used = np.full(32 * 5 * 9 + 7, np.nan, np.float32)  # dirty, and longer than needed
+    got = pack_taps(weight, used)
+    assert got.tobytes() == pack_taps(weight).tobytes()
+
+
+@pytest.mark.parametrize("unit", [2, 4])
+@pytest.mark.parametrize("shape", [(200, 64, 3, 3), (16, 3, 3, 3), (40, 300, 3, 3)])
+def test_winograd_weights_by_chunks_match_all_at_once(unit: int, shape: tuple[int, ...]) -> None:
+    # one thread packs and transforms a few panels at a time; more threads, all at once
+    weight = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+    chunks = CPUConvolutionWinograd.pack_weight(weight, unit, 1)
+    whole = CPUConvolutionWinograd.pack_weight(weight, unit, 2)
+    assert chunks.tobytes() == whole.tobytes()
+
+
+def test_weight_transform_panels_checks_its_range() -> None:
+    src, dst = np.zeros(2 * 3 * 9 * 16, np.float32), np.zeros(36 * 4 * 3 * 16, np.float32)
+    W.weight_transform_panels(src, dst, 4, 2, 2, 3, 4)
+    with pytest.raises(ValueError, match="past"):
+        W.weight_transform_panels(src, dst, 4, 3, 2, 3, 4)
+    with pytest.raises(ValueError, match="too small"):
+        W.weight_transform_panels(src[:-1], dst, 4, 2, 2, 3, 4)
+    with pytest.raises(ValueError, match="unit"):
+        W.weight_transform_panels(src, dst, 4, 2, 2, 3, 3)

@@ -16,17 +16,26 @@ from mnnpy.tensor import Tensor
 # A thread's transformed tiles (input and output) take about this many bytes.
 _SLOT_BYTES = 512 * 1024
 _BLOCK_MIN, _BLOCK_MAX = 12, 96
+# One thread packs this many bytes of taps at a time and transforms them while in cache
+# (``pack_weight``), instead of a fresh copy of all the weights.
+_TAPS_BYTES = 256 * 1024
 
 
-def pack_taps(weight: np.ndarray) -> np.ndarray:
+def pack_taps(weight: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """OIHW 3x3 (any dtype) -> ``[ceil(O/16)][I * 9][16]``, zero-padded output channels.
 
     The panels the weight transform reads (and LIMIT mode keeps compressed): the panels of
-    ``fill_panels`` for ``I * 9`` channels of one tap, written in one pass, no transposed copy.
+    ``fill_panels`` for ``I * 9`` channels of one tap, written in one pass, no transposed copy;
+    into the start of flat ``out`` (of ``weight``'s dtype) if given, else a new zeroed array.
     """
     o, i = weight.shape[:2]
     n16 = -(-o // 16)
-    out = np.zeros(n16 * 16 * i * 9, weight.dtype)
+    if out is None:
+        out = np.zeros(n16 * 16 * i * 9, weight.dtype)
+    else:  # reused: only the last panel's padding lanes are not written below
+        out = out[: n16 * 16 * i * 9]
+        if o % 16:
+            out.reshape(n16, i * 9, 16)[-1, :, o % 16 :] = 0
     fill_panels(out, weight.reshape(1, o, i * 9, 1, 1))
     return out.reshape(n16, i * 9, 16)
 
@@ -82,15 +91,24 @@ class CPUConvolutionWinograd(CPUConvolutionBase):
     ) -> np.ndarray:
         """OIHW 3x3 -> ``G g G^T`` as ``[(unit+2)^2][ceil(O/16)][I][16]``, zero-padded.
 
-        The transform runs in C (``winograd.bind_weight_transform``, float32, threads over
-        16-channel panels), from the panels of ``pack_taps``, into ``out`` if given.
+        The transform runs in C, float32, from the panels of ``pack_taps``, into ``out`` if
+        given: with one thread a few panels at a time (``winograd.weight_transform_panels``),
+        with more all of them, threads over 16-channel panels (``bind_weight_transform``).
         """
         o, i = weight.shape[:2]
         n16, a = -(-o // 16), unit + 2
-        taps = pack_taps(np.asarray(weight, np.float32)).ravel()
+        weight = np.asarray(weight, np.float32)
         if out is None:
             out = np.empty(a * a * n16 * i * 16, np.float32)
-        WG.bind_weight_transform(taps, out, n16, i, unit, num_thread)()
+        if num_thread > 1:  # all panels' taps, the transform threaded over them
+            WG.bind_weight_transform(pack_taps(weight).ravel(), out, n16, i, unit, num_thread)()
+            return out
+        step = min(n16, max(1, _TAPS_BYTES // (i * 9 * 16 * 4)))  # panels' taps in cache
+        buffer = np.empty(step * 16 * i * 9, np.float32)
+        for first in range(0, n16, step):
+            count = min(step, n16 - first)
+            taps = pack_taps(weight[first * 16 : (first + count) * 16], buffer).ravel()
+            WG.weight_transform_panels(taps, out, n16, first, count, i, unit)
         return out
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

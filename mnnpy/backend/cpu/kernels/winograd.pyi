@@ -42,6 +42,15 @@ def conv2d(
 
 class WeightCall(KernelCall): ...
 
+def weight_transform_panels(
+    src: np.ndarray,
+    dst: np.ndarray,
+    panels: int,
+    first: int,
+    count: int,
+    ic: int,
+    unit: int,
+) -> None: ...
 def bind_weight_transform(
     src: np.ndarray, dst: np.ndarray, panels: int, ic: int, unit: int, num_thread: int = 1
 ) -> WeightCall: ...

@@ -219,6 +219,34 @@ cdef class WeightCall(KernelCall):
                                       min(panels, (it + 1) * step), self.d)
 
 
+def weight_transform_panels(const float[::1] src, float[::1] dst, Py_ssize_t panels,
+                            Py_ssize_t first, Py_ssize_t count, Py_ssize_t ic, Py_ssize_t unit):
+    """``bind_weight_transform``'s work for panels ``first`` .. ``first + count`` only, now.
+
+    ``src`` holds just those panels' taps (``[count][ic * 9][16]``), so a creator can pack a
+    few panels at a time into a small buffer instead of all of them; ``dst`` is the whole
+    ``[(unit + 2)^2][panels][ic][16]`` output. The same kernel as ``bind_weight_transform``
+    (one thread), so the values are the same bits.
+
+    Raises:
+        ValueError: for bad sizes, a range outside ``panels`` or buffers too small.
+    """
+    cdef Py_ssize_t a = unit + 2
+    cdef int isa = current_isa()
+    if unit not in (2, 4) or panels < 1 or ic < 1 or count < 1 or first < 0:
+        raise ValueError(
+            f"unit must be 2 or 4, panels, ic and count positive, first >= 0; got unit {unit}, "
+            f"panels {panels}, ic {ic}, first {first}, count {count}")
+    if first + count > panels:
+        raise ValueError(f"panels {first} .. {first + count} past the {panels} panels")
+    if src.shape[0] < count * ic * 9 * 16 or dst.shape[0] < a * a * panels * ic * 16:
+        raise ValueError(
+            f"buffers too small: src {src.shape[0]} (needs {count * ic * 9 * 16}), dst "
+            f"{dst.shape[0]} (needs {a * a * panels * ic * 16})")
+    with nogil:  # relative panels 0 .. count, written from panel ``first`` on, planes apart
+        mnnpy_wino_weight(isa, <int>a, &src[0], ic, panels, 0, count, &dst[first * ic * 16])
+
+
 def bind_weight_transform(const float[::1] src, float[::1] dst, Py_ssize_t panels,
                           Py_ssize_t ic, Py_ssize_t unit, int num_thread=1):
     """A call that fills ``dst`` with the Winograd weights ``G g G^T`` of 3x3 kernels.
