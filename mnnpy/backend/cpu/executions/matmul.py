@@ -9,7 +9,7 @@ import numpy as np
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.convolution_base import gemm_tile
-from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
+from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, Empty
 from mnnpy.backend.cpu.kernels import matmul as MK
 from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution, Unsupported
@@ -21,9 +21,13 @@ from mnnpy.tensor import Tensor, TensorUsage
 _EMPTY = np.zeros(0, np.float32)
 
 
-def pack_b(b: np.ndarray) -> np.ndarray:
-    """A ``[K, N]`` matrix as the GEMM's ``[ceil(N/16)][K][16]`` weight panels."""
-    return CPUConvolutionGemm.pack_weight(np.ascontiguousarray(b.T)[:, :, None, None])
+def pack_b(b: np.ndarray, empty: Empty = np.zeros) -> np.ndarray:
+    """A ``[K, N]`` matrix as the GEMM's ``[ceil(N/16)][K][16]`` weight panels.
+
+    Written into ``empty(size, dtype)`` (zeroed, flat); ``b.T`` is copied first only when it is
+    not contiguous (``b`` a transposed view of an ``[N, K]`` array packs without a copy).
+    """
+    return CPUConvolutionGemm.pack_weight(np.ascontiguousarray(b.T)[:, :, None, None], empty)
 
 
 def _matrix(shape: tuple[int, ...], transpose: bool, is_a: bool) -> tuple[tuple, int, int]:
@@ -52,8 +56,8 @@ class CPUMatMul(Execution):
         self.transpose_a, self.transpose_b = transpose_a, transpose_b
         self.packed: np.ndarray | None = None
         self.packed_shape: tuple[int, ...] = ()
-        if const_b is not None:  # B [K, N] after its transpose
-            self.packed = backend.static_copy(pack_b(const_b), owner=self)
+        if const_b is not None:  # B [K, N] after its transpose, packed into STATIC memory
+            self.packed = pack_b(const_b, lambda n, dtype: backend.static_empty(n, dtype, self))
             self.packed_shape = const_b.shape
         self.bias = None if bias is None else backend.static_copy(bias, owner=self)
         self._dims: tuple[int, ...] = ()
@@ -112,7 +116,7 @@ class CPUInnerProduct(CPUMatMul):
     """Fully connected layer on a plain 2-D input: ``x @ W^T + b`` with W packed at creation."""
 
     def __init__(self, backend: CPUBackend, weight: np.ndarray, bias: np.ndarray) -> None:
-        super().__init__(backend, False, False, np.ascontiguousarray(weight.T), bias)
+        super().__init__(backend, False, False, weight.T, bias)  # packed without a copy
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if inputs[0].shape[1] != self.packed_shape[0]:
@@ -128,12 +132,12 @@ def _plain_float(tensors: Sequence[Tensor]) -> bool:
 
 
 def _const_matrix(t: Tensor, transpose: bool) -> np.ndarray | None:
-    """A constant 2-D B as ``[K, N]``, or None."""
+    """A constant 2-D B as ``[K, N]`` (a transposed view when ``transpose``), or None."""
     c = t.describe.content
     if t.describe.usage != TensorUsage.CONSTANT or c is None or np.ndim(c) != 2:
         return None
     c = np.asarray(c, np.float32)
-    return np.ascontiguousarray(c.T if transpose else c)
+    return c.T if transpose else c
 
 
 @CPUBackend.register_creator(OpType.MatMul, OpType.BatchMatMul)
