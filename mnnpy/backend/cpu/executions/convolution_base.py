@@ -8,6 +8,7 @@ import numpy as np
 
 from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
+from mnnpy.backend.cpu.executions.chunked_run import ChunkedRun, chain
 from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels
 from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution
@@ -47,16 +48,6 @@ def gemm_tile(k: int, oc: int, pixels: int, low_memory: bool, direct: bool) -> i
         return TILE_LOW
     tile = max(TILE_LOW, min(TILE_MAX, L2_TILE_FLOATS // k) // 16 * 16)
     return pixels if oc >= pixels and pixels <= 4 * tile else tile
-
-
-def chain(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
-    """A call that runs ``first`` then ``then`` (a dequantization, then its kernel)."""
-
-    def run() -> None:
-        first()
-        then()
-
-    return run
 
 
 def kernel_shape(
@@ -189,30 +180,3 @@ class CPUConvolutionBase(Execution):
         for t in held:
             backend.on_release_buffer(t, StorageType.DYNAMIC)
         return scratch
-
-
-class ChunkedRun:
-    """A run that is a list of prepared calls, for LIMIT mode's chunked convolutions.
-
-    ``_calls`` lists them (a chunk's dequantization, its kernel, ...); they are bound once
-    (``bind``) or made and called in turn (``on_execute``). A mixin placed before the execution
-    class.
-    """
-
-    def _calls(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Callable]:
-        raise NotImplementedError
-
-    def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
-        """One call that runs the prepared calls in order (``Execution.bind``)."""
-        calls = self._calls(inputs, outputs)
-
-        def run() -> None:
-            for call in calls:
-                call()
-
-        return run
-
-    def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        """Make the calls for these tensors and run them (``Execution.on_execute``)."""
-        for call in self._calls(inputs, outputs):
-            call()
