@@ -111,10 +111,8 @@ class Pipeline:
                 for t in unit.inputs:
                     t.describe.shape_reads += 1
 
-        def target(unit: Unit) -> Backend | None:  # where it runs; nowhere when folded
-            return None if id(unit) in done else self._target(unit)
-
-        geometry = plan_geometry(self.units, target, self.host)  # before any creation
+        # before any creation; where each unfolded unit runs (a folded one runs nowhere)
+        geometry = plan_geometry(self.units, self._target, self.host, done)
         host, active = self.host, []
         for unit in self.units:  # create, acquire, resize, release
             fold = id(unit) in done
@@ -169,10 +167,10 @@ class Pipeline:
         that plan (``Execution.idle``) are left out, and the others may bind their buffers
         (``Execution.bind``). The host backend's ``call_loop`` runs their calls.
         """
-        steps = []
+        steps, checked = [], set[int]()  # each tensor's memory checked once
         for u in self._active:
             try:
-                step = u.bind()
+                step = u.bind(checked)
             except Exception as e:
                 raise self._execute_error(e, u, "resize") from (
                     None if isinstance(e, MNNError) else e

@@ -32,7 +32,7 @@ sources' use counts were already raised, so they only live until this unit: neve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -161,11 +161,20 @@ class _Pass:
     """The decisions of one :func:`plan_geometry`, made unit by unit in pipeline order."""
 
     def __init__(
-        self, units: Sequence[Unit], target: Callable[[Unit], Backend | None], host: Backend
+        self,
+        units: Sequence[Unit],
+        target: Callable[[Unit], Backend | None],
+        host: Backend,
+        folded: Collection[int] | None = None,
     ) -> None:
         self.host = host
-        self.targets = targets = {id(u): target(u) for u in units}  # asked once per unit
-        self.real = real = [u for u in units if targets[id(u)] is not None]  # folded: no reads
+        if folded is None:  # asked once per unit
+            self.targets = targets = {id(u): target(u) for u in units}
+            self.real = real = [u for u in units if targets[id(u)] is not None]
+        else:  # the folded units known: the others alone are asked
+            real = [u for u in units if id(u) not in folded]
+            self.targets = targets = {id(u): target(u) for u in real}
+            self.real = real = [u for u in real if targets[id(u)] is not None]
         self.writer: dict[int, Unit] = {}
         for u in units:  # and this resize's decisions start from none
             for t in u.outputs:
@@ -180,6 +189,9 @@ class _Pass:
             for t in dict.fromkeys(u.inputs):
                 self.readers.setdefault(id(t), []).append(u)
         self.placed: dict[int, list[Placed] | None] = {}  # regions_of per unit, asked once
+        # ``shared``'s compositions of a reader's own pieces, by (reader, tensor): the reader's
+        # ``describe`` takes them while it still reads its own pieces
+        self.composed: dict[tuple[int, int], list[Placed] | None] = {}
         self.expected: dict[int, int] = {}  # readers of a tensor read by several
         self.through: dict[int, int] = {}  # of those, how many read it through so far
         self.shared_ok: dict[int, bool] = {}  # whether all of them may read it through
@@ -188,7 +200,7 @@ class _Pass:
 
     def target(self, unit: Unit) -> Backend | None:
         """Where ``unit`` runs (``plan_geometry``'s ``target``, asked once); None: folded."""
-        return self.targets[id(unit)]
+        return self.targets.get(id(unit))
 
     def owner(self, t: Tensor) -> Backend | None:
         """The backend that will hold ``t`` (its writer's; folded outputs and inputs: the host)."""
@@ -212,7 +224,7 @@ class _Pass:
         kind = unit.op.type
         if kind not in _ALIASING or not unit.inputs:
             return False
-        backend = self.targets[id(unit)]
+        backend = self.targets.get(id(unit))
         if backend is None or not unit.outputs:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
@@ -252,7 +264,9 @@ class _Pass:
         w = self.written[id(t)]
         for u in units if ok else ():  # each composes alone (else none reads through)
             placed = self.regions(u)
-            if placed is None or _through(placed, t, w.pieces) is None:
+            composed = None if placed is None else _through(placed, t, w.pieces)
+            self.composed[(id(u), id(t))] = composed
+            if composed is None:
                 ok = False
                 break
         self.shared_ok[id(t)] = ok
@@ -270,10 +284,10 @@ class _Pass:
         """Describe ``unit`` as regions and decide what it reads through; None: not regions."""
         if unit.op.type not in _COMPUTERS:
             return None  # no geometry computer: no regions (``regions_of`` would say None)
-        backend = self.targets[id(unit)]
+        backend = self.targets.get(id(unit))
         if backend is None or not backend.supports_regions:
             return None
-        placed = self.regions(unit)
+        placed = own = self.regions(unit)
         if placed is None or not within_budget(placed):
             return None
         if not all(self.readable(t, backend) for t in _sources(placed).values()):
@@ -295,7 +309,11 @@ class _Pass:
                 continue
             if readers > 1 and not self.shared(t, backend, readers):
                 continue  # read by another op too (or a graph output): it is written
-            composed = _through(placed, t, w.pieces)
+            key = (id(unit), id(t))
+            if placed is own and key in self.composed:  # ``shared`` composed them already
+                composed = self.composed.pop(key)
+            else:
+                composed = _through(placed, t, w.pieces)
             if composed is None:
                 continue
             before = _sources(placed)
@@ -336,7 +354,10 @@ class _Pass:
 
 
 def plan_geometry(
-    units: Sequence[Unit], target: Callable[[Unit], Backend | None], host: Backend
+    units: Sequence[Unit],
+    target: Callable[[Unit], Backend | None],
+    host: Backend,
+    folded: Collection[int] | None = None,
 ) -> Geometry:
     """Describe the region ops of ``units`` and decide their virtual tensors, before creation.
 
@@ -345,12 +366,14 @@ def plan_geometry(
         target: the backend each unit will run on (its execution's, or its first placement
             candidate); None for a folded unit (its outputs are held by ``host``).
         host: the CPU backend, which holds folded outputs.
+        folded: the folded units (by id), when known: ``target`` is then asked about the others
+            only.
 
     Returns:
         Per unit described as regions, its decisions; the tensors carry ``regions`` and
         ``virtual``, and the sources read through have one more use count each.
     """
-    decided = _Pass(units, target, host)
+    decided = _Pass(units, target, host, folded)
     result: dict[int, UnitGeometry] = {}
     for u in decided.real:  # folded units run nothing and read shapes only
         g = decided.describe(u) if u.op.type in _COMPUTERS else None

@@ -72,9 +72,23 @@ def regions_of(
 
 
 def layout_of(t: Tensor, rank: int | None = None) -> R.Layout:
-    """``t``'s storage layout; a lower-rank tensor gets trailing dims of 1 (same storage)."""
-    shape = tuple(t.shape) + (1,) * ((rank or t.ndim) - t.ndim)
-    return R.Layout(shape, t.is_packed)
+    """``t``'s storage layout; a lower-rank tensor gets trailing dims of 1 (same storage).
+
+    Layouts are values (frozen): one per shape and packing is made and shared.
+    """
+    shape = tuple(t.shape)
+    if rank is not None and rank > len(shape):
+        shape += (1,) * (rank - len(shape))
+    key = (shape, t.is_packed)
+    known = _layouts.get(key)
+    if known is None:
+        if len(_layouts) >= 4096:  # bounded: start again (a clear is atomic: thread-safe)
+            _layouts.clear()
+        known = _layouts[key] = R.Layout(*key)
+    return known
+
+
+_layouts: dict[tuple[tuple[int, ...], bool], R.Layout] = {}
 
 
 def mixes_nhwc(tensors: Sequence[Tensor]) -> bool:

@@ -21,7 +21,7 @@ from mnnpy.backend.cpu import lane_gather as LG
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.execution import Execution
 from mnnpy.geometry import regions as R
-from mnnpy.geometry.computers import Placed, layout_of
+from mnnpy.geometry.computers import Placed
 from mnnpy.tensor import Tensor
 
 __all__ = ["CPURaster"]
@@ -85,7 +85,8 @@ class CPURaster(Execution):
         else:
             pieces = self.pieces(inputs, outputs)
         # whether any input is read through its writer (the stage kept the plan in budget)
-        self.read_through = any(all(p.source is not t for t in inputs) for _, p in pieces or ())
+        read = {id(t) for t in inputs}
+        self.read_through = any(id(p.source) not in read for _, p in pieces or ())
         copies = self._plan(pieces, outputs) if pieces is not None else None
         if pieces is None or copies is None:
             assert not self.read_through, "the geometry stage planned within the region budget"
@@ -93,9 +94,8 @@ class CPURaster(Execution):
             return
         self._pieces, self._copies = pieces, copies
         self._gathers = None  # planned by the first ``_runs``: an idle raster never runs
-        pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)
-                if t.is_packed and t.shape[1] % 4]  # fmt: skip
-        self._pads = [(j, rows) for j, rows in pads if len(rows)]
+        self._pads = [(j, R.padding_rows(t.shape)) for j, t in enumerate(outputs)
+                      if t.shape[1:] and t.shape[1] % 4 and t.is_packed]  # fmt: skip
 
     @staticmethod
     def _plan(
@@ -105,7 +105,7 @@ class CPURaster(Execution):
         grouped: dict[tuple[int, int], tuple[Tensor, int, list[np.ndarray]]] = {}
         total = 0
         for j, p in pieces:
-            rows = p.rows()  # shared with the planner: concatenated into new arrays below
+            rows = p.rows()  # shared with the planner's memo: read only
             if rows is None:
                 return None
             total += len(rows)
@@ -113,7 +113,11 @@ class CPURaster(Execution):
                 return None
             src: Tensor = p.source  # type: ignore[assignment]
             grouped.setdefault((id(src), j), (src, j, []))[2].append(rows)
-        return [(s, j, np.concatenate(rows)) for s, j, rows in grouped.values()]
+        # one piece's rows are used as they are: nothing writes rows (the kernels read them)
+        return [
+            (s, j, rows[0] if len(rows) == 1 else np.concatenate(rows))
+            for s, j, rows in grouped.values()
+        ]
 
     def _runs(
         self, outputs: Sequence[Tensor]
