@@ -44,7 +44,7 @@ def _lane_gathers(
             continue
         srcs = tuple({id(src): src for src, _ in mine}.values())
         index = {id(src): k for k, src in enumerate(srcs)}
-        grows, rest = LG.plan([(index[id(src)], rows) for src, rows in mine])
+        grows, rest = LG.plan_shared([(index[id(src)], rows) for src, rows in mine])
         if len(grows):
             result[j] = (srcs, grows, rest)
     return result
