@@ -167,10 +167,10 @@ class Pipeline:
         that plan (``Execution.idle``) are left out, and the others may bind their buffers
         (``Execution.bind``). The host backend's ``call_loop`` runs their calls.
         """
-        steps, checked = [], set[int]()  # each tensor's memory checked once
+        steps = []
         for u in self._active:
             try:
-                step = u.bind(checked)
+                step = u.bind()
             except Exception as e:
                 raise self._execute_error(e, u, "resize") from (
                     None if isinstance(e, MNNError) else e

@@ -83,11 +83,13 @@ logger = logging.getLogger(__name__)
 
 def storage_type_of(tensor: Tensor) -> StorageType:
     """Storage type by role: inputs and constants (folded ones too) survive, the rest is reused."""
-    if tensor.describe.usage in (TensorUsage.INPUT, TensorUsage.CONSTANT):
-        return StorageType.DYNAMIC_SEPERATE
-    if tensor.describe.content is not None:
+    d = tensor.describe
+    if d.content is not None or d.usage in _SURVIVE:
         return StorageType.DYNAMIC_SEPERATE
     return StorageType.DYNAMIC
+
+
+_SURVIVE = (TensorUsage.INPUT, TensorUsage.CONSTANT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,22 +286,17 @@ class Unit:
         info = functools.partial(_op_info, self.op, self.inputs, self.outputs, backend)
         return UnitPlan(execution, backend, inputs, copies, info, through, edges)
 
-    def bind(self, checked: set[int] | None = None) -> RunStep | None:
+    def bind(self) -> RunStep | None:
         """The run loop's step for the current plan, once memory is planned; None: leave it out.
 
         An execution with nothing to do in this plan (``Execution.idle``) and no copies is left
-        out; the others may bind their buffers (``Execution.bind``). ``checked``: the tensors
-        (by id) earlier binds checked the memory of; this one's are added (checked once).
+        out; the others may bind their buffers (``Execution.bind``).
         """
         plan = self.plan
         ex = None if plan is None else plan.execution
         if plan is None or ex is None:
             return None
-        tensors = [*plan.inputs, *self.outputs]
-        if checked is not None:
-            tensors = [t for t in tensors if id(t) not in checked]
-            checked.update([id(t) for t in tensors])
-        check_memory(tensors)  # a host-memory backend kept its word
+        check_memory([*plan.inputs, *self.outputs])  # a host-memory backend kept its word
         if not plan.copies and ex.idle(plan.inputs, self.outputs):
             return None
         outputs = tuple(self.outputs)
