@@ -11,6 +11,7 @@ one pass. Every other row stays as it is. :func:`reference` is the kernel's NumP
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,7 +28,16 @@ except ImportError:  # not built: the Python functions
 if TYPE_CHECKING:
     from mnnpy.tensor import Tensor
 
-__all__ = ["GCOLS", "MIN_RUN", "itself", "itself_reference", "plan", "reference"]
+__all__ = [
+    "GCOLS",
+    "MIN_RUN",
+    "itself",
+    "itself_reference",
+    "per_output",
+    "plan",
+    "plan_shared",
+    "reference",
+]
 
 GCOLS = 10
 MIN_RUN = 16  # pixels: shorter lane strips are left to the region rows
@@ -132,6 +142,27 @@ def _plan(
         for base, n in sorted(full)
     ]
     return np.array(gathers, np.int64).reshape(-1, GCOLS), rest
+
+
+def per_output(
+    copies: list[tuple[Tensor, int, np.ndarray]], outputs: Sequence[Tensor]
+) -> dict[int, tuple[tuple[Tensor, ...], np.ndarray, list[tuple[int, np.ndarray]]]]:
+    """The lane gathers of each output of 4-byte elements whose lane rows regroup.
+
+    Per output (:func:`plan_shared`), from a raster's ``(source, output index, rows)`` copies:
+    its sources, gather rows and the region rows left, as (source index, rows).
+    """
+    result = {}
+    for j, out in enumerate(outputs):
+        mine = [(src, rows) for src, k, rows in copies if k == j]
+        if out.dtype.itemsize != 4 or not mine:
+            continue
+        srcs = tuple({id(src): src for src, _ in mine}.values())
+        index = {id(src): k for k, src in enumerate(srcs)}
+        grows, rest = plan_shared([(index[id(src)], rows) for src, rows in mine])
+        if len(grows):
+            result[j] = (srcs, grows, rest)
+    return result
 
 
 def reference(srcs: tuple[np.ndarray, ...], dst: np.ndarray, rows: np.ndarray) -> None:

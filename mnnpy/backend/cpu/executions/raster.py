@@ -29,27 +29,6 @@ __all__ = ["CPURaster"]
 _itself = LG.itself
 
 
-def _lane_gathers(
-    copies: list[tuple[Tensor, int, np.ndarray]], outputs: Sequence[Tensor]
-) -> dict[int, tuple[tuple[Tensor, ...], np.ndarray, list[tuple[int, np.ndarray]]]]:
-    """The lane gathers of each output of 4-byte elements whose lane rows regroup.
-
-    Per output (``lane_gather.plan``): its sources, gather rows and the region rows left, as
-    (source index, rows).
-    """
-    result = {}
-    for j, out in enumerate(outputs):
-        mine = [(src, rows) for src, k, rows in copies if k == j]
-        if out.dtype.itemsize != 4 or not mine:
-            continue
-        srcs = tuple({id(src): src for src, _ in mine}.values())
-        index = {id(src): k for k, src in enumerate(srcs)}
-        grows, rest = LG.plan_shared([(index[id(src)], rows) for src, rows in mine])
-        if len(grows):
-            result[j] = (srcs, grows, rest)
-    return result
-
-
 class CPURaster(Execution):
     """Runs planned box copies (MNN's raster).
 
@@ -80,7 +59,7 @@ class CPURaster(Execution):
         self._gathers: dict[int, tuple[tuple[Tensor, ...], np.ndarray, list]] | None = {}
         self._pieces: list[Placed] = []
         decided = [t.describe.regions for t in outputs]
-        if all(r is not None for r in decided):  # the geometry stage's plan (mnnpy.geometry)
+        if None not in decided:  # the geometry stage's plan (mnnpy.geometry)
             pieces: list[Placed] | None = [(j, p) for j, r in enumerate(decided) for p in r or ()]
         else:
             pieces = self.pieces(inputs, outputs)
@@ -102,6 +81,11 @@ class CPURaster(Execution):
         pieces: Sequence[Placed], outputs: Sequence[Tensor]
     ) -> list[tuple[Tensor, int, np.ndarray]] | None:
         """Region rows per (source, output), or None past the region budget."""
+        if len(pieces) == 1:  # the common case: its rows as they are
+            j, p = pieces[0]
+            rows = p.rows()
+            ok = rows is not None and len(rows) <= R.MAX_REGIONS
+            return [(p.source, j, rows)] if ok else None  # type: ignore[list-item]
         grouped: dict[tuple[int, int], tuple[Tensor, int, list[np.ndarray]]] = {}
         total = 0
         for j, p in pieces:
@@ -126,7 +110,7 @@ class CPURaster(Execution):
         assert self._copies is not None
         runs: list[tuple[Tensor | tuple[Tensor, ...], int, np.ndarray]] = []
         if self._gathers is None:
-            self._gathers = _lane_gathers(self._copies, outputs)
+            self._gathers = LG.per_output(self._copies, outputs)
         for src, j, rows in self._copies:
             if j not in self._gathers:
                 kept = rows[~_itself(src, outputs[j], rows)]  # not onto the same bytes
