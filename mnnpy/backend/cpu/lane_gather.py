@@ -86,13 +86,18 @@ def plan_shared(
     if known is not None and all(a is b for a, (_, b) in zip(known[0], jobs, strict=True)):
         return known[1]
     found = plan(jobs)
-    if len(_by_rows) >= 512:  # bounded: start again (a clear is atomic: thread-safe)
-        _by_rows.clear()
+    held = sum(rows.nbytes for _, rows in jobs)
+    if len(_by_rows) >= 512 or _held[0] + held > _HELD_BYTES:  # bounded: start again
+        _by_rows.clear()  # (a clear is atomic: thread-safe; the count is a bound, not exact)
+        _held[0] = 0
     _by_rows[key] = (tuple(rows for _, rows in jobs), found)
+    _held[0] += held
     return found
 
 
 _by_rows: dict[tuple, tuple[tuple[np.ndarray, ...], tuple[np.ndarray, list]]] = {}
+_HELD_BYTES = 4 << 20  # rows kept alive by the entries, at most (and the answers' about as much)
+_held = [0]
 
 
 def _plan(
