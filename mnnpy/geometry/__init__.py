@@ -129,9 +129,12 @@ def _sources(placed: Sequence[Placed]) -> dict[int, Tensor]:
     return {id(p.source): p.source for _, p in placed}  # type: ignore[misc]
 
 
-def _through(placed: list[Placed], tensor: Tensor, writer: Sequence[Piece]) -> list[Placed] | None:
+def _through(
+    placed: list[Placed], tensor: Tensor, writer: Sequence[Piece], before: Mapping[int, Tensor]
+) -> tuple[list[Placed], dict[int, Tensor]] | None:
     """``placed`` with the pieces reading ``tensor`` composed with its ``writer``'s (fuseRegion).
 
+    ``before`` is ``_sources(placed)``; the answer comes with the composed pieces' sources.
     None when a piece does not compose, the result reads more tensors than either side did (a
     chain of channel shuffles then keeps one materialised tensor per unit instead of reaching
     back through all of them), or it does not fit the region budget.
@@ -145,10 +148,11 @@ def _through(placed: list[Placed], tensor: Tensor, writer: Sequence[Piece]) -> l
         if through is None:
             return None
         composed += [(j, q) for q in through]
-    fan_in = max(len(_sources(placed)), len({id(p.source) for p in writer}))
-    if len(_sources(composed)) > fan_in or not within_budget(composed):
+    fan_in = max(len(before), len({id(p.source) for p in writer}))
+    after = _sources(composed)
+    if len(after) > fan_in or not within_budget(composed):
         return None
-    return composed
+    return composed, after
 
 
 def _dynamic(t: Tensor) -> bool:
@@ -191,7 +195,7 @@ class _Pass:
         self.placed: dict[int, list[Placed] | None] = {}  # regions_of per unit, asked once
         # ``shared``'s compositions of a reader's own pieces, by (reader, tensor): the reader's
         # ``describe`` takes them while it still reads its own pieces
-        self.composed: dict[tuple[int, int], list[Placed] | None] = {}
+        self.composed: dict[tuple[int, int], tuple[list[Placed], dict] | None] = {}
         self.expected: dict[int, int] = {}  # readers of a tensor read by several
         self.through: dict[int, int] = {}  # of those, how many read it through so far
         self.shared_ok: dict[int, bool] = {}  # whether all of them may read it through
@@ -264,7 +268,7 @@ class _Pass:
         w = self.written[id(t)]
         for u in units if ok else ():  # each composes alone (else none reads through)
             placed = self.regions(u)
-            composed = None if placed is None else _through(placed, t, w.pieces)
+            composed = None if placed is None else _through(placed, t, w.pieces, _sources(placed))
             self.composed[(id(u), id(t))] = composed
             if composed is None:
                 ok = False
@@ -290,7 +294,8 @@ class _Pass:
         placed = own = self.regions(unit)
         if placed is None or not within_budget(placed):
             return None
-        if not all(self.readable(t, backend) for t in _sources(placed).values()):
+        before = _sources(placed)
+        if not all(self.readable(t, backend) for t in before.values()):
             return None  # an input reaches it through a copy: its regions would read the mirror
         decisions: list[ReadThrough] = []
         aliases = self.aliases(unit)  # unchanged until ``count_reads``: asked once
@@ -311,16 +316,16 @@ class _Pass:
                 continue  # read by another op too (or a graph output): it is written
             key = (id(unit), id(t))
             if placed is own and key in self.composed:  # ``shared`` composed them already
-                composed = self.composed.pop(key)
+                through = self.composed.pop(key)
             else:
-                composed = _through(placed, t, w.pieces)
-            if composed is None:
+                through = _through(placed, t, w.pieces, before)
+            if through is None:
                 continue
-            before = _sources(placed)
-            new = tuple(s for k, s in _sources(composed).items() if k not in before)
+            composed, after = through
+            new = tuple(s for k, s in after.items() if k not in before)
             if not all(self.readable(s, backend) for s in new):
                 continue
-            placed = composed
+            placed, before = composed, after
             self.through[id(t)] = self.through.get(id(t), 0) + 1
             t.describe.virtual = self.through[id(t)] == readers  # every reader reads through
             decisions.append(ReadThrough(t, w.unit, w.index, new))
