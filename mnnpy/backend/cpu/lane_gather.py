@@ -79,13 +79,16 @@ def plan_shared(
 
     The region planner hands out the same rows array for the same copy (``regions.remembered``),
     so rasters of repeated blocks ask about the same arrays. An entry keeps its arrays alive,
-    so their ids are not reused while it is remembered.
+    so their ids are not reused while it is remembered. Only answers with gathers are kept:
+    rows without lane walks are quick to scan again.
     """
     key = tuple([(s, id(rows)) for s, rows in jobs])
     known = _by_rows.get(key)
     if known is not None and all(a is b for a, (_, b) in zip(known[0], jobs, strict=True)):
         return known[1]
     found = plan(jobs)
+    if not len(found[0]):
+        return found
     held = sum(rows.nbytes for _, rows in jobs)
     if len(_by_rows) >= 512 or _held[0] + held > _HELD_BYTES:  # bounded: start again
         _by_rows.clear()  # (a clear is atomic: thread-safe; the count is a bound, not exact)
