@@ -60,6 +60,8 @@ class Pipeline:
         self.backends = list(dict.fromkeys([*self.preference, *self.overrides.values(), host]))
         self._active: list[Unit] = []
         self._optimized = False
+        # every tensor the units read or write, once (``_all_tensors``), with the units it is of
+        self._tensors: tuple[list[Unit], list[Tensor]] | None = None
         # what a run without callbacks does, built by ``plan_steps`` once memory is planned:
         # the steps, and the host backend's loop over their calls (one per step)
         self._steps: list[RunStep] = []
@@ -88,12 +90,9 @@ class Pipeline:
             self._optimized = True
             units, folded = optimize_units(self, use_counts)
             self.units = units or self.units
-        for unit in self.units:
-            for t in unit.outputs:
-                t.describe.use_count = use_counts[t.describe.index]
-            for t in unit.inputs:
-                d = t.describe
-                d.use_count, d.shape_reads = use_counts[d.index], 0
+        for t in self._all_tensors():  # this resize's reads; no folded reader counted yet
+            d = t.describe
+            d.use_count, d.shape_reads = use_counts[d.index], 0
         if folded is None:
             folded = set()
             for unit in self.units:  # the shape stage: output shapes, and the ops that fold
@@ -111,10 +110,8 @@ class Pipeline:
                 for t in unit.inputs:
                     t.describe.shape_reads += 1
 
-        def target(unit: Unit) -> Backend | None:  # where it runs; nowhere when folded
-            return None if id(unit) in done else self._target(unit)
-
-        geometry = plan_geometry(self.units, target, self.host)  # before any creation
+        # before any creation; where each unfolded unit runs (a folded one runs nowhere)
+        geometry = plan_geometry(self.units, self._target, self.host, done)
         host, active = self.host, []
         for unit in self.units:  # create, acquire, resize, release
             fold = id(unit) in done
@@ -125,6 +122,14 @@ class Pipeline:
         self._active = active
         verify_backends(subgraphs_of(self._active))  # each backend may refuse its ops
         return None
+
+    def _all_tensors(self) -> list[Tensor]:
+        """Every tensor the units read or write, once (remembered while ``units`` is the same)."""
+        known = self._tensors
+        if known is None or known[0] is not self.units:
+            seen = {id(t): t for u in self.units for ts in (u.outputs, u.inputs) for t in ts}
+            known = self._tensors = (self.units, list(seen.values()))
+        return known[1]
 
     def _target(self, unit: Unit) -> Backend:
         """The backend ``unit`` will run on: its execution's, else its first candidate."""

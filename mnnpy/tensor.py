@@ -209,8 +209,10 @@ class Tensor:
 
     @property
     def is_packed(self) -> bool:
-        """Whether the storage is NC4HW4 blocks."""
-        return layout.is_packed(self.shape, self.storage_format)
+        """Whether the storage is NC4HW4 blocks (``layout.is_packed``, inlined: asked often)."""
+        backend = self.describe.backend
+        fmt = self.dimension_format if backend is None else backend.storage_format(self)
+        return fmt == _NC4HW4 and len(self.shape) >= 2
 
     # -- data ---------------------------------------------------------------------------------
     @property

@@ -8,12 +8,13 @@ count, and each source it reads through a virtual tensor, and release it at zero
 go is what lets later tensors reuse the memory of dead ones. An input held by a backend whose
 memory the op's backend cannot read gets a mirror on the op's backend and a copy before each run
 (MNN's WrapExecution), through ``on_copy_buffer``. A unit that cannot run what the geometry stage
-decided for it falls back (``_fall_back``): it computes its own copies, and what it was to read
-through is written.
+decided for it falls back (``geometry.fallback``): it computes its own copies, and what it was to
+read through is written.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from mnnpy.backend import Backend, ForwardType, StorageType
 from mnnpy.backend.contract import acquire_buffer, check_memory, release_buffer
 from mnnpy.backend.handles import Edge, EdgeStrategy, choose_edge
 from mnnpy.errors import InvalidValueError
+from mnnpy.geometry.fallback import fall_back, runnable
 from mnnpy.ops import count_macs
 from mnnpy.placement import Placement, place
 from mnnpy.shape_stage import Shaped, shape_op
@@ -81,11 +83,13 @@ logger = logging.getLogger(__name__)
 
 def storage_type_of(tensor: Tensor) -> StorageType:
     """Storage type by role: inputs and constants (folded ones too) survive, the rest is reused."""
-    if tensor.describe.usage in (TensorUsage.INPUT, TensorUsage.CONSTANT):
-        return StorageType.DYNAMIC_SEPERATE
-    if tensor.describe.content is not None:
+    d = tensor.describe
+    if d.content is not None or d.usage in _SURVIVE:
         return StorageType.DYNAMIC_SEPERATE
     return StorageType.DYNAMIC
+
+
+_SURVIVE = (TensorUsage.INPUT, TensorUsage.CONSTANT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +103,7 @@ class UnitPlan:
         inputs: what the execution reads: the op's inputs, with mirrors in place of those held
             where ``backend`` cannot read them.
         copies: ``(copier, src, mirror)`` per mirror, made before every run (MNN's WrapExecution).
-        info: what callbacks learn about the op (None for a folded op).
+        made_info: ``info`` (None for a folded op), or a function making it when first asked.
         reads_through: the inputs it reads through their writers' regions, decided by the
             pipeline's read-through pass (``mnnpy.geometry``).
         edges: inputs held by another backend and read in place through tensor-handle factories
@@ -110,9 +114,20 @@ class UnitPlan:
     backend: Backend
     inputs: tuple[Tensor, ...]
     copies: tuple[tuple[Backend, Tensor, Tensor], ...]
-    info: OpInfo | None
+    made_info: OpInfo | Callable[[], OpInfo] | None
     reads_through: tuple[ReadThrough, ...] = ()
     edges: tuple[Edge, ...] = ()
+
+    @property
+    def info(self) -> OpInfo | None:
+        """What callbacks learn about the op (None for a folded op), made once, when asked.
+
+        Only callbacks and ``Session.info`` ask: counting MACs at every resize cost every op.
+        """
+        made = self.made_info
+        if callable(made):
+            object.__setattr__(self, "made_info", made := made())
+        return made
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,9 +267,9 @@ class Unit:
         execution, backend = self.execution, self.backend
         assert backend is not None
         inputs, copies, edges = self._wrap_inputs(backend)
-        runs = geometry if geometry and _runs(geometry, execution, backend, copies) else None
+        runs = geometry if geometry and runnable(geometry, execution, backend, copies) else None
         if runs is None:  # no regions decided, or not runnable as decided
-            _fall_back(geometry, self.outputs, execution)
+            fall_back(geometry, self.outputs, execution)
         outputs = self.outputs
         if execution.support_inplace and not copies and self._can_reuse_input(execution):
             if backend.on_acquire_inplace(outputs[0], self.inputs[0]):
@@ -267,9 +282,8 @@ class Unit:
         self._release_inputs(geometry.sources if geometry is not None else ())
         if logger.isEnabledFor(logging.DEBUG):  # its arguments cost even when not logged
             logger.debug("prepared %s %r on %s", self.op.type_name, self.op.name, backend.name)
-        macs = count_macs(self.op, self.inputs, self.outputs)
-        info = OpInfo(self.op.name, self.op.type_name, macs / 1e6, backend.name)
         through = runs.reads_through if runs is not None else ()
+        info = functools.partial(_op_info, self.op, self.inputs, self.outputs, backend)
         return UnitPlan(execution, backend, inputs, copies, info, through, edges)
 
     def bind(self) -> RunStep | None:
@@ -352,36 +366,6 @@ class Unit:
         return tuple(inputs if copies else self.inputs), tuple(copies), tuple(edges)
 
 
-def _runs(
-    geometry: UnitGeometry,
-    execution: Execution,
-    backend: Backend,
-    copies: Sequence[tuple[Backend, Tensor, Tensor]],
-) -> bool:
-    """Whether the op can run the geometry stage's plan as decided before it was created.
-
-    Its execution runs regions, on the backend planned for, with no input mirrored, and reads
-    every source where it is held.
-    """
-    if not execution.reads_regions or backend is not geometry.backend or copies:
-        return False
-    owners = [(s, s.describe.backend) for s in geometry.sources]
-    return all(o is not None and backend.can_share(s, o) for s, o in owners)
-
-
-def _fall_back(
-    geometry: UnitGeometry | None, outputs: Sequence[Tensor], execution: Execution
-) -> None:
-    """The op computes its own copies: what it was to read through is written after all.
-
-    Its outputs lose their regions (its execution plans over its inputs), and are written too
-    when it was not described (a stale decision of an earlier resize) or its execution runs no
-    regions. The sources keep the read counted for it: they live until this op, never shorter
-    than its reads.
-    """
-    for decision in geometry.reads_through if geometry is not None else ():
-        decision.tensor.describe.virtual = False
-    for t in outputs:
-        t.describe.regions = None
-        if geometry is None or not execution.reads_regions:
-            t.describe.virtual = False
+def _op_info(op: OpDef, inputs: list[Tensor], outputs: list[Tensor], backend: Backend) -> OpInfo:
+    """``op``'s OpInfo at the shapes of now (``UnitPlan.info``: those of its current plan)."""
+    return OpInfo(op.name, op.type_name, count_macs(op, inputs, outputs) / 1e6, backend.name)

@@ -32,7 +32,7 @@ sources' use counts were already raised, so they only live until this unit: neve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -129,9 +129,12 @@ def _sources(placed: Sequence[Placed]) -> dict[int, Tensor]:
     return {id(p.source): p.source for _, p in placed}  # type: ignore[misc]
 
 
-def _through(placed: list[Placed], tensor: Tensor, writer: Sequence[Piece]) -> list[Placed] | None:
+def _through(
+    placed: list[Placed], tensor: Tensor, writer: Sequence[Piece], before: Mapping[int, Tensor]
+) -> tuple[list[Placed], dict[int, Tensor]] | None:
     """``placed`` with the pieces reading ``tensor`` composed with its ``writer``'s (fuseRegion).
 
+    ``before`` is ``_sources(placed)``; the answer comes with the composed pieces' sources.
     None when a piece does not compose, the result reads more tensors than either side did (a
     chain of channel shuffles then keeps one materialised tensor per unit instead of reaching
     back through all of them), or it does not fit the region budget.
@@ -145,10 +148,11 @@ def _through(placed: list[Placed], tensor: Tensor, writer: Sequence[Piece]) -> l
         if through is None:
             return None
         composed += [(j, q) for q in through]
-    fan_in = max(len(_sources(placed)), len({id(p.source) for p in writer}))
-    if len(_sources(composed)) > fan_in or not within_budget(composed):
+    fan_in = max(len(before), len({id(p.source) for p in writer}))
+    after = _sources(composed)
+    if len(after) > fan_in or not within_budget(composed):
         return None
-    return composed
+    return composed, after
 
 
 def _dynamic(t: Tensor) -> bool:
@@ -161,11 +165,20 @@ class _Pass:
     """The decisions of one :func:`plan_geometry`, made unit by unit in pipeline order."""
 
     def __init__(
-        self, units: Sequence[Unit], target: Callable[[Unit], Backend | None], host: Backend
+        self,
+        units: Sequence[Unit],
+        target: Callable[[Unit], Backend | None],
+        host: Backend,
+        folded: Collection[int] | None = None,
     ) -> None:
         self.host = host
-        self.targets = targets = {id(u): target(u) for u in units}  # asked once per unit
-        self.real = real = [u for u in units if targets[id(u)] is not None]  # folded: no reads
+        if folded is None:  # asked once per unit
+            self.targets = targets = {id(u): target(u) for u in units}
+            self.real = real = [u for u in units if targets[id(u)] is not None]
+        else:  # the folded units known: the others alone are asked
+            real = [u for u in units if id(u) not in folded]
+            self.targets = targets = {id(u): target(u) for u in real}
+            self.real = real = [u for u in real if targets[id(u)] is not None]
         self.writer: dict[int, Unit] = {}
         for u in units:  # and this resize's decisions start from none
             for t in u.outputs:
@@ -180,6 +193,9 @@ class _Pass:
             for t in dict.fromkeys(u.inputs):
                 self.readers.setdefault(id(t), []).append(u)
         self.placed: dict[int, list[Placed] | None] = {}  # regions_of per unit, asked once
+        # ``shared``'s compositions of a reader's own pieces, by (reader, tensor): the reader's
+        # ``describe`` takes them while it still reads its own pieces
+        self.composed: dict[tuple[int, int], tuple[list[Placed], dict] | None] = {}
         self.expected: dict[int, int] = {}  # readers of a tensor read by several
         self.through: dict[int, int] = {}  # of those, how many read it through so far
         self.shared_ok: dict[int, bool] = {}  # whether all of them may read it through
@@ -188,7 +204,7 @@ class _Pass:
 
     def target(self, unit: Unit) -> Backend | None:
         """Where ``unit`` runs (``plan_geometry``'s ``target``, asked once); None: folded."""
-        return self.targets[id(unit)]
+        return self.targets.get(id(unit))
 
     def owner(self, t: Tensor) -> Backend | None:
         """The backend that will hold ``t`` (its writer's; folded outputs and inputs: the host)."""
@@ -212,7 +228,7 @@ class _Pass:
         kind = unit.op.type
         if kind not in _ALIASING or not unit.inputs:
             return False
-        backend = self.targets[id(unit)]
+        backend = self.targets.get(id(unit))
         if backend is None or not unit.outputs:
             return False
         src, dst = unit.inputs[0], unit.outputs[0]
@@ -252,7 +268,9 @@ class _Pass:
         w = self.written[id(t)]
         for u in units if ok else ():  # each composes alone (else none reads through)
             placed = self.regions(u)
-            if placed is None or _through(placed, t, w.pieces) is None:
+            composed = None if placed is None else _through(placed, t, w.pieces, _sources(placed))
+            self.composed[(id(u), id(t))] = composed
+            if composed is None:
                 ok = False
                 break
         self.shared_ok[id(t)] = ok
@@ -270,13 +288,14 @@ class _Pass:
         """Describe ``unit`` as regions and decide what it reads through; None: not regions."""
         if unit.op.type not in _COMPUTERS:
             return None  # no geometry computer: no regions (``regions_of`` would say None)
-        backend = self.targets[id(unit)]
+        backend = self.targets.get(id(unit))
         if backend is None or not backend.supports_regions:
             return None
-        placed = self.regions(unit)
+        placed = own = self.regions(unit)
         if placed is None or not within_budget(placed):
             return None
-        if not all(self.readable(t, backend) for t in _sources(placed).values()):
+        before = _sources(placed)
+        if not all(self.readable(t, backend) for t in before.values()):
             return None  # an input reaches it through a copy: its regions would read the mirror
         decisions: list[ReadThrough] = []
         aliases = self.aliases(unit)  # unchanged until ``count_reads``: asked once
@@ -295,14 +314,18 @@ class _Pass:
                 continue
             if readers > 1 and not self.shared(t, backend, readers):
                 continue  # read by another op too (or a graph output): it is written
-            composed = _through(placed, t, w.pieces)
-            if composed is None:
+            key = (id(unit), id(t))
+            if placed is own and key in self.composed:  # ``shared`` composed them already
+                through = self.composed.pop(key)
+            else:
+                through = _through(placed, t, w.pieces, before)
+            if through is None:
                 continue
-            before = _sources(placed)
-            new = tuple(s for k, s in _sources(composed).items() if k not in before)
+            composed, after = through
+            new = tuple(s for k, s in after.items() if k not in before)
             if not all(self.readable(s, backend) for s in new):
                 continue
-            placed = composed
+            placed, before = composed, after
             self.through[id(t)] = self.through.get(id(t), 0) + 1
             t.describe.virtual = self.through[id(t)] == readers  # every reader reads through
             decisions.append(ReadThrough(t, w.unit, w.index, new))
@@ -336,7 +359,10 @@ class _Pass:
 
 
 def plan_geometry(
-    units: Sequence[Unit], target: Callable[[Unit], Backend | None], host: Backend
+    units: Sequence[Unit],
+    target: Callable[[Unit], Backend | None],
+    host: Backend,
+    folded: Collection[int] | None = None,
 ) -> Geometry:
     """Describe the region ops of ``units`` and decide their virtual tensors, before creation.
 
@@ -345,12 +371,14 @@ def plan_geometry(
         target: the backend each unit will run on (its execution's, or its first placement
             candidate); None for a folded unit (its outputs are held by ``host``).
         host: the CPU backend, which holds folded outputs.
+        folded: the folded units (by id), when known: ``target`` is then asked about the others
+            only.
 
     Returns:
         Per unit described as regions, its decisions; the tensors carry ``regions`` and
         ``virtual``, and the sources read through have one more use count each.
     """
-    decided = _Pass(units, target, host)
+    decided = _Pass(units, target, host, folded)
     result: dict[int, UnitGeometry] = {}
     for u in decided.real:  # folded units run nothing and read shapes only
         g = decided.describe(u) if u.op.type in _COMPUTERS else None

@@ -44,15 +44,25 @@ class Piece:
     planned: tuple[np.ndarray | None, ...] = field(
         default=(), init=False, repr=False, compare=False
     )
+    described: tuple = field(default=(), init=False, repr=False, compare=False)
+
+    def key(self) -> tuple:
+        """This copy's description, hashable: space and both sides (made once per piece).
+
+        What the memos key by: ``compose``'s and the region planner's (``regions.remembered``).
+        """
+        if not self.described:
+            self.described = (tuple(self.space), side_key(self.src), side_key(self.dst))
+        return self.described
 
     def rows(self) -> np.ndarray | None:
         """The region rows of this copy (``regions.plan``), planned once per piece.
 
         Shared with the planner's memo: callers must not write them. Pieces are not changed once
-        made (composition makes new ones), so the rows stay this piece's.
+        made (composition makes new ones), so the rows and the description stay this piece's.
         """
         if not self.planned:
-            self.planned = (remembered(self.space, self.src, self.dst),)
+            self.planned = (remembered(self.space, self.src, self.dst, self.key()),)
         return self.planned[0]
 
 
@@ -67,18 +77,29 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     Answers are remembered by description (networks repeat the same blocks, and resizes repeat
     them), with the index of the producer piece each result reads; each call gets new pieces.
     """
-    key = (_piece_key(piece), tuple([_piece_key(u) for u in producer]))
-    found = _memo.get(key, lambda: _found(piece, producer))
+    key = (piece.key(), tuple([u.key() for u in producer]))
+    found = _memo.get(key, lambda: _described(_found(piece, producer)))
     if found is None:
         return None
-    return [
-        Piece(list(space), producer[k].source, _copy(src), _copy(dst))
-        for k, space, src, dst in found
-    ]
+    result = []
+    for k, space, src, dst, described in found:
+        p = Piece(list(space), producer[k].source, _copy(src), _copy(dst))
+        p.described = described  # the copies describe the same: the key is known
+        result.append(p)
+    return result
 
 
 Found = list[tuple[int, list[int], Side, Side]] | None  # per result: producer piece, space, sides
-_memo: Memo[Found] = Memo(4096)
+# what the memo keeps: each result with its description (``Piece.key``)
+Described = list[tuple[int, list[int], Side, Side, tuple]] | None
+_memo: Memo[Described] = Memo(4096)
+
+
+def _described(found: Found) -> Described:
+    """``found`` with each result's description, made once when it is remembered."""
+    if found is None:
+        return None
+    return [(k, sp, s, d, Piece(sp, None, s, d).key()) for k, sp, s, d in found]
 
 
 def _found(piece: Piece, producer: Sequence[Piece]) -> Found:
@@ -106,10 +127,6 @@ def _found(piece: Piece, producer: Sequence[Piece]) -> Found:
     tagged = [Piece(u.space, k, u.src, u.dst) for k, u in enumerate(producer)]
     result = _compose(piece, tagged)
     return None if result is None else [(_index(p), p.space, p.src, p.dst) for p in result]
-
-
-def _piece_key(p: Piece) -> tuple:
-    return tuple(p.space), side_key(p.src), side_key(p.dst)
 
 
 def _index(p: Piece) -> int:

@@ -72,9 +72,23 @@ def regions_of(
 
 
 def layout_of(t: Tensor, rank: int | None = None) -> R.Layout:
-    """``t``'s storage layout; a lower-rank tensor gets trailing dims of 1 (same storage)."""
-    shape = tuple(t.shape) + (1,) * ((rank or t.ndim) - t.ndim)
-    return R.Layout(shape, t.is_packed)
+    """``t``'s storage layout; a lower-rank tensor gets trailing dims of 1 (same storage).
+
+    Layouts are values (frozen): one per shape and packing is made and shared.
+    """
+    shape = tuple(t.shape)
+    if rank is not None and rank > len(shape):
+        shape += (1,) * (rank - len(shape))
+    key = (shape, t.is_packed)
+    known = _layouts.get(key)
+    if known is None:
+        if len(_layouts) >= 4096:  # bounded: start again (a clear is atomic: thread-safe)
+            _layouts.clear()
+        known = _layouts[key] = R.Layout(*key)
+    return known
+
+
+_layouts: dict[tuple[tuple[int, ...], bool], R.Layout] = {}
 
 
 def mixes_nhwc(tensors: Sequence[Tensor]) -> bool:
@@ -181,21 +195,24 @@ def reshape_piece(src: Tensor, dst: Tensor, nhwc: bool) -> Piece | None:
     known = _reshapes.get(key, lambda: _reshape_sides(src, dst, nhwc))
     if known is None:
         return None
-    space, s_side, d_side = known
-    return Piece(list(space), src, s_side, d_side)
+    space, s_side, d_side, described = known
+    piece = Piece(list(space), src, s_side, d_side)
+    piece.described = described  # the same description: its key is known
+    return piece
 
 
-_reshapes: Memo[tuple[list[int], R.Side, R.Side] | None] = Memo(4096)
+_Sides = tuple[list[int], R.Side, R.Side, tuple]  # space, sides, their description (Piece.key)
+_reshapes: Memo[_Sides | None] = Memo(4096)
 
 
-def _reshape_sides(src: Tensor, dst: Tensor, nhwc: bool) -> tuple[list[int], R.Side, R.Side] | None:
+def _reshape_sides(src: Tensor, dst: Tensor, nhwc: bool) -> _Sides | None:
     s_order, d_order = _flat_order(src, nhwc), _flat_order(dst, nhwc)
     space = R.refine([src.shape[k] for k in s_order], [dst.shape[k] for k in d_order])
     if space is None:
         return None
     s_side = R.merged(R.Layout(tuple(src.shape), src.is_packed), s_order, space)
     d_side = R.merged(R.Layout(tuple(dst.shape), dst.is_packed), d_order, space)
-    return space, s_side, d_side
+    return space, s_side, d_side, Piece(space, None, s_side, d_side).key()
 
 
 @register_geometry(OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)
@@ -213,10 +230,25 @@ def _convert(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
         return None
     if NHWC in (src.dimension_format, dst.dimension_format) and src.ndim >= 3:
         return None
-    rank = src.ndim
-    s_side = R.Side.box(layout_of(src), [0] * rank, range(rank))
-    d_side = R.Side.box(layout_of(dst), [0] * rank, range(rank))
-    return [(0, Piece(list(src.shape), src, s_side, d_side))]
+    key = (tuple(src.shape), src.is_packed, tuple(dst.shape), dst.is_packed)
+    known = _converts.get(key)  # the sides depend on the layouts alone: made once, shared
+    if known is None:
+        if len(_converts) >= 1024:  # bounded: start again (a clear is atomic: thread-safe)
+            _converts.clear()
+        rank = src.ndim
+        s_side = R.Side.box(layout_of(src), [0] * rank, range(rank))
+        d_side = R.Side.box(layout_of(dst), [0] * rank, range(rank))
+        known = _converts[key] = (
+            s_side,
+            d_side,
+            Piece(list(src.shape), None, s_side, d_side).key(),
+        )
+    piece = Piece(list(src.shape), src, known[0], known[1])
+    piece.described = known[2]  # the same description: its key is known
+    return [(0, piece)]
+
+
+_converts: dict[tuple, tuple[R.Side, R.Side, tuple]] = {}
 
 
 @register_geometry(OpType.StridedSlice)

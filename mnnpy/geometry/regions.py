@@ -40,6 +40,7 @@ __all__ = [
     "count",
     "merged",
     "padding_regions",
+    "padding_rows",
     "plan",
     "refine",
     "remembered",
@@ -273,9 +274,16 @@ def count(space: Sequence[int], src: Side, dst: Side) -> int | None:
     return None if rows is None else len(rows)
 
 
-def remembered(space: Sequence[int], src: Side, dst: Side) -> np.ndarray | None:
-    """The memo's rows for this copy, planned on a miss (shared: callers must not write them)."""
-    key = (tuple(space), side_key(src), side_key(dst))
+def remembered(
+    space: Sequence[int], src: Side, dst: Side, key: tuple | None = None
+) -> np.ndarray | None:
+    """The memo's rows for this copy, planned on a miss (shared: callers must not write them).
+
+    ``key``: the copy's description ``(tuple(space), side_key(src), side_key(dst))`` when the
+    caller knows it (``Piece.key``).
+    """
+    if key is None:
+        key = (tuple(space), side_key(src), side_key(dst))
     with _memo_lock:  # sessions may be created in several threads
         known = key in _memo
         rows = _memo[key] if known else None
@@ -358,6 +366,20 @@ def padding_regions(layout: Layout) -> np.ndarray:
     a4, blocks = layout.area4, (c + 3) // 4
     off = (blocks - 1) * a4 + c % 4
     return np.array([[0, off, n, 4 - c % 4, a4 // 4, 0, 0, 0, blocks * a4, 1, 4]], np.int64)
+
+
+def padding_rows(shape: Sequence[int]) -> np.ndarray:
+    """:func:`padding_regions` of an NC4HW4 tensor of ``shape``, remembered (shared: read only)."""
+    key = tuple(shape)
+    rows = _pads.get(key)
+    if rows is None:
+        if len(_pads) >= 1024:  # bounded: start again (a clear is atomic: thread-safe)
+            _pads.clear()
+        rows = _pads[key] = padding_regions(Layout(key, True))
+    return rows
+
+
+_pads: dict[tuple[int, ...], np.ndarray] = {}
 
 
 def apply_reference(src: np.ndarray, dst: np.ndarray, rows: np.ndarray) -> None:

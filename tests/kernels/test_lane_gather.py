@@ -100,3 +100,19 @@ def test_plan_leaves_rows_without_whole_blocks() -> None:
     rows = np.array([[0, 0, 1, 2, 40, 0, 1, 4, 0, 1, 4]], np.int64)  # lanes 0, 1 only
     grows, rest = LG.plan([(0, rows)])
     assert len(grows) == 0 and len(rest) == 1 and np.array_equal(rest[0][1], rows)
+
+
+def test_plan_shared_is_plan_remembered_by_the_arrays_themselves() -> None:
+    """``plan_shared`` answers as ``plan``; the same arrays again get the remembered answer, and
+    other arrays (even equal ones, even where an old array's id is reused) get their own."""
+    jobs = shuffle_rows(16, 20, 0)
+    want = LG.plan(jobs)
+    assert len(want[0])  # lanes regroup: there is an answer to remember
+    got = LG.plan_shared(jobs)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert [(s, r.tolist()) for s, r in got[1]] == [(s, r.tolist()) for s, r in want[1]]
+    assert LG.plan_shared(list(jobs)) is got  # the same arrays: remembered
+    other = [(s, rows.copy()) for s, rows in jobs]
+    assert LG.plan_shared(other) is not got  # equal, but other arrays: planned for them
+    changed = [(s, rows.copy()) for s, rows in shuffle_rows(16, 20, 1)]
+    np.testing.assert_array_equal(LG.plan_shared(changed)[0], LG.plan(changed)[0])

@@ -9,6 +9,8 @@ source read, so that releasing at zero never frees a tensor before its last read
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -20,6 +22,8 @@ from mnnpy.geometry import regions as R
 from mnnpy.net import OpType
 from mnnpy.tensor_format import DimensionFormat
 from tests.unit.test_raster_fusion import shuffle_net
+
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 NC4HW4, NCHW = DimensionFormat.NC4HW4, DimensionFormat.NCHW
 REGION_OPS = {
@@ -197,3 +201,54 @@ def test_a_reader_that_runs_no_regions_falls_back(monkeypatch: pytest.MonkeyPatc
     assert not any(t.describe.virtual for u in units if u.op.type in movers for t in u.outputs)
     assert not any(u.plan.reads_through for u in units if u.op.type in movers)
     assert any(u.plan.reads_through for u in units if u.op.type not in movers)
+
+
+def _decisions(pipeline: object, geometry: object) -> list:
+    """Per unit: its outputs' regions and virtual flags, what it reads through, its sources."""
+    result = []
+    for u in pipeline.units:  # type: ignore[attr-defined]
+        g = geometry.of(u)  # type: ignore[attr-defined]
+        outs = [(t.name, t.describe.virtual, t.describe.regions is not None) for t in u.outputs]
+        through = None if g is None else [(d.tensor.name, d.index) for d in g.reads_through]
+        sources = None if g is None else [s.name for s in g.sources]
+        regions = [
+            (p.space, R.side_key(p.src), R.side_key(p.dst), p.source.name)
+            for t in u.outputs
+            for p in t.describe.regions or ()
+        ]
+        result.append((u.op.name, outs, through, sources, regions))
+    return result
+
+
+def _counted(session: object) -> tuple:
+    """The session's units with use counts and shape reads as ``Pipeline.prepare`` sets them."""
+    pipeline = session.pipelines[0]  # type: ignore[attr-defined]
+    counts = session._use_counts  # type: ignore[attr-defined]
+    for u in pipeline.units:
+        for t in u.inputs + u.outputs:
+            t.describe.use_count, t.describe.shape_reads = counts[t.describe.index], 0
+    for u in pipeline.units:
+        for t in u.inputs if u.folded else ():
+            t.describe.shape_reads += 1
+    return pipeline, session.host_backend  # type: ignore[attr-defined]
+
+
+def test_folded_units_named_decide_as_a_target_of_none() -> None:
+    """``plan_geometry(folded=...)`` asks ``target`` about the other units only, and decides as
+    when ``target`` says None for the folded ones (a model with folded shape arithmetic)."""
+    interp = mnnpy.Interpreter(DATA / "activations" / "convnext.mnn")
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    pipeline, cpu = _counted(session)
+    folded = {id(u) for u in pipeline.units if u.folded}
+    assert folded and len(folded) < len(pipeline.units)
+    geometry = plan_geometry(pipeline.units, lambda u: None if id(u) in folded else cpu, cpu)
+    want = _decisions(pipeline, geometry)
+    want_counts = [t.describe.use_count for u in pipeline.units for t in u.inputs]
+    assert any(g.reads_through for g in geometry.units.values())
+    pipeline, cpu = _counted(session)
+    asked: list = []
+    again = plan_geometry(pipeline.units, lambda u: asked.append(u) or cpu, cpu, folded)
+    assert _decisions(pipeline, again) == want
+    assert [t.describe.use_count for u in pipeline.units for t in u.inputs] == want_counts
+    assert len(asked) == len(pipeline.units) - len(folded)
+    assert not any(id(u) in folded for u in asked)

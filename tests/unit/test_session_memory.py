@@ -282,3 +282,28 @@ def test_limit_mode_lowers_the_peak_of_a_model_with_big_scratch():
     assert low.memory_info().scratch < normal.memory_info().scratch
     assert low.memory_info().dynamic < normal.memory_info().dynamic
     assert low.memory_info().total < normal.memory_info().total
+
+
+def test_op_info_counts_the_shapes_of_the_current_plan():
+    """Callbacks' ``info.flops`` (made when first asked) and ``info().flops_m`` follow a resize."""
+    path = DATA / "residual_add.mnn"
+    interp, session = _session(path)
+    x = interp.get_session_input(session)
+    shape = list(x.shape)
+
+    def flops() -> dict:
+        seen: dict = {}
+        interp.run_session_with_callback(
+            session, after=lambda outs, info: seen.setdefault(info.name, info.flops) is not None
+        )
+        return seen
+
+    one, total = flops(), session.info().flops_m
+    assert one and total == pytest.approx(sum(one.values()))
+    interp.resize_tensor(x, [2 * shape[0], *shape[1:]])
+    interp.resize_session(session)
+    two = flops()
+    assert two.keys() == one.keys()
+    for name, f in one.items():  # every op's work doubles with the batch
+        assert two[name] == pytest.approx(2 * f), name
+    assert session.info().flops_m == pytest.approx(2 * total)

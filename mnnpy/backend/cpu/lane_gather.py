@@ -11,6 +11,7 @@ one pass. Every other row stays as it is. :func:`reference` is the kernel's NumP
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,7 +28,16 @@ except ImportError:  # not built: the Python functions
 if TYPE_CHECKING:
     from mnnpy.tensor import Tensor
 
-__all__ = ["GCOLS", "MIN_RUN", "itself", "itself_reference", "plan", "reference"]
+__all__ = [
+    "GCOLS",
+    "MIN_RUN",
+    "itself",
+    "itself_reference",
+    "per_output",
+    "plan",
+    "plan_shared",
+    "reference",
+]
 
 GCOLS = 10
 MIN_RUN = 16  # pixels: shorter lane strips are left to the region rows
@@ -60,6 +70,37 @@ def plan(
 
 
 _memo: Memo[tuple[np.ndarray, list[tuple[int, np.ndarray]]]] = Memo(256)
+
+
+def plan_shared(
+    jobs: list[tuple[int, np.ndarray]],
+) -> tuple[np.ndarray, list[tuple[int, np.ndarray]]]:
+    """:func:`plan`, remembered by the identity of the rows (shared, read only: the answer too).
+
+    The region planner hands out the same rows array for the same copy (``regions.remembered``),
+    so rasters of repeated blocks ask about the same arrays. An entry keeps its arrays alive,
+    so their ids are not reused while it is remembered. Only answers with gathers are kept:
+    rows without lane walks are quick to scan again.
+    """
+    key = tuple([(s, id(rows)) for s, rows in jobs])
+    known = _by_rows.get(key)
+    if known is not None and all(a is b for a, (_, b) in zip(known[0], jobs, strict=True)):
+        return known[1]
+    found = plan(jobs)
+    if not len(found[0]):
+        return found
+    held = sum(rows.nbytes for _, rows in jobs)
+    if len(_by_rows) >= 512 or _held[0] + held > _HELD_BYTES:  # bounded: start again
+        _by_rows.clear()  # (a clear is atomic: thread-safe; the count is a bound, not exact)
+        _held[0] = 0
+    _by_rows[key] = (tuple(rows for _, rows in jobs), found)
+    _held[0] += held
+    return found
+
+
+_by_rows: dict[tuple, tuple[tuple[np.ndarray, ...], tuple[np.ndarray, list]]] = {}
+_HELD_BYTES = 4 << 20  # rows kept alive by the entries, at most (and the answers' about as much)
+_held = [0]
 
 
 def _plan(
@@ -109,6 +150,27 @@ def _plan(
         for base, n in sorted(full)
     ]
     return np.array(gathers, np.int64).reshape(-1, GCOLS), rest
+
+
+def per_output(
+    copies: list[tuple[Tensor, int, np.ndarray]], outputs: Sequence[Tensor]
+) -> dict[int, tuple[tuple[Tensor, ...], np.ndarray, list[tuple[int, np.ndarray]]]]:
+    """The lane gathers of each output of 4-byte elements whose lane rows regroup.
+
+    Per output (:func:`plan_shared`), from a raster's ``(source, output index, rows)`` copies:
+    its sources, gather rows and the region rows left, as (source index, rows).
+    """
+    result = {}
+    for j, out in enumerate(outputs):
+        mine = [(src, rows) for src, k, rows in copies if k == j]
+        if out.dtype.itemsize != 4 or not mine:
+            continue
+        srcs = tuple({id(src): src for src, _ in mine}.values())
+        index = {id(src): k for k, src in enumerate(srcs)}
+        grows, rest = plan_shared([(index[id(src)], rows) for src, rows in mine])
+        if len(grows):
+            result[j] = (srcs, grows, rest)
+    return result
 
 
 def reference(srcs: tuple[np.ndarray, ...], dst: np.ndarray, rows: np.ndarray) -> None:

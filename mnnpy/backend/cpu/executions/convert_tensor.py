@@ -96,13 +96,22 @@ class CPUConvertTensor(CPURaster):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
-        self._kernel = layout_kernel(inputs[0], outputs[0])
+        # the pack kernel for these shapes, made at the first run that needs it (most
+        # conversions run as region copies, or are read through, and never need it)
+        self._kernel: Callable[[np.ndarray, np.ndarray, int], None] | None = None
 
     def resize_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        pass  # on_resize prepares the kernel either way
+        pass  # the kernel is made when first needed either way
+
+    def _pack(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        """Run the layout kernel for the shapes of the last resize (made once per resize)."""
+        kernel = self._kernel
+        if kernel is None:
+            kernel = self._kernel = layout_kernel(inputs[0], outputs[0])
+        kernel(inputs[0].buffer, outputs[0].buffer, self.backend.num_thread)
 
     def execute_plain(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-        self._kernel(inputs[0].buffer, outputs[0].buffer, self.backend.num_thread)
+        self._pack(inputs, outputs)
 
     def bind(
         self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]
@@ -121,7 +130,7 @@ class CPUConvertTensor(CPURaster):
         if self.read_through or (self._skip[0] and not self.backend.observed):
             super().on_execute(inputs, outputs)
         else:
-            self._kernel(inputs[0].buffer, outputs[0].buffer, self.backend.num_thread)
+            self._pack(inputs, outputs)
 
 
 @CPUBackend.register_creator(OpType.ConvertTensor)

@@ -21,33 +21,12 @@ from mnnpy.backend.cpu import lane_gather as LG
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.execution import Execution
 from mnnpy.geometry import regions as R
-from mnnpy.geometry.computers import Placed, layout_of
+from mnnpy.geometry.computers import Placed
 from mnnpy.tensor import Tensor
 
 __all__ = ["CPURaster"]
 
 _itself = LG.itself
-
-
-def _lane_gathers(
-    copies: list[tuple[Tensor, int, np.ndarray]], outputs: Sequence[Tensor]
-) -> dict[int, tuple[tuple[Tensor, ...], np.ndarray, list[tuple[int, np.ndarray]]]]:
-    """The lane gathers of each output of 4-byte elements whose lane rows regroup.
-
-    Per output (``lane_gather.plan``): its sources, gather rows and the region rows left, as
-    (source index, rows).
-    """
-    result = {}
-    for j, out in enumerate(outputs):
-        mine = [(src, rows) for src, k, rows in copies if k == j]
-        if out.dtype.itemsize != 4 or not mine:
-            continue
-        srcs = tuple({id(src): src for src, _ in mine}.values())
-        index = {id(src): k for k, src in enumerate(srcs)}
-        grows, rest = LG.plan([(index[id(src)], rows) for src, rows in mine])
-        if len(grows):
-            result[j] = (srcs, grows, rest)
-    return result
 
 
 class CPURaster(Execution):
@@ -80,12 +59,13 @@ class CPURaster(Execution):
         self._gathers: dict[int, tuple[tuple[Tensor, ...], np.ndarray, list]] | None = {}
         self._pieces: list[Placed] = []
         decided = [t.describe.regions for t in outputs]
-        if all(r is not None for r in decided):  # the geometry stage's plan (mnnpy.geometry)
+        if None not in decided:  # the geometry stage's plan (mnnpy.geometry)
             pieces: list[Placed] | None = [(j, p) for j, r in enumerate(decided) for p in r or ()]
         else:
             pieces = self.pieces(inputs, outputs)
         # whether any input is read through its writer (the stage kept the plan in budget)
-        self.read_through = any(all(p.source is not t for t in inputs) for _, p in pieces or ())
+        read = {id(t) for t in inputs}
+        self.read_through = any(id(p.source) not in read for _, p in pieces or ())
         copies = self._plan(pieces, outputs) if pieces is not None else None
         if pieces is None or copies is None:
             assert not self.read_through, "the geometry stage planned within the region budget"
@@ -93,19 +73,23 @@ class CPURaster(Execution):
             return
         self._pieces, self._copies = pieces, copies
         self._gathers = None  # planned by the first ``_runs``: an idle raster never runs
-        pads = [(j, R.padding_regions(layout_of(t))) for j, t in enumerate(outputs)
-                if t.is_packed and t.shape[1] % 4]  # fmt: skip
-        self._pads = [(j, rows) for j, rows in pads if len(rows)]
+        self._pads = [(j, R.padding_rows(t.shape)) for j, t in enumerate(outputs)
+                      if t.shape[1:] and t.shape[1] % 4 and t.is_packed]  # fmt: skip
 
     @staticmethod
     def _plan(
         pieces: Sequence[Placed], outputs: Sequence[Tensor]
     ) -> list[tuple[Tensor, int, np.ndarray]] | None:
         """Region rows per (source, output), or None past the region budget."""
+        if len(pieces) == 1:  # the common case: its rows as they are
+            j, p = pieces[0]
+            rows = p.rows()
+            ok = rows is not None and len(rows) <= R.MAX_REGIONS
+            return [(p.source, j, rows)] if ok else None  # type: ignore[list-item]
         grouped: dict[tuple[int, int], tuple[Tensor, int, list[np.ndarray]]] = {}
         total = 0
         for j, p in pieces:
-            rows = p.rows()  # shared with the planner: concatenated into new arrays below
+            rows = p.rows()  # shared with the planner's memo: read only
             if rows is None:
                 return None
             total += len(rows)
@@ -113,7 +97,11 @@ class CPURaster(Execution):
                 return None
             src: Tensor = p.source  # type: ignore[assignment]
             grouped.setdefault((id(src), j), (src, j, []))[2].append(rows)
-        return [(s, j, np.concatenate(rows)) for s, j, rows in grouped.values()]
+        # one piece's rows are used as they are: nothing writes rows (the kernels read them)
+        return [
+            (s, j, rows[0] if len(rows) == 1 else np.concatenate(rows))
+            for s, j, rows in grouped.values()
+        ]
 
     def _runs(
         self, outputs: Sequence[Tensor]
@@ -122,7 +110,7 @@ class CPURaster(Execution):
         assert self._copies is not None
         runs: list[tuple[Tensor | tuple[Tensor, ...], int, np.ndarray]] = []
         if self._gathers is None:
-            self._gathers = _lane_gathers(self._copies, outputs)
+            self._gathers = LG.per_output(self._copies, outputs)
         for src, j, rows in self._copies:
             if j not in self._gathers:
                 kept = rows[~_itself(src, outputs[j], rows)]  # not onto the same bytes
