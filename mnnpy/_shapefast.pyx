@@ -37,6 +37,23 @@ from mnnpy.tensor import DimensionFormat
 
 DEF MAX_RANK = 16
 
+
+cdef extern from *:
+    """
+    typedef struct {
+        PyObject ob_base;
+        char *data;
+        int nd;
+        Py_ssize_t *dimensions;
+    } mnnpy_array_head;
+    """
+    # NumPy's PyArrayObject_fields: its first members, the stable ABI that PyArray_DATA,
+    # PyArray_NDIM and PyArray_DIMS read in every NumPy (1.x and 2.x)
+    ctypedef struct _ArrayHead "mnnpy_array_head":
+        char* data
+        int nd
+        Py_ssize_t* dimensions
+
 cdef object _empty = np.empty
 cdef object _ndarray = np.ndarray
 cdef object _I32 = np.dtype(np.int32)
@@ -84,14 +101,20 @@ cdef int B_OR = _B.BITWISE_OR
 cdef int B_XOR = _B.BITWISE_XOR
 
 
+cdef object _tuple_new = tuple.__new__
+
+
 def shape_op(op, inputs, outputs, bint fold, last):
     """``mnnpy.shape_stage.shape_op_python``, the same answer (see there)."""
     cdef list key = []
     cdef list values = []
-    cdef bint folded
+    cdef list ins = []  # per input: shape, dtype, format, values (read once, for _small)
+    cdef bint folded = False
     for t in inputs:
         c = t.describe.content
-        key.append((t.shape, t.dtype, t.dimension_format, PyLong_FromVoidPtr(<void*>c)))
+        shape, dtype, fmt = t.shape, t.dtype, t.dimension_format
+        key.append((shape, dtype, fmt, PyLong_FromVoidPtr(<void*>c)))
+        ins.append((shape, dtype, fmt, c))
         values.append(c)
     for t in outputs:  # run-time values If / While read
         c = t.describe.content
@@ -104,10 +127,18 @@ def shape_op(op, inputs, outputs, bint fold, last):
             if last.folded:  # else a run-time value the session set stays
                 out.describe.content = state[3]
         return last
-    folded = False
+    state = None
     if fold and not op.output_describes:
-        folded = _small(op, inputs, outputs)
-        if not folded:
+        if len(outputs) == 1:
+            state = _small(op, ins)
+        if state is not None:
+            out = outputs[0]
+            out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
+            out.describe.content = state[3]
+            if last is None or not last.folded:
+                return _tuple_new(Shaped, (fold, tkey, tuple(values), (state,), True))
+            folded = True
+        else:
             small = small_function(op.type)
             folded = small is not None and small(op, inputs, outputs)
     if not folded:
@@ -122,33 +153,41 @@ def shape_op(op, inputs, outputs, bint fold, last):
         states.append(
             (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
         )
-    return Shaped(fold, tkey, tuple(values), tuple(states), folded)
+    return _tuple_new(Shaped, (fold, tkey, tuple(values), tuple(states), folded))
 
 
 def small(op, inputs, outputs):
     """The C small function of ``op``: True having set the outputs, False having set nothing."""
-    return _small(op, inputs, outputs)
-
-
-cdef bint _small(object op, object inputs, object outputs) except -1:
-    if type(inputs) is not list or type(outputs) is not list or len(outputs) != 1:
+    if len(outputs) != 1:
         return False
+    ins = [(t.shape, t.dtype, t.dimension_format, t.describe.content) for t in inputs]
+    state = _small(op, ins)
+    if state is None:
+        return False
+    out = outputs[0]
+    out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
+    out.describe.content = state[3]
+    return True
+
+
+cdef object _small(object op, list ins):
+    """The output's (shape, dtype, format, values) for ``op`` on ``ins``; None: declined."""
     cdef int kind = op.type
     if kind == T_UNSQUEEZE or kind == T_SQUEEZE:
-        return _squeeze(op, <list>inputs, outputs[0], kind == T_UNSQUEEZE)
+        return _squeeze(op, ins, kind == T_UNSQUEEZE)
     if kind == T_BINARY:
-        return _binary(op, <list>inputs, outputs[0])
+        return _binary(op, ins)
     if kind == T_GATHERV2 or kind == T_GATHER:
-        return _gather(op, <list>inputs, outputs[0])
-    if kind == T_SHAPE:
-        return _shape(op, <list>inputs, outputs[0])
-    if kind == T_CONCAT:
-        return _concat(op, <list>inputs, outputs[0])
-    if kind == T_RANK:
-        return _rank(op, <list>inputs, outputs[0])
+        return _gather(op, ins)
     if kind == T_STRIDED:
-        return _strided(op, <list>inputs, outputs[0])
-    return False
+        return _strided(op, ins)
+    if kind == T_SHAPE:
+        return _shape(op, ins)
+    if kind == T_CONCAT:
+        return _concat(op, ins)
+    if kind == T_RANK:
+        return _rank(op, ins)
+    return None
 
 
 cdef object _format(object op):
@@ -157,18 +196,19 @@ cdef object _format(object op):
     return _NCHW if fmt == _NC4HW4 else fmt
 
 
-cdef bint _take(object t, Py_buffer* view) except -1:
-    """``t``'s values (as ``small_ints._values``) into ``view``; False (nothing held) when none.
+cdef bint _take(tuple t, Py_buffer* view) except -1:
+    """Input ``t``'s values (as ``small_ints._values``) into ``view``; False (nothing held): none.
 
-    Known, an ndarray of ``t``'s dtype and shape, C-contiguous, at most SMALL_MAX_ELEMENTS.
+    ``t`` is (shape, dtype, format, values). Known, an ndarray of that dtype and shape,
+    C-contiguous, at most SMALL_MAX_ELEMENTS elements.
     """
-    c = t.describe.content
+    c = t[3]
     if type(c) is not _ndarray:
         return False
-    dt = c.dtype
-    if dt is not t.dtype and dt != t.dtype:
+    dt, tdt = c.dtype, t[1]
+    if dt is not tdt and dt != tdt:
         return False
-    shape = t.shape
+    shape = t[0]
     if type(shape) is not tuple:
         return False
     try:
@@ -190,65 +230,61 @@ cdef bint _take(object t, Py_buffer* view) except -1:
 
 
 cdef object _new(tuple shape, object dtype, const void* data, Py_ssize_t nbytes):
-    """A new array of ``shape`` and ``dtype`` holding the ``nbytes`` bytes at ``data``."""
+    """A new array of ``shape`` and ``dtype`` holding the ``nbytes`` bytes at ``data``.
+
+    ``nbytes`` is the elements of ``shape`` times the dtype's item size (the caller's values are
+    of that dtype). A fresh ``numpy.empty`` array is C-contiguous and owns its data, so its data
+    pointer is written directly (NumPy's ``PyArray_DATA``), without a buffer request (which makes
+    NumPy format a buffer description of every new array).
+    """
     out = _empty(shape, dtype)
-    cdef Py_buffer view
-    PyObject_GetBuffer(out, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
-    try:
-        if view.len != nbytes:
-            raise AssertionError("new array of an unexpected size")
-        if nbytes:
-            memcpy(view.buf, data, nbytes)
-    finally:
-        PyBuffer_Release(&view)
+    if type(out) is not _ndarray:
+        raise AssertionError("numpy.empty gave no ndarray")
+    cdef _ArrayHead* head = <_ArrayHead*><void*>out
+    cdef Py_ssize_t i, n = len(shape), count = 1
+    if head.nd != n:
+        raise AssertionError("new array of an unexpected rank")
+    for i in range(n):
+        count *= head.dimensions[i]
+    if nbytes and (count == 0 or nbytes % count):
+        raise AssertionError("new array of an unexpected size")
+    if nbytes:
+        memcpy(head.data, data, nbytes)
     return out
 
 
-cdef inline void _set(object out, tuple shape, object dtype, object fmt, object value):
-    out.shape = shape
-    out.dtype = dtype
-    out.dimension_format = fmt
-    out.describe.content = value
-
-
-cdef bint _shape(object op, list inputs, object out) except -1:
+cdef object _shape(object op, list ins):
     """small_ints.small_shape without a ShapeParam and without NC4HW4 read in NHWC order."""
-    if not inputs:
-        return False
-    src = inputs[0]
+    if not ins:
+        return None
+    src = <tuple>ins[0]
     if op.param_type == P_SHAPE:
-        return False
-    if src.dimension_format == _NC4HW4 and op.default_format == _NHWC:
-        return False
-    shape = src.shape
+        return None
+    if src[2] == _NC4HW4 and op.default_format == _NHWC:
+        return None
+    shape = src[0]
     if type(shape) is not tuple or len(<tuple>shape) > MAX_RANK:
-        return False
+        return None
     cdef int32_t dims[MAX_RANK]
     cdef Py_ssize_t i, n = len(<tuple>shape)
     cdef int64_t d
     for i in range(n):
         d = (<tuple>shape)[i]
         if d < INT_MIN or d > 2147483647:
-            return False
+            return None
         dims[i] = <int32_t>d
-    fmt = _format(op)
-    value = _new((n,), _I32, dims, n * 4)
-    _set(out, (n,), _I32, fmt, value)
-    return True
+    return ((n,), _I32, _format(op), _new((n,), _I32, dims, n * 4))
 
 
-cdef bint _rank(object op, list inputs, object out) except -1:
+cdef object _rank(object op, list ins):
     """small_ints.small_rank."""
-    if not inputs:
-        return False
-    shape = inputs[0].shape
-    cdef int32_t r = len(shape)
-    fmt = _format(op)
-    _set(out, (), _I32, fmt, _new((), _I32, &r, 4))
-    return True
+    if not ins:
+        return None
+    cdef int32_t r = len((<tuple>ins[0])[0])
+    return ((), _I32, _format(op), _new((), _I32, &r, 4))
 
 
-cdef bint _axes(object op, list inputs, int64_t* axes, Py_ssize_t* count) except -1:
+cdef bint _axes(object op, list ins, int64_t* axes, Py_ssize_t* count) except -1:
     """``squeeze._axes``: the parameter's squeezeDims, else input 1's int32 / int64 values."""
     dims = getattr(op.param, "squeezeDims", None)
     cdef Py_ssize_t i, n
@@ -267,14 +303,14 @@ cdef bint _axes(object op, list inputs, int64_t* axes, Py_ssize_t* count) except
             axes[i] = items[i]
         count[0] = n
         return True
-    if len(inputs) < 2:
+    if len(ins) < 2:
         count[0] = 0
         return True
-    t = inputs[1]
+    t = <tuple>ins[1]
     if not _take(t, &view):
         return False
     n = view.len // view.itemsize
-    dt = t.dtype
+    dt = t[1]
     ok = n <= MAX_RANK and (dt == _I32 or dt == _I64)
     if ok:
         for i in range(n):
@@ -287,40 +323,40 @@ cdef bint _axes(object op, list inputs, int64_t* axes, Py_ssize_t* count) except
     return ok
 
 
-cdef bint _squeeze(object op, list inputs, object out, bint insert) except -1:
+cdef object _squeeze(object op, list ins, bint insert):
     """small_ints.small_squeeze for valid axes (the rest: the Python function, which raises)."""
-    cdef Py_ssize_t n_in = len(inputs)
+    cdef Py_ssize_t n_in = len(ins)
     if n_in != 1 and n_in != 2:
-        return False
+        return None
     cdef Py_buffer view
     cdef int64_t axes[MAX_RANK]
     cdef Py_ssize_t count = 0, i, rank, a, k
     cdef bint mark[MAX_RANK]
-    src = inputs[0]
-    if n_in == 2:  # every input's values known (as _all_values)
-        if not _take(inputs[1], &view):
-            return False
+    src = <tuple>ins[0]
+    if n_in == 2 and getattr(op.param, "squeezeDims", None) is not None:
+        if not _take(<tuple>ins[1], &view):  # every input's values known (as _all_values)
+            return None
         PyBuffer_Release(&view)
-    if not _axes(op, inputs, axes, &count):
-        return False
-    shape = src.shape
+    if not _axes(op, ins, axes, &count):  # reads input 1 when the parameter has no axes
+        return None
+    shape = src[0]
     if type(shape) is not tuple:
-        return False
+        return None
     cdef Py_ssize_t n = len(<tuple>shape)
     rank = n + count if insert else n
     if rank > MAX_RANK:
-        return False
+        return None
     for i in range(rank):
         mark[i] = False
     for i in range(count):
         a = axes[i] + rank if axes[i] < 0 else axes[i]
         if a < 0 or a >= rank:
-            return False
+            return None
         if insert:
             if mark[a]:
-                return False
+                return None
         elif (<tuple>shape)[a] != 1:
-            return False
+            return None
         mark[a] = True
     new = []
     if insert:
@@ -337,109 +373,106 @@ cdef bint _squeeze(object op, list inputs, object out, bint insert) except -1:
             if (count == 0 and d != 1) or (count != 0 and not mark[i]):
                 new.append(d)
     if not _take(src, &view):
-        return False
+        return None
+    new_shape = tuple(new)
     try:
-        value = _new(tuple(new), src.dtype, view.buf, view.len)
+        value = _new(new_shape, src[1], view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
-    _set(out, tuple(new), src.dtype, src.dimension_format, value)
-    return True
+    return (new_shape, src[1], src[2], value)
 
 
-cdef bint _gather(object op, list inputs, object out) except -1:
+cdef object _gather(object op, list ins):
     """small_ints.small_gather: a 1-D input's elements by int32 indices in range, axis 0."""
-    cdef Py_ssize_t n_in = len(inputs)
+    cdef Py_ssize_t n_in = len(ins)
     if n_in != 2 and n_in != 3:
-        return False
-    src, idx = inputs[0], inputs[1]
-    if idx.dtype != _I32:
-        return False
+        return None
+    src, idx = <tuple>ins[0], <tuple>ins[1]
+    if idx[1] != _I32:
+        return None
     cdef Py_buffer pv, iv, av
     cdef int64_t axis = 0
     if n_in == 3:  # the axis input: its first value
-        if not _take(inputs[2], &av):
-            return False
-        dt = inputs[2].dtype
+        if not _take(<tuple>ins[2], &av):
+            return None
+        dt = (<tuple>ins[2])[1]
         ok = av.len >= av.itemsize and (dt == _I32 or dt == _I64)
         if ok:
             axis = (<int32_t*>av.buf)[0] if av.itemsize == 4 else (<int64_t*>av.buf)[0]
         PyBuffer_Release(&av)
         if not ok:
-            return False
+            return None
     if op.param_type == P_AXIS and op.param is not None:
         p_axis = getattr(op.param, "axis", None)
         if type(p_axis) is not int or p_axis not in (0, -1):
-            return False
+            return None
         axis = p_axis
     if axis != 0 and axis != -1:  # resolved for rank 1: only these give 0
-        return False
+        return None
     if not _take(idx, &iv):
-        return False
+        return None
     cdef Py_ssize_t i, n, m = iv.len // 4, size
     cdef int64_t j
     cdef char buf[16 * 8]
     try:
         if not _take(src, &pv):
-            return False
+            return None
         try:
             if pv.ndim != 1 or pv.itemsize > 8:
-                return False
+                return None
             n = pv.shape[0]
             size = pv.itemsize
             if m * size > <Py_ssize_t>sizeof(buf):
-                return False
+                return None
             for i in range(m):
                 j = (<int32_t*>iv.buf)[i]
                 if j < -n or j >= n:
-                    return False  # the general path names the index out of range
+                    return None  # the general path names the index out of range
                 if j < 0:
                     j += n
                 memcpy(buf + i * size, <char*>pv.buf + j * size, size)
-            shape = idx.shape
-            value = _new(shape, src.dtype, buf, m * size)
+            shape = idx[0]
+            value = _new(shape, src[1], buf, m * size)
         finally:
             PyBuffer_Release(&pv)
     finally:
         PyBuffer_Release(&iv)
-    _set(out, shape, src.dtype, src.dimension_format, value)
-    return True
+    return (shape, src[1], src[2], value)
 
 
-cdef bint _concat(object op, list inputs, object out) except -1:
+cdef object _concat(object op, list ins):
     """small_ints.small_concat: 1-D values of one dtype joined (axis 0 or -1)."""
-    if not inputs:
-        return False
-    first = inputs[0]
-    dtype = first.dtype
+    if not ins:
+        return None
+    first = <tuple>ins[0]
+    dtype = first[1]
     try:  # what int() refuses: the Python path raises
         axis = int(getattr(op.param, "axis", 0) or 0)
     except (TypeError, ValueError):
-        return False
+        return None
     if axis != 0 and axis != -1:
-        return False
+        return None
     cdef Py_buffer view
     cdef char buf[64 * 8]
     cdef Py_ssize_t total = 0, nbytes = 0
-    for t in inputs:
-        tdt = t.dtype
+    for t in ins:
+        tdt = (<tuple>t)[1]
         if tdt is not dtype and tdt != dtype:
-            return False
-        shape = t.shape
+            return None
+        shape = (<tuple>t)[0]
         if type(shape) is not tuple or len(<tuple>shape) != 1:
-            return False
-        if not _take(t, &view):
-            return False
+            return None
+        if not _take(<tuple>t, &view):
+            return None
         try:
             if nbytes + view.len > <Py_ssize_t>sizeof(buf):
-                return False
+                return None
             memcpy(buf + nbytes, view.buf, view.len)
             nbytes += view.len
             total += view.shape[0]
         finally:
             PyBuffer_Release(&view)
-    value = _new((total,), dtype, buf, nbytes)
-    _set(out, (total,), dtype, first.dimension_format, value)
-    return True
+    return ((total,), dtype, first[2], _new((total,), dtype, buf, nbytes))
 
 
 cdef inline int64_t _wrap(int64_t v):
@@ -507,43 +540,41 @@ cdef bint _int_op(int kind, int64_t x, int64_t y, int64_t* v):
     return True
 
 
-cdef bint _binary(object op, list inputs, object out) except -1:
+cdef object _binary(object op, list ins):
     """small_binary.small_binary: one int32 element with another."""
-    if len(inputs) != 2 or op.param_type != P_BINARY:
-        return False
-    a, b = inputs[0], inputs[1]
-    if a.dtype != _I32 or b.dtype != _I32:
-        return False
+    if len(ins) != 2 or op.param_type != P_BINARY:
+        return None
+    a, b = <tuple>ins[0], <tuple>ins[1]
+    if a[1] != _I32 or b[1] != _I32:
+        return None
     param = op.param
     kind_obj = getattr(param, "opType", None)
     if type(kind_obj) is not int:
-        return False
+        return None
     cdef int kind = kind_obj
     cdef Py_buffer xv, yv
     cdef int64_t x, y, v = 0
     if not _take(a, &xv):
-        return False
+        return None
     x = (<int32_t*>xv.buf)[0] if xv.len == 4 else 0
     cdef bint one = xv.len == 4
     PyBuffer_Release(&xv)
     if not one or not _take(b, &yv):
-        return False
+        return None
     y = (<int32_t*>yv.buf)[0] if yv.len == 4 else 0
     one = yv.len == 4
     PyBuffer_Release(&yv)
     if not one or not _int_op(kind, x, y, &v):
-        return False
+        return None
     cdef int32_t r = <int32_t>_wrap(v)
     if getattr(param, "activationType", 0) == 1 and r < 0:
         r = 0
-    sa, sb = a.shape, b.shape
+    sa, sb = a[0], b[0]
     wide = len(sb) > len(sa)
     new = sb if wide else sa  # both hold one element: every dim is 1
     if type(new) is not tuple:
-        return False
-    fmt = (b if wide else a).dimension_format
-    _set(out, new, _I32, fmt, _new(new, _I32, &r, 4))
-    return True
+        return None
+    return (new, _I32, (b if wide else a)[2], _new(new, _I32, &r, 4))
 
 
 cdef inline int64_t _clamp(int64_t v, int64_t lo, int64_t hi):
@@ -597,10 +628,10 @@ cdef bint _one_entry(
     return True
 
 
-cdef bint _one_int(object t, int64_t* v) except -1:
-    """The one int32 value of ``t`` (as ``_take``); False when it has not exactly one."""
+cdef bint _one_int(tuple t, int64_t* v) except -1:
+    """The one int32 value of input ``t`` (as ``_take``); False when it has not exactly one."""
     cdef Py_buffer view
-    if t.dtype != _I32 or not _take(t, &view):
+    if t[1] != _I32 or not _take(t, &view):
         return False
     cdef bint ok = view.len == 4
     if ok:
@@ -609,58 +640,57 @@ cdef bint _one_int(object t, int64_t* v) except -1:
     return ok
 
 
-cdef bint _strided(object op, list inputs, object out) except -1:
+cdef object _strided(object op, list ins):
     """small_ints.small_strided_slice for a 1-D input, one entry, no masks.
 
     TensorFlow's form (``fromType`` 0: begin, end, strides) and ONNX's (1: begin, end, axes,
     steps; the axis 0, begin and end wrapped once by adding the dim).
     """
-    cdef Py_ssize_t n_in = len(inputs)
+    cdef Py_ssize_t n_in = len(ins)
     p = op.param
     if p is None or n_in < 3 or n_in > 5:
-        return False
+        return None
     if p.beginMask or p.endMask or p.ellipsisMask or p.newAxisMask or p.shrinkAxisMask:
-        return False
+        return None
     kind = p.fromType
     if kind != 0 and kind != 1:
-        return False
+        return None
     if kind == 0 and n_in != 4:
-        return False  # 3 inputs: no strides (Python); 5: the write form
-    src = inputs[0]
-    shape = src.shape
+        return None  # 3 inputs: no strides (Python); 5: the write form
+    src = <tuple>ins[0]
+    shape = src[0]
     if type(shape) is not tuple or len(<tuple>shape) != 1:
-        return False
+        return None
     cdef int64_t dim = (<tuple>shape)[0]
     cdef int64_t begin, end, s = 1, axis = 0, start = 0, count = 0
-    if not _one_int(inputs[1], &begin) or not _one_int(inputs[2], &end):
-        return False
+    if not _one_int(<tuple>ins[1], &begin) or not _one_int(<tuple>ins[2], &end):
+        return None
     if kind == 0:
-        if not _one_int(inputs[3], &s):
-            return False
+        if not _one_int(<tuple>ins[3], &s):
+            return None
     else:
-        if n_in > 3 and not _one_int(inputs[3], &axis):
-            return False
-        if n_in > 4 and not _one_int(inputs[4], &s):
-            return False
+        if n_in > 3 and not _one_int(<tuple>ins[3], &axis):
+            return None
+        if n_in > 4 and not _one_int(<tuple>ins[4], &s):
+            return None
         if axis != 0 and axis != -1:
-            return False
+            return None
         begin = begin + dim if begin < 0 else begin
         end = end + dim if end < 0 else end
     if not _one_entry(dim, begin, end, s, &start, &count):
-        return False
+        return None
     cdef Py_buffer view
     cdef char buf[16 * 8]
     cdef Py_ssize_t i, size
     if not _take(src, &view):
-        return False
+        return None
     try:
         size = view.itemsize
         if view.ndim != 1 or view.shape[0] != dim or count * size > <Py_ssize_t>sizeof(buf):
-            return False
+            return None
         for i in range(count):  # 0 <= start + i * s < dim: checked by _one_entry
             memcpy(buf + i * size, <char*>view.buf + (start + i * s) * size, size)
-        value = _new((count,), src.dtype, buf, count * size)
+        value = _new((count,), src[1], buf, count * size)
     finally:
         PyBuffer_Release(&view)
-    _set(out, (count,), src.dtype, src.dimension_format, value)
-    return True
+    return ((count,), src[1], src[2], value)
