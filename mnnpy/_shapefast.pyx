@@ -6,19 +6,22 @@ given back, the small function, else ``compute_shape`` then ``try_fold``), with 
 arithmetic of PyTorch's dynamic shapes evaluated here for the common cases: Shape, Rank,
 Squeeze / Unsqueeze, Gather on a 1-D input along axis 0, Concat of 1-D values, BinaryOp on
 two int32 elements, and StridedSlice of a 1-D input by one int32 begin, end and stride (no
-masks). Each sets the outputs exactly as the op's Python small function
-(``mnnpy.ops.small_ints``, ``mnnpy.ops.small_binary``) would, or sets nothing and declines: then
-the Python small function runs, which stays the reference and raises the errors (an axis out of
-range, say), so every error comes from the Python path and names the op as before. Every length,
-rank and index is checked against the buffers before any is read; values are read through the
-buffer protocol (C-contiguous only, else declined) and new arrays are made by ``numpy.empty``.
-``tests/unit/test_shapefast.py`` compares both on the ops and on random cases.
+masks). Each sets the output exactly as the op's Python small function (``mnnpy.ops.small_ints``,
+``mnnpy.ops.small_binary``) would, or sets nothing and declines: then the Python small function
+runs, which stays the reference and raises the errors (an axis out of range, say), so every
+error comes from the Python path and names the op as before. Reshape's shape function is
+answered here too for a known shape input (else ``compute_shape``), and ops whose inputs are not
+all known and that have no fold function skip ``try_fold``, which would not fold them.
+
+Every length, rank and index is checked against the buffers before any is read; values are read
+through the buffer protocol (C-contiguous only, else declined); new arrays are made by
+``numpy.empty`` and written through their data pointer. ``tests/unit/test_shapefast.py``
+compares both paths on the ops, on random cases and through resizes.
 """
 
 cimport cython
 from cpython.buffer cimport (
     PyBUF_C_CONTIGUOUS,
-    PyBUF_WRITABLE,
     PyBuffer_Release,
     PyObject_GetBuffer,
 )
@@ -30,7 +33,7 @@ import numpy as np
 
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as _B
 from mnnpy.net import OpParameter, OpType
-from mnnpy.ops import compute_shape, try_fold
+from mnnpy.ops import compute_shape, fold_function, try_fold
 from mnnpy.ops._small import SMALL_MAX_ELEMENTS, small_function
 from mnnpy.shape_stage import Shaped, _keep_same
 from mnnpy.tensor import DimensionFormat
@@ -72,10 +75,13 @@ cdef int T_GATHERV2 = OpType.GatherV2
 cdef int T_CONCAT = OpType.Concat
 cdef int T_BINARY = OpType.BinaryOp
 cdef int T_STRIDED = OpType.StridedSlice
+cdef int T_RESHAPE = OpType.Reshape
 cdef int P_SHAPE = OpParameter.ShapeParam
 cdef int P_AXIS = OpParameter.Axis
 cdef int P_BINARY = OpParameter.BinaryOp
+cdef int P_RESHAPE = OpParameter.Reshape
 cdef int64_t INT_MIN = -2147483648
+cdef int64_t _BIG = 1LL << 40  # dims above this: left to Python (products stay in int64)
 
 # BinaryOp operations evaluated here (as small_binary._INT)
 cdef int B_ADD = _B.ADD
@@ -142,10 +148,20 @@ def shape_op(op, inputs, outputs, bint fold, last):
             small = small_function(op.type)
             folded = small is not None and small(op, inputs, outputs)
     if not folded:
-        needed = compute_shape(op, inputs, outputs)
-        if needed is not None:
-            return needed
-        folded = fold and try_fold(op, inputs, outputs)
+        shaped = None
+        if op.type == T_RESHAPE and len(outputs) == 1 and not op.output_describes:
+            shaped = _reshape(op, ins)  # the shape function's answer (data not folded yet)
+        if shaped is not None:
+            out = outputs[0]
+            out.shape, out.dtype, out.dimension_format = shaped
+        else:
+            needed = compute_shape(op, inputs, outputs)
+            if needed is not None:
+                return needed
+        # try_fold folds an op without a fold function only when every input's values are known
+        folded = fold and (_known(ins) or fold_function(op.type) is not None) and try_fold(
+            op, inputs, outputs
+        )
     if folded and last is not None and last.folded:
         _keep_same(outputs, last.outputs)
     cdef list states = []
@@ -167,6 +183,14 @@ def small(op, inputs, outputs):
     out = outputs[0]
     out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
     out.describe.content = state[3]
+    return True
+
+
+cdef bint _known(list ins):
+    """Whether every input's values are known."""
+    for t in ins:
+        if (<tuple>t)[3] is None:
+            return False
     return True
 
 
@@ -694,3 +718,77 @@ cdef object _strided(object op, list ins):
     finally:
         PyBuffer_Release(&view)
     return ((count,), src[1], src[2], value)
+
+
+cdef object _reshape(object op, list ins):
+    """``reshape.shape`` of data by a known int32 / int64 shape input: (shape, dtype, format).
+
+    Declined (None: ``compute_shape`` runs, and raises what it raises) for an NC4HW4 input read
+    in NHWC order (``reshape.nhwc_order``), a shape input in NHWC (TensorFlow's literal zeros),
+    an empty input, and every case the Python function refuses (dims that do not fit, a 0 past
+    the input's rank, several -1). The data's values, when known, are folded after it as before.
+    """
+    if len(ins) != 2:
+        return None
+    src, dims_in = <tuple>ins[0], <tuple>ins[1]
+    if dims_in[2] == _NHWC:
+        return None
+    if src[2] == _NC4HW4:  # reshape.nhwc_order: logical (NCHW) order unless dimType is NHWC
+        if op.param_type != P_RESHAPE or op.param is None:
+            return None
+        dim_type = getattr(op.param, "dimType", None)
+        if not isinstance(dim_type, int) or dim_type == _NHWC:
+            return None
+    dt = dims_in[1]
+    if dt != _I32 and dt != _I64:
+        return None
+    shape = src[0]
+    if type(shape) is not tuple:
+        return None
+    cdef Py_ssize_t i, n = len(<tuple>shape), m, free = -1
+    cdef int64_t total = 1, known = 1, d
+    for i in range(n):
+        d = (<tuple>shape)[i]
+        if d < 0 or d > _BIG:
+            return None
+        total *= d
+        if total > _BIG:
+            return None
+    if total == 0:
+        return None
+    cdef Py_buffer view
+    cdef int64_t out[MAX_RANK]
+    if not _take(dims_in, &view):
+        return None
+    try:
+        m = view.len // view.itemsize
+        if m > MAX_RANK:
+            return None
+        for i in range(m):
+            d = (<int32_t*>view.buf)[i] if view.itemsize == 4 else (<int64_t*>view.buf)[i]
+            if d == 0:
+                if i >= n:
+                    return None
+                d = (<tuple>shape)[i]
+            elif d == -1:
+                if free >= 0:
+                    return None
+                free = i
+            elif d < -1 or d > _BIG:
+                return None
+            out[i] = d
+            if d != -1:
+                known *= d
+                if known > _BIG:
+                    return None
+    finally:
+        PyBuffer_Release(&view)
+    if free >= 0:
+        if known == 0:
+            return None  # 0 elements: left to Python
+        out[free] = total // known
+        known *= out[free]
+    if known != total:
+        return None
+    new = tuple([out[i] for i in range(m)])
+    return (new, src[1], src[2])

@@ -193,7 +193,7 @@ class Unit:
             folded (its outputs computed now, into ``describe.content``).
         """
         shaped = shape_op(self.op, self.inputs, self.outputs, True, self._shaped)  # runs for
-        if type(shaped) is Shaped:  # every op of every resize: shape_outputs inlined
+        if isinstance(shaped, Shaped):  # every op of every resize: shape_outputs inlined
             self._shaped = shaped
             return shaped.folded
         self._shaped = None
@@ -202,7 +202,7 @@ class Unit:
     def shape_outputs(self, fold: bool) -> Waiting | bool:
         """:meth:`shape`, folding only with ``fold`` (a substitution's members never fold)."""
         shaped = shape_op(self.op, self.inputs, self.outputs, fold, self._shaped)
-        if type(shaped) is Shaped:
+        if isinstance(shaped, Shaped):
             self._shaped = shaped
             return shaped.folded
         self._shaped = None

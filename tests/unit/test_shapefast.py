@@ -20,8 +20,9 @@ import pytest
 import mnnpy
 import mnnpy.shape_stage as stage
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as B
+from mnnpy._schema.MNN.Reshape import ReshapeT
 from mnnpy.errors import MNNError
-from mnnpy.net import OpDef, OpType
+from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import compute_shape, try_fold
 from mnnpy.ops.small_binary import _INT
 from mnnpy.tensor import Tensor
@@ -221,3 +222,56 @@ def test_shape_op_as_python(monkeypatch: pytest.MonkeyPatch) -> None:
     c = _answers(monkeypatch, stage.shape_op, sizes)
     py = _answers(monkeypatch, stage.shape_op_python, sizes)
     assert c == py and len(c) > 20
+
+
+def _reshape_op(dim_type: int | None) -> OpDef:
+    if dim_type is None:
+        return OpDef(0, OpType.Reshape, "r", (), (), None, 0, F.NCHW)
+    p = ReshapeT()
+    p.dimType = dim_type
+    return OpDef(0, OpType.Reshape, "r", (), (), p, OpParameter.Reshape, F.NCHW)
+
+
+def _outcome(impl: Any, op: OpDef, ins: list[Tensor], fold: bool) -> Any:
+    out = [Tensor(name="out")]
+    try:
+        answer = impl(op, ins, out, fold, None)
+    except MNNError as e:
+        return (type(e), e.message)
+    c = out[0].describe.content
+    values = None if c is None else (c.dtype, c.shape, c.tobytes())
+    folded = answer.folded if isinstance(answer, stage.Shaped) else answer
+    return (out[0].shape, out[0].dtype, out[0].dimension_format, values, folded)
+
+
+def test_reshape_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reshape's shape in C: as the shape function (and the fold after it), or left to it."""
+    rng = np.random.default_rng(2)
+    for _ in range(1500):
+        shape = tuple(int(d) for d in rng.integers(0, 5, int(rng.integers(0, 5))))
+        dims = rng.integers(-2, 6, int(rng.integers(0, 5)))
+        if rng.random() < 0.5:  # a shape that fits: the input's dims with a 0 and a -1
+            dims = np.array(shape, np.int64)
+            if len(dims) and rng.random() < 0.5:
+                dims[int(rng.integers(0, len(dims)))] = 0
+            if len(dims) and rng.random() < 0.5:
+                dims[int(rng.integers(0, len(dims)))] = -1
+        data: np.ndarray | tuple[int, ...] = shape
+        if rng.random() < 0.3:
+            data = rng.random(shape).astype(np.float32)
+        fmt = [F(int(rng.choice([F.NCHW, F.NC4HW4, F.NHWC]))), F(int(rng.choice([F.NCHW, F.NHWC])))]
+        op = _reshape_op(None if rng.random() < 0.2 else int(rng.choice([F.NCHW, F.NHWC])))
+        values = [data, dims.astype(rng.choice([I32, np.int64]))]
+        for fold in (True, False):
+            c = _outcome(stage.shape_op, op, _tensors(values, fmt), fold)
+            py = _outcome(stage.shape_op_python, op, _tensors(values, fmt), fold)
+            assert c == py
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(fast, "compute_shape", refuse)  # the common cases are answered in C
+    for fmt, op in ((F.NCHW, _reshape_op(None)), (F.NC4HW4, _reshape_op(F.NCHW))):
+        dims = np.array([2, -1, 0], I32)
+        got = _outcome(fast.shape_op, op, _tensors([(2, 6, 4), dims], [fmt, F.NCHW]), True)
+        assert got == ((2, 6, 4), np.dtype(np.float32), fmt, None, False)
