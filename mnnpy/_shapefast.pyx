@@ -6,7 +6,7 @@ given back, the small function, else ``compute_shape`` then ``try_fold``), with 
 arithmetic of PyTorch's dynamic shapes evaluated here for the common cases: Shape, Rank,
 Squeeze / Unsqueeze, Gather on a 1-D input along axis 0, Concat of 1-D values, BinaryOp on
 two int32 elements, and StridedSlice of a 1-D input by one int32 begin, end and stride (no
-masks). Each sets the output exactly as the op's Python small function (``mnnpy.ops.small_ints``,
+masks), SliceTf of a 1-D input. Each sets the output exactly as the op's Python small function (``mnnpy.ops.small_ints``,
 ``mnnpy.ops.small_binary``) would, or sets nothing and declines: then the Python small function
 runs, which stays the reference and raises the errors (an axis out of range, say), so every
 error comes from the Python path and names the op as before. Reshape's shape function is
@@ -76,6 +76,7 @@ cdef int T_CONCAT = OpType.Concat
 cdef int T_BINARY = OpType.BinaryOp
 cdef int T_STRIDED = OpType.StridedSlice
 cdef int T_RESHAPE = OpType.Reshape
+cdef int T_SLICE_TF = OpType.SliceTf
 cdef int P_SHAPE = OpParameter.ShapeParam
 cdef int P_AXIS = OpParameter.Axis
 cdef int P_BINARY = OpParameter.BinaryOp
@@ -207,6 +208,8 @@ cdef object _small(object op, list ins):
         return _strided(op, ins)
     if kind == T_SHAPE:
         return _shape(op, ins)
+    if kind == T_SLICE_TF:
+        return _slice_tf(ins)
     if kind == T_CONCAT:
         return _concat(op, ins)
     if kind == T_RANK:
@@ -792,3 +795,46 @@ cdef object _reshape(object op, list ins):
         return None
     new = tuple([out[i] for i in range(m)])
     return (new, src[1], src[2])
+
+
+cdef bint _one_index(tuple t, int64_t* v) except -1:
+    """The one int32 / int64 value of input ``t`` (as ``_take``); False when not exactly one."""
+    cdef Py_buffer view
+    dt = t[1]
+    if (dt != _I32 and dt != _I64) or not _take(t, &view):
+        return False
+    cdef bint ok = view.len == view.itemsize
+    if ok:
+        v[0] = (<int32_t*>view.buf)[0] if view.itemsize == 4 else (<int64_t*>view.buf)[0]
+    PyBuffer_Release(&view)
+    return ok
+
+
+cdef object _slice_tf(list ins):
+    """small_ints.small_slice_tf of a 1-D input: ``x[begin : begin + size]`` (size -1: to the end).
+
+    Declined where ``slice_tf.region`` raises (out of the dim), and for other ranks.
+    """
+    if len(ins) != 3:
+        return None
+    src = <tuple>ins[0]
+    shape = src[0]
+    if type(shape) is not tuple or len(<tuple>shape) != 1:
+        return None
+    cdef int64_t dim = (<tuple>shape)[0], b, n
+    if not _one_index(<tuple>ins[1], &b) or not _one_index(<tuple>ins[2], &n):
+        return None
+    b = b + dim if b < 0 else b
+    n = dim - b if n == -1 else n
+    if not 0 <= b <= dim or n < 0 or b + n > dim:
+        return None
+    cdef Py_buffer view
+    if not _take(src, &view):
+        return None
+    try:
+        if view.ndim != 1 or view.shape[0] != dim:
+            return None
+        value = _new((n,), src[1], <char*>view.buf + b * view.itemsize, n * view.itemsize)
+    finally:
+        PyBuffer_Release(&view)
+    return ((n,), src[1], src[2], value)

@@ -275,3 +275,17 @@ def test_reshape_shape(monkeypatch: pytest.MonkeyPatch) -> None:
         dims = np.array([2, -1, 0], I32)
         got = _outcome(fast.shape_op, op, _tensors([(2, 6, 4), dims], [fmt, F.NCHW]), True)
         assert got == ((2, 6, 4), np.dtype(np.float32), fmt, None, False)
+
+
+def test_slice_tf() -> None:
+    op = OpDef(0, OpType.SliceTf, "st", (), (), None, 0, F.NCHW)
+    x = np.array([7, -3, 12, 5], I32)
+    answered = 0
+    for b in range(-6, 7):
+        for n in range(-2, 7):
+            for dt in (I32, np.int64):
+                answered += check_c(op, [x, np.array([b], dt), np.array([n], dt)])
+    assert answered > 30
+    assert check_c(op, [x.astype(np.float32), np.array([1], I32), np.array([-1], I32)])
+    assert not check_c(op, [x.reshape(2, 2), np.array([0, 0], I32), np.array([1, 1], I32)])
+    assert not check_c(op, [x, np.array([0, 1], I32), np.array([1, 1], I32)])
