@@ -3,15 +3,15 @@
 
 :func:`shape_op` does what ``shape_op_python`` does (the key, the answer of the last shape stage
 given back, the small function, else ``compute_shape`` then ``try_fold``), with the small-int
-arithmetic of PyTorch's dynamic shapes evaluated here for the common cases: Shape, Rank,
-Squeeze / Unsqueeze, Gather on a 1-D input along axis 0, Concat of 1-D values, BinaryOp on
-two int32 elements, StridedSlice of a 1-D input by one int32 begin, end and stride (no masks),
-SliceTf of a 1-D input. Each sets the output exactly as the op's Python small function
-(``mnnpy.ops.small_ints``, ``mnnpy.ops.small_binary``) would, or sets nothing and declines: then
-the Python small function runs, which stays the reference and raises the errors (an axis out of
-range, say), so every error comes from the Python path and names the op as before. Reshape's shape function is
-answered here too for a known shape input (else ``compute_shape``), and ops whose inputs are not
-all known and that have no fold function skip ``try_fold``, which would not fold them.
+arithmetic of PyTorch's dynamic shapes evaluated here for the common cases: Shape, Rank, Squeeze /
+Unsqueeze, Gather on a 1-D input along axis 0, Concat of 1-D values, BinaryOp on two int32 elements,
+StridedSlice of a 1-D input by one int32 begin, end and stride (no masks), SliceTf of a 1-D input.
+Each sets the output exactly as the op's Python small function (``mnnpy.ops.small_ints``,
+``mnnpy.ops.small_binary``) would, or sets nothing and declines: then the Python small function
+runs, which stays the reference and raises the errors (an axis out of range, say), so every error
+comes from the Python path and names the op as before. Reshape's shape function is answered here too
+for a known shape input (else ``compute_shape``), and ops whose inputs are not all known and that
+have no fold function skip ``try_fold``, which would not fold them.
 
 Every length, rank and index is checked against the buffers before any is read; values are read
 through the buffer protocol (C-contiguous only, else declined); new arrays are made by
