@@ -9,9 +9,9 @@ StridedSlice of a 1-D input by one int32 begin, end and stride (no masks), Slice
 Each sets the output exactly as the op's Python small function (``mnnpy.ops.small_ints``,
 ``mnnpy.ops.small_binary``) would, or sets nothing and declines: then the Python small function
 runs, which stays the reference and raises the errors (an axis out of range, say), so every error
-comes from the Python path and names the op as before. Reshape's shape function is answered here too
-for a known shape input (else ``compute_shape``), and ops whose inputs are not all known and that
-have no fold function skip ``try_fold``, which would not fold them.
+comes from the Python path and names the op as before. The shape functions of Reshape (for a known
+shape input) and Permute are answered here too (else ``compute_shape``), and ops whose inputs are
+not all known and that have no fold function skip ``try_fold``, which would not fold them.
 
 Every length, rank and index is checked against the buffers before any is read; values are read
 through the buffer protocol (C-contiguous only, else declined); new arrays are made by
@@ -77,6 +77,7 @@ cdef int T_BINARY = OpType.BinaryOp
 cdef int T_STRIDED = OpType.StridedSlice
 cdef int T_RESHAPE = OpType.Reshape
 cdef int T_SLICE_TF = OpType.SliceTf
+cdef int T_PERMUTE = OpType.Permute
 cdef int P_SHAPE = OpParameter.ShapeParam
 cdef int P_AXIS = OpParameter.Axis
 cdef int P_BINARY = OpParameter.BinaryOp
@@ -150,8 +151,8 @@ def shape_op(op, inputs, outputs, bint fold, last):
             folded = small is not None and small(op, inputs, outputs)
     if not folded:
         shaped = None
-        if op.type == T_RESHAPE and len(outputs) == 1 and not op.output_describes:
-            shaped = _reshape(op, ins)  # the shape function's answer (data not folded yet)
+        if len(outputs) == 1 and not op.output_describes:
+            shaped = _shape_only(op, ins)  # the shape function's answer (data not folded yet)
         if shaped is not None:
             out = outputs[0]
             out.shape, out.dtype, out.dimension_format = shaped
@@ -721,6 +722,54 @@ cdef object _strided(object op, list ins):
     finally:
         PyBuffer_Release(&view)
     return ((count,), src[1], src[2], value)
+
+
+cdef object _shape_only(object op, list ins):
+    """The output's (shape, dtype, format) from the op's shape function; None: declined."""
+    cdef int kind = op.type
+    if kind == T_RESHAPE:
+        return _reshape(op, ins)
+    if kind == T_PERMUTE:
+        return _permute(op, ins)
+    return None
+
+
+cdef object _permute(object op, list ins):
+    """``permute.shape``: input 0's dims permuted by the parameter's dims (none: reversed).
+
+    Declined for dims that do not permute the rank (``permute.permutation`` raises then).
+    """
+    if not ins:
+        return None
+    src = <tuple>ins[0]
+    shape = src[0]
+    if type(shape) is not tuple:
+        return None
+    cdef Py_ssize_t i, d, n = len(<tuple>shape)
+    cdef bint seen[MAX_RANK]
+    if n > MAX_RANK:
+        return None
+    dims = getattr(op.param, "dims", None)
+    if dims is None:
+        return (shape[::-1], src[1], src[2])
+    try:  # what int() refuses: the Python path raises
+        perm = [int(v) for v in dims]
+    except (TypeError, ValueError):
+        return None
+    if len(perm) != n:
+        return None
+    for i in range(n):
+        seen[i] = False
+    out = []
+    for v in perm:
+        if not 0 <= v < n:
+            return None
+        d = v
+        if seen[d]:
+            return None
+        seen[d] = True
+        out.append((<tuple>shape)[d])
+    return (tuple(out), src[1], src[2])
 
 
 cdef object _reshape(object op, list ins):

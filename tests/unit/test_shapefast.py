@@ -20,6 +20,7 @@ import pytest
 import mnnpy
 import mnnpy.shape_stage as stage
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as B
+from mnnpy._schema.MNN.Permute import PermuteT
 from mnnpy._schema.MNN.Reshape import ReshapeT
 from mnnpy.errors import MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
@@ -289,3 +290,34 @@ def test_slice_tf() -> None:
     assert check_c(op, [x.astype(np.float32), np.array([1], I32), np.array([-1], I32)])
     assert not check_c(op, [x.reshape(2, 2), np.array([0, 0], I32), np.array([1, 1], I32)])
     assert not check_c(op, [x, np.array([0, 1], I32), np.array([1, 1], I32)])
+
+
+def test_permute_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Permute's shape in C: as the shape function (and the fold after it), or left to it."""
+    rng = np.random.default_rng(3)
+    for _ in range(600):
+        shape = tuple(int(d) for d in rng.integers(0, 5, int(rng.integers(0, 5))))
+        dims: list[int] | None = [int(d) for d in rng.permutation(len(shape))]
+        if rng.random() < 0.3:
+            dims = [int(d) for d in rng.integers(-1, len(shape) + 1, int(rng.integers(0, 5)))]
+        if rng.random() < 0.1:
+            dims = None
+        p = PermuteT()
+        p.dims = dims
+        op = OpDef(0, OpType.Permute, "p", (), (), p, OpParameter.Permute, F.NCHW)
+        data: np.ndarray | tuple[int, ...] = shape
+        if rng.random() < 0.3:
+            data = rng.random(shape).astype(np.float32)
+        for fold in (True, False):
+            c = _outcome(stage.shape_op, op, _tensors([data], F.NHWC), fold)
+            assert c == _outcome(stage.shape_op_python, op, _tensors([data], F.NHWC), fold)
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(fast, "compute_shape", refuse)  # the common case is answered in C
+    p = PermuteT()
+    p.dims = [0, 2, 3, 1]
+    op = OpDef(0, OpType.Permute, "p", (), (), p, OpParameter.Permute, F.NCHW)
+    got = _outcome(fast.shape_op, op, _tensors([(2, 3, 4, 5)], F.NCHW), True)
+    assert got == ((2, 4, 5, 3), np.dtype(np.float32), F.NCHW, None, False)
