@@ -115,31 +115,6 @@ class UnitPlan:
     edges: tuple[Edge, ...] = ()
 
 
-# the slot descriptors of UnitPlan's fields, in order (execution, backend, inputs, copies, info,
-# reads_through, edges)
-_EX, _BACKEND, _INPUTS, _COPIES, _INFO, _THROUGH, _EDGES = (
-    getattr(UnitPlan, f).__set__ for f in UnitPlan.__slots__
-)
-_new_object = object.__new__
-
-
-def _new_folded_plan(host: Backend, inputs: tuple[Tensor, ...]) -> UnitPlan:
-    """``UnitPlan(None, host, inputs, (), None)``, built in half the time of its ``__init__``.
-
-    A frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``; this sets
-    the same values through the slots' descriptors (tests/unit/test_frozen_plans.py).
-    """
-    plan = _new_object(UnitPlan)
-    _EX(plan, None)
-    _BACKEND(plan, host)
-    _INPUTS(plan, inputs)
-    _COPIES(plan, ())
-    _INFO(plan, None)
-    _THROUGH(plan, ())
-    _EDGES(plan, ())
-    return plan
-
-
 @dataclass(frozen=True, slots=True)
 class Waiting:
     """What :meth:`Unit.prepare` answers when the op's output shapes need run-time values.
@@ -158,6 +133,7 @@ class Unit:
     """One op of a pipeline: its tensors, its execution (kept across resizes) and its plan."""
 
     __slots__ = ("op", "inputs", "outputs", "execution", "backend", "placement", "plan", "_shaped")
+    _PLAN_SLOTS = tuple(getattr(UnitPlan, f).__set__ for f in UnitPlan.__slots__)  # _folded_plan
 
     def __init__(self, op: OpDef, inputs: list[Tensor], outputs: list[Tensor]) -> None:
         self.op = op
@@ -192,8 +168,8 @@ class Unit:
             ``Waiting`` when the shapes need values known only at run time; else whether the op
             folded (its outputs computed now, into ``describe.content``).
         """
-        shaped = shape_op(self.op, self.inputs, self.outputs, True, self._shaped)  # runs for
-        if isinstance(shaped, Shaped):  # every op of every resize: shape_outputs inlined
+        shaped = shape_op(self.op, self.inputs, self.outputs, True, self._shaped)  # (inlined)
+        if isinstance(shaped, Shaped):
             self._shaped = shaped
             return shaped.folded
         self._shaped = None
@@ -229,17 +205,18 @@ class Unit:
             d = t.describe
             d.shape_reads -= 1
             d.use_count -= 1
-        last = self.plan  # _folded_plan inlined (hundreds of folded ops per PyTorch model)
-        if last is not None and last.execution is None and last.backend is host:
-            return last
-        return _new_folded_plan(host, tuple(inputs))
+        return self._folded_plan(host)
 
     def _folded_plan(self, host: Backend) -> UnitPlan:
         """A folded op's plan: the last one again (it is the same at every resize), or a new one."""
         last = self.plan
         if last is not None and last.execution is None and last.backend is host:
             return last
-        return _new_folded_plan(host, tuple(self.inputs))
+        plan = object.__new__(UnitPlan)  # slots set: half the time of the frozen __init__
+        ex, backend, ins, copies, info, through, edges = self._PLAN_SLOTS
+        ex(plan, None), backend(plan, host), ins(plan, tuple(self.inputs)), copies(plan, ())
+        info(plan, None), through(plan, ()), edges(plan, ())
+        return plan
 
     def prepare(
         self,

@@ -11,6 +11,7 @@ would be slower, not wrong: the tests say which). ``shape_op`` itself is compare
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from mnnpy.ops import compute_shape, try_fold
 from mnnpy.ops.small_binary import _INT
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat as F
+from mnnpy.unit import UnitPlan
 from tests.ops.test_shape import converter_shape_subgraph_net
 from tests.ops.test_small_folds import (
     EDGES,
@@ -321,3 +323,16 @@ def test_permute_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     op = OpDef(0, OpType.Permute, "p", (), (), p, OpParameter.Permute, F.NCHW)
     got = _outcome(fast.shape_op, op, _tensors([(2, 3, 4, 5)], F.NCHW), True)
     assert got == ((2, 4, 5, 3), np.dtype(np.float32), F.NCHW, None, False)
+
+
+def test_folded_plan_as_init() -> None:
+    """A folded op's plan (made through UnitPlan's slots) is the plan its __init__ makes."""
+    net = mnnpy.Interpreter.from_buffer(converter_shape_subgraph_net())
+    session = net.create_session()
+    units = session.pipelines[0].units
+    folded = [u for u in units if u.folded]
+    assert folded
+    for u in folded:
+        assert u.plan == UnitPlan(None, session.host_backend, tuple(u.inputs), (), None)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            u.plan.execution = None  # type: ignore[misc, union-attr]
