@@ -102,6 +102,15 @@ extensions.append(
     )
 )
 
+# the shape stage's C twin (shape_stage.py keeps the Python one as reference and fallback)
+extensions.append(
+    Extension(
+        "mnnpy._shapefast",
+        [os.path.join("mnnpy", "_shapefast.pyx")],
+        extra_compile_args=COMPILE_ARGS,
+    )
+)
+
 # the memory planner's C twin (memory.py keeps the Python planner as reference and fallback)
 extensions.append(
     Extension(

@@ -13,6 +13,10 @@ The shape arithmetic converters leave in graphs (Shape, Gather, Unsqueeze, Binar
 int32 tensors of a few elements) goes through the op's small function where it has one
 (``mnnpy.ops._small``): the shapes and the values at once, as ``compute_shape`` then ``try_fold``
 would give them.
+
+:func:`shape_op` is the C twin of :func:`shape_op_python` (``mnnpy._shapefast``) where it is built:
+the same answer, with the common small-int cases evaluated in C; the Python one stays the
+reference and the fallback.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ if TYPE_CHECKING:
     from mnnpy.net import OpDef
     from mnnpy.tensor import Tensor
 
-__all__ = ["Shaped", "shape_op"]
+__all__ = ["Shaped", "shape_op", "shape_op_python"]
 
 
 class Shaped(NamedTuple):
@@ -50,7 +54,7 @@ class Shaped(NamedTuple):
     folded: bool
 
 
-def shape_op(
+def shape_op_python(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], fold: bool, last: Shaped | None
 ) -> Shaped | Tensor:
     """Shape the outputs of ``op``, then fold it (with ``fold``) when it can.
@@ -116,3 +120,9 @@ def _keep_same(outputs: Sequence[Tensor], last: Sequence[tuple[Any, ...]]) -> No
             and old.tobytes() == new.tobytes()
         ):
             out.describe.content = old
+
+
+try:  # the C twin (setup.py builds it); it imports Shaped and _keep_same from here
+    from mnnpy._shapefast import shape_op
+except ImportError:  # not built: the Python shape stage
+    shape_op = shape_op_python

@@ -148,6 +148,7 @@ class Unit:
     """One op of a pipeline: its tensors, its execution (kept across resizes) and its plan."""
 
     __slots__ = ("op", "inputs", "outputs", "execution", "backend", "placement", "plan", "_shaped")
+    _PLAN_SLOTS = tuple(getattr(UnitPlan, f).__set__ for f in UnitPlan.__slots__)  # _folded_plan
 
     def __init__(self, op: OpDef, inputs: list[Tensor], outputs: list[Tensor]) -> None:
         self.op = op
@@ -182,7 +183,12 @@ class Unit:
             ``Waiting`` when the shapes need values known only at run time; else whether the op
             folded (its outputs computed now, into ``describe.content``).
         """
-        return self.shape_outputs(fold=True)
+        shaped = shape_op(self.op, self.inputs, self.outputs, True, self._shaped)  # (inlined)
+        if isinstance(shaped, Shaped):
+            self._shaped = shaped
+            return shaped.folded
+        self._shaped = None
+        return Waiting(shaped)
 
     def shape_outputs(self, fold: bool) -> Waiting | bool:
         """:meth:`shape`, folding only with ``fold`` (a substitution's members never fold)."""
@@ -221,7 +227,11 @@ class Unit:
         last = self.plan
         if last is not None and last.execution is None and last.backend is host:
             return last
-        return UnitPlan(None, host, tuple(self.inputs), (), None)
+        plan = object.__new__(UnitPlan)  # slots set: half the time of the frozen __init__
+        ex, backend, ins, copies, info, through, edges = self._PLAN_SLOTS
+        ex(plan, None), backend(plan, host), ins(plan, tuple(self.inputs)), copies(plan, ())
+        info(plan, None), through(plan, ()), edges(plan, ())
+        return plan
 
     def prepare(
         self,

@@ -1,0 +1,889 @@
+# cython: language_level=3
+"""C twin of the shape stage of one op (``mnnpy.shape_stage.shape_op_python``): the same answer.
+
+:func:`shape_op` does what ``shape_op_python`` does (the key, the answer of the last shape stage
+given back, the small function, else ``compute_shape`` then ``try_fold``), with the small-int
+arithmetic of PyTorch's dynamic shapes evaluated here for the common cases: Shape, Rank, Squeeze /
+Unsqueeze, Gather on a 1-D input along axis 0, Concat of 1-D values, BinaryOp on two int32 elements,
+StridedSlice of a 1-D input by one int32 begin, end and stride (no masks), SliceTf of a 1-D input.
+Each sets the output exactly as the op's Python small function (``mnnpy.ops.small_ints``,
+``mnnpy.ops.small_binary``) would, or sets nothing and declines: then the Python small function
+runs, which stays the reference and raises the errors (an axis out of range, say), so every error
+comes from the Python path and names the op as before. The shape functions of Reshape (for a known
+shape input) and Permute are answered here too (else ``compute_shape``), and ops whose inputs are
+not all known and that have no fold function skip ``try_fold``, which would not fold them.
+
+Every length, rank and index is checked against the buffers before any is read; values are read
+through the buffer protocol (C-contiguous only, else declined); new arrays are made by
+``numpy.empty`` and written through their data pointer. ``tests/unit/test_shapefast.py``
+compares both paths on the ops, on random cases and through resizes.
+"""
+
+cimport cython
+from cpython.buffer cimport (
+    PyBUF_C_CONTIGUOUS,
+    PyBuffer_Release,
+    PyObject_GetBuffer,
+)
+from cpython.long cimport PyLong_FromVoidPtr
+from libc.stdint cimport int32_t, int64_t, uint32_t
+from libc.string cimport memcpy
+
+import numpy as np
+
+from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as _B
+from mnnpy.net import OpParameter, OpType
+from mnnpy.ops import compute_shape, fold_function, try_fold
+from mnnpy.ops._small import SMALL_MAX_ELEMENTS, small_function
+from mnnpy.shape_stage import Shaped, _keep_same
+from mnnpy.tensor import DimensionFormat
+
+DEF MAX_RANK = 16
+
+
+cdef extern from *:
+    """
+    typedef struct {
+        PyObject ob_base;
+        char *data;
+        int nd;
+        Py_ssize_t *dimensions;
+    } mnnpy_array_head;
+    """
+    # NumPy's PyArrayObject_fields: its first members, the stable ABI that PyArray_DATA,
+    # PyArray_NDIM and PyArray_DIMS read in every NumPy (1.x and 2.x)
+    ctypedef struct _ArrayHead "mnnpy_array_head":
+        char* data
+        int nd
+        Py_ssize_t* dimensions
+
+cdef object _empty = np.empty
+cdef object _ndarray = np.ndarray
+cdef object _I32 = np.dtype(np.int32)
+cdef object _I64 = np.dtype(np.int64)
+cdef object _NCHW = DimensionFormat.NCHW
+cdef object _NC4HW4 = DimensionFormat.NC4HW4
+cdef object _NHWC = DimensionFormat.NHWC
+cdef Py_ssize_t _MAX_ELEMENTS = SMALL_MAX_ELEMENTS
+
+cdef int T_SHAPE = OpType.Shape
+cdef int T_RANK = OpType.Rank
+cdef int T_SQUEEZE = OpType.Squeeze
+cdef int T_UNSQUEEZE = OpType.Unsqueeze
+cdef int T_GATHER = OpType.Gather
+cdef int T_GATHERV2 = OpType.GatherV2
+cdef int T_CONCAT = OpType.Concat
+cdef int T_BINARY = OpType.BinaryOp
+cdef int T_STRIDED = OpType.StridedSlice
+cdef int T_RESHAPE = OpType.Reshape
+cdef int T_SLICE_TF = OpType.SliceTf
+cdef int T_PERMUTE = OpType.Permute
+cdef int P_SHAPE = OpParameter.ShapeParam
+cdef int P_AXIS = OpParameter.Axis
+cdef int P_BINARY = OpParameter.BinaryOp
+cdef int P_RESHAPE = OpParameter.Reshape
+cdef int64_t INT_MIN = -2147483648
+cdef int64_t _BIG = 1LL << 40  # dims above this: left to Python (products stay in int64)
+
+# BinaryOp operations evaluated here (as small_binary._INT)
+cdef int B_ADD = _B.ADD
+cdef int B_SUB = _B.SUB
+cdef int B_MUL = _B.MUL
+cdef int B_MAXIMUM = _B.MAXIMUM
+cdef int B_MINIMUM = _B.MINIMUM
+cdef int B_SQD = _B.SquaredDifference
+cdef int B_GREATER = _B.GREATER
+cdef int B_GREATER_EQUAL = _B.GREATER_EQUAL
+cdef int B_LESS = _B.LESS
+cdef int B_LESS_EQUAL = _B.LESS_EQUAL
+cdef int B_EQUAL = _B.EQUAL
+cdef int B_NOTEQUAL = _B.NOTEQUAL
+cdef int B_REALDIV = _B.REALDIV
+cdef int B_FLOORDIV = _B.FLOORDIV
+cdef int B_MOD = _B.MOD
+cdef int B_FLOORMOD = _B.FLOORMOD
+cdef int B_LOGICALOR = _B.LOGICALOR
+cdef int B_LOGICALXOR = _B.LOGICALXOR
+cdef int B_AND = _B.BITWISE_AND
+cdef int B_OR = _B.BITWISE_OR
+cdef int B_XOR = _B.BITWISE_XOR
+
+
+cdef object _tuple_new = tuple.__new__
+
+
+def shape_op(op, inputs, outputs, bint fold, last):
+    """``mnnpy.shape_stage.shape_op_python``, the same answer (see there)."""
+    cdef list key = []
+    cdef list values = []
+    cdef list ins = []  # per input: shape, dtype, format, values (read once, for _small)
+    cdef bint folded = False
+    for t in inputs:
+        c = t.describe.content
+        shape, dtype, fmt = t.shape, t.dtype, t.dimension_format
+        key.append((shape, dtype, fmt, PyLong_FromVoidPtr(<void*>c)))
+        ins.append((shape, dtype, fmt, c))
+        values.append(c)
+    for t in outputs:  # run-time values If / While read
+        c = t.describe.content
+        key.append((PyLong_FromVoidPtr(<void*>c),))
+        values.append(c)
+    tkey = tuple(key)
+    if last is not None and last.fold == fold and last.key == tkey:
+        for out, state in zip(outputs, last.outputs, strict=True):
+            out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
+            if last.folded:  # else a run-time value the session set stays
+                out.describe.content = state[3]
+        return last
+    state = None
+    if fold and not op.output_describes:
+        if len(outputs) == 1:
+            state = _small(op, ins)
+        if state is not None:
+            out = outputs[0]
+            out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
+            out.describe.content = state[3]
+            if last is None or not last.folded:
+                return _tuple_new(Shaped, (fold, tkey, tuple(values), (state,), True))
+            folded = True
+        else:
+            small = small_function(op.type)
+            folded = small is not None and small(op, inputs, outputs)
+    if not folded:
+        shaped = None
+        if len(outputs) == 1 and not op.output_describes:
+            shaped = _shape_only(op, ins)  # the shape function's answer (data not folded yet)
+        if shaped is not None:
+            out = outputs[0]
+            out.shape, out.dtype, out.dimension_format = shaped
+        else:
+            needed = compute_shape(op, inputs, outputs)
+            if needed is not None:
+                return needed
+        # try_fold folds an op without a fold function only when every input's values are known
+        folded = fold and (_known(ins) or fold_function(op.type) is not None) and try_fold(
+            op, inputs, outputs
+        )
+    if folded and last is not None and last.folded:
+        _keep_same(outputs, last.outputs)
+    cdef list states = []
+    for t in outputs:
+        states.append(
+            (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
+        )
+    return _tuple_new(Shaped, (fold, tkey, tuple(values), tuple(states), folded))
+
+
+def small(op, inputs, outputs):
+    """The C small function of ``op``: True having set the outputs, False having set nothing."""
+    if len(outputs) != 1:
+        return False
+    ins = [(t.shape, t.dtype, t.dimension_format, t.describe.content) for t in inputs]
+    state = _small(op, ins)
+    if state is None:
+        return False
+    out = outputs[0]
+    out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
+    out.describe.content = state[3]
+    return True
+
+
+cdef bint _known(list ins):
+    """Whether every input's values are known."""
+    for t in ins:
+        if (<tuple>t)[3] is None:
+            return False
+    return True
+
+
+cdef object _small(object op, list ins):
+    """The output's (shape, dtype, format, values) for ``op`` on ``ins``; None: declined."""
+    cdef int kind = op.type
+    if kind == T_UNSQUEEZE or kind == T_SQUEEZE:
+        return _squeeze(op, ins, kind == T_UNSQUEEZE)
+    if kind == T_BINARY:
+        return _binary(op, ins)
+    if kind == T_GATHERV2 or kind == T_GATHER:
+        return _gather(op, ins)
+    if kind == T_STRIDED:
+        return _strided(op, ins)
+    if kind == T_SHAPE:
+        return _shape(op, ins)
+    if kind == T_SLICE_TF:
+        return _slice_tf(ins)
+    if kind == T_CONCAT:
+        return _concat(op, ins)
+    if kind == T_RANK:
+        return _rank(op, ins)
+    return None
+
+
+cdef object _format(object op):
+    """``shape._format``: the op's default format, NCHW for NC4HW4."""
+    fmt = op.default_format
+    return _NCHW if fmt == _NC4HW4 else fmt
+
+
+cdef bint _take(tuple t, Py_buffer* view) except -1:
+    """Input ``t``'s values (as ``small_ints._values``) into ``view``; False (nothing held): none.
+
+    ``t`` is (shape, dtype, format, values). Known, an ndarray of that dtype and shape,
+    C-contiguous, at most SMALL_MAX_ELEMENTS elements.
+    """
+    c = t[3]
+    if type(c) is not _ndarray:
+        return False
+    dt, tdt = c.dtype, t[1]
+    if dt is not tdt and dt != tdt:
+        return False
+    shape = t[0]
+    if type(shape) is not tuple:
+        return False
+    try:
+        PyObject_GetBuffer(c, view, PyBUF_C_CONTIGUOUS)
+    except (BufferError, ValueError, TypeError):  # not C-contiguous, or no buffer
+        return False
+    cdef Py_ssize_t i, n = len(<tuple>shape)
+    cdef bint ok = view.ndim == n and view.itemsize > 0
+    if ok:
+        for i in range(n):
+            if view.shape[i] != (<tuple>shape)[i]:
+                ok = False
+                break
+    if ok:
+        ok = view.len // view.itemsize <= _MAX_ELEMENTS
+    if not ok:
+        PyBuffer_Release(view)
+    return ok
+
+
+cdef object _new(tuple shape, object dtype, const void* data, Py_ssize_t nbytes):
+    """A new array of ``shape`` and ``dtype`` holding the ``nbytes`` bytes at ``data``.
+
+    ``nbytes`` is the elements of ``shape`` times the dtype's item size (the caller's values are
+    of that dtype). A fresh ``numpy.empty`` array is C-contiguous and owns its data, so its data
+    pointer is written directly (NumPy's ``PyArray_DATA``), without a buffer request (which makes
+    NumPy format a buffer description of every new array).
+    """
+    out = _empty(shape, dtype)
+    if type(out) is not _ndarray:
+        raise AssertionError("numpy.empty gave no ndarray")
+    cdef _ArrayHead* head = <_ArrayHead*><void*>out
+    cdef Py_ssize_t i, n = len(shape), count = 1
+    if head.nd != n:
+        raise AssertionError("new array of an unexpected rank")
+    for i in range(n):
+        count *= head.dimensions[i]
+    if nbytes and (count == 0 or nbytes % count):
+        raise AssertionError("new array of an unexpected size")
+    if nbytes:
+        memcpy(head.data, data, nbytes)
+    return out
+
+
+cdef object _shape(object op, list ins):
+    """small_ints.small_shape without a ShapeParam and without NC4HW4 read in NHWC order."""
+    if not ins:
+        return None
+    src = <tuple>ins[0]
+    if op.param_type == P_SHAPE:
+        return None
+    if src[2] == _NC4HW4 and op.default_format == _NHWC:
+        return None
+    shape = src[0]
+    if type(shape) is not tuple or len(<tuple>shape) > MAX_RANK:
+        return None
+    cdef int32_t dims[MAX_RANK]
+    cdef Py_ssize_t i, n = len(<tuple>shape)
+    cdef int64_t d
+    for i in range(n):
+        d = (<tuple>shape)[i]
+        if d < INT_MIN or d > 2147483647:
+            return None
+        dims[i] = <int32_t>d
+    return ((n,), _I32, _format(op), _new((n,), _I32, dims, n * 4))
+
+
+cdef object _rank(object op, list ins):
+    """small_ints.small_rank."""
+    if not ins:
+        return None
+    cdef int32_t r = len((<tuple>ins[0])[0])
+    return ((), _I32, _format(op), _new((), _I32, &r, 4))
+
+
+cdef bint _axes(object op, list ins, int64_t* axes, Py_ssize_t* count) except -1:
+    """``squeeze._axes``: the parameter's squeezeDims, else input 1's int32 / int64 values."""
+    dims = getattr(op.param, "squeezeDims", None)
+    cdef Py_ssize_t i, n
+    cdef Py_buffer view
+    if dims is not None:
+        try:  # what int() refuses (or too large): the Python path raises
+            items = [int(d) for d in dims]
+        except (TypeError, ValueError, OverflowError):
+            return False
+        n = len(items)
+        if n > MAX_RANK:
+            return False
+        for i in range(n):
+            if not -MAX_RANK <= items[i] <= MAX_RANK:
+                return False  # out of range for any rank here
+            axes[i] = items[i]
+        count[0] = n
+        return True
+    if len(ins) < 2:
+        count[0] = 0
+        return True
+    t = <tuple>ins[1]
+    if not _take(t, &view):
+        return False
+    n = view.len // view.itemsize
+    dt = t[1]
+    ok = n <= MAX_RANK and (dt == _I32 or dt == _I64)
+    if ok:
+        for i in range(n):
+            if view.itemsize == 4:
+                axes[i] = (<int32_t*>view.buf)[i]
+            else:
+                axes[i] = (<int64_t*>view.buf)[i]
+        count[0] = n
+    PyBuffer_Release(&view)
+    return ok
+
+
+cdef object _squeeze(object op, list ins, bint insert):
+    """small_ints.small_squeeze for valid axes (the rest: the Python function, which raises)."""
+    cdef Py_ssize_t n_in = len(ins)
+    if n_in != 1 and n_in != 2:
+        return None
+    cdef Py_buffer view
+    cdef int64_t axes[MAX_RANK]
+    cdef Py_ssize_t count = 0, i, rank, a, k
+    cdef bint mark[MAX_RANK]
+    src = <tuple>ins[0]
+    if n_in == 2 and getattr(op.param, "squeezeDims", None) is not None:
+        if not _take(<tuple>ins[1], &view):  # every input's values known (as _all_values)
+            return None
+        PyBuffer_Release(&view)
+    if not _axes(op, ins, axes, &count):  # reads input 1 when the parameter has no axes
+        return None
+    shape = src[0]
+    if type(shape) is not tuple:
+        return None
+    cdef Py_ssize_t n = len(<tuple>shape)
+    rank = n + count if insert else n
+    if rank > MAX_RANK:
+        return None
+    for i in range(rank):
+        mark[i] = False
+    for i in range(count):
+        a = axes[i] + rank if axes[i] < 0 else axes[i]
+        if a < 0 or a >= rank:
+            return None
+        if insert:
+            if mark[a]:
+                return None
+        elif (<tuple>shape)[a] != 1:
+            return None
+        mark[a] = True
+    new = []
+    if insert:
+        k = 0
+        for i in range(rank):
+            if mark[i]:
+                new.append(1)
+            else:
+                new.append((<tuple>shape)[k])
+                k += 1
+    else:
+        for i in range(n):
+            d = (<tuple>shape)[i]
+            if (count == 0 and d != 1) or (count != 0 and not mark[i]):
+                new.append(d)
+    if not _take(src, &view):
+        return None
+    new_shape = tuple(new)
+    try:
+        value = _new(new_shape, src[1], view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return (new_shape, src[1], src[2], value)
+
+
+cdef object _gather(object op, list ins):
+    """small_ints.small_gather: a 1-D input's elements by int32 indices in range, axis 0."""
+    cdef Py_ssize_t n_in = len(ins)
+    if n_in != 2 and n_in != 3:
+        return None
+    src, idx = <tuple>ins[0], <tuple>ins[1]
+    if idx[1] != _I32:
+        return None
+    cdef Py_buffer pv, iv, av
+    cdef int64_t axis = 0
+    if n_in == 3:  # the axis input: its first value
+        if not _take(<tuple>ins[2], &av):
+            return None
+        dt = (<tuple>ins[2])[1]
+        ok = av.len >= av.itemsize and (dt == _I32 or dt == _I64)
+        if ok:
+            axis = (<int32_t*>av.buf)[0] if av.itemsize == 4 else (<int64_t*>av.buf)[0]
+        PyBuffer_Release(&av)
+        if not ok:
+            return None
+    if op.param_type == P_AXIS and op.param is not None:
+        p_axis = getattr(op.param, "axis", None)
+        if type(p_axis) is not int or p_axis not in (0, -1):
+            return None
+        axis = p_axis
+    if axis != 0 and axis != -1:  # resolved for rank 1: only these give 0
+        return None
+    if not _take(idx, &iv):
+        return None
+    cdef Py_ssize_t i, n, m = iv.len // 4, size
+    cdef int64_t j
+    cdef char buf[16 * 8]
+    try:
+        if not _take(src, &pv):
+            return None
+        try:
+            if pv.ndim != 1 or pv.itemsize > 8:
+                return None
+            n = pv.shape[0]
+            size = pv.itemsize
+            if m * size > <Py_ssize_t>sizeof(buf):
+                return None
+            for i in range(m):
+                j = (<int32_t*>iv.buf)[i]
+                if j < -n or j >= n:
+                    return None  # the general path names the index out of range
+                if j < 0:
+                    j += n
+                memcpy(buf + i * size, <char*>pv.buf + j * size, size)
+            shape = idx[0]
+            value = _new(shape, src[1], buf, m * size)
+        finally:
+            PyBuffer_Release(&pv)
+    finally:
+        PyBuffer_Release(&iv)
+    return (shape, src[1], src[2], value)
+
+
+cdef object _concat(object op, list ins):
+    """small_ints.small_concat: 1-D values of one dtype joined (axis 0 or -1)."""
+    if not ins:
+        return None
+    first = <tuple>ins[0]
+    dtype = first[1]
+    try:  # what int() refuses: the Python path raises
+        axis = int(getattr(op.param, "axis", 0) or 0)
+    except (TypeError, ValueError):
+        return None
+    if axis != 0 and axis != -1:
+        return None
+    cdef Py_buffer view
+    cdef char buf[64 * 8]
+    cdef Py_ssize_t total = 0, nbytes = 0
+    for t in ins:
+        tdt = (<tuple>t)[1]
+        if tdt is not dtype and tdt != dtype:
+            return None
+        shape = (<tuple>t)[0]
+        if type(shape) is not tuple or len(<tuple>shape) != 1:
+            return None
+        if not _take(<tuple>t, &view):
+            return None
+        try:
+            if nbytes + view.len > <Py_ssize_t>sizeof(buf):
+                return None
+            memcpy(buf + nbytes, view.buf, view.len)
+            nbytes += view.len
+            total += view.shape[0]
+        finally:
+            PyBuffer_Release(&view)
+    return ((total,), dtype, first[2], _new((total,), dtype, buf, nbytes))
+
+
+cdef inline int64_t _wrap(int64_t v):
+    """``v`` wrapped to int32 (two's complement), as ``small_binary._wrap``."""
+    return <int32_t><uint32_t>(<unsigned long long>v)
+
+
+@cython.cdivision(True)
+cdef bint _int_op(int kind, int64_t x, int64_t y, int64_t* v):
+    """``small_binary._INT[kind](x, y)`` for int32 ``x`` and ``y`` (exact in int64)."""
+    cdef int64_t q, r
+    if kind == B_ADD:
+        v[0] = x + y
+    elif kind == B_SUB:
+        v[0] = x - y
+    elif kind == B_MUL:
+        v[0] = x * y
+    elif kind == B_MAXIMUM:
+        v[0] = x if x >= y else y
+    elif kind == B_MINIMUM:
+        v[0] = x if x <= y else y
+    elif kind == B_SQD:
+        q = _wrap(x - y)
+        v[0] = q * q
+    elif kind == B_GREATER:
+        v[0] = x > y
+    elif kind == B_GREATER_EQUAL:
+        v[0] = x >= y
+    elif kind == B_LESS:
+        v[0] = x < y
+    elif kind == B_LESS_EQUAL:
+        v[0] = x <= y
+    elif kind == B_EQUAL:
+        v[0] = x == y
+    elif kind == B_NOTEQUAL:
+        v[0] = x != y
+    elif kind == B_REALDIV:  # truncates; x / 0 gives 0
+        v[0] = 0 if y == 0 else x // y  # C division (cdivision): truncated
+    elif kind == B_FLOORDIV:  # floored; x // 0 gives INT_MIN
+        if y == 0:
+            v[0] = INT_MIN
+        else:
+            q = x // y
+            v[0] = q - 1 if x % y != 0 and (x < 0) != (y < 0) else q
+    elif kind == B_MOD:  # floored
+        if y == 0 or y == -1:
+            v[0] = 0
+        else:
+            r = x % y
+            v[0] = r + y if r != 0 and (r < 0) != (y < 0) else r
+    elif kind == B_FLOORMOD:  # truncated: x - y * trunc(x / y)
+        v[0] = 0 if y == 0 or y == -1 else x % y
+    elif kind == B_LOGICALOR:
+        v[0] = x != 0 or y != 0
+    elif kind == B_LOGICALXOR:
+        v[0] = x != y
+    elif kind == B_AND:
+        v[0] = x & y
+    elif kind == B_OR:
+        v[0] = x | y
+    elif kind == B_XOR:
+        v[0] = x ^ y
+    else:
+        return False
+    return True
+
+
+cdef object _binary(object op, list ins):
+    """small_binary.small_binary: one int32 element with another."""
+    if len(ins) != 2 or op.param_type != P_BINARY:
+        return None
+    a, b = <tuple>ins[0], <tuple>ins[1]
+    if a[1] != _I32 or b[1] != _I32:
+        return None
+    param = op.param
+    kind_obj = getattr(param, "opType", None)
+    if type(kind_obj) is not int:
+        return None
+    cdef int kind = kind_obj
+    cdef Py_buffer xv, yv
+    cdef int64_t x, y, v = 0
+    if not _take(a, &xv):
+        return None
+    x = (<int32_t*>xv.buf)[0] if xv.len == 4 else 0
+    cdef bint one = xv.len == 4
+    PyBuffer_Release(&xv)
+    if not one or not _take(b, &yv):
+        return None
+    y = (<int32_t*>yv.buf)[0] if yv.len == 4 else 0
+    one = yv.len == 4
+    PyBuffer_Release(&yv)
+    if not one or not _int_op(kind, x, y, &v):
+        return None
+    cdef int32_t r = <int32_t>_wrap(v)
+    if getattr(param, "activationType", 0) == 1 and r < 0:
+        r = 0
+    sa, sb = a[0], b[0]
+    wide = len(sb) > len(sa)
+    new = sb if wide else sa  # both hold one element: every dim is 1
+    if type(new) is not tuple:
+        return None
+    return (new, _I32, (b if wide else a)[2], _new(new, _I32, &r, 4))
+
+
+cdef inline int64_t _clamp(int64_t v, int64_t lo, int64_t hi):
+    return lo if v < lo else hi if v > hi else v
+
+
+@cython.cdivision(True)
+cdef bint _one_entry(
+    int64_t dim, int64_t begin, int64_t end, int64_t s, int64_t* start, int64_t* count
+):
+    """``strided_slice._one`` of an entry without masks for a rank-1 input; False: declined.
+
+    Declined where ``_one`` raises (a zero stride, MNN's shape and data disagreeing, a read
+    outside the dim): the Python path raises then.
+    """
+    cdef int64_t b, e_shape, e_geo, lo, hi, step, n, geo, last, q
+    if s == 0 or dim <= 0:
+        return False
+    if s < 0:  # _limit(begin, dim, False)
+        b = _clamp(begin, -dim, dim - 1)
+        b = b + dim if b < 0 else b
+    else:
+        b = dim if begin > dim else begin
+    if b < 0:  # MNN wraps a negative begin modulo the dim: -(b // dim) * dim + b, floored
+        q = b // dim
+        if b % dim != 0:
+            q -= 1  # floored (b < 0, dim > 0)
+        b = -q * dim + b
+    if s < 0:
+        e_shape = _clamp(end, -1, dim)
+        e_geo = _clamp(end, -1, 1)  # the rank (1), as MNN's geometry clamps it
+    else:  # _limit(end, dim, True)
+        e_shape = _clamp(end, -dim - 1, dim)
+        e_shape = e_shape + dim if e_shape < 0 else e_shape
+        e_geo = e_shape
+    if e_shape < b:
+        lo, hi, step = e_shape, b, (-s if s < 0 else s)
+        if s > 0:
+            lo = hi  # MNN's "temp solution" for an end before the begin
+    else:
+        lo, hi, step = b, e_shape, s
+    n = (hi - lo - 1) // step + 1  # C division: truncated, as _trunc_div
+    geo = (e_geo - b + (1 if s < 0 else -1)) // s + 1
+    if n < 0 or (n != 0 and n != geo):
+        return False
+    last = b + (n - 1) * s
+    if n != 0 and not (0 <= b < dim and 0 <= last < dim):
+        return False
+    start[0] = b
+    count[0] = n
+    return True
+
+
+cdef bint _one_int(tuple t, int64_t* v) except -1:
+    """The one int32 value of input ``t`` (as ``_take``); False when it has not exactly one."""
+    cdef Py_buffer view
+    if t[1] != _I32 or not _take(t, &view):
+        return False
+    cdef bint ok = view.len == 4
+    if ok:
+        v[0] = (<int32_t*>view.buf)[0]
+    PyBuffer_Release(&view)
+    return ok
+
+
+cdef object _strided(object op, list ins):
+    """small_ints.small_strided_slice for a 1-D input, one entry, no masks.
+
+    TensorFlow's form (``fromType`` 0: begin, end, strides) and ONNX's (1: begin, end, axes,
+    steps; the axis 0, begin and end wrapped once by adding the dim).
+    """
+    cdef Py_ssize_t n_in = len(ins)
+    p = op.param
+    if p is None or n_in < 3 or n_in > 5:
+        return None
+    if p.beginMask or p.endMask or p.ellipsisMask or p.newAxisMask or p.shrinkAxisMask:
+        return None
+    kind = p.fromType
+    if kind != 0 and kind != 1:
+        return None
+    if kind == 0 and n_in != 4:
+        return None  # 3 inputs: no strides (Python); 5: the write form
+    src = <tuple>ins[0]
+    shape = src[0]
+    if type(shape) is not tuple or len(<tuple>shape) != 1:
+        return None
+    cdef int64_t dim = (<tuple>shape)[0]
+    cdef int64_t begin, end, s = 1, axis = 0, start = 0, count = 0
+    if not _one_int(<tuple>ins[1], &begin) or not _one_int(<tuple>ins[2], &end):
+        return None
+    if kind == 0:
+        if not _one_int(<tuple>ins[3], &s):
+            return None
+    else:
+        if n_in > 3 and not _one_int(<tuple>ins[3], &axis):
+            return None
+        if n_in > 4 and not _one_int(<tuple>ins[4], &s):
+            return None
+        if axis != 0 and axis != -1:
+            return None
+        begin = begin + dim if begin < 0 else begin
+        end = end + dim if end < 0 else end
+    if not _one_entry(dim, begin, end, s, &start, &count):
+        return None
+    cdef Py_buffer view
+    cdef char buf[16 * 8]
+    cdef Py_ssize_t i, size
+    if not _take(src, &view):
+        return None
+    try:
+        size = view.itemsize
+        if view.ndim != 1 or view.shape[0] != dim or count * size > <Py_ssize_t>sizeof(buf):
+            return None
+        for i in range(count):  # 0 <= start + i * s < dim: checked by _one_entry
+            memcpy(buf + i * size, <char*>view.buf + (start + i * s) * size, size)
+        value = _new((count,), src[1], buf, count * size)
+    finally:
+        PyBuffer_Release(&view)
+    return ((count,), src[1], src[2], value)
+
+
+cdef object _shape_only(object op, list ins):
+    """The output's (shape, dtype, format) from the op's shape function; None: declined."""
+    cdef int kind = op.type
+    if kind == T_RESHAPE:
+        return _reshape(op, ins)
+    if kind == T_PERMUTE:
+        return _permute(op, ins)
+    return None
+
+
+cdef object _permute(object op, list ins):
+    """``permute.shape``: input 0's dims permuted by the parameter's dims (none: reversed).
+
+    Declined for dims that do not permute the rank (``permute.permutation`` raises then).
+    """
+    if not ins:
+        return None
+    src = <tuple>ins[0]
+    shape = src[0]
+    if type(shape) is not tuple:
+        return None
+    cdef Py_ssize_t i, d, n = len(<tuple>shape)
+    cdef bint seen[MAX_RANK]
+    if n > MAX_RANK:
+        return None
+    dims = getattr(op.param, "dims", None)
+    if dims is None:
+        return (shape[::-1], src[1], src[2])
+    try:  # what int() refuses: the Python path raises
+        perm = [int(v) for v in dims]
+    except (TypeError, ValueError):
+        return None
+    if len(perm) != n:
+        return None
+    for i in range(n):
+        seen[i] = False
+    out = []
+    for v in perm:
+        if not 0 <= v < n:
+            return None
+        d = v
+        if seen[d]:
+            return None
+        seen[d] = True
+        out.append((<tuple>shape)[d])
+    return (tuple(out), src[1], src[2])
+
+
+cdef object _reshape(object op, list ins):
+    """``reshape.shape`` of data by a known int32 / int64 shape input: (shape, dtype, format).
+
+    Declined (None: ``compute_shape`` runs, and raises what it raises) for an NC4HW4 input read
+    in NHWC order (``reshape.nhwc_order``), a shape input in NHWC (TensorFlow's literal zeros),
+    an empty input, and every case the Python function refuses (dims that do not fit, a 0 past
+    the input's rank, several -1). The data's values, when known, are folded after it as before.
+    """
+    if len(ins) != 2:
+        return None
+    src, dims_in = <tuple>ins[0], <tuple>ins[1]
+    if dims_in[2] == _NHWC:
+        return None
+    if src[2] == _NC4HW4:  # reshape.nhwc_order: logical (NCHW) order unless dimType is NHWC
+        if op.param_type != P_RESHAPE or op.param is None:
+            return None
+        dim_type = getattr(op.param, "dimType", None)
+        if not isinstance(dim_type, int) or dim_type == _NHWC:
+            return None
+    dt = dims_in[1]
+    if dt != _I32 and dt != _I64:
+        return None
+    shape = src[0]
+    if type(shape) is not tuple:
+        return None
+    cdef Py_ssize_t i, n = len(<tuple>shape), m, free = -1
+    cdef int64_t total = 1, known = 1, d
+    for i in range(n):
+        d = (<tuple>shape)[i]
+        if d < 0 or d > _BIG:
+            return None
+        total *= d
+        if total > _BIG:
+            return None
+    if total == 0:
+        return None
+    cdef Py_buffer view
+    cdef int64_t out[MAX_RANK]
+    if not _take(dims_in, &view):
+        return None
+    try:
+        m = view.len // view.itemsize
+        if m > MAX_RANK:
+            return None
+        for i in range(m):
+            d = (<int32_t*>view.buf)[i] if view.itemsize == 4 else (<int64_t*>view.buf)[i]
+            if d == 0:
+                if i >= n:
+                    return None
+                d = (<tuple>shape)[i]
+            elif d == -1:
+                if free >= 0:
+                    return None
+                free = i
+            elif d < -1 or d > _BIG:
+                return None
+            out[i] = d
+            if d != -1:
+                known *= d
+                if known > _BIG:
+                    return None
+    finally:
+        PyBuffer_Release(&view)
+    if free >= 0:
+        if known == 0:
+            return None  # 0 elements: left to Python
+        out[free] = total // known
+        known *= out[free]
+    if known != total:
+        return None
+    new = tuple([out[i] for i in range(m)])
+    return (new, src[1], src[2])
+
+
+cdef bint _one_index(tuple t, int64_t* v) except -1:
+    """The one int32 / int64 value of input ``t`` (as ``_take``); False when not exactly one."""
+    cdef Py_buffer view
+    dt = t[1]
+    if (dt != _I32 and dt != _I64) or not _take(t, &view):
+        return False
+    cdef bint ok = view.len == view.itemsize
+    if ok:
+        v[0] = (<int32_t*>view.buf)[0] if view.itemsize == 4 else (<int64_t*>view.buf)[0]
+    PyBuffer_Release(&view)
+    return ok
+
+
+cdef object _slice_tf(list ins):
+    """small_ints.small_slice_tf of a 1-D input: ``x[begin : begin + size]`` (size -1: to the end).
+
+    Declined where ``slice_tf.region`` raises (out of the dim), and for other ranks.
+    """
+    if len(ins) != 3:
+        return None
+    src = <tuple>ins[0]
+    shape = src[0]
+    if type(shape) is not tuple or len(<tuple>shape) != 1:
+        return None
+    cdef int64_t dim = (<tuple>shape)[0], b, n
+    if not _one_index(<tuple>ins[1], &b) or not _one_index(<tuple>ins[2], &n):
+        return None
+    b = b + dim if b < 0 else b
+    n = dim - b if n == -1 else n
+    if not 0 <= b <= dim or n < 0 or b + n > dim:
+        return None
+    cdef Py_buffer view
+    if not _take(src, &view):
+        return None
+    try:
+        if view.ndim != 1 or view.shape[0] != dim:
+            return None
+        value = _new((n,), src[1], <char*>view.buf + b * view.itemsize, n * view.itemsize)
+    finally:
+        PyBuffer_Release(&view)
+    return ((n,), src[1], src[2], value)
