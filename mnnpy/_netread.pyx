@@ -358,6 +358,7 @@ def read_op_defs(bytes data, Py_ssize_t at, Py_ssize_t n_tensors, object op_clas
     cdef Py_ssize_t start, n, i, pos, table
     cdef int tag
     cdef dict d
+    cdef dict classes = {}
     start = b.vector(at, 4, &n)
     ops = [None] * n
     new = object.__new__
@@ -380,7 +381,9 @@ def read_op_defs(bytes data, Py_ssize_t at, Py_ssize_t n_tensors, object op_clas
         if f[2]:
             table = f[2] + b.u32(f[2])
             spec = specs.get(tag)
-            cls = param_class(tag)
+            cls = classes.get(tag, classes)  # param_class asked once per tag
+            if cls is classes:
+                cls = classes[tag] = param_class(tag)
             if spec is not None:
                 param = b.table(cls, spec, table, vectors, frombuffer)
             elif cls is not None:
