@@ -9,13 +9,15 @@ little-endian (the FlatBuffers wire format); ``net`` uses this module on little-
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.errno cimport EINTR, errno
+from posix.fcntl cimport O_RDONLY, openat
+from posix.unistd cimport close as c_close
 from posix.unistd cimport read as c_read
 from cpython.long cimport PyLong_FromLong
 from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int8_t, int32_t, uint8_t, uint16_t, uint32_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy, memmove, strlen
 
 cdef enum:
     MAX_FIELDS = 32
@@ -40,6 +42,91 @@ cdef extern from *:
     }
     """
     void mnnpy_advise_huge(char* p, Py_ssize_t n) nogil
+
+
+cdef extern from "<dirent.h>" nogil:
+    ctypedef struct DIR
+    struct dirent:
+        char d_name[1]
+    DIR* opendir(const char* name)
+    dirent* readdir(DIR* d)
+    int closedir(DIR* d)
+    int dirfd(DIR* d)
+
+cdef extern from "<string.h>" nogil:
+    void* memmem(const void* hay, size_t n, const void* needle, size_t k)
+
+cdef enum:
+    SCAN_CHUNK = 16384
+    NAME_MAX_BYTES = 4096
+
+cdef bint _metadata_dir(const char* name, size_t n) noexcept nogil:
+    return (n >= 10 and memcmp(name + n - 10, b".dist-info", 10) == 0) or (
+        n >= 9 and memcmp(name + n - 9, b".egg-info", 9) == 0
+    )
+
+
+cdef bint _file_has(int fd, const char* needle, size_t k, char* buf) noexcept nogil:
+    """Whether the file ``fd``, read to its end, holds the ``k`` bytes of ``needle``.
+
+    ``buf`` has room for ``SCAN_CHUNK + k`` bytes: the last ``k - 1`` bytes of a read stay in
+    front of the next, so a needle across two reads is found.
+    """
+    cdef size_t kept = 0, have
+    cdef Py_ssize_t got
+    while True:
+        got = c_read(fd, buf + kept, SCAN_CHUNK)
+        if got < 0 and errno == EINTR:
+            continue
+        if got <= 0:
+            return False
+        have = kept + <size_t>got
+        if memmem(buf, have, needle, k) != NULL:
+            return True
+        kept = min(k - 1, have)
+        memmove(buf, buf + have - kept, kept)
+
+
+def scan_entry_points(bytes folder, bytes needle):
+    """Whether an ``entry_points.txt`` of a ``*.dist-info`` / ``*.egg-info`` folder in
+    ``folder`` (a file-system path) contains ``needle``: 1 yes, 0 no, -1 ``folder`` cannot be
+    opened as a directory (``errno`` is not kept: the caller looks at the path).
+
+    ``plugins._may_declare`` per ``sys.path`` entry, without a Python object per entry: on a
+    few hundred installed distributions 0.6 ms instead of 1.5 (a fresh process).
+    """
+    cdef const char* nd = needle
+    cdef size_t k = len(needle)
+    cdef DIR* d
+    cdef dirent* e
+    cdef int fd, dfd
+    cdef bint found = False
+    cdef size_t n
+    cdef char buf[SCAN_CHUNK + NAME_MAX_BYTES]
+    cdef char path[NAME_MAX_BYTES + 32]
+    if k == 0 or k >= NAME_MAX_BYTES:
+        raise ValueError(f"needle of {k} bytes: 1 to {NAME_MAX_BYTES - 1} expected")
+    d = opendir(folder)
+    if d == NULL:
+        return -1
+    with nogil:
+        dfd = dirfd(d)
+        while not found:
+            e = readdir(d)
+            if e == NULL:
+                break
+            n = strlen(e.d_name)
+            if n > NAME_MAX_BYTES or not _metadata_dir(e.d_name, n):
+                continue
+            memcpy(path, e.d_name, n)
+            memcpy(path + n, b"/entry_points.txt", 18)
+            fd = openat(dfd, path, O_RDONLY)
+            if fd < 0:
+                continue
+            found = _file_has(fd, nd, k, buf)
+            c_close(fd)
+        closedir(d)
+    return 1 if found else 0
 
 
 def read_file(int fd, Py_ssize_t size):
@@ -271,6 +358,7 @@ def read_op_defs(bytes data, Py_ssize_t at, Py_ssize_t n_tensors, object op_clas
     cdef Py_ssize_t start, n, i, pos, table
     cdef int tag
     cdef dict d
+    cdef dict classes = {}
     start = b.vector(at, 4, &n)
     ops = [None] * n
     new = object.__new__
@@ -293,7 +381,9 @@ def read_op_defs(bytes data, Py_ssize_t at, Py_ssize_t n_tensors, object op_clas
         if f[2]:
             table = f[2] + b.u32(f[2])
             spec = specs.get(tag)
-            cls = param_class(tag)
+            cls = classes.get(tag, classes)  # param_class asked once per tag
+            if cls is classes:
+                cls = classes[tag] = param_class(tag)
             if spec is not None:
                 param = b.table(cls, spec, table, vectors, frombuffer)
             elif cls is not None:

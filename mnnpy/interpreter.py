@@ -47,6 +47,10 @@ def _gc_paused() -> Iterator[None]:
     Loading and planning make many small objects that live as long as the session; the
     collector's passes over them (several milliseconds each on a large model) find no garbage.
     It is turned back on afterwards if it was on; reference counting frees memory as usual.
+    Those objects then join the oldest generation as they are (``gc.freeze`` then
+    ``gc.unfreeze``: list splices, no pass): else the first allocation after the pause
+    collects the youngest generation, all of them (2-7 ms on 1000-op models). Not when the
+    program froze objects itself (``gc.get_freeze_count()``): ``unfreeze`` would thaw them.
     """
     enabled = gc.isenabled()
     gc.disable()
@@ -54,6 +58,9 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         if enabled:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

@@ -279,6 +279,10 @@ def lower_schedule(info: ScheduleInfo, should_lower: Callable[[OpDef], bool]) ->
     ``should_lower``; the reason (:func:`refusal`) is logged (``mnnpy.lowering``, INFO).
     """
     ask = (lambda op: True) if _forced[0] else should_lower
-    for pipeline in info.pipelines:
-        pipeline.ops = [q for op in pipeline.ops for q in _lower(op, info, ask)]
+    for pipeline in info.pipelines:  # an op of no composite type stays as it is (no refusal)
+        pipeline.ops = [
+            q
+            for op in pipeline.ops
+            for q in (_lower(op, info, ask) if op.type in _DECOMPOSERS else (op,))
+        ]
     return info

@@ -116,7 +116,12 @@ class Net:
         The subgraphs' ops included: they read the same file.
         """
         subs = (o for sub in self.subgraphs.values() if sub.net is not self for o in sub.net.ops)
-        return [op for op in [*self.ops, *subs] if _external_len(op.param) > 1]
+        found = []
+        for op in [*self.ops, *subs]:  # every op, at each load: no call per op
+            ext = getattr(op.param, "external", None)
+            if ext is not None and len(ext) > 1:
+                found.append(op)
+        return found
 
     def attach_external(self, external: Any) -> None:
         """Give the net, its subgraphs and every op with external tables the weight file."""
@@ -149,8 +154,3 @@ class SubGraph:
     net: Net
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
-
-
-def _external_len(param: Any) -> int:
-    ext = getattr(param, "external", None)
-    return 0 if ext is None else len(ext)

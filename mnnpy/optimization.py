@@ -114,10 +114,15 @@ class SubgraphView:
         # per tensor, its readers in execution order (each once); per node, its position there
         self._readers: dict[int, list[Node]] = {}
         self._position: dict[int, int] = {}
+        readers, position = self._readers, self._position
         for i, n in enumerate(self._all):
-            self._position[id(n)] = i
-            for t in dict.fromkeys(id(t) for t in n.inputs):
-                self._readers.setdefault(t, []).append(n)
+            position[id(n)] = i
+            for t in n.inputs:
+                found = readers.get(id(t))
+                if found is None:
+                    readers[id(t)] = [n]
+                elif found[-1] is not n:  # a node reading a tensor twice is listed once
+                    found.append(n)
 
     def sub_view(self, nodes: Sequence[Node]) -> SubgraphView:
         """A view of some of these nodes (for ``failed`` and ``untouched``).
@@ -161,11 +166,19 @@ class SubgraphView:
         """
         made = {id(t) for n in group for t in n.outputs}
         inputs: list[Tensor] = []
+        reads: dict[int, int] = {}  # reads inside the group, by tensor id
         for n in group:
             for t in n.inputs:
-                if id(t) not in made and all(t is not x for x in inputs):
+                k = id(t)
+                if k not in reads and k not in made:
                     inputs.append(t)
-        outputs = [t for n in group for t in n.outputs if self.escapes(t, group)]
+                reads[k] = reads.get(k, 0) + 1
+        outputs = [  # escapes(t, group), with the reads counted once
+            t
+            for n in group
+            for t in n.outputs
+            if self._reads[t.describe.index] > reads.get(id(t), 0)
+        ]
         return inputs, outputs
 
     def is_convex(self, group: Sequence[Node]) -> bool:

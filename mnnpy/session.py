@@ -31,7 +31,7 @@ from mnnpy.net import Net
 from mnnpy.pipeline import Callback, Pipeline, Unit
 from mnnpy.placement import Placement, candidates, check_op_backend, warn_fallbacks
 from mnnpy.schedule import ScheduleInfo
-from mnnpy.tensor import Tensor, TensorUsage
+from mnnpy.tensor import Tensor, TensorUsage, model_tensors
 
 if TYPE_CHECKING:
     from mnnpy.config import ScheduleConfig
@@ -91,30 +91,30 @@ class Session:
         self.host_backend = self._backend(ForwardType.CPU)
         self.backend = preference[0]
         self.backup = self._backend(config.backup_type)
-        check_op_backend(config.op_backend or {}, (op.name for p in info.pipelines for op in p.ops))
+        if config.op_backend:  # no keys: nothing to check (skips a set of every op name)
+            check_op_backend(config.op_backend, (op.name for p in info.pipelines for op in p.ops))
         overrides = {key: self._backend(t) for key, t in (config.op_backend or {}).items()}
         # composites the first candidate backend wants decomposed (mnnpy.lowering)
         lower_schedule(info, lambda op: candidates(op, preference, overrides)[0].should_lower(op))
-        self.tensors = [Tensor(name=t.name) for t in info.tensors]
-        for t, ti in zip(self.tensors, info.tensors, strict=True):
-            t.describe.index, t.describe.usage = ti.index, ti.usage
+        self.tensors = tensors = model_tensors(info.tensors)
         self._use_counts = [t.use_count for t in info.tensors]
         if info.quant is not None:  # int8 models: MNN's TensorUtils::getDescribe(t)->quantAttr
             for index, attr in info.quant.attrs.items():
-                self.tensors[index].describe.extra["quant"] = attr
+                tensors[index].describe.extra["quant"] = attr
             for index in info.quant.int8:
-                self.tensors[index].describe.extra["int8"] = True
+                tensors[index].describe.extra["int8"] = True
         for inp in info.inputs.values():
-            t = self.tensors[inp.index]
+            t = tensors[inp.index]
             t.shape, t.dtype, t.dimension_format = inp.shape, inp.dtype, inp.dimension_format
         for const in info.constants:
-            t = self.tensors[const.index]
+            t = tensors[const.index]
             t.shape, t.dtype = const.data.shape, const.data.dtype
             t.dimension_format = const.dimension_format
             t.describe.content = const.data
+        pick = tensors.__getitem__  # a unit's tensor lists, without a Python frame per op
         self.pipelines = [
             Pipeline(
-                [Unit(op, self._pick(op.inputs), self._pick(op.outputs)) for op in p.ops],
+                [Unit(op, list(map(pick, op.inputs)), list(map(pick, op.outputs))) for op in p.ops],
                 preference,
                 self.host_backend,
                 overrides,
@@ -142,9 +142,6 @@ class Session:
             )
             self._made[forward_type] = create_backend(forward_type, info)
         return self._made[forward_type]
-
-    def _pick(self, indexes: tuple[int, ...]) -> list[Tensor]:
-        return [self.tensors[i] for i in indexes]
 
     @property
     def backends(self) -> list[Backend]:

@@ -81,11 +81,15 @@ class FusedUnit(Unit):
         op.kinds = sub.kinds or "+".join(m.op.type_name for m in members)
         super().__init__(op, inputs, outputs)
         self.group = members
-        self.reads = [sum(1 for m in members for x in m.inputs if x is t) for t in inputs]
+        count: dict[int, int] = {}  # reads of each tensor by the members
+        for m in members:
+            for x in m.inputs:
+                count[id(x)] = count.get(id(x), 0) + 1
+        self.reads = [count.get(id(t), 0) for t in inputs]
         self.execution, self.backend = sub.execution, view.backend
         for m in members:
             assert m.placement is not None
-            m.placement = replace(m.placement, group=sub.name)
+            m.placement = _in_group(m.placement, sub.name)
 
     def members(self) -> list[Unit]:
         """The units of the ops the substitution replaced, in their order."""
@@ -131,6 +135,13 @@ class FusedUnit(Unit):
         macs = sum(count_macs(m.op, m.inputs, m.outputs) for m in counted)
         info = OpInfo(self.op.name, self.op.type_name, macs / 1e6, backend.name)
         return UnitPlan(execution, backend, inputs, copies, info, edges=edges)
+
+
+def _in_group(placement: Placement, group: str) -> Placement:
+    """``dataclasses.replace(placement, group=group)``, without its look at every field."""
+    marked = object.__new__(Placement)
+    marked.__dict__.update(placement.__dict__, group=group)
+    return marked
 
 
 @contextmanager
@@ -194,29 +205,50 @@ def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
 def _ordered(units: list[Unit], key: Mapping[int, int]) -> list[Unit]:
     """A topological order of ``units``, smallest ``key`` first among the ready ones.
 
-    Kahn's algorithm over unit indices (ties on ``key``: the earlier unit first).
+    Kahn's algorithm (ties on ``key``: the earlier unit first), walking the units in key order.
+    A unit whose producers are all earlier, none of them still waiting, is ready when its turn
+    comes (all units are, commonly: the walk is the answer); only the others are counted: a
+    unit waits with the number of its producers not out yet, and when they are out it goes
+    before the rest of the walk (it comes earlier in key order).
     """
-    made = {id(t): i for i, u in enumerate(units) for t in u.outputs}
     keys = [key[id(u)] for u in units]
-    waiting = [0] * len(units)  # producers not yet emitted
-    readers: list[list[int]] = [[] for _ in units]
-    for i, u in enumerate(units):
-        producers = {made.get(id(t), i) for t in u.inputs}
-        producers.discard(i)
-        waiting[i] = len(producers)
-        for p in producers:
-            readers[p].append(i)
-    ready = [(keys[i], i) for i, w in enumerate(waiting) if not w]
-    heapq.heapify(ready)
+    if any(b < a for a, b in zip(keys, keys[1:], strict=False)):  # walk in (key, index) order
+        units = [units[i] for i in sorted(range(len(units)), key=keys.__getitem__)]
+    made = {id(t): i for i, u in enumerate(units) for t in u.outputs}
+    get, n = made.get, len(units)
+    late = {i for i, u in enumerate(units) for t in u.inputs if get(id(t), i) > i}
+    if not late:
+        return list(units)
     out: list[Unit] = []
-    while ready:
-        _, i = heapq.heappop(ready)
+    done = [False] * n
+    waiting: dict[int, int] = {}  # unit -> its producers not out yet
+    readers: dict[int, list[int]] = {}  # producer -> the waiting units it holds up
+    ready: list[int] = []  # units no longer waiting (a heap); the walk waits for them
+    walk = 0
+    while True:
+        if ready:
+            i = heapq.heappop(ready)
+        else:
+            while walk < n and (waiting or walk in late):
+                held = {p for t in units[walk].inputs if not done[p := get(id(t), walk)]}
+                held.discard(walk)
+                if not held:
+                    break
+                waiting[walk] = len(held)
+                for p in held:
+                    readers.setdefault(p, []).append(walk)
+                walk += 1
+            if walk == n:
+                break
+            i, walk = walk, walk + 1
+        done[i] = True
         out.append(units[i])
-        for r in readers[i]:
+        for r in readers.pop(i, ()):
             waiting[r] -= 1
             if not waiting[r]:
-                heapq.heappush(ready, (keys[r], r))
-    assert len(out) == len(units), "a convex substitution keeps the graph acyclic"
+                del waiting[r]
+                heapq.heappush(ready, r)
+    assert len(out) == n, "a convex substitution keeps the graph acyclic"
     return out
 
 
@@ -285,16 +317,17 @@ def _ask_backends(
         mine = [u for u in placed if u.backend is backend and id(u) not in done]
         if not mine:
             continue
-        by_node = {}
-        nodes = []
-        for u in placed:
-            assert u.execution is not None
-            n = Node(u.op, tuple(u.inputs), tuple(u.outputs), u.execution)
-            by_node[id(n)] = u
-            nodes.append(n)
+        nodes = [
+            Node(u.op, tuple(u.inputs), tuple(u.outputs), u.execution)  # type: ignore[arg-type]
+            for u in placed  # each with its execution (_place_all)
+        ]
+        by_node = {id(n): u for n, u in zip(nodes, placed, strict=True)}
         ids = {id(u) for u in mine}
         view = SubgraphView(
-            backend, [n for n in nodes if id(by_node[id(n)]) in ids], use_counts, nodes
+            backend,
+            [n for n, u in zip(nodes, placed, strict=True) if id(u) in ids],
+            use_counts,
+            nodes,
         )
         views = backend.optimize_subgraph(view)
         try:

@@ -40,6 +40,14 @@ __all__ = ["PluginRecord", "RuntimeOptions", "load_plugins", "load_default_plugi
 
 logger = logging.getLogger(__name__)
 
+_scan_entry_points: Any = None  # the scan of _may_declare in C
+try:
+    from mnnpy import _netread
+
+    _scan_entry_points = _netread.scan_entry_points
+except ImportError:  # not built: the Python scan
+    pass
+
 ENTRY_POINT_GROUP = "mnnpy.backends"
 ENV_VAR = "MNNPY_BACKEND_PATH"
 _FILE_NAME = re.compile(r"^([A-Za-z0-9]+)_([A-Za-z0-9]+)_backend(\.py)?$")
@@ -216,9 +224,9 @@ def _may_declare(group: str) -> bool:
     ``importlib.metadata.entry_points`` parses the entry points of every installed distribution
     (several milliseconds with a few hundred, at each process's first interpreter). This reads
     the ``entry_points.txt`` files of the ``*.dist-info`` / ``*.egg-info`` folders on
-    ``sys.path`` for the group's name, and answers True (ask ``importlib.metadata``) whenever
-    it cannot tell: a zip file on the path, or an import finder of its own that lists
-    distributions.
+    ``sys.path`` for the group's name (in C, ``mnnpy._netread.scan_entry_points``, when built),
+    and answers True (ask ``importlib.metadata``) whenever it cannot tell: a zip file on the
+    path, or an import finder of its own that lists distributions.
     """
     if any(
         getattr(finder, "find_distributions", None) is not None
@@ -228,23 +236,43 @@ def _may_declare(group: str) -> bool:
         return True
     name = group.encode()
     for entry in sys.path:
-        try:
-            folder = os.scandir(entry or ".")
-        except OSError:
-            if os.path.isfile(entry):  # a zip: importlib.metadata reads distributions in it
-                return True
-            continue
-        with folder:
-            for d in folder:
-                if not d.name.endswith((".dist-info", ".egg-info")):
-                    continue
-                try:
-                    with open(os.path.join(d.path, "entry_points.txt"), "rb") as f:
-                        if name in f.read():
-                            return True
-                except OSError:  # no entry points (or an .egg-info file)
-                    continue
+        found = _scan_folder(entry or ".", name)
+        if found is None and os.path.isfile(entry):  # a zip: importlib.metadata reads in it
+            return True
+        if found:
+            return True
     return False
+
+
+def _scan_python(folder: str, name: bytes) -> int:
+    """``_netread.scan_entry_points`` in Python (1 found, 0 not, -1 not a readable folder)."""
+    try:
+        entries = os.scandir(folder)
+    except OSError:
+        return -1
+    with entries:
+        for d in entries:
+            if not d.name.endswith((".dist-info", ".egg-info")):
+                continue
+            try:
+                with open(os.path.join(d.path, "entry_points.txt"), "rb") as f:
+                    if name in f.read():
+                        return 1
+            except OSError:  # no entry points (or an .egg-info file)
+                continue
+    return 0
+
+
+def _scan_folder(folder: str, name: bytes) -> bool | None:
+    """Whether ``folder`` holds a distribution whose entry points name ``name``.
+
+    None when ``folder`` is not a readable directory.
+    """
+    if _scan_entry_points is not None:
+        found = _scan_entry_points(os.fsencode(folder), name)
+    else:
+        found = _scan_python(folder, name)
+    return None if found < 0 else bool(found)
 
 
 def load_default_plugins() -> None:

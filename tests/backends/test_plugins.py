@@ -178,3 +178,33 @@ def test_entry_points_are_parsed_only_when_a_distribution_names_the_group(tmp_pa
     (dist / "entry_points.txt").write_text("[mnnpy.no-such-group]\nx = y\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert plugins._may_declare("mnnpy.no-such-group")
+
+
+def test_the_entry_point_scan_in_c_answers_as_the_python_scan(tmp_path):
+    netread = pytest.importorskip("mnnpy._netread")
+    name = b"[mnnpy.no-such-group]"
+    cases = {  # folder -> the entry_points.txt texts of the distributions in it
+        "none": [],
+        "other": [b"[console_scripts]\nx = y\n"] * 3,
+        "small": [b"[a]\n", b"[mnnpy.no-such-group]\nx = y\n"],
+        "large": [b"#" * 40000 + name + b"\n"],  # found after the first read
+    }
+    for split in (16384 - 5, 16384 - 1, 16384, 2 * 16384 - 10):  # the name across two reads
+        cases[f"split{split}"] = [b"#" * split + name]
+    cases["cut"] = [b"#" * 16379 + name[:-1]]  # the name without its last byte: absent
+    for folder, texts in cases.items():
+        root = tmp_path / folder
+        root.mkdir()
+        (root / "plain.dist-info").mkdir()  # no entry_points.txt
+        (root / "file.egg-info").write_bytes(name)  # an .egg-info file, not a folder
+        (root / "notes.txt").write_bytes(name)
+        for k, text in enumerate(texts):
+            dist = root / f"d{k}-1.0.{'dist' if k % 2 else 'egg'}-info"
+            dist.mkdir()
+            (dist / "entry_points.txt").write_bytes(text)
+        want = plugins._scan_python(str(root), name)
+        assert want == (folder in ("small", "large") or folder.startswith("split"))
+        assert netread.scan_entry_points(str(root).encode(), name) == want, folder
+    for missing in (tmp_path / "absent", tmp_path / "none" / "notes.txt"):
+        assert netread.scan_entry_points(str(missing).encode(), name) == -1
+        assert plugins._scan_python(str(missing), name) == -1

@@ -190,3 +190,53 @@ def test_finders_are_asked_only_when_the_op_types_they_require_are_there(
     assert asked == ["relu 5"] and not placed  # no finder can match: no substitution pass
     for k in want:
         assert_close(got[k], want[k])
+
+
+def _kahn(units, key):
+    """The reference order of ``substitute._ordered``: Kahn's algorithm, smallest key first."""
+    made = {id(t): i for i, u in enumerate(units) for t in u.outputs}
+    waiting = [len({made.get(id(t), i) for t in u.inputs} - {i}) for i, u in enumerate(units)]
+    ready, out = [(key[id(u)], i) for i, u in enumerate(units) if not waiting[i]], []
+    while ready:
+        ready.sort()
+        _, i = ready.pop(0)
+        out.append(units[i])
+        for r, u in enumerate(units):
+            if r != i and any(made.get(id(t)) == i for t in u.inputs):
+                waiting[r] -= 1
+                if not waiting[r]:
+                    ready.append((key[id(u)], r))
+    return out
+
+
+def test_ordered_is_kahns_order_on_random_graphs():
+    from types import SimpleNamespace
+
+    from mnnpy.substitute import _ordered
+
+    rng = np.random.default_rng(7)
+    fast = slow = 0
+    for _ in range(400):
+        n = int(rng.integers(1, 12))
+        tensors = [object() for _ in range(n)]
+        units = []
+        for i in range(n):  # unit i writes tensor i and reads earlier ones (a DAG)
+            reads = [tensors[j] for j in range(i) if rng.random() < 0.3]
+            units.append(SimpleNamespace(inputs=reads, outputs=[tensors[i]]))
+        rng.shuffle(units)  # given in key order, not always topological
+        if rng.random() < 0.5:  # a unit that reads a tensor of no unit, or its own output
+            units[0].inputs = [*units[0].inputs, object(), units[0].outputs[0]]
+        keys = [int(k) for k in rng.integers(0, 6, n)]  # ties included
+        if rng.random() < 0.7:  # as optimize_units calls it: in key order
+            keys.sort()
+        key = {id(u): k for u, k in zip(units, keys, strict=True)}
+        got = _ordered(list(units), key)
+        assert [id(u) for u in got] == [id(u) for u in _kahn(units, key)]
+        topological = all(
+            units.index(p) < units.index(u)
+            for u in units
+            for p in units
+            if p is not u and any(t in p.outputs for t in u.inputs)
+        )
+        fast, slow = fast + topological, slow + (not topological)
+    assert fast > 50 and slow > 50  # given orders that were topological already, and not

@@ -8,7 +8,8 @@ import pytest
 from mnnpy import layout
 from mnnpy.backend.cpu.kernels import pack as K
 from mnnpy.errors import ErrorCode, MNNError
-from mnnpy.tensor import Tensor
+from mnnpy.schedule import TensorInfo
+from mnnpy.tensor import Tensor, TensorUsage, model_tensors
 from mnnpy.tensor_format import DimensionFormat, DimensionType
 
 SHAPES = [(1, 1, 3, 3), (2, 3, 5, 7), (1, 4, 2, 2), (2, 5, 1, 9), (1, 17, 3, 4), (3, 6), (2, 5, 7)]
@@ -105,3 +106,15 @@ def test_device_tensor_without_memory_raises():
     with pytest.raises(MNNError) as e:
         Tensor((1, 2), name="t").numpy()
     assert e.value.code == ErrorCode.NO_EXECUTION
+
+
+def test_model_tensors_are_plain_tensors():
+    infos = [TensorInfo(0, "a"), TensorInfo(3, "b", TensorUsage.INPUT, use_count=2)]
+    for info, t in zip(infos, model_tensors(infos), strict=True):
+        want = Tensor(name=info.name)
+        want.describe.index, want.describe.usage = info.index, info.usage
+        for slot in Tensor.__slots__:  # a slot added to Tensor must be set here too
+            assert getattr(t, slot) == getattr(want, slot), slot
+        assert t.describe.extra is not want.describe.extra
+    a, b = model_tensors(infos)
+    assert a.describe.extra is not b.describe.extra  # each its own dict

@@ -24,6 +24,7 @@ from mnnpy.tensor import Tensor
 __all__ = ["CPUBackend", "MemoryInfo", "cpu_backend"]
 
 _ALIGN = 64
+_DYNAMIC, _STATIC = StorageType.DYNAMIC, StorageType.STATIC
 
 
 def _fits(spare: np.ndarray, nbytes: int) -> bool:
@@ -181,27 +182,28 @@ class CPUBackend(Backend):
 
     def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """Record (DYNAMIC, DYNAMIC_SEPERATE) or allocate now (STATIC) ``tensor``'s memory."""
-        tensor.describe.backend = self
-        tensor.describe.storage_type = storage_type
-        if storage_type == StorageType.STATIC:
+        d = tensor.describe
+        d.backend, d.storage_type = self, storage_type
+        if storage_type == _DYNAMIC:  # the common case first: once per tensor per resize
+            op = self._op_index()
+            kind = "scratch" if d.extra.get("scratch") else "tensor"
+            if kind == "scratch":
+                self.scratch_bytes += tensor.size
+            cat = self.concats.get(op) if self.concats else None
+            if (
+                cat is None
+                or cat[2] is not tensor
+                or not assemble(self._planner, self._dynamic, cat[:2], tensor, op)
+            ):  # a Concat's inputs become slabs of its output (concat_slices)
+                self._planner.acquire(id(tensor), tensor.size, d.name, op, kind)
+            self._dynamic[id(tensor)] = tensor
+        elif storage_type == _STATIC:
             self._check_budget(tensor.size, f"static buffer {tensor.name!r}")
             what = f"STATIC buffer {tensor.name!r}{self._at_op()}"
             raw = self._pool_bytes(tensor.size, what)
             self._blocks[id(tensor)] = self._blocks.pop(id(raw), None)
             tensor.host = raw.view(tensor.dtype)
             self.static_bytes += tensor.size
-        elif storage_type == StorageType.DYNAMIC:
-            kind = "scratch" if tensor.describe.extra.get("scratch") else "tensor"
-            if kind == "scratch":
-                self.scratch_bytes += tensor.size
-            cat = self.concats.get(self._op_index()) if self.concats else None
-            if (
-                cat is None
-                or cat[2] is not tensor
-                or not assemble(self._planner, self._dynamic, cat[:2], tensor, self._op_index())
-            ):  # a Concat's inputs become slabs of its output (concat_slices)
-                self._planner.acquire(id(tensor), tensor.size, tensor.name, self._op_index(), kind)
-            self._dynamic[id(tensor)] = tensor
         else:
             self._separate.append(tensor)
 
@@ -223,13 +225,13 @@ class CPUBackend(Backend):
 
     def on_release_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """STATIC: free now. DYNAMIC: the bytes may serve later requests. SEPERATE: nothing."""
-        if storage_type == StorageType.STATIC:
+        if storage_type == _DYNAMIC:
+            self._planner.release(id(tensor), self._op_index())
+        elif storage_type == _STATIC:
             if tensor.host is not None:
                 self.static_bytes -= tensor.size
                 self._free(id(tensor))
             tensor.host = None
-        elif storage_type == StorageType.DYNAMIC:
-            self._planner.release(id(tensor), self._op_index())
 
     def on_allocate_buffer(self) -> None:
         """Plan the DYNAMIC arena, check the budget, allocate both arenas, give out views."""
