@@ -10,8 +10,9 @@ Each sets the output exactly as the op's Python small function (``mnnpy.ops.smal
 ``mnnpy.ops.small_binary``) would, or sets nothing and declines: then the Python small function
 runs, which stays the reference and raises the errors (an axis out of range, say), so every error
 comes from the Python path and names the op as before. The shape functions of Reshape (for a known
-shape input) and Permute are answered here too (else ``compute_shape``), and ops whose inputs are
-not all known and that have no fold function skip ``try_fold``, which would not fold them.
+shape input), Permute and ConvertTensor are answered here too (else ``compute_shape``), and ops
+whose inputs are not all known and that have no fold function skip ``try_fold``, which would not
+fold them.
 
 Every length, rank and index is checked against the buffers before any is read; values are read
 through the buffer protocol (C-contiguous only, else declined); new arrays are made by
@@ -64,6 +65,8 @@ cdef object _I64 = np.dtype(np.int64)
 cdef object _NCHW = DimensionFormat.NCHW
 cdef object _NC4HW4 = DimensionFormat.NC4HW4
 cdef object _NHWC = DimensionFormat.NHWC
+# ConvertTensor's dest values that ``convert_tensor.shape`` accepts, as formats
+cdef dict _DESTS = {int(f): f for f in (_NCHW, _NHWC, _NC4HW4)}
 cdef Py_ssize_t _MAX_ELEMENTS = SMALL_MAX_ELEMENTS
 
 cdef int T_SHAPE = OpType.Shape
@@ -78,6 +81,7 @@ cdef int T_STRIDED = OpType.StridedSlice
 cdef int T_RESHAPE = OpType.Reshape
 cdef int T_SLICE_TF = OpType.SliceTf
 cdef int T_PERMUTE = OpType.Permute
+cdef int T_CONVERT = OpType.ConvertTensor
 cdef int P_SHAPE = OpParameter.ShapeParam
 cdef int P_AXIS = OpParameter.Axis
 cdef int P_BINARY = OpParameter.BinaryOp
@@ -731,7 +735,40 @@ cdef object _shape_only(object op, list ins):
         return _reshape(op, ins)
     if kind == T_PERMUTE:
         return _permute(op, ins)
+    if kind == T_CONVERT:
+        return _convert(op, ins)
     return None
+
+
+cdef object _convert(object op, list ins):
+    """``convert_tensor.shape``: input 0's data in the dest format (4-D and up move C).
+
+    Declined for a dest that is not an int naming NCHW, NHWC or NC4HW4 (the Python function
+    raises for the others), and an input shape that is not a tuple of non-negative ints.
+    """
+    if not ins:
+        return None
+    param = op.param
+    dest = getattr(param, "dest", None) if param is not None else None
+    if type(dest) is not int:
+        return None
+    fmt = _DESTS.get(dest)
+    if fmt is None:
+        return None
+    src = <tuple>ins[0]
+    shape = src[0]
+    if type(shape) is not tuple:
+        return None
+    cdef Py_ssize_t n = len(<tuple>shape)
+    for d in <tuple>shape:
+        if type(d) is not int or d < 0:
+            return None
+    src_nhwc = src[2] == _NHWC
+    if n < 3 or src_nhwc == (fmt == _NHWC):
+        return (shape, src[1], fmt)
+    if src_nhwc:  # (N, *spatial, C) -> (N, C, *spatial)
+        return ((shape[0], shape[n - 1], *shape[1 : n - 1]), src[1], fmt)
+    return ((shape[0], *shape[2:], shape[1]), src[1], fmt)
 
 
 cdef object _permute(object op, list ins):

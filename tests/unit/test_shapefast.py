@@ -23,6 +23,7 @@ import mnnpy.shape_stage as stage
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as B
 from mnnpy._schema.MNN.Permute import PermuteT
 from mnnpy._schema.MNN.Reshape import ReshapeT
+from mnnpy._schema.MNN.TensorConvertInfo import TensorConvertInfoT
 from mnnpy.errors import MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import compute_shape, try_fold
@@ -323,6 +324,38 @@ def test_permute_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     op = OpDef(0, OpType.Permute, "p", (), (), p, OpParameter.Permute, F.NCHW)
     got = _outcome(fast.shape_op, op, _tensors([(2, 3, 4, 5)], F.NCHW), True)
     assert got == ((2, 4, 5, 3), np.dtype(np.float32), F.NCHW, None, False)
+
+
+def test_convert_tensor_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ConvertTensor's shape in C: as the shape function (and the fold after it), or left to it."""
+    rng = np.random.default_rng(4)
+    formats = [F.NCHW, F.NHWC, F.NC4HW4]
+    for _ in range(400):
+        shape = tuple(int(d) for d in rng.integers(0, 5, int(rng.integers(0, 6))))
+        p = TensorConvertInfoT()
+        p.source = int(rng.integers(0, 3))
+        p.dest = int(rng.integers(-1, 6))  # NHWC4, UNKNOWN and out of range: raised in Python
+        op = OpDef(0, OpType.ConvertTensor, "c", (), (), p, OpParameter.TensorConvertInfo, F.NCHW)
+        data: np.ndarray | tuple[int, ...] = shape
+        if rng.random() < 0.3:
+            data = rng.random(shape).astype(np.float32)
+        fmt = formats[int(rng.integers(0, 3))]
+        for fold in (True, False):
+            c = _outcome(stage.shape_op, op, _tensors([data], fmt), fold)
+            assert c == _outcome(stage.shape_op_python, op, _tensors([data], fmt), fold)
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(fast, "compute_shape", refuse)  # the common case is answered in C
+    p = TensorConvertInfoT()
+    p.source, p.dest = int(F.NHWC), int(F.NC4HW4)
+    op = OpDef(0, OpType.ConvertTensor, "c", (), (), p, OpParameter.TensorConvertInfo, F.NCHW)
+    got = _outcome(fast.shape_op, op, _tensors([(2, 3, 4, 5)], F.NHWC), True)
+    assert got == ((2, 5, 3, 4), np.dtype(np.float32), F.NC4HW4, None, False)
+    p.source, p.dest = int(F.NC4HW4), int(F.NHWC)
+    got = _outcome(fast.shape_op, op, _tensors([(2, 3, 4, 5)], F.NC4HW4), True)
+    assert got == ((2, 4, 5, 3), np.dtype(np.float32), F.NHWC, None, False)
 
 
 def test_folded_plan_as_init() -> None:
