@@ -10,9 +10,9 @@ Each sets the output exactly as the op's Python small function (``mnnpy.ops.smal
 ``mnnpy.ops.small_binary``) would, or sets nothing and declines: then the Python small function
 runs, which stays the reference and raises the errors (an axis out of range, say), so every error
 comes from the Python path and names the op as before. The shape functions of Reshape (for a known
-shape input), Permute and ConvertTensor are answered here too (else ``compute_shape``), and ops
-whose inputs are not all known and that have no fold function skip ``try_fold``, which would not
-fold them.
+shape input), Permute, ConvertTensor and StridedSlice (a plan remembered) are answered here too
+(else ``compute_shape``), and ops whose inputs are not all known and that have no fold function
+skip ``try_fold``, which would not fold them.
 
 Every length, rank and index is checked against the buffers before any is read; values are read
 through the buffer protocol (C-contiguous only, else declined); new arrays are made by
@@ -36,6 +36,7 @@ from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as _B
 from mnnpy.net import OpParameter, OpType
 from mnnpy.ops import compute_shape, fold_function, try_fold
 from mnnpy.ops._small import SMALL_MAX_ELEMENTS, small_function
+from mnnpy.ops.strided_slice import _PLANS as _STRIDED_PLANS
 from mnnpy.shape_stage import Shaped, _keep_same
 from mnnpy.tensor import DimensionFormat
 
@@ -737,7 +738,70 @@ cdef object _shape_only(object op, list ins):
         return _permute(op, ins)
     if kind == T_CONVERT:
         return _convert(op, ins)
+    if kind == T_STRIDED:
+        return _strided_shape(op, ins)
     return None
+
+
+class _Miss(Exception):
+    """A plan not remembered: left to the Python path, which computes it (and its errors)."""
+
+
+def _miss():
+    raise _Miss
+
+
+cdef object _strided_shape(object op, list ins):
+    """``strided_slice.shape`` by a plan ``strided_slice.plan`` remembered: its output shape.
+
+    The key is built as ``strided_slice.plan`` builds it, from begin / end / strides (axes, steps)
+    known as int32 or int64 arrays (as ``_take`` reads them). Declined (None) for other values,
+    and for a plan not remembered: the Python function then computes it, and raises what it raises.
+    """
+    cdef Py_ssize_t i, j, count, n_in = len(ins)
+    p = op.param
+    if p is None or n_in < 3 or n_in > 5:
+        return None
+    src = <tuple>ins[0]
+    shape = src[0]
+    if type(shape) is not tuple:
+        return None
+    key = [p.fromType, p.beginMask, p.endMask, p.ellipsisMask, p.newAxisMask, p.shrinkAxisMask]
+    key.append(shape)
+    cdef Py_buffer view
+    cdef const int32_t* i32
+    cdef const int64_t* i64
+    for i in range(1, n_in):
+        t = <tuple>ins[i]
+        if not _take(t, &view):
+            return None
+        try:
+            count = view.len // view.itemsize
+            ints = []
+            if view.itemsize == 4 and t[1] == _I32:
+                i32 = <const int32_t*>view.buf
+                for j in range(count):
+                    ints.append(i32[j])
+            elif view.itemsize == 8 and t[1] == _I64:
+                i64 = <const int64_t*>view.buf
+                for j in range(count):
+                    ints.append(i64[j])
+            else:
+                return None
+        finally:
+            PyBuffer_Release(&view)
+        key.append(tuple(ints))
+    try:
+        plan = _STRIDED_PLANS.get(tuple(key), _miss)
+    except _Miss:
+        return None
+    out = plan[2]
+    if type(out) is not tuple:
+        return None
+    for d in <tuple>out:
+        if type(d) is not int or d < 0:
+            return None
+    return (out, src[1], src[2])
 
 
 cdef object _convert(object op, list ins):

@@ -358,6 +358,44 @@ def test_convert_tensor_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     assert got == ((2, 4, 5, 3), np.dtype(np.float32), F.NHWC, None, False)
 
 
+def test_strided_slice_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 4-D float StridedSlice's shape in C from a remembered plan: as the shape function."""
+    rng = np.random.default_rng(5)
+    answered = 0
+    for _ in range(300):
+        shape = tuple(int(d) for d in rng.integers(1, 6, int(rng.integers(1, 5))))
+        k = int(rng.integers(1, len(shape) + 2))  # one more entry than the rank: an error
+        dt = [I32, np.int64][int(rng.integers(0, 2))]
+        b, e = rng.integers(-7, 7, k).astype(dt), rng.integers(-7, 7, k).astype(dt)
+        st = rng.choice([-2, -1, 1, 2]).repeat(k).astype(dt) if rng.random() < 0.8 else b * 0
+        masks = {m: int(rng.integers(0, 4)) for m in ("beginMask", "endMask", "shrinkAxisMask")}
+        op = _strided(fromType=0, **masks)
+        data: np.ndarray | tuple[int, ...] = shape
+        if rng.random() < 0.3:
+            data = rng.random(shape).astype(np.float32)
+        for fold in (True, False):  # the first computes (and remembers) the plan, or raises
+            c = _outcome(stage.shape_op, op, _tensors([data, b, e, st], F.NCHW), fold)
+            assert c == _outcome(
+                stage.shape_op_python, op, _tensors([data, b, e, st], F.NCHW), fold
+            )
+            answered += isinstance(c[0], tuple)
+
+    assert answered > 200
+    calls: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return compute_shape(*args)
+
+    monkeypatch.setattr(fast, "compute_shape", counted)
+    op = _strided(fromType=0, endMask=1)
+    values = [(1, 8, 16, 64), *(np.array(v, I32) for v in ([0, 0, 2], [0, 8, 10], [1, 1, 2]))]
+    first = _outcome(fast.shape_op, op, _tensors(values, F.NCHW), True)
+    assert _outcome(fast.shape_op, op, _tensors(values, F.NCHW), True) == first
+    assert first[:3] == ((1, 8, 4, 64), np.dtype(np.float32), F.NCHW)
+    assert len(calls) <= 1  # the second (the plan remembered) answered in C
+
+
 def test_folded_plan_as_init() -> None:
     """A folded op's plan (made through UnitPlan's slots) is the plan its __init__ makes."""
     net = mnnpy.Interpreter.from_buffer(converter_shape_subgraph_net())
