@@ -10,8 +10,9 @@ Each sets the output exactly as the op's Python small function (``mnnpy.ops.smal
 ``mnnpy.ops.small_binary``) would, or sets nothing and declines: then the Python small function
 runs, which stays the reference and raises the errors (an axis out of range, say), so every error
 comes from the Python path and names the op as before. The shape functions of Reshape (for a known
-shape input) and Permute are answered here too (else ``compute_shape``), and ops whose inputs are
-not all known and that have no fold function skip ``try_fold``, which would not fold them.
+shape input), Permute, ConvertTensor and StridedSlice (a plan remembered) are answered here too
+(else ``compute_shape``), and ops whose inputs are not all known and that have no fold function
+skip ``try_fold``, which would not fold them.
 
 Every length, rank and index is checked against the buffers before any is read; values are read
 through the buffer protocol (C-contiguous only, else declined); new arrays are made by
@@ -35,6 +36,7 @@ from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as _B
 from mnnpy.net import OpParameter, OpType
 from mnnpy.ops import compute_shape, fold_function, try_fold
 from mnnpy.ops._small import SMALL_MAX_ELEMENTS, small_function
+from mnnpy.ops.strided_slice import _PLANS as _STRIDED_PLANS
 from mnnpy.shape_stage import Shaped, _keep_same
 from mnnpy.tensor import DimensionFormat
 
@@ -64,6 +66,8 @@ cdef object _I64 = np.dtype(np.int64)
 cdef object _NCHW = DimensionFormat.NCHW
 cdef object _NC4HW4 = DimensionFormat.NC4HW4
 cdef object _NHWC = DimensionFormat.NHWC
+# ConvertTensor's dest values that ``convert_tensor.shape`` accepts, as formats
+cdef dict _DESTS = {int(f): f for f in (_NCHW, _NHWC, _NC4HW4)}
 cdef Py_ssize_t _MAX_ELEMENTS = SMALL_MAX_ELEMENTS
 
 cdef int T_SHAPE = OpType.Shape
@@ -78,6 +82,7 @@ cdef int T_STRIDED = OpType.StridedSlice
 cdef int T_RESHAPE = OpType.Reshape
 cdef int T_SLICE_TF = OpType.SliceTf
 cdef int T_PERMUTE = OpType.Permute
+cdef int T_CONVERT = OpType.ConvertTensor
 cdef int P_SHAPE = OpParameter.ShapeParam
 cdef int P_AXIS = OpParameter.Axis
 cdef int P_BINARY = OpParameter.BinaryOp
@@ -731,7 +736,103 @@ cdef object _shape_only(object op, list ins):
         return _reshape(op, ins)
     if kind == T_PERMUTE:
         return _permute(op, ins)
+    if kind == T_CONVERT:
+        return _convert(op, ins)
+    if kind == T_STRIDED:
+        return _strided_shape(op, ins)
     return None
+
+
+class _Miss(Exception):
+    """A plan not remembered: left to the Python path, which computes it (and its errors)."""
+
+
+def _miss():
+    raise _Miss
+
+
+cdef object _strided_shape(object op, list ins):
+    """``strided_slice.shape`` by a plan ``strided_slice.plan`` remembered: its output shape.
+
+    The key is built as ``strided_slice.plan`` builds it, from begin / end / strides (axes, steps)
+    known as int32 or int64 arrays (as ``_take`` reads them). Declined (None) for other values,
+    and for a plan not remembered: the Python function then computes it, and raises what it raises.
+    """
+    cdef Py_ssize_t i, j, count, n_in = len(ins)
+    p = op.param
+    if p is None or n_in < 3 or n_in > 5:
+        return None
+    src = <tuple>ins[0]
+    shape = src[0]
+    if type(shape) is not tuple:
+        return None
+    key = [p.fromType, p.beginMask, p.endMask, p.ellipsisMask, p.newAxisMask, p.shrinkAxisMask]
+    key.append(shape)
+    cdef Py_buffer view
+    cdef const int32_t* i32
+    cdef const int64_t* i64
+    for i in range(1, n_in):
+        t = <tuple>ins[i]
+        if not _take(t, &view):
+            return None
+        try:
+            count = view.len // view.itemsize
+            ints = []
+            if view.itemsize == 4 and t[1] == _I32:
+                i32 = <const int32_t*>view.buf
+                for j in range(count):
+                    ints.append(i32[j])
+            elif view.itemsize == 8 and t[1] == _I64:
+                i64 = <const int64_t*>view.buf
+                for j in range(count):
+                    ints.append(i64[j])
+            else:
+                return None
+        finally:
+            PyBuffer_Release(&view)
+        key.append(tuple(ints))
+    try:
+        plan = _STRIDED_PLANS.get(tuple(key), _miss)
+    except _Miss:
+        return None
+    out = plan[2]
+    if type(out) is not tuple:
+        return None
+    for d in <tuple>out:
+        if type(d) is not int or d < 0:
+            return None
+    return (out, src[1], src[2])
+
+
+cdef object _convert(object op, list ins):
+    """``convert_tensor.shape``: input 0's data in the dest format (4-D and up move C).
+
+    Declined for a dest that is not an int naming NCHW, NHWC or NC4HW4 (the Python function
+    raises for the others), and an input shape that is not a tuple of non-negative ints.
+    """
+    if not ins:
+        return None
+    param = op.param
+    dest = getattr(param, "dest", None) if param is not None else None
+    if type(dest) is not int:
+        return None
+    fmt = _DESTS.get(dest)
+    if fmt is None:
+        return None
+    src = <tuple>ins[0]
+    shape = src[0]
+    if type(shape) is not tuple:
+        return None
+    cdef Py_ssize_t n = len(<tuple>shape)
+    for d in <tuple>shape:
+        if type(d) is not int or d < 0:
+            return None
+    src_nhwc = src[2] == _NHWC
+    if n < 3 or src_nhwc == (fmt == _NHWC):
+        return (shape, src[1], fmt)
+    if src_nhwc:  # (N, *spatial, C) -> (N, C, *spatial)
+        return ((shape[0], shape[n - 1], *shape[1 : n - 1]), src[1], fmt)
+    return ((shape[0], *shape[2:], shape[1]), src[1], fmt)
 
 
 cdef object _permute(object op, list ins):

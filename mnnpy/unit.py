@@ -148,7 +148,7 @@ class Unit:
     """One op of a pipeline: its tensors, its execution (kept across resizes) and its plan."""
 
     __slots__ = ("op", "inputs", "outputs", "execution", "backend", "placement", "plan", "_shaped")
-    _PLAN_SLOTS = tuple(getattr(UnitPlan, f).__set__ for f in UnitPlan.__slots__)  # _folded_plan
+    _PLAN_SLOTS = tuple(getattr(UnitPlan, f).__set__ for f in UnitPlan.__slots__)  # plans' setters
 
     def __init__(self, op: OpDef, inputs: list[Tensor], outputs: list[Tensor]) -> None:
         self.op = op
@@ -294,7 +294,14 @@ class Unit:
             logger.debug("prepared %s %r on %s", self.op.type_name, self.op.name, backend.name)
         through = runs.reads_through if runs is not None else ()
         info = functools.partial(_op_info, self.op, self.inputs, self.outputs, backend)
-        return UnitPlan(execution, backend, inputs, copies, info, through, edges)
+        plan = object.__new__(UnitPlan)  # slots set: half the time of the frozen __init__
+        set_ex, set_backend, set_ins, set_copies, set_info, set_through, set_edges = (
+            self._PLAN_SLOTS
+        )
+        set_ex(plan, execution), set_backend(plan, backend), set_ins(plan, inputs)
+        set_copies(plan, copies), set_info(plan, info), set_through(plan, through)
+        set_edges(plan, edges)
+        return plan
 
     def bind(self) -> RunStep | None:
         """The run loop's step for the current plan, once memory is planned; None: leave it out.

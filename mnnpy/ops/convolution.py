@@ -15,7 +15,7 @@ import numpy as np
 from mnnpy._schema.MNN.PadMode import PadMode
 from mnnpy.errors import ComputeSizeError, InvalidModelError, NotSupportError
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops import register_macs, register_reference, register_shape
+from mnnpy.ops import conv_memo, register_macs, register_reference, register_shape
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 from mnnpy.weights import conv_bias, conv_table
@@ -186,8 +186,8 @@ def nchw_shape(t: Tensor) -> tuple[int, ...]:
 @register_shape(OpType.Convolution, OpType.ConvolutionDepthwise)
 def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
     """Output (N, outputCount, OH, OW) in the input's format, float32."""
-    x = inputs[0]
-    geo = conv_geometry(op, nchw_shape(x), inputs[1].shape if len(inputs) > 1 else None)
+    x, key = inputs[0], (op, nchw_shape(inputs[0]), inputs[1].shape if len(inputs) > 1 else None)
+    geo = conv_memo.keep(key, conv_geometry(*key))  # the creator takes it (conv_memo.take)
     n, (oh, ow) = geo.batch, geo.out_hw
     nhwc = x.dimension_format == DimensionFormat.NHWC
     outputs[0].shape = (n, oh, ow, geo.out_channels) if nhwc else (n, geo.out_channels, oh, ow)

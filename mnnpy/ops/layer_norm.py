@@ -45,6 +45,16 @@ def affine(op: OpDef) -> tuple[np.ndarray, np.ndarray] | None:
 def plan(op: OpDef, shape: Sequence[int]) -> tuple[int, int, int]:
     """``(outer, n, inner)``: the input viewed as ``[outer][n][inner]``, normalized over ``n``.
 
+    Raises: as :func:`plan_affine`.
+    """
+    return plan_affine(op, shape)[0]
+
+
+def plan_affine(
+    op: OpDef, shape: Sequence[int]
+) -> tuple[tuple[int, int, int], tuple[np.ndarray, np.ndarray] | None]:
+    """:func:`plan` and :func:`affine` at once (the weights decoded once, for a creator).
+
     Raises:
         NotSupportError: for axes that are not one ascending run of dims.
         ComputeSizeError: for axes out of range, a bad group or gamma of the wrong size.
@@ -70,7 +80,7 @@ def plan(op: OpDef, shape: Sequence[int]) -> tuple[int, int, int]:
         raise ComputeSizeError(
             f"LayerNorm gamma has {len(weights[0])} values, the normalized size is {dims[1]}"
         )
-    return dims
+    return dims, weights
 
 
 @register_shape(OpType.LayerNorm)

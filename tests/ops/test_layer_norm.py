@@ -8,7 +8,7 @@ import pytest
 from mnnpy._schema.MNN.LayerNorm import LayerNormT
 from mnnpy.errors import ErrorCode, MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
-from mnnpy.ops.layer_norm import reference
+from mnnpy.ops.layer_norm import affine, plan, plan_affine, reference
 from mnnpy.tensor_format import DimensionFormat
 from tests.helpers import assert_close, make_single_op_net, run_mnn, run_op
 
@@ -121,6 +121,19 @@ def test_bad_parameters_are_compute_size_errors(p: LayerNormT) -> None:
     with pytest.raises(MNNError) as e:
         run_op(OpType.LayerNorm, [data((2, 3, 4))], p, OpParameter.LayerNorm, fmt=NCHW)
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+@pytest.mark.parametrize("p", [param([-1]), param([-1], 4), param([1, 2], 12)])
+def test_plan_affine_is_plan_and_affine(p: LayerNormT) -> None:
+    """What the creator takes in one call: the plan and the gamma / beta, decoded as apart."""
+    op = OpDef(0, OpType.LayerNorm, "op", (0,), (1,), p, OpParameter.LayerNorm, NCHW)
+    dims, weights = plan_affine(op, (2, 3, 4))
+    assert dims == plan(op, (2, 3, 4))
+    apart = affine(op)
+    assert (weights is None) == (apart is None) == (p.gamma is None)
+    if weights is not None and apart is not None:
+        np.testing.assert_array_equal(weights[0], np.asarray(p.gamma, np.float32))
+        np.testing.assert_array_equal(weights[1], apart[1])
 
 
 @pytest.mark.parametrize("rms", [False, True])

@@ -23,6 +23,7 @@ import mnnpy.shape_stage as stage
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as B
 from mnnpy._schema.MNN.Permute import PermuteT
 from mnnpy._schema.MNN.Reshape import ReshapeT
+from mnnpy._schema.MNN.TensorConvertInfo import TensorConvertInfoT
 from mnnpy.errors import MNNError
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops import compute_shape, try_fold
@@ -323,6 +324,76 @@ def test_permute_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     op = OpDef(0, OpType.Permute, "p", (), (), p, OpParameter.Permute, F.NCHW)
     got = _outcome(fast.shape_op, op, _tensors([(2, 3, 4, 5)], F.NCHW), True)
     assert got == ((2, 4, 5, 3), np.dtype(np.float32), F.NCHW, None, False)
+
+
+def test_convert_tensor_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ConvertTensor's shape in C: as the shape function (and the fold after it), or left to it."""
+    rng = np.random.default_rng(4)
+    formats = [F.NCHW, F.NHWC, F.NC4HW4]
+    for _ in range(400):
+        shape = tuple(int(d) for d in rng.integers(0, 5, int(rng.integers(0, 6))))
+        p = TensorConvertInfoT()
+        p.source = int(rng.integers(0, 3))
+        p.dest = int(rng.integers(-1, 6))  # NHWC4, UNKNOWN and out of range: raised in Python
+        op = OpDef(0, OpType.ConvertTensor, "c", (), (), p, OpParameter.TensorConvertInfo, F.NCHW)
+        data: np.ndarray | tuple[int, ...] = shape
+        if rng.random() < 0.3:
+            data = rng.random(shape).astype(np.float32)
+        fmt = formats[int(rng.integers(0, 3))]
+        for fold in (True, False):
+            c = _outcome(stage.shape_op, op, _tensors([data], fmt), fold)
+            assert c == _outcome(stage.shape_op_python, op, _tensors([data], fmt), fold)
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(fast, "compute_shape", refuse)  # the common case is answered in C
+    p = TensorConvertInfoT()
+    p.source, p.dest = int(F.NHWC), int(F.NC4HW4)
+    op = OpDef(0, OpType.ConvertTensor, "c", (), (), p, OpParameter.TensorConvertInfo, F.NCHW)
+    got = _outcome(fast.shape_op, op, _tensors([(2, 3, 4, 5)], F.NHWC), True)
+    assert got == ((2, 5, 3, 4), np.dtype(np.float32), F.NC4HW4, None, False)
+    p.source, p.dest = int(F.NC4HW4), int(F.NHWC)
+    got = _outcome(fast.shape_op, op, _tensors([(2, 3, 4, 5)], F.NC4HW4), True)
+    assert got == ((2, 4, 5, 3), np.dtype(np.float32), F.NHWC, None, False)
+
+
+def test_strided_slice_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 4-D float StridedSlice's shape in C from a remembered plan: as the shape function."""
+    rng = np.random.default_rng(5)
+    answered = 0
+    for _ in range(300):
+        shape = tuple(int(d) for d in rng.integers(1, 6, int(rng.integers(1, 5))))
+        k = int(rng.integers(1, len(shape) + 2))  # one more entry than the rank: an error
+        dt = [I32, np.int64][int(rng.integers(0, 2))]
+        b, e = rng.integers(-7, 7, k).astype(dt), rng.integers(-7, 7, k).astype(dt)
+        st = rng.choice([-2, -1, 1, 2]).repeat(k).astype(dt) if rng.random() < 0.8 else b * 0
+        masks = {m: int(rng.integers(0, 4)) for m in ("beginMask", "endMask", "shrinkAxisMask")}
+        op = _strided(fromType=0, **masks)
+        data: np.ndarray | tuple[int, ...] = shape
+        if rng.random() < 0.3:
+            data = rng.random(shape).astype(np.float32)
+        for fold in (True, False):  # the first computes (and remembers) the plan, or raises
+            c = _outcome(stage.shape_op, op, _tensors([data, b, e, st], F.NCHW), fold)
+            assert c == _outcome(
+                stage.shape_op_python, op, _tensors([data, b, e, st], F.NCHW), fold
+            )
+            answered += isinstance(c[0], tuple)
+
+    assert answered > 200
+    calls: list[int] = []
+
+    def counted(*args: Any) -> Any:
+        calls.append(1)
+        return compute_shape(*args)
+
+    monkeypatch.setattr(fast, "compute_shape", counted)
+    op = _strided(fromType=0, endMask=1)
+    values = [(1, 8, 16, 64), *(np.array(v, I32) for v in ([0, 0, 2], [0, 8, 10], [1, 1, 2]))]
+    first = _outcome(fast.shape_op, op, _tensors(values, F.NCHW), True)
+    assert _outcome(fast.shape_op, op, _tensors(values, F.NCHW), True) == first
+    assert first[:3] == ((1, 8, 4, 64), np.dtype(np.float32), F.NCHW)
+    assert len(calls) <= 1  # the second (the plan remembered) answered in C
 
 
 def test_folded_plan_as_init() -> None:

@@ -41,6 +41,7 @@ from mnnpy.backend.cpu.kernels import conv as K
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpParameter, OpType
+from mnnpy.ops.conv_memo import take
 from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
@@ -159,7 +160,8 @@ def create(
     if reason:
         return Unsupported(reason)
     multi = len(inputs) > 1
-    geo = conv_geometry(op, inputs[0].shape, inputs[1].shape if multi else None)
+    wshape = inputs[1].shape if multi else None
+    geo = take(op, inputs[0].shape, wshape) or conv_geometry(op, inputs[0].shape, wshape)
     if not multi:
         dims = (geo.out_channels, geo.in_channels // geo.group, *geo.kernel)
         compressed = limit_table(backend, op, dims)  # LIMIT: quantized / fp16 kept compressed

@@ -138,8 +138,8 @@ def _group_norm_at(view: SubgraphView, ln: Node) -> list[Substitution]:  # noqa:
     a tensor inside the first: one group would read its own output.
     """
     try:
-        outer, n, inner = layer_norm.plan(ln.op, ln.inputs[0].shape)
-        if layer_norm.affine(ln.op) is not None or ln.op.param.useRmsnorm or inner != 1:
+        (outer, n, inner), weights = layer_norm.plan_affine(ln.op, ln.inputs[0].shape)
+        if weights is not None or ln.op.param.useRmsnorm or inner != 1:
             return []
     except MNNError:
         return []

@@ -31,10 +31,12 @@ class CPULayerNorm(Execution):
     # a column is read completely before it is written
     support_inplace = True
 
-    def __init__(self, backend: CPUBackend, op: OpDef) -> None:
+    def __init__(
+        self, backend: CPUBackend, op: OpDef, weights: tuple[np.ndarray, np.ndarray] | None
+    ) -> None:
+        """``weights``: the op's ``layer_norm.affine`` (gamma, beta), or None."""
         super().__init__(backend)
         self.op = op
-        weights = layer_norm.affine(op)
         self._gamma: np.ndarray = _EMPTY
         self._beta: np.ndarray = _EMPTY
         if weights is not None:  # both in one STATIC piece
@@ -91,13 +93,13 @@ def create(
     if src.dtype != np.float32 or src.is_packed != out.is_packed:
         return Unsupported(f"dtype {src.dtype}, or input and output layouts differ")
     try:
-        dims = layer_norm.plan(op, src.shape)
+        dims, weights = layer_norm.plan_affine(op, src.shape)
     except NotSupportError as e:
         return Unsupported(str(e))
     if src.is_packed and (src.ndim != 2 or dims != (src.shape[0], src.shape[1], 1)):
         # MNN normalizes packed tensors over C for each batch, whatever the axis and group; only
         # [N, C] normalized over C agrees with the parameter
         return Unsupported(f"NC4HW4 input of shape {src.shape} normalized over {dims}")
-    execution = CPULayerNorm(cpu_backend(backend), op)
+    execution = CPULayerNorm(cpu_backend(backend), op, weights)
     execution.known = (src.shape, dims)
     return execution
