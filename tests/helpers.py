@@ -94,3 +94,17 @@ def padding_lanes(
         blocks = t.host[: n * ((c + 3) // 4) * area * 4].reshape(n, -1, area, 4)
         lanes.append(blocks[:, -1, :, c % 4 :] if c % 4 else blocks[:, :0])
     return lanes
+
+
+def assert_same_fold(fast_out: Any, slow_out: Any, fast_in: Any) -> None:
+    """The first output of a fast small fold equals the reference path's, in a new array.
+
+    Shape, dtype, format, and the folded value's dtype, shape and bytes must match; the value
+    must not be one of the inputs' arrays.
+    """
+    a, b = fast_out[0], slow_out[0]
+    assert (a.shape, a.dtype, a.dimension_format) == (b.shape, b.dtype, b.dimension_format)
+    va, vb = a.describe.content, b.describe.content
+    assert va is not None and vb is not None
+    assert (va.dtype, va.shape) == (vb.dtype, vb.shape) and va.tobytes() == vb.tobytes()
+    assert all(t.describe.content is not va for t in fast_in)  # a new array

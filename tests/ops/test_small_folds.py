@@ -28,6 +28,7 @@ from mnnpy.ops._small import small_function
 from mnnpy.ops.small_binary import _INT
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat as F
+from tests.helpers import assert_same_fold
 
 I32 = np.int32
 EDGES = [-(2**31), -(2**31) + 1, -7, -3, -2, -1, 0, 1, 2, 3, 7, 2**31 - 2, 2**31 - 1]
@@ -77,12 +78,7 @@ def check(
         assert not small(op, fast_in, fast_out)
         assert fast_out[0].shape == () and fast_out[0].describe.content is None
         return False
-    a, b = fast_out[0], slow_out[0]
-    assert (a.shape, a.dtype, a.dimension_format) == (b.shape, b.dtype, b.dimension_format)
-    va, vb = a.describe.content, b.describe.content
-    assert va is not None and vb is not None
-    assert (va.dtype, va.shape) == (vb.dtype, vb.shape) and va.tobytes() == vb.tobytes()
-    assert all(t.describe.content is not va for t in fast_in)  # a new array, as the reference's
+    assert_same_fold(fast_out, slow_out, fast_in)
     return True
 
 

@@ -31,6 +31,7 @@ from mnnpy.ops.small_binary import _INT
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat as F
 from mnnpy.unit import UnitPlan
+from tests.helpers import assert_same_fold
 from tests.ops.test_shape import converter_shape_subgraph_net
 from tests.ops.test_small_folds import (
     EDGES,
@@ -60,13 +61,9 @@ def check_c(
         assert not answered, "the C twin answered where the general path does not fold"
         assert fast_out[0].shape == () and fast_out[0].describe.content is None
         return False
-    a, b = fast_out[0], slow_out[0]
-    assert (a.shape, a.dtype, a.dimension_format) == (b.shape, b.dtype, b.dimension_format)
-    va, vb = a.describe.content, b.describe.content
-    assert va is not None and vb is not None
-    assert (va.dtype, va.shape) == (vb.dtype, vb.shape) and va.tobytes() == vb.tobytes()
+    assert_same_fold(fast_out, slow_out, fast_in)
+    va = fast_out[0].describe.content
     assert va.flags.c_contiguous and va.flags.writeable
-    assert all(t.describe.content is not va for t in fast_in)  # a new array
     return True
 
 
