@@ -6,10 +6,13 @@ re-exports them for the test suite and adds ``run_mnn``, which runs a model on M
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
+import mnnpy
+from mnnpy import substitute
 from mnnpy.testing.builders import (
     ATOL,
     RTOL,
@@ -27,7 +30,9 @@ __all__ = [
     "RTOL",
     "_op",
     "assert_close",
+    "assert_same_fold",
     "const_op",
+    "fused_runs",
     "input_op",
     "make_single_op_net",
     "padding_lanes",
@@ -108,3 +113,30 @@ def assert_same_fold(fast_out: Any, slow_out: Any, fast_in: Any) -> None:
     assert va is not None and vb is not None
     assert (va.dtype, va.shape) == (vb.dtype, vb.shape) and va.tobytes() == vb.tobytes()
     assert all(t.describe.content is not va for t in fast_in)  # a new array
+
+
+def fused_runs(
+    model: bytes, shapes: list, fuse: bool, threads: int, output: str | None
+) -> tuple[list, set]:
+    """(input, output) for each shape of input ``in0`` (one session, resized between them).
+
+    Also returns the session's placement groups. ``fuse`` False makes the session inside
+    ``substitute.disabled()`` (every op apart). ``output`` names the output read; None reads
+    them all, as a list in name order.
+    """
+    interp = mnnpy.Interpreter.from_buffer(model)
+    with contextlib.nullcontext() if fuse else substitute.disabled():
+        session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
+    outs = []
+    for n, shape in enumerate(shapes):
+        x = np.random.default_rng(n).standard_normal(shape).astype(np.float32)
+        t = interp.get_session_input(session, "in0")
+        if tuple(t.shape) != shape:
+            interp.resize_tensor(t, shape)
+            interp.resize_session(session)
+        t.copy_from(x)
+        interp.run_session(session)
+        names = sorted(interp.get_session_output_all(session)) if output is None else [output]
+        got = [interp.get_session_output(session, k).numpy().copy() for k in names]
+        outs.append((x, got if output is None else got[0]))
+    return outs, {p.group for p in session.placement()}

@@ -3,7 +3,6 @@ one group, the bits of the ops run apart, close to NumPy, across resizes and thr
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ from mnnpy.backend.cpu.executions.conv_max_pool import MIN_BYTES
 from mnnpy.net import OpParameter, OpType
 from mnnpy.tensor_format import DimensionFormat
 from mnnpy.testing.builders import input_op, make_op, pack_net
+from tests.helpers import fused_runs
 from tests.ops.test_convolution import conv as conv_param
 from tests.ops.test_convolution import reference as conv_reference
 from tests.ops.test_pool import pool
@@ -55,21 +55,7 @@ def _net(
 
 def _runs(model: bytes, sizes: list, fuse: bool, threads: int) -> tuple:
     """The pooled output for each input size (one session, resized between), and its groups."""
-    interp = mnnpy.Interpreter.from_buffer(model)
-    with contextlib.nullcontext() if fuse else substitute.disabled():
-        session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
-    outs = []
-    for n, (h, w) in enumerate(sizes):
-        shape = (2, 3, h, w)
-        x = np.random.default_rng(n).standard_normal(shape).astype(np.float32)
-        t = interp.get_session_input(session, "in0")
-        if tuple(t.shape) != shape:
-            interp.resize_tensor(t, shape)
-            interp.resize_session(session)
-        t.copy_from(x)
-        interp.run_session(session)
-        outs.append((x, interp.get_session_output(session, "out").numpy().copy()))
-    return outs, {p.group for p in session.placement()}
+    return fused_runs(model, [(2, 3, h, w) for h, w in sizes], fuse, threads, "out")
 
 
 SIZES = [(223, 223), (29, 31), (47, 40)]  # fused on the first: 2 x 24 x 111 x 111 floats

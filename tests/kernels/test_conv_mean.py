@@ -4,18 +4,15 @@ kernel runs the two kernels apart) and thread counts."""
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 
-import mnnpy
-from mnnpy import substitute
 from mnnpy._schema.MNN.Net import NetT
 from mnnpy.backend.cpu.kernels import gemm_mean as M
 from mnnpy.net import OpParameter, OpType
 from mnnpy.tensor_format import DimensionFormat
 from mnnpy.testing.builders import input_op, make_op, pack_net
+from tests.helpers import fused_runs
 from tests.ops.test_convolution import conv as conv_param
 from tests.ops.test_convolution import reference as conv_reference
 from tests.ops.test_pool import AVG, pool
@@ -39,20 +36,7 @@ def _net(extra_reader: bool = False) -> tuple[bytes, object]:
 
 def _runs(model: bytes, sizes: list, fuse: bool, threads: int) -> tuple:
     """The pooled output for each input shape (one session, resized between), and its groups."""
-    interp = mnnpy.Interpreter.from_buffer(model)
-    with contextlib.nullcontext() if fuse else substitute.disabled():
-        session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
-    outs = []
-    for n, shape in enumerate(sizes):
-        x = np.random.default_rng(n).standard_normal(shape).astype(np.float32)
-        t = interp.get_session_input(session, "in0")
-        if tuple(t.shape) != shape:
-            interp.resize_tensor(t, shape)
-            interp.resize_session(session)
-        t.copy_from(x)
-        interp.run_session(session)
-        outs.append((x, interp.get_session_output(session, "out").numpy().copy()))
-    return outs, {p.group for p in session.placement()}
+    return fused_runs(model, sizes, fuse, threads, "out")
 
 
 SIZES = [(2, 20, 13, 13), (1, 20, 50, 50), (3, 20, 7, 9)]  # 50 x 50: over MAX_PIXELS

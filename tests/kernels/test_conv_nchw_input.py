@@ -3,18 +3,15 @@ the converted copy is skipped, with the bits of the two ops run apart, across re
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 
-import mnnpy
-from mnnpy import substitute
 from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.TensorConvertInfo import TensorConvertInfoT
 from mnnpy.net import OpParameter, OpType
 from mnnpy.tensor_format import DimensionFormat
 from mnnpy.testing.builders import input_op, make_op, pack_net
+from tests.helpers import fused_runs
 from tests.ops.test_convolution import conv as conv_param
 from tests.ops.test_convolution import reference
 
@@ -44,22 +41,9 @@ def _net(fmt: DimensionFormat, hw: tuple[int, int], readers: int = 1) -> tuple[b
 
 def _runs(model: bytes, sizes: list, fuse: bool, threads: int, fmt: DimensionFormat) -> tuple:
     """Outputs for each input size (one session, resized between them), and its groups."""
-    interp = mnnpy.Interpreter.from_buffer(model)
-    with contextlib.nullcontext() if fuse else substitute.disabled():
-        session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
-    outs = []
-    for n, (h, w) in enumerate(sizes):
-        shape = (2, 3, h, w) if fmt != DimensionFormat.NHWC else (2, h, w, 3)
-        x = np.random.default_rng(n).standard_normal(shape).astype(np.float32)
-        t = interp.get_session_input(session, "in0")
-        if tuple(t.shape) != shape:
-            interp.resize_tensor(t, shape)
-            interp.resize_session(session)
-        t.copy_from(x)
-        interp.run_session(session)
-        names = sorted(interp.get_session_output_all(session))
-        outs.append((x, [interp.get_session_output(session, k).numpy().copy() for k in names]))
-    return outs, {p.group for p in session.placement()}
+    nhwc = fmt == DimensionFormat.NHWC
+    shapes = [(2, h, w, 3) if nhwc else (2, 3, h, w) for h, w in sizes]
+    return fused_runs(model, shapes, fuse, threads, None)
 
 
 SIZES = [(37, 45), (29, 31), (224, 224)]

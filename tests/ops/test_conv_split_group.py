@@ -4,18 +4,15 @@ convolution, equal to the ops run apart to float rounding, across resizes and th
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 
-import mnnpy
-from mnnpy import substitute
 from mnnpy._schema.MNN.Axis import AxisT
 from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.Slice import SliceT
 from mnnpy.net import OpParameter, OpType
 from mnnpy.testing.builders import input_op, make_op, pack_net
+from tests.helpers import fused_runs
 from tests.ops.test_convolution import conv as conv_param
 from tests.ops.test_convolution_group import naive_conv
 
@@ -57,20 +54,7 @@ def _net(group: int, icg: int, ocg: int, k: tuple[int, int], pads: list[int],
 
 def _runs(model: bytes, shapes: list, fuse: bool, threads: int) -> tuple[list, set]:
     """(input, output) for each shape (one session, resized between them), and its groups."""
-    interp = mnnpy.Interpreter.from_buffer(model)
-    with contextlib.nullcontext() if fuse else substitute.disabled():
-        session = interp.create_session(mnnpy.ScheduleConfig(num_thread=threads))
-    outs = []
-    for n, shape in enumerate(shapes):
-        x = np.random.default_rng(n).standard_normal(shape).astype(np.float32)
-        t = interp.get_session_input(session, "in0")
-        if tuple(t.shape) != shape:
-            interp.resize_tensor(t, shape)
-            interp.resize_session(session)
-        t.copy_from(x)
-        interp.run_session(session)
-        outs.append((x, interp.get_session_output(session, "out0").numpy().copy()))
-    return outs, {p.group for p in session.placement()}
+    return fused_runs(model, shapes, fuse, threads, "out0")
 
 
 def _grouped(
