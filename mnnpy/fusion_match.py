@@ -1,12 +1,15 @@
 """Graph matching helpers shared by the backends' fusion finders.
 
-CPU ``attention_fused.py`` and ``rope_fused.py``, OpenCL ``executions/fused.py``: checks on
-``Node`` s that depend on no backend.
+CPU ``attention_fused.py``, ``rope_fused.py``, ``conv_mean.py`` and ``conv_max_pool.py``, OpenCL
+``executions/fused.py``: checks on ``Node`` s that depend on no backend (an execution class to
+match is passed in).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -15,6 +18,28 @@ from mnnpy.net import OpType
 from mnnpy.ops import permute
 from mnnpy.optimization import Node, SubgraphView
 from mnnpy.tensor import Tensor
+
+
+def lone_convs(view: SubgraphView, kind: type[Any]) -> Iterator[tuple[Node, Any, Tensor]]:
+    """(node, execution, output) of each node of ``view`` run by exactly ``kind``.
+
+    ``kind`` is a convolution execution class; only nodes whose execution has no compressed
+    weights and that have one input and one output are given.
+    """
+    for node in view.nodes:
+        ex: Any = node.execution
+        if type(ex) is not kind or ex.compressed is not None:
+            continue
+        if len(node.inputs) == 1 and len(node.outputs) == 1:
+            yield node, ex, node.outputs[0]
+
+
+def sole_reader(view: SubgraphView, t: Tensor, accepts: Callable[[Node], bool]) -> Node | None:
+    """``t``'s only reader in ``view``, when ``accepts`` it and it reads ``t`` first; else None."""
+    node = view.only_reader(t)
+    if node is None or not accepts(node) or node.inputs[0] is not t:
+        return None
+    return node
 
 
 def binary(node: Node | None, *codes: int) -> bool:

@@ -28,6 +28,7 @@ from mnnpy.backend.cpu.executions.pool import CPUPool
 from mnnpy.backend.cpu.kernels import conv_direct as D
 from mnnpy.errors import MNNError
 from mnnpy.execution import Execution
+from mnnpy.fusion_match import lone_convs, sole_reader
 from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops.pool import pool_geometry, pool_planes
@@ -123,20 +124,14 @@ def _is_max_pool(node: Node) -> bool:
 def conv_max_pool(backend: Any, view: SubgraphView) -> list[Substitution]:
     """Direct convolution -> its only reader, a max pooling (and the ConvertTensor before)."""
     subs = []
-    for conv in view.nodes:
-        ex = conv.execution
-        if type(ex) is not CPUConvolutionDirect or ex.compressed is not None:
-            continue
-        if len(conv.inputs) != 1 or len(conv.outputs) != 1:
-            continue
-        y = conv.outputs[0]
+    for conv, ex, y in lone_convs(view, CPUConvolutionDirect):
         if (
             len(y.shape) != 4
             or y.shape[0] * c4(y.shape[1]) * 16 * y.shape[2] * y.shape[3] < MIN_BYTES
         ):
             continue
-        pool = view.only_reader(y)
-        if pool is None or not _is_max_pool(pool) or pool.inputs[0] is not y:
+        pool = sole_reader(view, y, _is_max_pool)
+        if pool is None:
             continue
         group: tuple[Node, ...] = (conv, pool)
         convert = _convert_before(view, conv)

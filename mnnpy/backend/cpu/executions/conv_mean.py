@@ -25,6 +25,7 @@ from mnnpy.backend.cpu.kernels import gemm_mean as M
 from mnnpy.backend.cpu.kernels import pool as P
 from mnnpy.errors import MNNError
 from mnnpy.execution import Execution
+from mnnpy.fusion_match import lone_convs, sole_reader
 from mnnpy.layout import c4
 from mnnpy.net import OpType
 from mnnpy.ops.convolution import conv_geometry
@@ -93,19 +94,13 @@ class CPUConvMean(Execution):
 def conv_mean(backend: Any, view: SubgraphView) -> list[Substitution]:
     """A direct 1x1 GEMM convolution -> its only reader, a global average pooling."""
     subs = []
-    for conv in view.nodes:
-        ex = conv.execution
-        if type(ex) is not CPUConvolutionGemm or ex.compressed is not None:
-            continue
-        if len(conv.inputs) != 1 or len(conv.outputs) != 1:
-            continue
-        y = conv.outputs[0]
+    for conv, ex, y in lone_convs(view, CPUConvolutionGemm):
         if len(y.shape) != 4 or not 2 <= y.shape[2] * y.shape[3] <= M.MAX_PIXELS:
             continue  # (1 x 1 maps: a batch of them is a row-major GEMM, linear.pyx)
         if not y.is_packed:
             continue
-        pool = view.only_reader(y)
-        if pool is None or not is_global_average(pool) or pool.inputs[0] is not y:
+        pool = sole_reader(view, y, is_global_average)
+        if pool is None:
             continue
         try:
             geo = conv_geometry(conv.op, conv.inputs[0].shape)
