@@ -101,6 +101,14 @@ extensions.append(
         extra_compile_args=COMPILE_ARGS,
     )
 )
+# the geometry stage's per-unit loops in C (geometry/__init__.py keeps the Python ones as reference)
+extensions.append(
+    Extension(
+        "mnnpy.geometry._describe",
+        [os.path.join("mnnpy", "geometry", "_describe.pyx")],
+        extra_compile_args=COMPILE_ARGS,
+    )
+)
 
 # the shape stage's C twin (shape_stage.py keeps the Python one as reference and fallback)
 extensions.append(

@@ -36,8 +36,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mnnpy.geometry import compose as C
-from mnnpy.geometry import regions as R
 from mnnpy.geometry.compose import Piece
 from mnnpy.geometry.computers import (
     _COMPUTERS,
@@ -46,6 +44,10 @@ from mnnpy.geometry.computers import (
     same_bytes_convert,
     same_storage,
 )
+from mnnpy.geometry.fuse import fits as _fits
+from mnnpy.geometry.fuse import fuse as _fuse
+from mnnpy.geometry.fuse import read as _read
+from mnnpy.geometry.fuse import within_budget
 from mnnpy.net import OpType
 from mnnpy.tensor import Tensor, TensorUsage
 
@@ -110,49 +112,6 @@ class _Written:
     index: int
     pieces: tuple[Piece, ...]
     backend: Backend
-
-
-def within_budget(placed: Sequence[Placed]) -> bool:
-    """Whether every piece plans to storage regions, within ``regions.MAX_REGIONS`` in all."""
-    total = 0
-    for _, p in placed:
-        rows = p.rows()
-        if rows is None:
-            return False
-        total += len(rows)
-        if total > R.MAX_REGIONS:
-            return False
-    return True
-
-
-def _sources(placed: Sequence[Placed]) -> dict[int, Tensor]:
-    return {id(p.source): p.source for _, p in placed}  # type: ignore[misc]
-
-
-def _through(
-    placed: list[Placed], tensor: Tensor, writer: Sequence[Piece], before: Mapping[int, Tensor]
-) -> tuple[list[Placed], dict[int, Tensor]] | None:
-    """``placed`` with the pieces reading ``tensor`` composed with its ``writer``'s (fuseRegion).
-
-    ``before`` is ``_sources(placed)``; the answer comes with the composed pieces' sources.
-    None when a piece does not compose, the result reads more tensors than either side did (a
-    chain of channel shuffles then keeps one materialised tensor per unit instead of reaching
-    back through all of them), or it does not fit the region budget.
-    """
-    composed: list[Placed] = []
-    for j, p in placed:
-        if p.source is not tensor:
-            composed.append((j, p))
-            continue
-        through = C.compose(p, writer)
-        if through is None:
-            return None
-        composed += [(j, q) for q in through]
-    fan_in = max(len(before), len({id(p.source) for p in writer}))
-    after = _sources(composed)
-    if len(after) > fan_in or not within_budget(composed):
-        return None
-    return composed, after
 
 
 def _dynamic(t: Tensor) -> bool:
@@ -268,7 +227,7 @@ class _Pass:
         w = self.written[id(t)]
         for u in units if ok else ():  # each composes alone (else none reads through)
             placed = self.regions(u)
-            composed = None if placed is None else _through(placed, t, w.pieces, _sources(placed))
+            composed = None if placed is None else _fuse(placed, t, w.pieces, _read(placed))
             self.composed[(id(u), id(t))] = composed
             if composed is None:
                 ok = False
@@ -292,9 +251,9 @@ class _Pass:
         if backend is None or not backend.supports_regions:
             return None
         placed = own = self.regions(unit)
-        if placed is None or not within_budget(placed):
+        if placed is None or not _fits(placed):
             return None
-        before = _sources(placed)
+        before = _read(placed)
         if not all(self.readable(t, backend) for t in before.values()):
             return None  # an input reaches it through a copy: its regions would read the mirror
         decisions: list[ReadThrough] = []
@@ -318,7 +277,7 @@ class _Pass:
             if placed is own and key in self.composed:  # ``shared`` composed them already
                 through = self.composed.pop(key)
             else:
-                through = _through(placed, t, w.pieces, before)
+                through = _fuse(placed, t, w.pieces, before)
             if through is None:
                 continue
             composed, after = through

@@ -26,6 +26,10 @@ try:  # C twin of _compose (setup.py builds it); the Python one: reference and f
     from mnnpy.geometry._compose import compose as _compose_c
 except ImportError:  # not built: the Python function
     _compose_c = None  # type: ignore[assignment]
+try:  # C twin of the piece building in compose
+    from mnnpy.geometry._describe import pieces as _pieces_c
+except ImportError:  # not built: the Python loop
+    _pieces_c = None  # type: ignore[assignment]
 
 __all__ = ["Piece", "compose"]
 
@@ -41,8 +45,8 @@ class Piece:
     source: object
     src: Side
     dst: Side
-    planned: tuple[np.ndarray | None, ...] = field(
-        default=(), init=False, repr=False, compare=False
+    planned: list[np.ndarray | None] = field(
+        default_factory=list, init=False, repr=False, compare=False
     )
     described: tuple = field(default=(), init=False, repr=False, compare=False)
 
@@ -60,10 +64,18 @@ class Piece:
 
         Shared with the planner's memo: callers must not write them. Pieces are not changed once
         made (composition makes new ones), so the rows and the description stay this piece's.
+        ``planned`` holds them once asked; pieces made from one remembered description share
+        that list (:func:`shares`), so the rows are planned once for all of them.
         """
-        if not self.planned:
-            self.planned = (remembered(self.space, self.src, self.dst, self.key()),)
-        return self.planned[0]
+        cell = self.planned
+        if not cell:
+            cell.append(remembered(self.space, self.src, self.dst, self.key()))
+        return cell[0]
+
+    def shares(self, described: tuple, planned: list) -> Piece:
+        """This piece, described by ``described`` and planned into ``planned`` (a memo's)."""
+        self.described, self.planned = described, planned
+        return self
 
 
 def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
@@ -81,25 +93,29 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     found = _memo.get(key, lambda: _described(_found(piece, producer)))
     if found is None:
         return None
+    if _pieces_c is not None:  # the C twin of the loop below
+        return _pieces_c(found, producer, Piece)
     result = []
-    for k, space, src, dst, described in found:
+    for k, space, src, dst, described, planned in found:
         p = Piece(list(space), producer[k].source, _copy(src), _copy(dst))
-        p.described = described  # the copies describe the same: the key is known
-        result.append(p)
+        result.append(p.shares(described, planned))  # the copies describe the same
     return result
 
 
 Found = list[tuple[int, list[int], Side, Side]] | None  # per result: producer piece, space, sides
-# what the memo keeps: each result with its description (``Piece.key``)
-Described = list[tuple[int, list[int], Side, Side, tuple]] | None
+# what the memo keeps: each result with its description (``Piece.key``) and rows (``planned``)
+Described = list[tuple[int, list[int], Side, Side, tuple, list]] | None
 _memo: Memo[Described] = Memo(4096)
 
 
 def _described(found: Found) -> Described:
-    """``found`` with each result's description, made once when it is remembered."""
+    """``found`` with each result's description, made once when it is remembered.
+
+    And the list its rows are planned into (once, by the first piece asked: ``Piece.rows``).
+    """
     if found is None:
         return None
-    return [(k, sp, s, d, Piece(sp, None, s, d).key()) for k, sp, s, d in found]
+    return [(k, sp, s, d, Piece(sp, None, s, d).key(), []) for k, sp, s, d in found]
 
 
 def _found(piece: Piece, producer: Sequence[Piece]) -> Found:

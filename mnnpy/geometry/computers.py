@@ -195,13 +195,12 @@ def reshape_piece(src: Tensor, dst: Tensor, nhwc: bool) -> Piece | None:
     known = _reshapes.get(key, lambda: _reshape_sides(src, dst, nhwc))
     if known is None:
         return None
-    space, s_side, d_side, described = known
-    piece = Piece(list(space), src, s_side, d_side)
-    piece.described = described  # the same description: its key is known
-    return piece
+    space, s_side, d_side, described, planned = known
+    return Piece(list(space), src, s_side, d_side).shares(described, planned)
 
 
-_Sides = tuple[list[int], R.Side, R.Side, tuple]  # space, sides, their description (Piece.key)
+# space, sides, their description (Piece.key) and the list their rows are planned into
+_Sides = tuple[list[int], R.Side, R.Side, tuple, list]
 _reshapes: Memo[_Sides | None] = Memo(4096)
 
 
@@ -212,7 +211,7 @@ def _reshape_sides(src: Tensor, dst: Tensor, nhwc: bool) -> _Sides | None:
         return None
     s_side = R.merged(R.Layout(tuple(src.shape), src.is_packed), s_order, space)
     d_side = R.merged(R.Layout(tuple(dst.shape), dst.is_packed), d_order, space)
-    return space, s_side, d_side, Piece(space, None, s_side, d_side).key()
+    return space, s_side, d_side, Piece(space, None, s_side, d_side).key(), []
 
 
 @register_geometry(OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)
@@ -242,13 +241,13 @@ def _convert(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
             s_side,
             d_side,
             Piece(list(src.shape), None, s_side, d_side).key(),
+            [],
         )
     piece = Piece(list(src.shape), src, known[0], known[1])
-    piece.described = known[2]  # the same description: its key is known
-    return [(0, piece)]
+    return [(0, piece.shares(known[2], known[3]))]  # the same description and rows
 
 
-_converts: dict[tuple, tuple[R.Side, R.Side, tuple]] = {}
+_converts: dict[tuple, tuple[R.Side, R.Side, tuple, list]] = {}
 
 
 @register_geometry(OpType.StridedSlice)

@@ -24,6 +24,11 @@ from mnnpy.geometry import regions as R
 from mnnpy.geometry.computers import Placed
 from mnnpy.tensor import Tensor
 
+try:  # the C twin of ``CPURaster._plan`` (the Python one: reference and fallback)
+    from mnnpy.geometry._describe import copies as _copies_c
+except ImportError:  # not built
+    _copies_c = None  # type: ignore[assignment]
+
 __all__ = ["CPURaster"]
 
 _itself = LG.itself
@@ -66,7 +71,12 @@ class CPURaster(Execution):
         # whether any input is read through its writer (the stage kept the plan in budget)
         read = {id(t) for t in inputs}
         self.read_through = any(id(p.source) not in read for _, p in pieces or ())
-        copies = self._plan(pieces, outputs) if pieces is not None else None
+        if pieces is None:
+            copies = None
+        elif _copies_c is not None:  # the C twin of ``_plan``
+            copies = _copies_c(list(pieces), R.MAX_REGIONS)
+        else:
+            copies = self._plan(pieces, outputs)
         if pieces is None or copies is None:
             assert not self.read_through, "the geometry stage planned within the region budget"
             self.resize_plain(inputs, outputs)

@@ -1,0 +1,157 @@
+# cython: language_level=3, boundscheck=True, wraparound=False
+"""C twins of the geometry stage's per-unit loops: the same answers as the Python ones.
+
+``within_budget``, ``sources`` and ``through`` are those of ``geometry/__init__.py``
+(``within_budget``, ``_sources``, ``_through``: MNN's fuseRegion of a reader's pieces with the
+writer's), ``pieces`` is what ``compose.compose`` builds from a remembered answer, and ``copies``
+is ``CPURaster._plan`` (region rows per source and output). The Python functions stay the
+reference and the fallback where this module is not built; the tests compare both over random
+compositions and over whole networks. Every item is checked as it is read (a placed entry must be
+an ``(output index, piece)`` tuple, a remembered answer a 6-tuple): a wrong one raises the
+``TypeError`` / ``ValueError`` the Python code would, before anything is changed.
+"""
+
+import numpy as np
+
+cdef object _new = object.__new__
+
+
+cdef inline object _rows(object p):
+    """``p.rows()``: its planned list's rows when planned already (no call)."""
+    cdef object cell = p.planned
+    if type(cell) is list and len(<list>cell):
+        return (<list>cell)[0]
+    return p.rows()
+
+
+cdef inline tuple _pair(object item):
+    """A placed entry ``(output index, piece)``, checked."""
+    if type(item) is not tuple or len(<tuple>item) != 2:
+        raise ValueError("a placed entry is an (output index, piece) pair")
+    return <tuple>item
+
+
+def within_budget(list placed, Py_ssize_t limit):
+    """``geometry.within_budget``: every piece plans to rows, at most ``limit`` in all."""
+    cdef Py_ssize_t total = 0
+    for item in placed:
+        rows = _rows(_pair(item)[1])
+        if rows is None:
+            return False
+        total += len(rows)
+        if total > limit:
+            return False
+    return True
+
+
+def sources(list placed):
+    """``geometry._sources``: the tensors the pieces read, by identity, in first-read order."""
+    cdef dict out = {}
+    for item in placed:
+        source = _pair(item)[1].source
+        out[id(source)] = source
+    return out
+
+
+def through(list placed, object tensor, object writer, dict before, object compose,
+            Py_ssize_t limit):
+    """``geometry._through``: ``placed`` reading ``tensor`` through its ``writer``'s pieces.
+
+    ``compose`` is ``compose.compose``. Returns ``(composed, their sources)`` or None.
+    """
+    cdef list composed = [], got
+    cdef dict after, fan = {}
+    cdef tuple pair
+    cdef Py_ssize_t fan_in
+    for item in placed:
+        pair = _pair(item)
+        p = pair[1]
+        if p.source is not tensor:
+            composed.append(pair)
+            continue
+        result = compose(p, writer)
+        if result is None:
+            return None
+        got = result
+        j = pair[0]
+        for q in got:
+            composed.append((j, q))
+    for u in writer:
+        fan[id(u.source)] = None
+    fan_in = max(len(before), len(fan))
+    after = sources(composed)
+    if len(after) > fan_in or not within_budget(composed, limit):
+        return None
+    return composed, after
+
+
+cdef object _side(object side):
+    """``compose._copy``: the side with its own start and terms lists (the layout shared)."""
+    cdef object s = _new(type(side))
+    cdef list terms = [list(t) for t in side.terms]
+    s.layout = side.layout
+    s.start = list(side.start)
+    s.terms = terms
+    return s
+
+
+def pieces(list found, object producer, type piece):
+    """``compose.compose``'s pieces (of class ``piece``) from its remembered answer ``found``.
+
+    Each entry ``(producer piece, space, src, dst, description, planned)`` gives a new piece
+    reading that producer piece's source, over copies of the remembered sides, which shares the
+    description and the list its rows are planned into.
+    """
+    cdef list result = []
+    cdef tuple entry
+    cdef object p
+    for item in found:
+        if type(item) is not tuple or len(<tuple>item) != 6:
+            raise ValueError("a remembered composition is a 6-tuple")
+        entry = <tuple>item
+        p = _new(piece)
+        p.space = list(entry[1])
+        p.source = producer[entry[0]].source
+        p.src = _side(entry[2])
+        p.dst = _side(entry[3])
+        p.described = <tuple?>entry[4]
+        p.planned = <list?>entry[5]
+        result.append(p)
+    return result
+
+
+def copies(list pieces, Py_ssize_t limit):
+    """``CPURaster._plan``: region rows per (source, output index), or None past ``limit``."""
+    cdef dict grouped = {}
+    cdef list out = [], group
+    cdef tuple pair
+    cdef Py_ssize_t total = 0
+    if len(pieces) == 1:
+        pair = _pair(pieces[0])
+        p = pair[1]
+        rows = _rows(p)
+        if rows is None or len(rows) > limit:
+            return None
+        return [(p.source, pair[0], rows)]
+    for item in pieces:
+        pair = _pair(item)
+        p = pair[1]
+        rows = _rows(p)
+        if rows is None:
+            return None
+        total += len(rows)
+        if total > limit:
+            return None
+        src = p.source
+        key = (id(src), pair[0])
+        group = grouped.get(key)
+        if group is None:
+            grouped[key] = [src, pair[0], rows]
+        else:
+            group.append(rows)
+    for group in grouped.values():
+        if len(group) == 3:
+            out.append((group[0], group[1], group[2]))
+        else:
+            out.append((group[0], group[1], np.concatenate(group[2:])))
+    return out

@@ -1,0 +1,147 @@
+"""The C twins of the geometry stage's per-unit loops (geometry/_describe.pyx) vs the Python ones.
+
+``within_budget``, ``sources`` and ``through`` (``geometry/fuse.py``), the piece building of
+``compose.compose`` and ``CPURaster._plan`` each have a C twin; over random compositions (the
+readers and producers of test_compose_c), random region budgets and whole shuffle networks both
+must answer the same pieces, rows and decisions, and fail the same way on what they cannot read.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mnnpy.backend.cpu.executions.raster import CPURaster
+from mnnpy.geometry import compose as CO
+from mnnpy.geometry import fuse as F
+from mnnpy.geometry import regions as R
+from tests.unit.test_compose_c import _case
+from tests.unit.test_geometry import NC4HW4, NCHW, replan, session_of
+
+D = pytest.importorskip("mnnpy.geometry._describe")
+
+
+def _plain(placed: list | None) -> list | None:
+    """Placed pieces as comparable values: output index, source, space, both sides' keys."""
+    if placed is None:
+        return None
+    return [(j, p.source, list(p.space), R._key(p.src), R._key(p.dst)) for j, p in placed]
+
+
+def _outcome(fn, *args):  # type: ignore[no-untyped-def]
+    """``fn(*args)``, or the kind of error it raised."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - the kind is compared
+        return type(e)
+
+
+def _placed(seed: int) -> tuple[list, str, list]:
+    """A reader's pieces (one reads ``t``, one another tensor) and a writer of ``t``."""
+    piece, producer = _case(seed)
+    for k, u in enumerate(producer):
+        u.source = "ab"[k % 2]  # two writers' sources: the fan-in check sees both
+    other = CO.Piece(list(piece.space), "o", piece.src, piece.dst)
+    piece.source = "t"
+    rng = np.random.default_rng(seed)
+    placed = [(0, piece), (int(rng.integers(0, 2)), other)][: int(rng.integers(1, 3))]
+    return placed, "t", producer
+
+
+@pytest.mark.parametrize("seed", range(1500))
+def test_through_matches_python(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    placed, t, writer = _placed(seed)
+    monkeypatch.setattr(R, "MAX_REGIONS", int(np.random.default_rng(seed).integers(0, 40)))
+    before = F.sources(placed)
+    assert D.sources(placed) == before and list(D.sources(placed)) == list(before)
+    want = _outcome(F.through, placed, t, writer, before)
+    got = _outcome(D.through, placed, t, writer, before, CO.compose, R.MAX_REGIONS)
+    if isinstance(want, type) or want is None:
+        assert got == want
+    else:
+        assert isinstance(got, tuple)
+        assert _plain(got[0]) == _plain(want[0]) and list(got[1].items()) == list(want[1].items())
+    for pieces in (placed, want[0] if isinstance(want, tuple) else []):
+        fits = _outcome(F.within_budget, pieces)
+        assert _outcome(D.within_budget, pieces, R.MAX_REGIONS) == fits
+
+
+@pytest.mark.parametrize("seed", range(1500))
+def test_composed_pieces_match_python(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    piece, producer = _case(seed)
+    got = CO.compose(piece, producer)  # the C twin builds them (the answer remembered now)
+    monkeypatch.setattr(CO, "_pieces_c", None)
+    want = CO.compose(piece, producer)
+    assert _plain(None if got is None else [(0, p) for p in got]) == _plain(
+        None if want is None else [(0, p) for p in want]
+    )
+    for p, q in zip(got or (), want or (), strict=True):
+        assert p.key() == q.key() and p.planned is q.planned  # one description, one plan
+        assert p.src is not q.src and p.dst.terms is not q.dst.terms  # sides of their own
+
+
+@pytest.mark.parametrize("seed", range(800))
+def test_raster_copies_match_python(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(seed)
+    _, producer = _case(seed)
+    _, more = _case(seed + 10_000)
+    pieces = [(int(rng.integers(0, 2)), p) for p in producer + more]
+    for _, p in pieces:
+        p.source = "xyz"[int(rng.integers(0, 3))]
+    pieces = pieces[: int(rng.integers(1, len(pieces) + 1))]
+    monkeypatch.setattr(R, "MAX_REGIONS", int(rng.integers(0, 60)))
+    want = _outcome(CPURaster._plan, pieces, [])
+    got = _outcome(D.copies, pieces, R.MAX_REGIONS)
+    if want is None or isinstance(want, type):
+        assert got == want
+        return
+    assert [(s, j) for s, j, _ in got] == [(s, j) for s, j, _ in want]
+    for (_, _, a), (_, _, b) in zip(got, want, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_malformed_entries_raise() -> None:
+    piece, producer = _case(1)
+    with pytest.raises(ValueError):
+        D.within_budget([(0, piece, 1)], 10)
+    with pytest.raises(ValueError):
+        D.sources([piece])  # not an (output index, piece) pair
+    with pytest.raises(ValueError):
+        D.pieces([(0, [1], piece.src, piece.dst)], producer, CO.Piece)  # not a 6-tuple
+    with pytest.raises(TypeError):
+        D.copies((0, piece), 10)  # not a list
+
+
+def _decisions(pipeline, geometry) -> list:  # type: ignore[no-untyped-def]
+    """Per unit its decisions and its outputs' regions and virtual flags, as values."""
+    out = []
+    for u in pipeline.units:
+        g = geometry.of(u)
+        through = None if g is None else [(r.tensor.name, r.index) for r in g.reads_through]
+        sources = None if g is None else [s.name for s in g.sources]
+        regions = [
+            (t.describe.virtual, None if t.describe.regions is None
+             else [(p.source.name, p.key()) for p in t.describe.regions])
+            for t in u.outputs
+        ]  # fmt: skip
+        out.append((u.op.name, through, sources, regions))
+    return out
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("shape", [(1, 6, 2, 3), (2, 5, 3, 3), (1, 8, 4, 4)])
+def test_networks_decide_the_same(
+    fmt: object, shape: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, session = session_of(fmt, shape, units=3)  # type: ignore[arg-type]
+
+    def plan() -> tuple[list, list]:
+        pipeline, geometry, _ = replan(session)
+        uses = [t.describe.use_count for u in pipeline.units for t in u.inputs + u.outputs]
+        return _decisions(pipeline, geometry), uses
+
+    fast = plan()
+    assert any(d[1] for d in fast[0])  # something is read through
+    monkeypatch.setattr(F, "_fast", None)
+    monkeypatch.setattr(CO, "_pieces_c", None)
+    assert plan() == fast
