@@ -93,7 +93,7 @@ _layouts: dict[tuple[tuple[int, ...], bool], R.Layout] = {}
 
 def mixes_nhwc(tensors: Sequence[Tensor]) -> bool:
     """Whether rank >= 3 tensors mix NHWC with NCHW-ordered layouts (positions would disagree)."""
-    kinds = {t.dimension_format == NHWC for t in tensors if t.ndim >= 3}
+    kinds = {t.dimension_format == NHWC for t in tensors if len(t.shape) >= 3}
     return len(kinds) > 1
 
 
@@ -131,14 +131,34 @@ def _movement(
     data = inputs if op.type == OpType.Concat else inputs[:1]
     if mixes_nhwc([*data, *outputs]):
         return None
+    found = boxes(op, inputs, outputs)
+    # the sides depend on the boxes and the layouts alone: remembered (networks repeat blocks)
+    key = (
+        tuple([(i, j, space, tuple(s), tuple(d), tuple(k)) for i, j, space, s, d, k in found]),
+        tuple([(tuple(t.shape), t.is_packed) for t in (*data, *outputs)]),
+    )
+    known = _moves.get(key, lambda: _box_sides(found, inputs, outputs))
+    return [
+        (j, Piece(list(space), inputs[i], src, dst).shares(described, planned))
+        for i, j, space, src, dst, described, planned in known
+    ]
+
+
+# per box: input, output, space, sides, their description (Piece.key), the list of their rows
+_Moved = list[tuple[int, int, tuple[int, ...], R.Side, R.Side, tuple, list]]
+_moves: Memo[_Moved] = Memo(4096)
+
+
+def _box_sides(found: list[Box], inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> _Moved:
+    """The sides of :func:`boxes`' boxes (what ``_movement`` remembers)."""
     result = []
-    for i, j, space, s_start, d_start, dims in boxes(op, inputs, outputs):
+    for i, j, space, s_start, d_start, dims in found:
         dst = R.Side.box(layout_of(outputs[j]), d_start, range(len(space)))
         src_dims: list[int | None] = [None] * len(s_start)
         for d, k in enumerate(dims):
             src_dims[k] = d
         src = R.Side.box(layout_of(inputs[i], len(s_start)), s_start, src_dims)
-        result.append((j, Piece(list(space), inputs[i], src, dst)))
+        result.append((i, j, space, src, dst, Piece(list(space), None, src, dst).key(), []))
     return result
 
 
