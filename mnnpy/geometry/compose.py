@@ -34,7 +34,7 @@ except ImportError:  # not built: the Python loop
 __all__ = ["Piece", "compose"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Piece:
     """One box copy: over ``space``, ``source[src.index(p)]`` goes to ``out[dst.index(p)]``.
 

@@ -151,7 +151,7 @@ _moves: Memo[_Moved] = Memo(4096)
 
 def _box_sides(found: list[Box], inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> _Moved:
     """The sides of :func:`boxes`' boxes (what ``_movement`` remembers)."""
-    result = []
+    result: _Moved = []
     for i, j, space, s_start, d_start, dims in found:
         dst = R.Side.box(layout_of(outputs[j]), d_start, range(len(space)))
         src_dims: list[int | None] = [None] * len(s_start)

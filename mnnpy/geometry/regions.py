@@ -87,7 +87,7 @@ class Layout:
         return rest + c // 4 * self.area4 + c % 4
 
 
-@dataclass
+@dataclass(slots=True)
 class Side:
     """One tensor of a copy: per logical dim a start and the iteration dims that move it."""
 
