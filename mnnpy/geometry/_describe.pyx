@@ -155,3 +155,30 @@ def copies(list pieces, Py_ssize_t limit):
         else:
             out.append((group[0], group[1], np.concatenate(group[2:])))
     return out
+
+
+def decided(object outputs):
+    """``CPURaster.on_resize``'s reading of the stage's plan (its outputs' ``regions``).
+
+    Every output's pieces as ``(output index, piece)``, or None when an output has none (the op
+    then computes its own).
+    """
+    cdef list pieces = []
+    cdef Py_ssize_t j = 0
+    for t in outputs:
+        regions = t.describe.regions
+        if regions is None:
+            return None
+        for p in regions:
+            pieces.append((j, p))
+        j += 1
+    return pieces
+
+
+def reads_other(list pieces, object inputs):
+    """Whether a piece reads a tensor that is none of ``inputs`` (it reads through a writer)."""
+    cdef set read = {id(t) for t in inputs}
+    for item in pieces:
+        if id(_pair(item)[1].source) not in read:
+            return True
+    return False

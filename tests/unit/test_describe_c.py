@@ -145,3 +145,43 @@ def test_networks_decide_the_same(
     monkeypatch.setattr(F, "_fast", None)
     monkeypatch.setattr(CO, "_pieces_c", None)
     assert plan() == fast
+
+
+def _raster_plans(session: object) -> list:
+    """Every raster execution's plan as values: read through, copies (source, output, rows)."""
+    out = []
+    for p in session.pipelines:  # type: ignore[attr-defined]
+        for u in p.units:
+            ex = u.execution
+            if isinstance(ex, CPURaster):
+                copies = [(s.name, j, rows.tolist()) for s, j, rows in ex._copies or ()]
+                out.append((u.op.name, ex.read_through, ex._copies is None, copies))
+    return out
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("shape", [(1, 6, 2, 3), (2, 5, 3, 3), (1, 8, 4, 4)])
+def test_raster_plans_match_python(
+    fmt: object, shape: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mnnpy.backend.cpu.executions import raster
+
+    fast = _raster_plans(session_of(fmt, shape, units=3)[1])  # type: ignore[arg-type]
+    assert any(r[1] for r in fast) and all(r[3] or r[2] for r in fast)
+    monkeypatch.setattr(raster, "_C", None)
+    assert _raster_plans(session_of(fmt, shape, units=3)[1]) == fast  # type: ignore[arg-type]
+
+
+def test_decided_pieces_and_reads() -> None:
+    piece, _ = _case(2)
+
+    class _T:  # a tensor's describe with regions, as the stage leaves them
+        def __init__(self, regions: tuple | None) -> None:
+            self.describe = self
+            self.regions = regions
+
+    assert D.decided([_T((piece, piece)), _T((piece,))]) == [(0, piece), (0, piece), (1, piece)]
+    assert D.decided([_T((piece,)), _T(None)]) is None
+    assert D.decided([]) == []
+    assert D.reads_other([(0, piece)], ["y", piece.source]) is False
+    assert D.reads_other([(0, piece)], ["y"]) is True

@@ -24,10 +24,10 @@ from mnnpy.geometry import regions as R
 from mnnpy.geometry.computers import Placed
 from mnnpy.tensor import Tensor
 
-try:  # the C twin of ``CPURaster._plan`` (the Python one: reference and fallback)
-    from mnnpy.geometry._describe import copies as _copies_c
+try:  # C twins of ``CPURaster._plan`` and of reading the plan (Python: reference, fallback)
+    from mnnpy.geometry import _describe as _C
 except ImportError:  # not built
-    _copies_c = None  # type: ignore[assignment]
+    _C = None  # type: ignore[assignment]
 
 __all__ = ["CPURaster"]
 
@@ -63,20 +63,22 @@ class CPURaster(Execution):
         self._copies: list[tuple[Tensor, int, np.ndarray]] | None = None
         self._gathers: dict[int, tuple[tuple[Tensor, ...], np.ndarray, list]] | None = {}
         self._pieces: list[Placed] = []
-        decided = [t.describe.regions for t in outputs]
-        if None not in decided:  # the geometry stage's plan (mnnpy.geometry)
-            pieces: list[Placed] | None = [(j, p) for j, r in enumerate(decided) for p in r or ()]
+        pieces: list[Placed] | None
+        if _C is not None:  # the C twins of the Python lines below
+            pieces = _C.decided(outputs)
+            pieces = self.pieces(inputs, outputs) if pieces is None else pieces
+            self.read_through = pieces is not None and _C.reads_other(list(pieces), inputs)
+            copies = None if pieces is None else _C.copies(list(pieces), R.MAX_REGIONS)
         else:
-            pieces = self.pieces(inputs, outputs)
-        # whether any input is read through its writer (the stage kept the plan in budget)
-        read = {id(t) for t in inputs}
-        self.read_through = any(id(p.source) not in read for _, p in pieces or ())
-        if pieces is None:
-            copies = None
-        elif _copies_c is not None:  # the C twin of ``_plan``
-            copies = _copies_c(list(pieces), R.MAX_REGIONS)
-        else:
-            copies = self._plan(pieces, outputs)
+            decided = [t.describe.regions for t in outputs]
+            if None not in decided:  # the geometry stage's plan (mnnpy.geometry)
+                pieces = [(j, p) for j, r in enumerate(decided) for p in r or ()]
+            else:
+                pieces = self.pieces(inputs, outputs)
+            # whether any input is read through its writer (the stage kept the plan in budget)
+            read = {id(t) for t in inputs}
+            self.read_through = any(id(p.source) not in read for _, p in pieces or ())
+            copies = self._plan(pieces, outputs) if pieces is not None else None
         if pieces is None or copies is None:
             assert not self.read_through, "the geometry stage planned within the region budget"
             self.resize_plain(inputs, outputs)
