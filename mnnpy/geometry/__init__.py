@@ -36,6 +36,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mnnpy.geometry import fuse as F
 from mnnpy.geometry.compose import Piece
 from mnnpy.geometry.computers import (
     _COMPUTERS,
@@ -139,11 +140,14 @@ class _Pass:
             self.targets = targets = {id(u): target(u) for u in real}
             self.real = real = [u for u in real if targets[id(u)] is not None]
         self.writer: dict[int, Unit] = {}
-        for u in units:  # and this resize's decisions start from none
-            for t in u.outputs:
-                self.writer[id(t)] = u
-                d = t.describe
-                d.regions, d.virtual = None, False
+        if F._fast is not None:  # the C twin of the loop below
+            F._fast.fresh(units, self.writer)
+        else:
+            for u in units:  # and this resize's decisions start from none
+                for t in u.outputs:
+                    self.writer[id(t)] = u
+                    d = t.describe
+                    d.regions, d.virtual = None, False
         self.written: dict[int, _Written] = {}
         self.seen: dict[int, int] = {}  # reads made by the unfolded units decided so far
         self.taken: set[int] = set()  # tensors whose bytes a reshape will take over in place

@@ -182,3 +182,14 @@ def reads_other(list pieces, object inputs):
         if id(_pair(item)[1].source) not in read:
             return True
     return False
+
+
+def fresh(object units, dict writer):
+    """``_Pass``'s start of a resize: each output's writer in ``writer``, no decisions yet."""
+    cdef object d
+    for u in units:
+        for t in u.outputs:
+            writer[id(t)] = u
+            d = t.describe
+            d.regions = None
+            d.virtual = False
