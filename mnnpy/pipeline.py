@@ -25,6 +25,7 @@ from mnnpy.placement import Placement, candidates
 from mnnpy.substitute import optimize_units
 from mnnpy.tensor import Tensor
 from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, Waiting, storage_type_of
+from mnnpy.unit_loops import all_tensors, count_shape_reads, prepare_units, reset_reads
 
 __all__ = ["OpInfo", "Pipeline", "RunStep", "Unit", "UnitPlan", "Waiting", "storage_type_of"]
 
@@ -90,9 +91,7 @@ class Pipeline:
             self._optimized = True
             units, folded = optimize_units(self, use_counts)
             self.units = units or self.units
-        for t in self._all_tensors():  # this resize's reads; no folded reader counted yet
-            d = t.describe
-            d.use_count, d.shape_reads = use_counts[d.index], 0
+        reset_reads(self._all_tensors(), use_counts)  # this resize's reads; none folded yet
         if folded is None:
             folded = set()
             for unit in self.units:  # the shape stage: output shapes, and the ops that fold
@@ -104,22 +103,18 @@ class Pipeline:
                     return shaped
                 if shaped:
                     folded.add(id(unit))
-        done = folded
-        for unit in self.units:  # folded readers need shapes only (MNN's needInputContent)
-            if id(unit) in done:
-                for t in unit.inputs:
-                    t.describe.shape_reads += 1
-
+        # folded readers need shapes only (MNN's needInputContent)
+        flags = count_shape_reads(self.units, folded)
         # before any creation; where each unfolded unit runs (a folded one runs nowhere)
-        geometry = plan_geometry(self.units, self._target, self.host, done)
-        host, active = self.host, []
-        for unit in self.units:  # create, acquire, resize, release
-            fold = id(unit) in done
-            quiet = unit.fold_quietly(host) if fold else None  # no memory request: no scope
-            plan = unit.plan = quiet or self._prepare_unit(unit, fold, geometry.of(unit))
-            if plan.execution is not None:  # not folded: it runs
-                active.append(unit)
-        self._active = active
+        geometry = plan_geometry(self.units, self._target, self.host, folded)
+
+        def prepare(unit: Unit, fold: bool) -> UnitPlan:
+            return self._prepare_unit(unit, fold, geometry.of(unit))
+
+        # create, acquire, resize, release; a folded unit with no memory request: no scope
+        self._active = prepare_units(
+            self.units, flags, self.host, prepare, Unit.fold_quietly, UnitPlan
+        )
         verify_backends(subgraphs_of(self._active))  # each backend may refuse its ops
         return None
 
@@ -127,8 +122,7 @@ class Pipeline:
         """Every tensor the units read or write, once (remembered while ``units`` is the same)."""
         known = self._tensors
         if known is None or known[0] is not self.units:
-            seen = {id(t): t for u in self.units for ts in (u.outputs, u.inputs) for t in ts}
-            known = self._tensors = (self.units, list(seen.values()))
+            known = self._tensors = (self.units, all_tensors(self.units))
         return known[1]
 
     def _target(self, unit: Unit) -> Backend:

@@ -32,6 +32,7 @@ from mnnpy.pipeline import Callback, Pipeline, Unit
 from mnnpy.placement import Placement, candidates, check_op_backend, warn_fallbacks
 from mnnpy.schedule import ScheduleInfo
 from mnnpy.tensor import Tensor, TensorUsage, model_tensors
+from mnnpy.unit_loops import make_units, reset_tensors
 
 if TYPE_CHECKING:
     from mnnpy.config import ScheduleConfig
@@ -111,10 +112,9 @@ class Session:
             t.shape, t.dtype = const.data.shape, const.data.dtype
             t.dimension_format = const.dimension_format
             t.describe.content = const.data
-        pick = tensors.__getitem__  # a unit's tensor lists, without a Python frame per op
         self.pipelines = [
             Pipeline(
-                [Unit(op, list(map(pick, op.inputs)), list(map(pick, op.outputs))) for op in p.ops],
+                make_units(p.ops, tensors, Unit),
                 preference,
                 self.host_backend,
                 overrides,
@@ -224,15 +224,10 @@ class Session:
         self._known, self.need_resize = None, True  # until planned: a failure leaves no steps
         self._clear_buffers()
         try:
-            for t in self.tensors:  # inputs and constants keep their shapes; the rest starts over
-                d, kept = t.describe, t.describe.usage in (TensorUsage.INPUT, TensorUsage.CONSTANT)
-                t.host, d.backend, d.storage_type = None, None, None
-                if d.usage != TensorUsage.CONSTANT:
-                    d.content = known.get(d.index)
-                if kept:
-                    self.host_backend.on_acquire_buffer(t, StorageType.DYNAMIC_SEPERATE)
-                else:
-                    t.shape = ()
+            # inputs and constants keep their shapes (and get host memory); the rest starts over
+            acquire, separate = self.host_backend.on_acquire_buffer, StorageType.DYNAMIC_SEPERATE
+            usages = (TensorUsage.INPUT, TensorUsage.CONSTANT)
+            reset_tensors(self.tensors, known, acquire, separate, *usages)
             for backend in self.backends:
                 backend.on_resize_begin()
             # the first pipeline whose shapes wait for run-time values stops the resize

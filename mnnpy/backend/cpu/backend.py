@@ -185,18 +185,18 @@ class CPUBackend(Backend):
         d = tensor.describe
         d.backend, d.storage_type = self, storage_type
         if storage_type == _DYNAMIC:  # the common case first: once per tensor per resize
-            op = self._op_index()
+            op, key, size = self._op_index(), id(tensor), tensor.size
             kind = "scratch" if d.extra.get("scratch") else "tensor"
             if kind == "scratch":
-                self.scratch_bytes += tensor.size
+                self.scratch_bytes += size
             cat = self.concats.get(op) if self.concats else None
             if (
                 cat is None
                 or cat[2] is not tensor
                 or not assemble(self._planner, self._dynamic, cat[:2], tensor, op)
             ):  # a Concat's inputs become slabs of its output (concat_slices)
-                self._planner.acquire(id(tensor), tensor.size, d.name, op, kind)
-            self._dynamic[id(tensor)] = tensor
+                self._planner.acquire(key, size, d.name, op, kind)
+            self._dynamic[key] = tensor
         elif storage_type == _STATIC:
             self._check_budget(tensor.size, f"static buffer {tensor.name!r}")
             what = f"STATIC buffer {tensor.name!r}{self._at_op()}"
