@@ -168,3 +168,22 @@ def make_units(ops, tensors, unit_cls):
         u._shaped = None
         units.append(u)
     return units
+
+
+def model_tensors(infos, tensor_cls, describe_cls, dtype, fmt):
+    """``tensor.model_tensors(infos)``: one plain tensor per info, made slot by slot.
+
+    Each is ``tensor_cls.__new__``'s with shape ``()``, ``dtype``, ``fmt`` and no memory, and
+    ``describe_cls(info.name, info.index, info.usage)`` (tests compare with the reference).
+    """
+    cdef list tensors = []
+    shape = ()
+    for info in infos:
+        t = tensor_cls.__new__(tensor_cls)
+        t.shape = shape
+        t.dtype = dtype
+        t.dimension_format = fmt
+        t.host = None
+        t.describe = describe_cls(info.name, info.index, info.usage)
+        tensors.append(t)
+    return tensors

@@ -31,8 +31,9 @@ from mnnpy.net import Net
 from mnnpy.pipeline import Callback, Pipeline, Unit
 from mnnpy.placement import Placement, candidates, check_op_backend, warn_fallbacks
 from mnnpy.schedule import ScheduleInfo
-from mnnpy.tensor import Tensor, TensorUsage, model_tensors
-from mnnpy.unit_loops import make_units, reset_tensors
+from mnnpy.tensor import Tensor, TensorDescribe, TensorUsage
+from mnnpy.tensor_format import DimensionFormat
+from mnnpy.unit_loops import make_units, model_tensors, reset_tensors
 
 if TYPE_CHECKING:
     from mnnpy.config import ScheduleConfig
@@ -68,6 +69,7 @@ class SessionInfo:
 
 
 logger = logging.getLogger(__name__)
+_FLOAT32 = np.dtype(np.float32)
 
 
 class Session:
@@ -97,7 +99,10 @@ class Session:
         overrides = {key: self._backend(t) for key, t in (config.op_backend or {}).items()}
         # composites the first candidate backend wants decomposed (mnnpy.lowering)
         lower_schedule(info, lambda op: candidates(op, preference, overrides)[0].should_lower(op))
-        self.tensors = tensors = model_tensors(info.tensors)
+        # plain tensors (tensor.model_tensors, made in C where built)
+        self.tensors = tensors = model_tensors(
+            info.tensors, Tensor, TensorDescribe, _FLOAT32, DimensionFormat.NCHW
+        )
         self._use_counts = [t.use_count for t in info.tensors]
         if info.quant is not None:  # int8 models: MNN's TensorUtils::getDescribe(t)->quantAttr
             for index, attr in info.quant.attrs.items():

@@ -91,6 +91,7 @@ def storage_type_of(tensor: Tensor) -> StorageType:
 
 
 _SURVIVE = (TensorUsage.INPUT, TensorUsage.CONSTANT)
+_DYNAMIC, _SEPARATE = StorageType.DYNAMIC, StorageType.DYNAMIC_SEPERATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -336,11 +337,14 @@ class Unit:
         if not self.inputs or not self.outputs:
             return False
         src, dst = self.inputs[0], self.outputs[0]
+        s, d = src.describe, dst.describe  # storage_type_of(...) == DYNAMIC, inlined
         return (
-            src.describe.use_count - src.describe.shape_reads == 1
+            s.use_count - s.shape_reads == 1
             and self.inputs.count(src) == 1
-            and storage_type_of(src) == StorageType.DYNAMIC
-            and storage_type_of(dst) == StorageType.DYNAMIC
+            and s.content is None
+            and s.usage not in _SURVIVE
+            and d.content is None
+            and d.usage not in _SURVIVE
             and execution.inplace_fits(src, dst)
         )
 
@@ -350,8 +354,9 @@ class Unit:
             for t in ts:
                 d = t.describe
                 d.use_count -= 1
-                if d.use_count == 0 and d.backend is not None:
-                    release_buffer(d.backend, t, storage_type_of(t))
+                if d.use_count == 0 and d.backend is not None:  # storage_type_of(t), inlined
+                    kind = _SEPARATE if d.content is not None or d.usage in _SURVIVE else _DYNAMIC
+                    release_buffer(d.backend, t, kind)
 
     def _wrap_inputs(
         self, backend: Backend

@@ -23,6 +23,7 @@ __all__ = [
     "all_tensors",
     "count_shape_reads",
     "make_units",
+    "model_tensors",
     "prepare_units",
     "reset_reads",
     "reset_tensors",
@@ -131,11 +132,21 @@ def make_units_python(ops: Iterable[OpDef], tensors: list[Tensor], unit_cls: typ
     return [unit_cls(op, list(map(pick, op.inputs)), list(map(pick, op.outputs))) for op in ops]
 
 
+def model_tensors_python(
+    infos: Iterable[Any], tensor_cls: type, describe_cls: type, dtype: Any, fmt: Any
+) -> list[Tensor]:
+    """``tensor.model_tensors(infos)`` (the reference; the arguments are what the twin needs)."""
+    from mnnpy.tensor import model_tensors  # noqa: PLC0415 (tensor imports nothing of this)
+
+    return model_tensors(infos)
+
+
 try:  # the C twins (setup.py builds them); else the references
     from mnnpy._unitfast import (
         all_tensors,
         count_shape_reads,
         make_units,
+        model_tensors,
         prepare_units,
         reset_reads,
         reset_tensors,
@@ -145,6 +156,7 @@ except ImportError:  # not built
     all_tensors = all_tensors_python
     count_shape_reads = count_shape_reads_python
     make_units = make_units_python
+    model_tensors = model_tensors_python
     unchecked_memory = unchecked_memory_python
     prepare_units = prepare_units_python
     reset_reads = reset_reads_python

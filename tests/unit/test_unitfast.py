@@ -22,13 +22,14 @@ import mnnpy.backend.contract as contract
 import mnnpy.pipeline as pipeline
 import mnnpy.session as session_mod
 import mnnpy.unit_loops as loops
-from mnnpy.tensor import Tensor, TensorUsage
+from mnnpy.tensor import Tensor, TensorDescribe, TensorUsage
+from mnnpy.tensor_format import DimensionFormat
 from mnnpy.unit import Unit, UnitPlan
 
 fast = pytest.importorskip("mnnpy._unitfast")
 DATA = Path(__file__).resolve().parents[1] / "data"
 NAMES = ["all_tensors", "count_shape_reads", "make_units", "prepare_units", "reset_reads"]
-NAMES += ["reset_tensors", "unchecked_memory"]
+NAMES += ["reset_tensors", "unchecked_memory", "model_tensors"]
 
 
 def test_built_and_used() -> None:
@@ -256,3 +257,16 @@ def test_session_with_references_only(model: str, monkeypatch: pytest.MonkeyPatc
         [(u.op.name, u.folded) for u in s.pipelines[0].units] for s in (fast_session, slow_session)
     ]
     assert plans[0] == plans[1]
+
+
+def test_model_tensors_is_the_reference() -> None:
+    infos = [SimpleNamespace(name=f"t{i}", index=i, usage=TensorUsage(i % 4)) for i in range(9)]
+    args = (Tensor, TensorDescribe, np.dtype(np.float32), DimensionFormat.NCHW)
+    made, expected = fast.model_tensors(infos, *args), loops.model_tensors_python(infos, *args)
+    assert len(made) == len(expected) == 9
+    for a, b in zip(made, expected, strict=True):
+        assert type(a) is Tensor and a.describe == b.describe and a.describe is not b.describe
+        for slot in ("shape", "dtype", "dimension_format", "host"):
+            assert getattr(a, slot) == getattr(b, slot), slot
+            assert type(getattr(a, slot)) is type(getattr(b, slot)), slot
+    assert made[0].describe.extra is not made[1].describe.extra
