@@ -24,6 +24,7 @@ __all__ = [
     "count_shape_reads",
     "make_units",
     "model_tensors",
+    "prepare_unit_c",
     "prepare_units",
     "reset_reads",
     "reset_tensors",
@@ -152,7 +153,9 @@ try:  # the C twins (setup.py builds them); else the references
         reset_tensors,
         unchecked_memory,
     )
+    from mnnpy._unitfast import prepare_unit as prepare_unit_c  # Unit.prepare is its reference
 except ImportError:  # not built
+    prepare_unit_c = None
     all_tensors = all_tensors_python
     count_shape_reads = count_shape_reads_python
     make_units = make_units_python

@@ -241,22 +241,41 @@ def _session(path: Path) -> tuple[Any, Any, dict[str, np.ndarray]]:
     return interp, session, outputs
 
 
-@pytest.mark.parametrize("model", ["conv_relu_pool_fc.mnn", "batch2.mnn"])
-def test_session_with_references_only(model: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    _, fast_session, fast_out = _session(DATA / model)
+BENCH = Path.home() / ".cache" / "mnnpy" / "bench"
+MODELS = [DATA / n for n in ("conv_relu_pool_fc.mnn", "batch2.mnn", "residual_add.mnn")]
+MODELS += [BENCH / f"{n}.mnn" for n in ("shufflenet_v2_pt", "llama_decoder", "convnext_atto")]
+
+
+def _plans(session: Any) -> list[Any]:
+    """Per unit and per tensor, what a resize decided (memory offsets by tensor index)."""
+    plan = session.host_backend.plan
+    units = [
+        (u.op.name, u.folded, type(u.execution).__name__, len(u.plan.inputs) if u.plan else -1)
+        for u in session.pipelines[0].units
+    ]
+    tensors = [
+        (t.describe.storage_type, t.host is None, plan.offsets.get(id(t)), t.shape)
+        for t in session.tensors
+    ]
+    return [units, tensors, plan.arena_size, plan.lower_bound]
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
+def test_session_with_references_only(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if not path.exists():
+        pytest.skip(f"{path} not made (python tools/make_bench_models.py {path.stem})")
+    _, fast_session, fast_out = _session(path)
     for module in (pipeline, session_mod, contract):
         for name in NAMES:
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, getattr(loops, f"{name}_python"))
-    _, slow_session, slow_out = _session(DATA / model)
+    monkeypatch.setattr(pipeline, "prepare_unit_c", None)  # Unit.prepare, the reference
+    _, slow_session, slow_out = _session(path)
     assert fast_out.keys() == slow_out.keys()
     for k in fast_out:
         assert np.array_equal(fast_out[k], slow_out[k]), k
     assert fast_session.memory_info() == slow_session.memory_info()
-    plans = [
-        [(u.op.name, u.folded) for u in s.pipelines[0].units] for s in (fast_session, slow_session)
-    ]
-    assert plans[0] == plans[1]
+    assert _plans(fast_session) == _plans(slow_session)
 
 
 def test_model_tensors_is_the_reference() -> None:
