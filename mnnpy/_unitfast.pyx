@@ -246,3 +246,35 @@ def prepare_unit(unit, host, preference, overrides, strict, geometry, tuple help
     PyObject_GenericSetAttr(plan, "reads_through", runs.reads_through if runs is not None else ())
     PyObject_GenericSetAttr(plan, "edges", edges)
     return plan
+
+
+def bind_unit(unit, check_memory, ndarray, step_cls):
+    """``Unit.bind()`` of a plain unit: its run step, or None to leave it out.
+
+    ``check_memory`` (``contract.check_memory``) is called only for the tensors that
+    :func:`unchecked_memory` finds: it raises naming the backend and the tensor.
+    """
+    plan = unit.plan
+    ex = None if plan is None else plan.execution
+    if plan is None or ex is None:
+        return None
+    inputs, outs = plan.inputs, unit.outputs
+    tensors = [*inputs, *outs]
+    if unchecked_memory(tensors, ndarray):  # a host-memory backend kept its word
+        check_memory(tensors)
+    copies = plan.copies
+    if not copies and ex.idle(inputs, outs):
+        return None
+    outputs = tuple(outs)
+    call = ex.bind(inputs, outputs)
+    edges = plan.edges
+    syncs = tuple([e.sync for e in edges if e.sync is not None]) if edges else ()
+    step = step_cls.__new__(step_cls)  # a frozen dataclass: its slots set as object's are
+    PyObject_GenericSetAttr(step, "copies", copies)
+    PyObject_GenericSetAttr(step, "call", call)
+    PyObject_GenericSetAttr(step, "execution", ex)
+    PyObject_GenericSetAttr(step, "inputs", inputs)
+    PyObject_GenericSetAttr(step, "outputs", outputs)
+    PyObject_GenericSetAttr(step, "unit", unit)
+    PyObject_GenericSetAttr(step, "syncs", syncs)
+    return step

@@ -15,9 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
+import numpy as np
+
 from mnnpy import unit as unit_module
 from mnnpy.backend import Backend
-from mnnpy.backend.contract import copy_buffer
+from mnnpy.backend.contract import check_memory, copy_buffer
 from mnnpy.backend.verify import subgraphs_of, verify_backends
 from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.execution import CallLoop
@@ -29,6 +31,7 @@ from mnnpy.tensor import Tensor
 from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, Waiting, storage_type_of
 from mnnpy.unit_loops import (
     all_tensors,
+    bind_unit_c,
     count_shape_reads,
     prepare_unit_c,
     prepare_units,
@@ -180,9 +183,13 @@ class Pipeline:
         (``Execution.bind``). The host backend's ``call_loop`` runs their calls.
         """
         steps = []
+        c = bind_unit_c  # Unit.bind's C twin, for plain units (mnnpy._unitfast)
         for u in self._active:
             try:
-                step = u.bind()
+                if c is not None and type(u) is Unit:
+                    step = c(u, check_memory, np.ndarray, RunStep)
+                else:
+                    step = u.bind()
             except Exception as e:
                 raise self._execute_error(e, u, "resize") from (
                     None if isinstance(e, MNNError) else e

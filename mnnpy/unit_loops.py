@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "all_tensors",
+    "bind_unit_c",
     "count_shape_reads",
     "make_units",
     "model_tensors",
@@ -153,9 +154,10 @@ try:  # the C twins (setup.py builds them); else the references
         reset_tensors,
         unchecked_memory,
     )
+    from mnnpy._unitfast import bind_unit as bind_unit_c  # Unit.bind is its reference
     from mnnpy._unitfast import prepare_unit as prepare_unit_c  # Unit.prepare is its reference
 except ImportError:  # not built
-    prepare_unit_c = None
+    bind_unit_c = prepare_unit_c = None
     all_tensors = all_tensors_python
     count_shape_reads = count_shape_reads_python
     make_units = make_units_python

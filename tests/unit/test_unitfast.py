@@ -36,6 +36,7 @@ def test_built_and_used() -> None:
     for name in NAMES:
         assert getattr(loops, name) is getattr(fast, name), name
         assert getattr(loops, name) is not getattr(loops, f"{name}_python"), name
+    assert pipeline.prepare_unit_c is fast.prepare_unit and pipeline.bind_unit_c is fast.bind_unit
 
 
 def _graph(seed: int, host: Any) -> tuple[list[Unit], list[Tensor]]:
@@ -247,7 +248,7 @@ MODELS += [BENCH / f"{n}.mnn" for n in ("shufflenet_v2_pt", "llama_decoder", "co
 
 
 def _plans(session: Any) -> list[Any]:
-    """Per unit and per tensor, what a resize decided (memory offsets by tensor index)."""
+    """Per unit, tensor and run step, what a resize decided (memory offsets by tensor index)."""
     plan = session.host_backend.plan
     units = [
         (u.op.name, u.folded, type(u.execution).__name__, len(u.plan.inputs) if u.plan else -1)
@@ -257,7 +258,11 @@ def _plans(session: Any) -> list[Any]:
         (t.describe.storage_type, t.host is None, plan.offsets.get(id(t)), t.shape)
         for t in session.tensors
     ]
-    return [units, tensors, plan.arena_size, plan.lower_bound]
+    steps = [
+        (s.unit.op.name, s.call is None, len(s.copies), len(s.syncs), len(s.inputs))
+        for s in session.pipelines[0]._steps
+    ]
+    return [units, tensors, steps, plan.arena_size, plan.lower_bound]
 
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
@@ -270,6 +275,7 @@ def test_session_with_references_only(path: Path, monkeypatch: pytest.MonkeyPatc
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, getattr(loops, f"{name}_python"))
     monkeypatch.setattr(pipeline, "prepare_unit_c", None)  # Unit.prepare, the reference
+    monkeypatch.setattr(pipeline, "bind_unit_c", None)  # Unit.bind, the reference
     _, slow_session, slow_out = _session(path)
     assert fast_out.keys() == slow_out.keys()
     for k in fast_out:
