@@ -189,65 +189,6 @@ def model_tensors(infos, tensor_cls, describe_cls, dtype, fmt):
     return tensors
 
 
-def prepare_unit(unit, host, preference, overrides, strict, geometry, tuple helpers):
-    """``Unit.prepare`` of an unfolded plain unit: create, acquire, resize, release; its plan.
-
-    The same steps in the same order as the Python method (its reference), through the same
-    functions, which ``helpers`` holds as ``mnnpy.unit`` has them now: ``(place, runnable,
-    fall_back, acquire_buffer, release_buffer, op_info, partial, plan_cls, DYNAMIC,
-    DYNAMIC_SEPERATE, survive, logger)``. Inputs held elsewhere go through ``_wrap_inputs``, an
-    in-place candidate through ``_can_reuse_input``.
-    """
-    (place, runnable, fall_back, acquire, release, op_info, partial, plan_cls, dynamic, separate,
-     survive, logger) = helpers
-    if unit.execution is None:  # executions (and their weights) outlive resizes
-        unit.execution, unit.backend, unit.placement = place(
-            unit.op, unit.inputs, unit.outputs, preference, overrides, strict
-        )
-    execution, backend = unit.execution, unit.backend
-    assert backend is not None
-    ins = unit.inputs
-    for t in ins:
-        if t.describe.backend is not backend:
-            inputs, copies, edges = unit._wrap_inputs(backend)
-            break
-    else:  # every input held by ``backend`` (the common case): read in place
-        inputs, copies, edges = tuple(ins), (), ()
-    runs = geometry if geometry and runnable(geometry, execution, backend, copies) else None
-    if runs is None:  # no regions decided, or not runnable as decided
-        fall_back(geometry, unit.outputs, execution)
-    outputs = unit.outputs
-    if execution.support_inplace and not copies and unit._can_reuse_input(execution):
-        if backend.on_acquire_inplace(outputs[0], ins[0]):
-            outputs = outputs[1:]
-    for t in outputs:
-        d = t.describe
-        acquire(backend, t, separate if d.content is not None or d.usage in survive else dynamic)
-    execution.on_resize(inputs, unit.outputs)
-    for _, _, mirror in copies:  # like scratch: valid during this op's execute
-        release(backend, mirror, dynamic)
-    for ts in (ins, geometry.sources if geometry is not None else ()):
-        for t in ts:  # one read less of each input and source read through; released at zero
-            d = t.describe
-            d.use_count -= 1
-            if d.use_count == 0 and d.backend is not None:
-                kind = separate if d.content is not None or d.usage in survive else dynamic
-                release(d.backend, t, kind)
-    if logger.isEnabledFor(10):  # logging.DEBUG
-        logger.debug("prepared %s %r on %s", unit.op.type_name, unit.op.name, backend.name)
-    plan = plan_cls.__new__(plan_cls)  # a frozen dataclass: its slots set as object's are
-    PyObject_GenericSetAttr(plan, "execution", execution)
-    PyObject_GenericSetAttr(plan, "backend", backend)
-    PyObject_GenericSetAttr(plan, "inputs", inputs)
-    PyObject_GenericSetAttr(plan, "copies", copies)
-    PyObject_GenericSetAttr(
-        plan, "made_info", partial(op_info, unit.op, unit.inputs, unit.outputs, backend)
-    )
-    PyObject_GenericSetAttr(plan, "reads_through", runs.reads_through if runs is not None else ())
-    PyObject_GenericSetAttr(plan, "edges", edges)
-    return plan
-
-
 def bind_unit(unit, check_memory, ndarray, step_cls):
     """``Unit.bind()`` of a plain unit: its run step, or None to leave it out.
 

@@ -10,14 +10,12 @@ from the units' plans once memory is planned.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
 import numpy as np
 
-from mnnpy import unit as unit_module
 from mnnpy.backend import Backend
 from mnnpy.backend.contract import check_memory, copy_buffer
 from mnnpy.backend.verify import subgraphs_of, verify_backends
@@ -33,7 +31,6 @@ from mnnpy.unit_loops import (
     all_tensors,
     bind_unit_c,
     count_shape_reads,
-    prepare_unit_c,
     prepare_units,
     reset_reads,
 )
@@ -148,9 +145,7 @@ class Pipeline:
         args = (self.host, self.preference, self.overrides, self.strict)
         try:
             with self._scopes(unit.op):
-                if folded or prepare_unit_c is None or type(unit) is not Unit:
-                    return unit.prepare(*args, folded=folded, geometry=geometry)
-                return prepare_unit_c(unit, *args, geometry, _unit_helpers())  # its C twin
+                return unit.prepare(*args, folded=folded, geometry=geometry)
         except Exception as e:
             raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
 
@@ -292,13 +287,6 @@ class Pipeline:
         kind = OutOfMemoryError if isinstance(error, MemoryError) else MNNError
         wrapped = kind(f"{type(error).__name__}: {error}")
         return wrapped.with_op(unit.op.type_name, unit.op.name, backend=backend, phase=phase)
-
-
-def _unit_helpers() -> tuple[Any, ...]:
-    """What ``Unit.prepare``'s C twin calls, as ``mnnpy.unit`` has it now (see _unitfast)."""
-    u = unit_module
-    return (u.place, u.runnable, u.fall_back, u.acquire_buffer, u.release_buffer, u._op_info,
-            functools.partial, UnitPlan, u._DYNAMIC, u._SEPARATE, u._SURVIVE, u.logger)  # fmt: skip
 
 
 def _verifies(backend: Backend) -> bool:

@@ -25,7 +25,6 @@ __all__ = [
     "count_shape_reads",
     "make_units",
     "model_tensors",
-    "prepare_unit_c",
     "prepare_units",
     "reset_reads",
     "reset_tensors",
@@ -155,9 +154,8 @@ try:  # the C twins (setup.py builds them); else the references
         unchecked_memory,
     )
     from mnnpy._unitfast import bind_unit as bind_unit_c  # Unit.bind is its reference
-    from mnnpy._unitfast import prepare_unit as prepare_unit_c  # Unit.prepare is its reference
 except ImportError:  # not built
-    bind_unit_c = prepare_unit_c = None
+    bind_unit_c = None
     all_tensors = all_tensors_python
     count_shape_reads = count_shape_reads_python
     make_units = make_units_python

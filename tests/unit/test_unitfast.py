@@ -36,7 +36,7 @@ def test_built_and_used() -> None:
     for name in NAMES:
         assert getattr(loops, name) is getattr(fast, name), name
         assert getattr(loops, name) is not getattr(loops, f"{name}_python"), name
-    assert pipeline.prepare_unit_c is fast.prepare_unit and pipeline.bind_unit_c is fast.bind_unit
+    assert pipeline.bind_unit_c is fast.bind_unit
 
 
 def _graph(seed: int, host: Any) -> tuple[list[Unit], list[Tensor]]:
@@ -274,7 +274,6 @@ def test_session_with_references_only(path: Path, monkeypatch: pytest.MonkeyPatc
         for name in NAMES:
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, getattr(loops, f"{name}_python"))
-    monkeypatch.setattr(pipeline, "prepare_unit_c", None)  # Unit.prepare, the reference
     monkeypatch.setattr(pipeline, "bind_unit_c", None)  # Unit.bind, the reference
     _, slow_session, slow_out = _session(path)
     assert fast_out.keys() == slow_out.keys()
