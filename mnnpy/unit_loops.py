@@ -2,10 +2,12 @@
 
 ``Pipeline.prepare`` and ``Session.resize`` walk every tensor and unit of a session several times
 on each resize: reset the read counts, count the reads of folded units, fold the units that
-request no memory (``Unit.fold_quietly``) and prepare the others, forget the last resize's memory.
-The functions named ``*_python`` here are those loops, the reference; where ``_unitfast`` is built
-the names without the suffix are its twins (same steps, same order, same attributes), else the
-references. ``tests/unit/test_unitfast.py`` compares both.
+request no memory (``Unit.fold_quietly``) and prepare the others, forget the last resize's memory,
+check the host memory the units read (``contract.check_memory``); ``Session.__init__`` makes a
+tensor per model tensor and a unit per op. The functions named ``*_python`` here are those loops,
+the reference; where ``_unitfast`` is built the names without the suffix are its twins (same
+steps, same order, same attributes), else the references. ``bind_unit_c`` is ``Unit.bind``'s twin
+(None when not built). ``tests/unit/test_unitfast.py`` compares both.
 """
 
 from __future__ import annotations
