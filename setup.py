@@ -119,6 +119,13 @@ extensions.append(
     )
 )
 
+# the per-unit loops of a resize (unit_loops.py keeps the Python ones as reference and fallback)
+extensions.append(
+    Extension(
+        "mnnpy._unitfast", [os.path.join("mnnpy", "_unitfast.pyx")], extra_compile_args=COMPILE_ARGS
+    )
+)
+
 # the memory planner's C twin (memory.py keeps the Python planner as reference and fallback)
 extensions.append(
     Extension(

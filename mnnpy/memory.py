@@ -35,7 +35,7 @@ def align(nbytes: int, alignment: int) -> int:
     return (nbytes + alignment - 1) // alignment * alignment
 
 
-@dataclass
+@dataclass(slots=True)
 class Block:
     """One planned buffer: its lifetime in planner ticks and in op indexes, and its place."""
 
@@ -96,9 +96,9 @@ class MemoryPlanner:
     ) -> None:
         """A buffer of ``nbytes`` becomes alive now (while op ``op`` is prepared)."""
         assert key not in self._owner, f"buffer {key!r} acquired twice"
-        size = align(max(int(nbytes), 1), self.alignment)
-        block = Block(key, size, self._clock, label=label, kind=kind, first_op=op, last_op=op)
-        block.owners.append(key)
+        a = self.alignment  # align(), inlined: once per buffer per resize
+        size = (max(int(nbytes), 1) + a - 1) // a * a
+        block = Block(key, size, self._clock, _NEVER, -1, label, kind, op, op, [key])
         self._blocks[key] = self._owner[key] = block
         self._clock += 1
 

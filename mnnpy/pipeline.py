@@ -14,8 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, ExitStack
 from typing import Any
 
+import numpy as np
+
 from mnnpy.backend import Backend
-from mnnpy.backend.contract import copy_buffer
+from mnnpy.backend.contract import check_memory, copy_buffer
 from mnnpy.backend.verify import subgraphs_of, verify_backends
 from mnnpy.errors import MNNError, OutOfMemoryError
 from mnnpy.execution import CallLoop
@@ -25,6 +27,13 @@ from mnnpy.placement import Placement, candidates
 from mnnpy.substitute import optimize_units
 from mnnpy.tensor import Tensor
 from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, Waiting, storage_type_of
+from mnnpy.unit_loops import (
+    all_tensors,
+    bind_unit_c,
+    count_shape_reads,
+    prepare_units,
+    reset_reads,
+)
 
 __all__ = ["OpInfo", "Pipeline", "RunStep", "Unit", "UnitPlan", "Waiting", "storage_type_of"]
 
@@ -90,9 +99,7 @@ class Pipeline:
             self._optimized = True
             units, folded = optimize_units(self, use_counts)
             self.units = units or self.units
-        for t in self._all_tensors():  # this resize's reads; no folded reader counted yet
-            d = t.describe
-            d.use_count, d.shape_reads = use_counts[d.index], 0
+        reset_reads(self._all_tensors(), use_counts)  # this resize's reads; none folded yet
         if folded is None:
             folded = set()
             for unit in self.units:  # the shape stage: output shapes, and the ops that fold
@@ -104,31 +111,27 @@ class Pipeline:
                     return shaped
                 if shaped:
                     folded.add(id(unit))
-        done = folded
-        for unit in self.units:  # folded readers need shapes only (MNN's needInputContent)
-            if id(unit) in done:
-                for t in unit.inputs:
-                    t.describe.shape_reads += 1
-
+        # folded readers need shapes only (MNN's needInputContent)
+        flags = count_shape_reads(self.units, folded)
         # before any creation; where each unfolded unit runs (a folded one runs nowhere)
-        geometry = plan_geometry(self.units, self._target, self.host, done)
-        host, active = self.host, []
-        for unit in self.units:  # create, acquire, resize, release
-            fold = id(unit) in done
-            quiet = unit.fold_quietly(host) if fold else None  # no memory request: no scope
-            plan = unit.plan = quiet or self._prepare_unit(unit, fold, geometry.of(unit))
-            if plan.execution is not None:  # not folded: it runs
-                active.append(unit)
-        self._active = active
-        verify_backends(subgraphs_of(self._active))  # each backend may refuse its ops
+        geometry = plan_geometry(self.units, self._target, self.host, folded)
+
+        def prepare(unit: Unit, fold: bool) -> UnitPlan:
+            return self._prepare_unit(unit, fold, geometry.of(unit))
+
+        # create, acquire, resize, release; a folded unit with no memory request: no scope
+        self._active = prepare_units(
+            self.units, flags, self.host, prepare, Unit.fold_quietly, UnitPlan
+        )
+        if any(_verifies(b) for b in self.backends):  # each backend may refuse its ops
+            verify_backends(subgraphs_of(self._active))
         return None
 
     def _all_tensors(self) -> list[Tensor]:
         """Every tensor the units read or write, once (remembered while ``units`` is the same)."""
         known = self._tensors
         if known is None or known[0] is not self.units:
-            seen = {id(t): t for u in self.units for ts in (u.outputs, u.inputs) for t in ts}
-            known = self._tensors = (self.units, list(seen.values()))
+            known = self._tensors = (self.units, all_tensors(self.units))
         return known[1]
 
     def _target(self, unit: Unit) -> Backend:
@@ -175,9 +178,13 @@ class Pipeline:
         (``Execution.bind``). The host backend's ``call_loop`` runs their calls.
         """
         steps = []
+        c = bind_unit_c  # Unit.bind's C twin, for plain units (mnnpy._unitfast)
         for u in self._active:
             try:
-                step = u.bind()
+                if c is not None and type(u) is Unit:
+                    step = c(u, check_memory, np.ndarray, RunStep)
+                else:
+                    step = u.bind()
             except Exception as e:
                 raise self._execute_error(e, u, "resize") from (
                     None if isinstance(e, MNNError) else e
@@ -280,6 +287,11 @@ class Pipeline:
         kind = OutOfMemoryError if isinstance(error, MemoryError) else MNNError
         wrapped = kind(f"{type(error).__name__}: {error}")
         return wrapped.with_op(unit.op.type_name, unit.op.name, backend=backend, phase=phase)
+
+
+def _verifies(backend: Backend) -> bool:
+    """Whether ``backend`` has a ``verify`` of its own (the default accepts without looking)."""
+    return getattr(backend.verify, "__func__", None) is not Backend.verify
 
 
 def _step_call(step: RunStep) -> Callable[[], object]:

@@ -31,7 +31,9 @@ from mnnpy.net import Net
 from mnnpy.pipeline import Callback, Pipeline, Unit
 from mnnpy.placement import Placement, candidates, check_op_backend, warn_fallbacks
 from mnnpy.schedule import ScheduleInfo
-from mnnpy.tensor import Tensor, TensorUsage, model_tensors
+from mnnpy.tensor import Tensor, TensorDescribe, TensorUsage
+from mnnpy.tensor_format import DimensionFormat
+from mnnpy.unit_loops import make_units, model_tensors, reset_tensors
 
 if TYPE_CHECKING:
     from mnnpy.config import ScheduleConfig
@@ -67,6 +69,7 @@ class SessionInfo:
 
 
 logger = logging.getLogger(__name__)
+_FLOAT32 = np.dtype(np.float32)
 
 
 class Session:
@@ -96,7 +99,10 @@ class Session:
         overrides = {key: self._backend(t) for key, t in (config.op_backend or {}).items()}
         # composites the first candidate backend wants decomposed (mnnpy.lowering)
         lower_schedule(info, lambda op: candidates(op, preference, overrides)[0].should_lower(op))
-        self.tensors = tensors = model_tensors(info.tensors)
+        # plain tensors (tensor.model_tensors, made in C where built)
+        self.tensors = tensors = model_tensors(
+            info.tensors, Tensor, TensorDescribe, _FLOAT32, DimensionFormat.NCHW
+        )
         self._use_counts = [t.use_count for t in info.tensors]
         if info.quant is not None:  # int8 models: MNN's TensorUtils::getDescribe(t)->quantAttr
             for index, attr in info.quant.attrs.items():
@@ -111,10 +117,9 @@ class Session:
             t.shape, t.dtype = const.data.shape, const.data.dtype
             t.dimension_format = const.dimension_format
             t.describe.content = const.data
-        pick = tensors.__getitem__  # a unit's tensor lists, without a Python frame per op
         self.pipelines = [
             Pipeline(
-                [Unit(op, list(map(pick, op.inputs)), list(map(pick, op.outputs))) for op in p.ops],
+                make_units(p.ops, tensors, Unit),
                 preference,
                 self.host_backend,
                 overrides,
@@ -224,15 +229,10 @@ class Session:
         self._known, self.need_resize = None, True  # until planned: a failure leaves no steps
         self._clear_buffers()
         try:
-            for t in self.tensors:  # inputs and constants keep their shapes; the rest starts over
-                d, kept = t.describe, t.describe.usage in (TensorUsage.INPUT, TensorUsage.CONSTANT)
-                t.host, d.backend, d.storage_type = None, None, None
-                if d.usage != TensorUsage.CONSTANT:
-                    d.content = known.get(d.index)
-                if kept:
-                    self.host_backend.on_acquire_buffer(t, StorageType.DYNAMIC_SEPERATE)
-                else:
-                    t.shape = ()
+            # inputs and constants keep their shapes (and get host memory); the rest starts over
+            acquire, separate = self.host_backend.on_acquire_buffer, StorageType.DYNAMIC_SEPERATE
+            usages = (TensorUsage.INPUT, TensorUsage.CONSTANT)
+            reset_tensors(self.tensors, known, acquire, separate, *usages)
             for backend in self.backends:
                 backend.on_resize_begin()
             # the first pipeline whose shapes wait for run-time values stops the resize

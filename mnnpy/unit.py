@@ -78,6 +78,7 @@ class RunStep:
     syncs: tuple[Callable[[], None], ...] = ()
 
 
+_STEP_SLOTS = tuple(getattr(RunStep, f).__set__ for f in RunStep.__slots__)  # steps' setters
 logger = logging.getLogger(__name__)
 
 
@@ -90,6 +91,7 @@ def storage_type_of(tensor: Tensor) -> StorageType:
 
 
 _SURVIVE = (TensorUsage.INPUT, TensorUsage.CONSTANT)
+_DYNAMIC, _SEPARATE = StorageType.DYNAMIC, StorageType.DYNAMIC_SEPERATE
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,8 +320,13 @@ class Unit:
             return None
         outputs = tuple(self.outputs)
         call = ex.bind(plan.inputs, outputs)
-        syncs = tuple(e.sync for e in plan.edges if e.sync is not None)
-        return RunStep(plan.copies, call, ex, plan.inputs, outputs, self, syncs)
+        syncs = tuple(e.sync for e in plan.edges if e.sync is not None) if plan.edges else ()
+        step = object.__new__(RunStep)  # slots set: a third of the time of the frozen __init__
+        set_copies, set_call, set_ex, set_ins, set_outs, set_unit, set_syncs = _STEP_SLOTS
+        set_copies(step, plan.copies), set_call(step, call), set_ex(step, ex)
+        set_ins(step, plan.inputs), set_outs(step, outputs), set_unit(step, self)
+        set_syncs(step, syncs)
+        return step
 
     def _can_reuse_input(self, execution: Execution) -> bool:
         """Input 0 dies at this op, is read only once here, and fits output 0.
@@ -330,11 +337,14 @@ class Unit:
         if not self.inputs or not self.outputs:
             return False
         src, dst = self.inputs[0], self.outputs[0]
+        s, d = src.describe, dst.describe  # storage_type_of(...) == DYNAMIC, inlined
         return (
-            src.describe.use_count - src.describe.shape_reads == 1
+            s.use_count - s.shape_reads == 1
             and self.inputs.count(src) == 1
-            and storage_type_of(src) == StorageType.DYNAMIC
-            and storage_type_of(dst) == StorageType.DYNAMIC
+            and s.content is None
+            and s.usage not in _SURVIVE
+            and d.content is None
+            and d.usage not in _SURVIVE
             and execution.inplace_fits(src, dst)
         )
 
@@ -344,8 +354,9 @@ class Unit:
             for t in ts:
                 d = t.describe
                 d.use_count -= 1
-                if d.use_count == 0 and d.backend is not None:
-                    release_buffer(d.backend, t, storage_type_of(t))
+                if d.use_count == 0 and d.backend is not None:  # storage_type_of(t), inlined
+                    kind = _SEPARATE if d.content is not None or d.usage in _SURVIVE else _DYNAMIC
+                    release_buffer(d.backend, t, kind)
 
     def _wrap_inputs(
         self, backend: Backend

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mnnpy.errors import InvalidValueError, MNNError, NotSupportError, OutOfMemoryError
+from mnnpy.unit_loops import unchecked_memory
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -191,7 +192,7 @@ def check_memory(tensors: Iterable[Tensor]) -> None:
     Raises:
         InvalidValueError: naming the owner, the hook and the tensor.
     """
-    for t in tensors:
+    for t in unchecked_memory(tensors, np.ndarray):  # the usual case checked in C, if built
         owner = t.describe.backend
         if owner is None or owner.memory_kind != "host":
             continue

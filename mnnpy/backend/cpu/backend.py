@@ -55,6 +55,21 @@ def _aligned_bytes(nbytes: int, what: str) -> np.ndarray:
     return allocate_block(None, nbytes, _ALIGN, what)[0]
 
 
+def _same_layout(backend: Backend, source: Tensor, tensor: Tensor) -> bool:
+    """Whether ``source`` (held by ``backend``) and unheld ``tensor`` surely have one size.
+
+    Same shape, dtype and format, where ``backend`` stores tensors in their format: the sizes
+    are then equal without computing them (a no is not a different size: compare them).
+    """
+    return (
+        source.shape == tensor.shape
+        and source.dtype == tensor.dtype
+        and source.dimension_format == tensor.dimension_format
+        and tensor.describe.backend is None
+        and type(backend).storage_format is Backend.storage_format
+    )
+
+
 def _user_memory(tensor: Tensor) -> np.ndarray | None:
     """The caller's array an input was bound to (``mnnpy.binding``), if it fits as its storage.
 
@@ -185,18 +200,18 @@ class CPUBackend(Backend):
         d = tensor.describe
         d.backend, d.storage_type = self, storage_type
         if storage_type == _DYNAMIC:  # the common case first: once per tensor per resize
-            op = self._op_index()
+            op, key, size = self._op_index(), id(tensor), tensor.size
             kind = "scratch" if d.extra.get("scratch") else "tensor"
             if kind == "scratch":
-                self.scratch_bytes += tensor.size
+                self.scratch_bytes += size
             cat = self.concats.get(op) if self.concats else None
             if (
                 cat is None
                 or cat[2] is not tensor
                 or not assemble(self._planner, self._dynamic, cat[:2], tensor, op)
             ):  # a Concat's inputs become slabs of its output (concat_slices)
-                self._planner.acquire(id(tensor), tensor.size, d.name, op, kind)
-            self._dynamic[id(tensor)] = tensor
+                self._planner.acquire(key, size, d.name, op, kind)
+            self._dynamic[key] = tensor
         elif storage_type == _STATIC:
             self._check_budget(tensor.size, f"static buffer {tensor.name!r}")
             what = f"STATIC buffer {tensor.name!r}{self._at_op()}"
@@ -213,7 +228,7 @@ class CPUBackend(Backend):
             source.describe.backend is not self
             or source.describe.storage_type != StorageType.DYNAMIC
             or id(source) not in self._dynamic
-            or source.size != tensor.size
+            or not (_same_layout(self, source, tensor) or source.size == tensor.size)
         ):
             return False
         if not self._planner.alias(id(tensor), id(source), self._op_index()):

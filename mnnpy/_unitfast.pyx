@@ -1,0 +1,222 @@
+# cython: language_level=3
+"""C twins of the per-unit and per-tensor loops of a resize: the same steps, without bytecode.
+
+A first session creation walks every tensor and every unit several times (a thousand of each on
+PyTorch exports): reset the read counts (``Pipeline.prepare``), count the reads of folded units,
+fold the units that request no memory (``Unit.fold_quietly``), forget the last resize's memory
+(``Session.resize``), bind the run steps (``Unit.bind``), make the session's tensors and units
+(``Session.__init__``). Each function here does what its Python reference does, in the same order,
+through the same attributes; ``tests/unit/test_unitfast.py`` compares them on random counts and
+whole sessions. Anything that is not the plain case (a unit class with its own ``fold_quietly``)
+calls the Python method; every call back into Python (``prepare``, a backend's hook) raises as
+it would there.
+"""
+
+from cpython.long cimport PyLong_FromVoidPtr
+from cpython.object cimport PyObject_GenericSetAttr
+
+
+def all_tensors(list units):
+    """``Pipeline._all_tensors``: every tensor the units write or read, once, first met first."""
+    cdef dict seen = {}
+    for u in units:
+        for t in u.outputs:
+            seen[PyLong_FromVoidPtr(<void*>t)] = t
+        for t in u.inputs:
+            seen[PyLong_FromVoidPtr(<void*>t)] = t
+    return list(seen.values())
+
+
+def reset_reads(list tensors, use_counts):
+    """Each tensor's ``use_count`` from ``use_counts`` (by ``describe.index``); no shape reads."""
+    for t in tensors:
+        d = t.describe
+        d.use_count = use_counts[d.index]
+        d.shape_reads = 0
+
+
+def count_shape_reads(list units, done):
+    """Per unit whether its id is in ``done`` (it folded); a shape read of each folded input."""
+    cdef list flags = []
+    for u in units:
+        fold = PyLong_FromVoidPtr(<void*>u) in done
+        flags.append(fold)
+        if fold:
+            for t in u.inputs:
+                d = t.describe
+                d.shape_reads += 1
+    return flags
+
+
+cdef object _folded_plan(unit, host, plan_cls):
+    """``Unit._folded_plan``: the last plan again when it is folded on ``host``, else a new one."""
+    last = unit.plan
+    if last is not None and last.execution is None and last.backend is host:
+        return last
+    plan = plan_cls.__new__(plan_cls)  # a frozen dataclass: its slots set as object's are
+    PyObject_GenericSetAttr(plan, "execution", None)
+    PyObject_GenericSetAttr(plan, "backend", host)
+    PyObject_GenericSetAttr(plan, "inputs", tuple(unit.inputs))
+    PyObject_GenericSetAttr(plan, "copies", ())
+    PyObject_GenericSetAttr(plan, "made_info", None)
+    PyObject_GenericSetAttr(plan, "reads_through", ())
+    PyObject_GenericSetAttr(plan, "edges", ())
+    return plan
+
+
+def fold_quietly(unit, host, plan_cls):
+    """``Unit.fold_quietly(host)``: the folded plan when no memory is requested, else None."""
+    for t in unit.outputs:
+        d = t.describe
+        if d.use_count > d.shape_reads:
+            return None
+    inputs = unit.inputs
+    n = len(inputs)
+    for t in inputs:
+        d = t.describe
+        if d.use_count <= n and d.backend is not None:
+            return None
+    for t in inputs:
+        d = t.describe
+        d.shape_reads -= 1
+        d.use_count -= 1
+    return _folded_plan(unit, host, plan_cls)
+
+
+def prepare_units(list units, list flags, host, prepare, quiet, plan_cls):
+    """``Pipeline.prepare``'s loop: each unit's plan, quietly folded or ``prepare(unit, fold)``.
+
+    ``quiet`` is ``Unit.fold_quietly``: a unit whose class has its own is asked through it.
+    Returns the units that run (their plan has an execution).
+    """
+    cdef list active = []
+    cdef Py_ssize_t i, n = len(units)
+    if len(flags) != n:
+        raise ValueError(f"{len(flags)} fold flags for {n} units")
+    for i in range(n):
+        unit, fold = units[i], flags[i]
+        plan = None
+        if fold:
+            if type(unit).fold_quietly is quiet:
+                plan = fold_quietly(unit, host, plan_cls)
+            else:
+                plan = unit.fold_quietly(host)
+        if plan is None:
+            plan = prepare(unit, fold)
+        unit.plan = plan
+        if plan.execution is not None:
+            active.append(unit)
+    return active
+
+
+def reset_tensors(list tensors, known, acquire, storage, input_usage, constant_usage):
+    """``Session.resize``'s first loop: no memory, no owner; inputs and constants keep theirs.
+
+    Inputs and constants keep their shapes and get host memory again (``acquire(t, storage)``);
+    every other tensor's shape starts over, its content the one ``known`` has for its index.
+    """
+    for t in tensors:
+        d = t.describe
+        usage = d.usage
+        t.host = None
+        d.backend = None
+        d.storage_type = None
+        if usage != constant_usage:
+            d.content = known.get(d.index)
+        if usage == input_usage or usage == constant_usage:
+            acquire(t, storage)
+        else:
+            t.shape = ()
+
+
+def unchecked_memory(tensors, ndarray):
+    """The tensors of ``tensors`` that ``contract.check_memory`` must look at itself.
+
+    Those held in host memory (their owner's ``memory_kind`` is "host") whose ``host`` is not an
+    ``ndarray`` of their dtype with at least ``storage_elements`` elements; usually none.
+    """
+    cdef list bad = []
+    for t in tensors:
+        owner = t.describe.backend
+        if owner is None or owner.memory_kind != "host":
+            continue
+        host = t.host
+        if type(host) is ndarray:
+            dtype = host.dtype
+            if (dtype is t.dtype or dtype == t.dtype) and host.size >= t.storage_elements:
+                continue
+        bad.append(t)
+    return bad
+
+
+def make_units(ops, tensors, unit_cls):
+    """``[unit_cls(op, [tensors[i] ...inputs], [tensors[i] ...outputs]) for op in ops]``.
+
+    ``unit_cls`` is ``Unit``: each made by ``__new__``, its slots set as ``Unit.__init__`` sets
+    them (tests/unit/test_unitfast.py compares them slot by slot).
+    """
+    cdef list units = []
+    cdef list ts = tensors
+    for op in ops:
+        u = unit_cls.__new__(unit_cls)
+        u.op = op
+        u.inputs = [ts[i] for i in op.inputs]
+        u.outputs = [ts[i] for i in op.outputs]
+        u.execution = None
+        u.backend = None
+        u.placement = None
+        u.plan = None
+        u._shaped = None
+        units.append(u)
+    return units
+
+
+def model_tensors(infos, tensor_cls, describe_cls, dtype, fmt):
+    """``tensor.model_tensors(infos)``: one plain tensor per info, made slot by slot.
+
+    Each is ``tensor_cls.__new__``'s with shape ``()``, ``dtype``, ``fmt`` and no memory, and
+    ``describe_cls(info.name, info.index, info.usage)`` (tests compare with the reference).
+    """
+    cdef list tensors = []
+    shape = ()
+    for info in infos:
+        t = tensor_cls.__new__(tensor_cls)
+        t.shape = shape
+        t.dtype = dtype
+        t.dimension_format = fmt
+        t.host = None
+        t.describe = describe_cls(info.name, info.index, info.usage)
+        tensors.append(t)
+    return tensors
+
+
+def bind_unit(unit, check_memory, ndarray, step_cls):
+    """``Unit.bind()`` of a plain unit: its run step, or None to leave it out.
+
+    ``check_memory`` (``contract.check_memory``) is called only for the tensors that
+    :func:`unchecked_memory` finds: it raises naming the backend and the tensor.
+    """
+    plan = unit.plan
+    ex = None if plan is None else plan.execution
+    if plan is None or ex is None:
+        return None
+    inputs, outs = plan.inputs, unit.outputs
+    tensors = [*inputs, *outs]
+    if unchecked_memory(tensors, ndarray):  # a host-memory backend kept its word
+        check_memory(tensors)
+    copies = plan.copies
+    if not copies and ex.idle(inputs, outs):
+        return None
+    outputs = tuple(outs)
+    call = ex.bind(inputs, outputs)
+    edges = plan.edges
+    syncs = tuple([e.sync for e in edges if e.sync is not None]) if edges else ()
+    step = step_cls.__new__(step_cls)  # a frozen dataclass: its slots set as object's are
+    PyObject_GenericSetAttr(step, "copies", copies)
+    PyObject_GenericSetAttr(step, "call", call)
+    PyObject_GenericSetAttr(step, "execution", ex)
+    PyObject_GenericSetAttr(step, "inputs", inputs)
+    PyObject_GenericSetAttr(step, "outputs", outputs)
+    PyObject_GenericSetAttr(step, "unit", unit)
+    PyObject_GenericSetAttr(step, "syncs", syncs)
+    return step
