@@ -48,6 +48,16 @@ class Placement:
     group: str | None = None
 
 
+def _placement(op_name: str, op_type: str, backend: str, fell_back: bool, reason: str) -> Placement:
+    """``Placement(...)`` with group None, without the frozen dataclass's setattr per field."""
+    made = object.__new__(Placement)
+    vars(made).update(
+        op_name=op_name, op_type=op_type, backend=backend, fell_back=fell_back, reason=reason,
+        group=None,
+    )  # fmt: skip
+    return made
+
+
 def candidates(
     op: OpDef, preference: Sequence[Backend], overrides: Mapping[str, Backend]
 ) -> Sequence[Backend]:
@@ -93,12 +103,14 @@ def place(
             the message says what each backend answered.
     """
     tried: list[str] = []
-    order = candidates(op, preference, overrides)
+    order = candidates(op, preference, overrides) if overrides else preference
     for backend in order:
-        seen = [  # as_seen_by, without a call for the inputs held here or nowhere
-            t if (o := t.describe.backend) is None or o is backend else as_seen_by(t, backend)
-            for t in inputs
-        ]
+        seen = inputs
+        for t in inputs:  # as_seen_by, only when an input is held by another backend
+            o = t.describe.backend
+            if o is not None and o is not backend:
+                seen = [as_seen_by(t, backend) for t in inputs]
+                break
         if not backend.is_op_supported(op, seen):
             tried.append(f"{backend.name}: is_op_supported said no")
             continue
@@ -117,7 +129,11 @@ def place(
                 f"would fall back to {backend.name} ({'; '.join(tried)}) and strict is set"
             )
         reason = "; ".join(tried) if tried else "first choice"
-        return execution, backend, Placement(op.name, op.type_name, backend.name, fell_back, reason)
+        return (
+            execution,
+            backend,
+            _placement(op.name, op.type_name, backend.name, fell_back, reason),
+        )
     raise NotSupportError(f"no backend can run op type {op.type_name}: {'; '.join(tried)}")
 
 

@@ -210,7 +210,7 @@ class Backend(GraphHooks):
     @property
     def name(self) -> str:
         """A readable name for messages, e.g. ``CPU``."""
-        return self.forward_type.name
+        return self.forward_type._name_  # not ``.name``, a slow descriptor: asked per op
 
     # -- creator registry ---------------------------------------------------------------------
     @classmethod

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -57,14 +60,29 @@ def test_non_contiguous_weight() -> None:
     assert np.array_equal(out, ref)
 
 
-def test_kernel_refuses_small_buffers() -> None:
-    src = np.zeros(20 * 3, np.float32).view(np.uint32)
+@pytest.mark.parametrize(
+    "kernel, dtype", [(P.fill_panels, np.uint32), (P.fill_panels_f32, np.float32)]
+)
+def test_kernel_refuses_small_buffers(kernel: Any, dtype: type) -> None:
+    src = np.zeros(20 * 3, dtype)
     with pytest.raises(ValueError, match="too small"):
-        P.fill_panels(src, np.zeros(16 * 3, np.uint32), 1, 20, 3, 1)
+        kernel(src, np.zeros(16 * 3, dtype), 1, 20, 3, 1)
     with pytest.raises(ValueError, match="too small"):
-        P.fill_panels(src[:10], np.zeros(32 * 3, np.uint32), 1, 20, 3, 1)
+        kernel(src[:10], np.zeros(32 * 3, dtype), 1, 20, 3, 1)
     with pytest.raises(ValueError, match="negative"):
-        P.fill_panels(src, np.zeros(32 * 3, np.uint32), 1, -1, 3, 1)
+        kernel(src, np.zeros(32 * 3, dtype), 1, -1, 3, 1)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("lanes", [16, 4, 5])
+def test_float_kernel_copies_words_as_the_word_kernel(shape: tuple[int, ...], lanes: int) -> None:
+    bits = np.random.default_rng(sum(shape)).integers(0, 2**32, math.prod(shape), np.uint32)
+    g, o, i, kh, kw = shape
+    size = g * -(-o // lanes) * lanes * i * kh * kw
+    words, floats = np.zeros(size, np.uint32), np.zeros(size, np.float32)
+    P.fill_panels(bits, words, g, o, i, kh * kw, lanes)
+    P.fill_panels_f32(bits.view(np.float32), floats, g, o, i, kh * kw, lanes)
+    assert floats.view(np.uint32).tolist() == words.tolist()  # NaN payloads included
 
 
 @pytest.mark.parametrize(

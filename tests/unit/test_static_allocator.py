@@ -122,6 +122,26 @@ def test_static_empties_share_one_piece(memory: MemoryMode) -> None:
     assert backend.static_bytes == 0
 
 
+@pytest.mark.parametrize("sizes", [(37, 5), (16 * 9, 16), (0, 3), (1,)])
+def test_static_empties_of_floats_are_slices_of_one_view(sizes: tuple[int, ...]) -> None:
+    backend = CPUBackend(1, BackendConfig())
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    arrays = backend.static_empties([(n, np.float32) for n in sizes], owner)
+    assert [(x.size, x.dtype) for x in arrays] == [(n, np.float32) for n in sizes]
+    assert all(x.ctypes.data % 64 == 0 and not x.any() for x in arrays)
+    assert backend.static_bytes == 4 * sum(sizes)
+    for i, x in enumerate(arrays):  # writable and disjoint
+        x[:] = i + 1
+    assert [set(x.tolist()) <= {i + 1} for i, x in enumerate(arrays)] == [True] * len(sizes)
+    del owner, arrays, x
+    gc.collect()
+    assert backend.static_bytes == 0 and backend._owned == {}
+
+
 def test_read_model_reads_what_f_read_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

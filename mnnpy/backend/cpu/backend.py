@@ -24,6 +24,7 @@ from mnnpy.tensor import Tensor
 __all__ = ["CPUBackend", "MemoryInfo", "cpu_backend"]
 
 _ALIGN = 64
+_F32 = np.dtype(np.float32)
 _DYNAMIC, _STATIC = StorageType.DYNAMIC, StorageType.STATIC
 
 
@@ -132,6 +133,8 @@ class CPUBackend(Backend):
         self._reuse = self.allocator is None and budget is None and not self.low_memory
         # there too, executions' weights are carved from big chunks (static_empty)
         self._statics = StaticAllocator(_ALIGN) if self._reuse else None
+        # id(weak reference to an owner) -> (it, bytes, piece): released when the owner dies
+        self._owned: dict[int, tuple[weakref.ref, int, Piece]] = {}
 
     def _pool_bytes(self, nbytes: int, what: str) -> np.ndarray:
         """``nbytes`` 64-byte aligned, from the allocator (zeroed NumPy bytes without one).
@@ -390,23 +393,34 @@ class CPUBackend(Backend):
         statics = self._statics
         if statics is None:  # a buffer each, from on_acquire_buffer
             return [self.static_empty(n, dtype, owner) for n, dtype in arrays]
-        dtypes = [np.dtype(dtype) for _, dtype in arrays]
-        sizes = [int(n) * d.itemsize for (n, _), d in zip(arrays, dtypes, strict=True)]
-        nbytes = sum(sizes)
-        name = f"static:{type(owner).__name__}"
+        dtypes, starts, nbytes, total = [], [], 0, 0
+        for n, dtype in arrays:
+            d = np.dtype(dtype)
+            size = int(n) * d.itemsize
+            dtypes.append(d)
+            starts.append((total, size))
+            nbytes += size
+            total += -(-size // _ALIGN) * _ALIGN
         held = self.static_bytes + self.dynamic_bytes + self.separate_bytes
         if held + nbytes > self.memory_budget:  # the message only when it fails
-            self._check_budget(nbytes, f"static buffer {name!r}")
-        starts, total = [], 0
-        for size in sizes:
-            starts.append(total)
-            total += -(-size // _ALIGN) * _ALIGN
-        raw, piece = statics.alloc(total, f"STATIC buffer {name!r}{self._at_op()}")
+            self._check_budget(nbytes, f"static buffer 'static:{type(owner).__name__}'")
+        raw, piece = statics.alloc(total, lambda: self._static_what(owner))
         self.static_bytes += nbytes
-        weakref.finalize(owner, self._release_static, nbytes, piece)
-        return [
-            raw[at : at + size].view(d) for at, size, d in zip(starts, sizes, dtypes, strict=True)
-        ]
+        ref = weakref.ref(owner, self._owner_gone)  # lighter than weakref.finalize, per op
+        self._owned[id(ref)] = (ref, nbytes, piece)
+        if all(d is _F32 for d in dtypes):  # one float view, sliced (a view per array costs more)
+            floats = raw.view(_F32)  # ``total`` bytes: a multiple of _ALIGN
+            return [floats[at // 4 : (at + size) // 4] for at, size in starts]
+        return [raw[at : at + size].view(d) for (at, size), d in zip(starts, dtypes, strict=True)]
+
+    def _owner_gone(self, ref: weakref.ref) -> None:
+        """An owner of ``static_empties`` pieces died: its piece goes back."""
+        _, nbytes, piece = self._owned.pop(id(ref))
+        self._release_static(nbytes, piece)
+
+    def _static_what(self, owner: object) -> str:
+        """How messages name an execution's STATIC piece."""
+        return f"STATIC buffer 'static:{type(owner).__name__}'{self._at_op()}"
 
     def _release_static(self, nbytes: int, block: Any = None) -> None:
         self.static_bytes -= nbytes

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left, insort
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -68,8 +69,10 @@ class StaticAllocator:
         self._lock = threading.Lock()
         self._pending: list[Piece] = []
 
-    def alloc(self, nbytes: int, what: str) -> tuple[np.ndarray, Piece]:
+    def alloc(self, nbytes: int, what: str | Callable[[], str]) -> tuple[np.ndarray, Piece]:
         """``nbytes`` zeroed bytes, aligned, and the piece to :meth:`free` them with.
+
+        ``what`` names the memory in messages (a callable: asked only when a message needs it).
 
         Raises:
             OutOfMemoryError: the system refused a new chunk (names the bytes and ``what``).
@@ -81,6 +84,7 @@ class StaticAllocator:
                 first = min(FIRST_BYTES, self.chunk_bytes) if not self.chunks else 0
                 whole = max(size, first or self.chunk_bytes)
                 align = HUGE_PAGE if whole >= 2 * HUGE_PAGE else self.align
+                what = what if isinstance(what, str) else what()
                 memory = allocate_block(None, whole, max(align, self.align), what)[0]
                 chunk, offset = _Chunk(memory, [(size, whole - size)] if whole > size else []), 0
                 self.chunks.append(chunk)

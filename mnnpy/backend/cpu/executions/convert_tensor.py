@@ -67,6 +67,9 @@ def layout_kernel(src: Tensor, dst: Tensor) -> Callable[[np.ndarray, np.ndarray,
 # region rows up to which a conversion runs as region copies bound in C (``bind``)
 _FEW_ROWS = 4
 
+# what the pack kernels copy: 1- and 4-byte dtypes
+_DTYPES = frozenset(map(np.dtype, (np.float32, np.int32, np.uint8, np.int8)))
+
 
 class CPUConvertTensor(CPURaster):
     """Layout conversion between NCHW, NHWC and NC4HW4 (MNN's CPUTensorConvert).
@@ -138,6 +141,6 @@ def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
 ) -> Execution | Unsupported:
     """The ConvertTensor execution (MNN's CPUTensorConverter creator) for 1- and 4-byte dtypes."""
-    if inputs[0].dtype not in (np.float32, np.int32, np.uint8, np.int8):
+    if inputs[0].dtype not in _DTYPES:
         return Unsupported(f"dtype {inputs[0].dtype}")
     return CPUConvertTensor(backend, op)

@@ -46,6 +46,8 @@ from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
 
+_F32 = np.dtype(np.float32)
+
 
 class CPUConvolutionDepthwise(CPUConvolutionBase):
     """Direct depthwise convolution on NC4HW4 blocks (MNN's CPUConvolutionDepthwise).
@@ -146,6 +148,24 @@ def _build(
     return gemm(backend, op, weight, bias), gemm.pack_weight, lambda b: pad_to(b, 16, b.dtype)
 
 
+def _weights(op: OpDef, geo: ConvGeometry, dims: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``conv_weights(op, geo)``: inline float32 tables of the right sizes as they are."""
+    p = op.param
+    w, b = p.weight, p.bias
+    if (
+        type(w) is np.ndarray
+        and type(b) is np.ndarray
+        and w.dtype == _F32 == b.dtype
+        and p.quanParameter is None
+        and p.symmetricQuan is None
+        and len(p.external or ()) < 2  # not in an external weight file
+        and 0 < w.size == dims[0] * dims[1] * dims[2] * dims[3]
+        and b.size == geo.out_channels
+    ):
+        return w.reshape(dims), b.reshape(-1)
+    return conv_weights(op, geo)
+
+
 def _none(values: np.ndarray) -> np.ndarray:
     raise AssertionError("Winograd and compressed weights are never repacked at run time")
 
@@ -164,9 +184,10 @@ def create(
     geo = take(op, inputs[0].shape, wshape) or conv_geometry(op, inputs[0].shape, wshape)
     if not multi:
         dims = (geo.out_channels, geo.in_channels // geo.group, *geo.kernel)
-        compressed = limit_table(backend, op, dims)  # LIMIT: quantized / fp16 kept compressed
+        # LIMIT: quantized / fp16 kept compressed
+        compressed = limit_table(backend, op, dims) if backend.low_memory else None
         # raises InvalidModelError on bad lengths
-        weight, bias = compressed if compressed is not None else conv_weights(op, geo)
+        weight, bias = compressed if compressed is not None else _weights(op, geo, dims)
         execution = _build(backend, op, geo, weight, bias)[0]
         execution.known = (inputs[0].shape, geo)  # on_resize's geometry for this shape
         return execution

@@ -24,6 +24,7 @@ L2_TILE_FLOATS = 64 * 1024
 TILE_MAX = 128  # more pixels per tile measured no faster, only more scratch
 TILE_LOW = 16  # LIMIT mode: one AVX-512 micro-kernel block of pixels per thread
 EMPTY = np.zeros(0, np.float32)
+_F32 = np.dtype(np.float32)
 
 
 def pad_to(values: np.ndarray, multiple: int, dtype: np.dtype | type = np.float32) -> np.ndarray:
@@ -123,18 +124,15 @@ class CPUConvolutionBase(Execution):
             self.weight = self._keep_weight(weight, pack, lanes)
             self.bias = self._keep_bias(bias, lanes)
             return
-        backend = cpu_backend(self.backend)
+        statics = cpu_backend(self.backend).static_empties
         padded = -(-bias.size // lanes) * lanes
-        held: list[np.ndarray] = []
 
         def empty(n: int, dtype: np.dtype | type) -> np.ndarray:
-            out, b = backend.static_empties(((n, dtype), (padded, np.float32)), self)
-            held.append(b)
+            out, self.bias = statics(((n, dtype), (padded, _F32)), self)
             return out
 
         self.weight = pack(weight, empty)
-        (self.bias,) = held
-        self.bias[: bias.size] = bias.ravel()
+        self.bias[: bias.size] = bias.reshape(-1)
 
     def _keep_bias(self, bias: np.ndarray, lanes: int) -> np.ndarray:
         """``pad_to(bias, lanes)`` written straight into STATIC memory (one copy)."""

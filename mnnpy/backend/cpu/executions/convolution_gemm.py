@@ -45,6 +45,7 @@ Empty = Callable[[int, Any], np.ndarray]  # (size, dtype) -> zeroed flat array
 
 
 _WORDS = {4: np.uint32, 2: np.uint16, 1: np.uint8}  # element widths ``kernels.panels`` copies
+_F32 = np.dtype(np.float32)
 
 
 def fill_panels(out: np.ndarray, weight: np.ndarray, lanes: int = 16) -> None:
@@ -54,6 +55,14 @@ def fill_panels(out: np.ndarray, weight: np.ndarray, lanes: int = 16) -> None:
     ``kernels/panels.pyx`` for contiguous weights of 1, 2 or 4 bytes, written straight into
     ``out`` (no transposed copy); :func:`fill_panels_numpy` otherwise.
     """
+    g, o, i, kh, kw = weight.shape
+    if (
+        out.dtype == weight.dtype == _F32  # float weights, the common case: no word views
+        and weight.flags.c_contiguous
+        and out.flags.c_contiguous
+    ):
+        P.fill_panels_f32(weight.reshape(-1), out.reshape(-1), g, o, i, kh * kw, lanes)
+        return
     word = _WORDS.get(weight.dtype.itemsize)
     if (
         word is None
@@ -62,7 +71,6 @@ def fill_panels(out: np.ndarray, weight: np.ndarray, lanes: int = 16) -> None:
     ):
         fill_panels_numpy(out, weight, lanes)
         return
-    g, o, i, kh, kw = weight.shape
     src, dst = weight.reshape(-1).view(word), out.reshape(-1).view(word)
     P.fill_panels(src, dst, g, o, i, kh * kw, lanes)
 

@@ -65,6 +65,9 @@ class CPUUnary(Execution):
             E.zero_padding(out.buffer, *self._pad)
 
 
+_SUPPORTED = {np.dtype(np.float32): K.FLOAT_OPS, np.dtype(np.int32): K.INT_OPS}
+
+
 @CPUBackend.register_creator(OpType.UnaryOp)
 def create(
     op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend
@@ -77,8 +80,7 @@ def create(
     except NotSupportError as e:
         return Unsupported(str(e))
     src, out = inputs[0], outputs[0]
-    supported = {np.dtype(np.float32): K.FLOAT_OPS, np.dtype(np.int32): K.INT_OPS}
-    if code not in supported.get(src.dtype, ()) or len(inputs) != 1:
+    if code not in _SUPPORTED.get(src.dtype, ()) or len(inputs) != 1:
         return Unsupported(f"opType={code} on {src.dtype} with {len(inputs)} inputs")
     if (src.dtype, src.dimension_format, src.shape) != (out.dtype, out.dimension_format, out.shape):
         # the storages must map element by element

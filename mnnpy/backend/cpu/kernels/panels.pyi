@@ -3,3 +3,6 @@ import numpy as np
 def fill_panels(
     src: np.ndarray, dst: np.ndarray, groups: int, rows: int, cols: int, taps: int, lanes: int = 16
 ) -> None: ...
+def fill_panels_f32(
+    src: np.ndarray, dst: np.ndarray, groups: int, rows: int, cols: int, taps: int, lanes: int = 16
+) -> None: ...

@@ -79,6 +79,21 @@ cdef inline void _fill(const word_t* src, word_t* dst, Py_ssize_t groups, Py_ssi
                             d[(t * cols + i) * lanes + lane] = s[lane * k + i * taps + t]
 
 
+cdef int _check(Py_ssize_t src_n, Py_ssize_t dst_n, Py_ssize_t groups, Py_ssize_t rows,
+                Py_ssize_t cols, Py_ssize_t taps, Py_ssize_t lanes) except -1:
+    """1 when there is something to copy, 0 when not; raises for bad sizes."""
+    if groups < 0 or rows < 0 or cols < 0 or taps < 0 or lanes < 1:
+        raise ValueError("negative size, or lanes < 1")
+    if src_n < groups * rows * cols * taps or (
+        dst_n < groups * ((rows + lanes - 1) // lanes) * lanes * cols * taps
+    ):
+        raise ValueError(
+            f"buffers too small: src {src_n}, dst {dst_n} for groups {groups}, "
+            f"rows {rows}, cols {cols}, taps {taps}, lanes {lanes}"
+        )
+    return groups * rows * cols * taps != 0
+
+
 def fill_panels(const word_t[::1] src, word_t[::1] dst, Py_ssize_t groups, Py_ssize_t rows,
                 Py_ssize_t cols, Py_ssize_t taps, Py_ssize_t lanes=16):
     """Flat ``[groups][rows][cols][taps]`` ``src`` into flat zeroed panels ``dst``.
@@ -86,16 +101,7 @@ def fill_panels(const word_t[::1] src, word_t[::1] dst, Py_ssize_t groups, Py_ss
     Raises:
         ValueError: a negative size or ``lanes`` < 1, or a buffer smaller than the sizes say.
     """
-    if groups < 0 or rows < 0 or cols < 0 or taps < 0 or lanes < 1:
-        raise ValueError("negative size, or lanes < 1")
-    if src.shape[0] < groups * rows * cols * taps or (
-        dst.shape[0] < groups * ((rows + lanes - 1) // lanes) * lanes * cols * taps
-    ):
-        raise ValueError(
-            f"buffers too small: src {src.shape[0]}, dst {dst.shape[0]} for groups {groups}, "
-            f"rows {rows}, cols {cols}, taps {taps}, lanes {lanes}"
-        )
-    if groups * rows * cols * taps == 0:
+    if not _check(src.shape[0], dst.shape[0], groups, rows, cols, taps, lanes):
         return
     with nogil:  # constant lane counts, so the compiler unrolls the inner loop
         if lanes == 16:
@@ -104,3 +110,25 @@ def fill_panels(const word_t[::1] src, word_t[::1] dst, Py_ssize_t groups, Py_ss
             _fill(&src[0], &dst[0], groups, rows, cols, taps, 4)
         else:
             _fill(&src[0], &dst[0], groups, rows, cols, taps, lanes)
+
+
+def fill_panels_f32(const float[::1] src, float[::1] dst, Py_ssize_t groups, Py_ssize_t rows,
+                    Py_ssize_t cols, Py_ssize_t taps, Py_ssize_t lanes=16):
+    """:func:`fill_panels` of float32 buffers, copied as 4-byte words (every bit kept).
+
+    The common case (float weights), without the word views and the fused-type dispatch.
+
+    Raises:
+        ValueError: as :func:`fill_panels`.
+    """
+    if not _check(src.shape[0], dst.shape[0], groups, rows, cols, taps, lanes):
+        return
+    cdef const uint_t* s = <const uint_t*>&src[0]
+    cdef uint_t* d = <uint_t*>&dst[0]
+    with nogil:
+        if lanes == 16:
+            _fill(s, d, groups, rows, cols, taps, 16)
+        elif lanes == 4:
+            _fill(s, d, groups, rows, cols, taps, 4)
+        else:
+            _fill(s, d, groups, rows, cols, taps, lanes)
