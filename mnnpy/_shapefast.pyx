@@ -21,11 +21,7 @@ compares both paths on the ops, on random cases and through resizes.
 """
 
 cimport cython
-from cpython.buffer cimport (
-    PyBUF_C_CONTIGUOUS,
-    PyBuffer_Release,
-    PyObject_GetBuffer,
-)
+from cpython.buffer cimport PyBuffer_Release
 from cpython.long cimport PyLong_FromVoidPtr
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
@@ -34,7 +30,7 @@ import numpy as np
 
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as _B
 from mnnpy.net import OpParameter, OpType
-from mnnpy.ops import compute_shape, fold_function, try_fold
+from mnnpy.ops import FOLD_MAX_ELEMENTS, compute_shape, fold_function, try_fold
 from mnnpy.ops.binary_op import COMPARE as _COMPARE
 from mnnpy.ops.binary_op import FLOAT_FUNCS as _FLOAT_FUNCS
 from mnnpy.ops.binary_op import INT_FUNCS as _INT_FUNCS
@@ -54,14 +50,24 @@ cdef extern from *:
         char *data;
         int nd;
         Py_ssize_t *dimensions;
+        Py_ssize_t *strides;
+        PyObject *base;
+        PyObject *descr;
+        int flags;
     } mnnpy_array_head;
+    static inline void mnnpy_view_unowned(Py_buffer *v) { v->obj = NULL; }
     """
     # NumPy's PyArrayObject_fields: its first members, the stable ABI that PyArray_DATA,
-    # PyArray_NDIM and PyArray_DIMS read in every NumPy (1.x and 2.x)
+    # PyArray_NDIM, PyArray_DIMS and PyArray_FLAGS read in every NumPy (1.x and 2.x)
     ctypedef struct _ArrayHead "mnnpy_array_head":
         char* data
         int nd
         Py_ssize_t* dimensions
+        int flags
+    # a view holding no reference (PyBuffer_Release of it does nothing)
+    void _unowned "mnnpy_view_unowned"(Py_buffer* view)
+
+DEF NPY_ARRAY_C_CONTIGUOUS = 0x0001  # NumPy's flag (the same in 1.x and 2.x)
 
 cdef object _empty = np.empty
 cdef object _ndarray = np.ndarray
@@ -73,6 +79,8 @@ cdef object _NHWC = DimensionFormat.NHWC
 # ConvertTensor's dest values that ``convert_tensor.shape`` accepts, as formats
 cdef dict _DESTS = {int(f): f for f in (_NCHW, _NHWC, _NC4HW4)}
 cdef Py_ssize_t _MAX_ELEMENTS = SMALL_MAX_ELEMENTS
+# data that ``try_fold`` folds with another input of at most MAX_RANK elements (the axes)
+cdef Py_ssize_t _FOLD_DATA = FOLD_MAX_ELEMENTS - MAX_RANK
 
 cdef int T_SHAPE = OpType.Shape
 cdef int T_RANK = OpType.Rank
@@ -241,11 +249,23 @@ cdef object _format(object op):
     return _NCHW if fmt == _NC4HW4 else fmt
 
 
-cdef bint _take(tuple t, Py_buffer* view) except -1:
+cdef inline bint _take(tuple t, Py_buffer* view) except -1:
     """Input ``t``'s values (as ``small_ints._values``) into ``view``; False (nothing held): none.
 
     ``t`` is (shape, dtype, format, values). Known, an ndarray of that dtype and shape,
-    C-contiguous, at most SMALL_MAX_ELEMENTS elements.
+    C-contiguous, at most SMALL_MAX_ELEMENTS elements (see ``_take_upto``).
+    """
+    return _take_upto(t, view, _MAX_ELEMENTS)
+
+
+cdef bint _take_upto(tuple t, Py_buffer* view, Py_ssize_t most) except -1:
+    """``_take`` of values of at most ``most`` elements.
+
+    ``view`` is filled from the array's own
+    fields (NumPy's ``PyArray_DATA``, ``PyArray_DIMS``, ``PyArray_FLAGS``), not by a buffer
+    request (NumPy formats a buffer description of the array for that): it holds no reference
+    (``view.obj`` is NULL, so ``PyBuffer_Release`` of it does nothing) and is read while ``t``
+    holds the array.
     """
     c = t[3]
     if type(c) is not _ndarray:
@@ -256,22 +276,30 @@ cdef bint _take(tuple t, Py_buffer* view) except -1:
     shape = t[0]
     if type(shape) is not tuple:
         return False
-    try:
-        PyObject_GetBuffer(c, view, PyBUF_C_CONTIGUOUS)
-    except (BufferError, ValueError, TypeError):  # not C-contiguous, or no buffer
+    cdef _ArrayHead* head = <_ArrayHead*><void*>c
+    if not head.flags & NPY_ARRAY_C_CONTIGUOUS:
         return False
-    cdef Py_ssize_t i, n = len(<tuple>shape)
-    cdef bint ok = view.ndim == n and view.itemsize > 0
-    if ok:
-        for i in range(n):
-            if view.shape[i] != (<tuple>shape)[i]:
-                ok = False
-                break
-    if ok:
-        ok = view.len // view.itemsize <= _MAX_ELEMENTS
-    if not ok:
-        PyBuffer_Release(view)
-    return ok
+    cdef Py_ssize_t i, n = len(<tuple>shape), count = 1, size = dt.itemsize
+    if head.nd != n or size <= 0:
+        return False
+    for i in range(n):
+        if head.dimensions[i] != (<tuple>shape)[i]:
+            return False
+        count *= head.dimensions[i]
+    if count > most:
+        return False
+    view.buf = head.data
+    _unowned(view)
+    view.len = count * size
+    view.itemsize = size
+    view.readonly = 1
+    view.ndim = n
+    view.format = NULL
+    view.shape = head.dimensions
+    view.strides = NULL
+    view.suboffsets = NULL
+    view.internal = NULL
+    return True
 
 
 cdef object _new(tuple shape, object dtype, const void* data, Py_ssize_t nbytes):
@@ -369,7 +397,11 @@ cdef bint _axes(object op, list ins, int64_t* axes, Py_ssize_t* count) except -1
 
 
 cdef object _squeeze(object op, list ins, bint insert):
-    """small_ints.small_squeeze for valid axes (the rest: the Python function, which raises)."""
+    """small_ints.small_squeeze for valid axes (the rest: the Python function, which raises).
+
+    Data of more elements than the small function takes (up to what ``try_fold`` folds) is
+    copied too: the general path's shape function and reference give the same.
+    """
     cdef Py_ssize_t n_in = len(ins)
     if n_in != 1 and n_in != 2:
         return None
@@ -417,7 +449,7 @@ cdef object _squeeze(object op, list ins, bint insert):
             d = (<tuple>shape)[i]
             if (count == 0 and d != 1) or (count != 0 and not mark[i]):
                 new.append(d)
-    if not _take(src, &view):
+    if not _take_upto(src, &view, _FOLD_DATA):  # any data try_fold folds: a copy, reshaped
         return None
     new_shape = tuple(new)
     try:

@@ -102,7 +102,7 @@ def pre_scale(view: SubgraphView, t: Tensor, reader: Node) -> tuple[Node, Tensor
     scales q and k so before their product.
     """
     node = view.producer(t)
-    if node is None or node not in view.nodes or view.only_reader(t) is not reader:
+    if node is None or not view.has(node) or view.only_reader(t) is not reader:
         return None
     if not binary(node, Bin.MUL) or node.inputs[0] is node.inputs[1]:
         return None
@@ -127,11 +127,11 @@ def repeated_heads(
     source tensor, r), or None.
     """
     shape = view.producer(t)
-    if shape is None or shape not in view.nodes or view.only_reader(t) is not reader:
+    if shape is None or not view.has(shape) or view.only_reader(t) is not reader:
         return None
     e = shape.inputs[0]
     cast = view.producer(e)
-    if shape.op.type != OpType.Reshape or cast is None or cast not in view.nodes:
+    if shape.op.type != OpType.Reshape or cast is None or not view.has(cast):
         return None
     if cast.op.type != OpType.BroadcastTo or view.only_reader(e) is not shape:
         return None
@@ -142,7 +142,7 @@ def repeated_heads(
         return None
     nodes, src = [cast, shape], u
     made = view.producer(u)
-    if made is not None and made in view.nodes and view.only_reader(u) is cast:
+    if made is not None and view.has(made) and view.only_reader(u) is cast:
         if made.op.type in (OpType.Unsqueeze, OpType.Reshape) and plain(made.inputs[0]):
             nodes, src = [made, cast, shape], made.inputs[0]
     return (nodes, src, e.shape[-3]) if plain(src, t) else None
@@ -155,7 +155,7 @@ def heads_permute(view: SubgraphView, t: Tensor, reader: Node | None, before: bo
     kernel reads (writes) the other side of it in place, its heads interleaved.
     """
     node = view.producer(t) if before else view.only_reader(t)
-    if node is None or node.op.type != OpType.Permute or node not in view.nodes:
+    if node is None or node.op.type != OpType.Permute or not view.has(node):
         return None
     if t.ndim != 4 or permute.permutation(node.op, 4) != (0, 2, 1, 3):
         return None

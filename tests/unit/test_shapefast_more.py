@@ -16,9 +16,10 @@ import pytest
 import mnnpy.shape_stage as stage
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as B
 from mnnpy.net import OpDef, OpType
+from mnnpy.ops import FOLD_MAX_ELEMENTS
 from mnnpy.ops.small_binary import _INT
 from mnnpy.tensor_format import DimensionFormat as F
-from tests.ops.test_small_folds import EDGES, _binary, _tensors
+from tests.ops.test_small_folds import EDGES, _binary, _squeeze, _tensors
 from tests.unit.test_shapefast import _outcome, check_c
 
 fast = pytest.importorskip("mnnpy._shapefast")
@@ -122,3 +123,20 @@ def test_fill() -> None:
     assert not check_c(_fill_op(), [np.array([257, 256], I32), np.array(1, I32)])  # large
     assert not check_c(_fill_op(), [np.ones((1, 2), I32), np.array(1, I32)])
     assert not check_c(_fill_op(), [np.array([2], I32), (1,)])  # value not known
+
+
+def test_squeeze_large_data() -> None:
+    """Squeeze / Unsqueeze of data past the small functions' size, folded as the general path."""
+    rng = np.random.default_rng(5)
+    for shape, axes in (((128,), [1]), ((128, 64), [0]), ((1, 40, 1), [0, 2]), ((3, 1, 7), [1])):
+        for dtype in (np.float32, I32, np.int64, np.uint8):
+            x = (rng.standard_normal(shape) * 50).astype(dtype)
+            kind = OpType.Squeeze if shape in ((1, 40, 1), (3, 1, 7)) else OpType.Unsqueeze
+            for fmt in (F.NCHW, F.NHWC):
+                assert check_c(_squeeze(kind, axes), [x], fmt)
+                assert check_c(_squeeze(kind, None), [x, np.array(axes, np.int64)], fmt)
+    x = np.full(FOLD_MAX_ELEMENTS - 16, np.nan, np.float32)
+    assert check_c(_squeeze(OpType.Unsqueeze, [0]), [x])
+    assert not check_c(_squeeze(OpType.Unsqueeze, [0]), [np.ones(FOLD_MAX_ELEMENTS, F32)])
+    assert not check_c(_squeeze(OpType.Squeeze, [0]), [np.ones((2, 40), F32)])  # not a 1
+    assert not check_c(_squeeze(OpType.Unsqueeze, [0]), [np.ones((40, 2), F32)[:, :1]])  # strided
