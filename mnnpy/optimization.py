@@ -134,7 +134,7 @@ class SubgraphView:
         view._mine = {id(n) for n in view.nodes}
         return view
 
-    def has(self, node: Node) -> bool:
+    def has(self, node: Node | None) -> bool:
         """Whether ``node`` is one of this view's nodes (``node in view.nodes``, by identity)."""
         return id(node) in self._mine
 
