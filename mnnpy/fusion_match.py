@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as Bin
+from mnnpy.errors import MNNError
 from mnnpy.net import OpType
-from mnnpy.ops import permute
+from mnnpy.ops import concat, permute, strided_slice
 from mnnpy.optimization import Node, SubgraphView
 from mnnpy.tensor import Tensor
 
@@ -162,3 +163,41 @@ def heads_permute(view: SubgraphView, t: Tensor, reader: Node | None, before: bo
     if before and view.only_reader(t) is not reader:
         return None
     return node if plain(node.inputs[0], node.outputs[0]) else None
+
+
+def takes_last(node: Node, shape: tuple[int, ...], lo: int, hi: int) -> bool | None:
+    """Whether a StridedSlice ``node`` maps data of ``shape`` to ``x[..., lo:hi]``.
+
+    As its reference would on a probe of distinct values (an error: False), read from the plan
+    the reference slices by: every leading axis taken whole, the last from ``lo`` to ``hi``, in
+    order, shaped as ``x[..., lo:hi]``. None for other ops (the caller probes them).
+    """
+    if node.op.type != OpType.StridedSlice:
+        return None
+    values = [t.describe.content for t in node.inputs[1:]]
+    if any(v is None for v in values):
+        return False
+    try:
+        index, _, out = strided_slice.plan(node.op, shape, [np.asarray(v) for v in values])
+    except (MNNError, ValueError, IndexError, TypeError):
+        return False
+    if out != (*shape[:-1], hi - lo) or len(index) != len(shape):
+        return False
+    spans = [range(d) for d in shape[:-1]] + [range(lo, hi)]
+    return all(
+        isinstance(s, slice) and range(*s.indices(d)) == want
+        for s, d, want in zip(index, shape, spans, strict=True)
+    )
+
+
+def joins_last(node: Node, rank: int) -> bool | None:
+    """Whether a Concat ``node`` of two rank-``rank`` inputs of one shape joins the last axis.
+
+    As its reference would (an error: False); None for other ops (the caller probes them).
+    """
+    if node.op.type != OpType.Concat:
+        return None
+    try:
+        return len(node.inputs) == 2 and concat.resolve_axis(node.op, rank) == rank - 1
+    except MNNError:
+        return False

@@ -143,10 +143,19 @@ def _checked(
         lead = table.shape[:-2]
         if table.shape[-2:] != x.shape[-2:] or math.prod(lead) != 1:
             return None
-    probe, upper, lower, a, rotated = _probes(x.shape, probes)
-    if not (_selects(hi, probe, upper) and _selects(lo, probe, lower)):
-        return None
-    if not _selects_pair(cat, a, lower, rotated):
+    h = d // 2
+    for node, start, stop in ((hi, h, d), (lo, 0, h)):  # StridedSlice: its plan; else probed
+        took = M.takes_last(node, x.shape, start, stop)
+        if took is None:
+            probe, upper, lower = _probes(x.shape, probes)[:3]
+            took = _selects(node, probe, upper if start else lower)
+        if not took:
+            return None
+    joined = M.joins_last(cat, x.ndim)
+    if joined is None:
+        _, _, lower, a, rotated = _probes(x.shape, probes)
+        joined = _selects_pair(cat, a, lower, rotated)
+    if not joined:
         return None
     group = view.in_order(group)
     inputs, outputs = view.boundary(group)
