@@ -656,7 +656,8 @@ cdef object _binary(object op, list ins):
     kind_obj = getattr(param, "opType", None)
     if type(kind_obj) is not int:
         return None
-    new = _broadcast(a[0], b[0])
+    sa = a[0]
+    new = sa if sa == b[0] and type(sa) is tuple else _broadcast(sa, b[0])  # commonly the same
     if new is None:
         return None
     cdef int kind = kind_obj
