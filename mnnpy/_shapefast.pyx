@@ -21,11 +21,7 @@ compares both paths on the ops, on random cases and through resizes.
 """
 
 cimport cython
-from cpython.buffer cimport (
-    PyBUF_C_CONTIGUOUS,
-    PyBuffer_Release,
-    PyObject_GetBuffer,
-)
+from cpython.buffer cimport PyBuffer_Release
 from cpython.long cimport PyLong_FromVoidPtr
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
@@ -34,13 +30,17 @@ import numpy as np
 
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as _B
 from mnnpy.net import OpParameter, OpType
-from mnnpy.ops import compute_shape, fold_function, try_fold
+from mnnpy.ops import FOLD_MAX_ELEMENTS, compute_shape, fold_function, try_fold
+from mnnpy.ops.binary_op import COMPARE as _COMPARE
+from mnnpy.ops.binary_op import FLOAT_FUNCS as _FLOAT_FUNCS
+from mnnpy.ops.binary_op import INT_FUNCS as _INT_FUNCS
 from mnnpy.ops._small import SMALL_MAX_ELEMENTS, small_function
 from mnnpy.ops.strided_slice import _PLANS as _STRIDED_PLANS
 from mnnpy.shape_stage import Shaped, _keep_same
 from mnnpy.tensor import DimensionFormat
 
 DEF MAX_RANK = 16
+DEF MAX_FILL = 1 << 16  # elements of a Fill output made here
 
 
 cdef extern from *:
@@ -50,14 +50,24 @@ cdef extern from *:
         char *data;
         int nd;
         Py_ssize_t *dimensions;
+        Py_ssize_t *strides;
+        PyObject *base;
+        PyObject *descr;
+        int flags;
     } mnnpy_array_head;
+    static inline void mnnpy_view_unowned(Py_buffer *v) { v->obj = NULL; }
     """
     # NumPy's PyArrayObject_fields: its first members, the stable ABI that PyArray_DATA,
-    # PyArray_NDIM and PyArray_DIMS read in every NumPy (1.x and 2.x)
+    # PyArray_NDIM, PyArray_DIMS and PyArray_FLAGS read in every NumPy (1.x and 2.x)
     ctypedef struct _ArrayHead "mnnpy_array_head":
         char* data
         int nd
         Py_ssize_t* dimensions
+        int flags
+    # a view holding no reference (PyBuffer_Release of it does nothing)
+    void _unowned "mnnpy_view_unowned"(Py_buffer* view)
+
+DEF NPY_ARRAY_C_CONTIGUOUS = 0x0001  # NumPy's flag (the same in 1.x and 2.x)
 
 cdef object _empty = np.empty
 cdef object _ndarray = np.ndarray
@@ -69,6 +79,8 @@ cdef object _NHWC = DimensionFormat.NHWC
 # ConvertTensor's dest values that ``convert_tensor.shape`` accepts, as formats
 cdef dict _DESTS = {int(f): f for f in (_NCHW, _NHWC, _NC4HW4)}
 cdef Py_ssize_t _MAX_ELEMENTS = SMALL_MAX_ELEMENTS
+# data that ``try_fold`` folds with another input of at most MAX_RANK elements (the axes)
+cdef Py_ssize_t _FOLD_DATA = FOLD_MAX_ELEMENTS - MAX_RANK
 
 cdef int T_SHAPE = OpType.Shape
 cdef int T_RANK = OpType.Rank
@@ -83,6 +95,7 @@ cdef int T_RESHAPE = OpType.Reshape
 cdef int T_SLICE_TF = OpType.SliceTf
 cdef int T_PERMUTE = OpType.Permute
 cdef int T_CONVERT = OpType.ConvertTensor
+cdef int T_FILL = OpType.Fill
 cdef int P_SHAPE = OpParameter.ShapeParam
 cdef int P_AXIS = OpParameter.Axis
 cdef int P_BINARY = OpParameter.BinaryOp
@@ -115,6 +128,11 @@ cdef int B_XOR = _B.BITWISE_XOR
 
 
 cdef object _tuple_new = tuple.__new__
+cdef object _F32 = np.dtype(np.float32)
+# BinaryOp's operations ``binary_op.op_code`` accepts, and those giving int32 (comparisons)
+cdef frozenset _BINARY_CODES = frozenset(_FLOAT_FUNCS) | frozenset(_INT_FUNCS)
+cdef frozenset _BINARY_COMPARE = frozenset(_COMPARE)
+DEF MAX_SMALL = 64  # elements of a small value computed here (_take: SMALL_MAX_ELEMENTS)
 
 
 def shape_op(op, inputs, outputs, bint fold, last):
@@ -220,6 +238,8 @@ cdef object _small(object op, list ins):
         return _concat(op, ins)
     if kind == T_RANK:
         return _rank(op, ins)
+    if kind == T_FILL:
+        return _fill(ins)
     return None
 
 
@@ -229,11 +249,23 @@ cdef object _format(object op):
     return _NCHW if fmt == _NC4HW4 else fmt
 
 
-cdef bint _take(tuple t, Py_buffer* view) except -1:
+cdef inline bint _take(tuple t, Py_buffer* view) except -1:
     """Input ``t``'s values (as ``small_ints._values``) into ``view``; False (nothing held): none.
 
     ``t`` is (shape, dtype, format, values). Known, an ndarray of that dtype and shape,
-    C-contiguous, at most SMALL_MAX_ELEMENTS elements.
+    C-contiguous, at most SMALL_MAX_ELEMENTS elements (see ``_take_upto``).
+    """
+    return _take_upto(t, view, _MAX_ELEMENTS)
+
+
+cdef bint _take_upto(tuple t, Py_buffer* view, Py_ssize_t most) except -1:
+    """``_take`` of values of at most ``most`` elements.
+
+    ``view`` is filled from the array's own
+    fields (NumPy's ``PyArray_DATA``, ``PyArray_DIMS``, ``PyArray_FLAGS``), not by a buffer
+    request (NumPy formats a buffer description of the array for that): it holds no reference
+    (``view.obj`` is NULL, so ``PyBuffer_Release`` of it does nothing) and is read while ``t``
+    holds the array.
     """
     c = t[3]
     if type(c) is not _ndarray:
@@ -244,22 +276,30 @@ cdef bint _take(tuple t, Py_buffer* view) except -1:
     shape = t[0]
     if type(shape) is not tuple:
         return False
-    try:
-        PyObject_GetBuffer(c, view, PyBUF_C_CONTIGUOUS)
-    except (BufferError, ValueError, TypeError):  # not C-contiguous, or no buffer
+    cdef _ArrayHead* head = <_ArrayHead*><void*>c
+    if not head.flags & NPY_ARRAY_C_CONTIGUOUS:
         return False
-    cdef Py_ssize_t i, n = len(<tuple>shape)
-    cdef bint ok = view.ndim == n and view.itemsize > 0
-    if ok:
-        for i in range(n):
-            if view.shape[i] != (<tuple>shape)[i]:
-                ok = False
-                break
-    if ok:
-        ok = view.len // view.itemsize <= _MAX_ELEMENTS
-    if not ok:
-        PyBuffer_Release(view)
-    return ok
+    cdef Py_ssize_t i, n = len(<tuple>shape), count = 1, size = dt.itemsize
+    if head.nd != n or size <= 0:
+        return False
+    for i in range(n):
+        if head.dimensions[i] != (<tuple>shape)[i]:
+            return False
+        count *= head.dimensions[i]
+    if count > most:
+        return False
+    view.buf = head.data
+    _unowned(view)
+    view.len = count * size
+    view.itemsize = size
+    view.readonly = 1
+    view.ndim = n
+    view.format = NULL
+    view.shape = head.dimensions
+    view.strides = NULL
+    view.suboffsets = NULL
+    view.internal = NULL
+    return True
 
 
 cdef object _new(tuple shape, object dtype, const void* data, Py_ssize_t nbytes):
@@ -357,7 +397,11 @@ cdef bint _axes(object op, list ins, int64_t* axes, Py_ssize_t* count) except -1
 
 
 cdef object _squeeze(object op, list ins, bint insert):
-    """small_ints.small_squeeze for valid axes (the rest: the Python function, which raises)."""
+    """small_ints.small_squeeze for valid axes (the rest: the Python function, which raises).
+
+    Data of more elements than the small function takes (up to what ``try_fold`` folds) is
+    copied too: the general path's shape function and reference give the same.
+    """
     cdef Py_ssize_t n_in = len(ins)
     if n_in != 1 and n_in != 2:
         return None
@@ -405,7 +449,7 @@ cdef object _squeeze(object op, list ins, bint insert):
             d = (<tuple>shape)[i]
             if (count == 0 and d != 1) or (count != 0 and not mark[i]):
                 new.append(d)
-    if not _take(src, &view):
+    if not _take_upto(src, &view, _FOLD_DATA):  # any data try_fold folds: a copy, reshaped
         return None
     new_shape = tuple(new)
     try:
@@ -573,8 +617,36 @@ cdef bint _int_op(int kind, int64_t x, int64_t y, int64_t* v):
     return True
 
 
+cdef object _broadcast(object sa, object sb):
+    """``binary_op.broadcast_shape`` of two shapes (their own int objects); None: they do not."""
+    if type(sa) is not tuple or type(sb) is not tuple:
+        return None
+    cdef Py_ssize_t i, ra = len(<tuple>sa), rb = len(<tuple>sb), r = ra if ra > rb else rb
+    if r > MAX_RANK:
+        return None
+    dims = [None] * r
+    for i in range(r):
+        da = (<tuple>sa)[i - (r - ra)] if i >= r - ra else 1
+        db = (<tuple>sb)[i - (r - rb)] if i >= r - rb else 1
+        if type(da) is not int or type(db) is not int or da < 0 or db < 0:
+            return None
+        if da == db or db == 1:
+            dims[i] = da
+        elif da == 1:
+            dims[i] = db
+        else:
+            return None  # the shape function raises
+    return tuple(dims)
+
+
 cdef object _binary(object op, list ins):
-    """small_binary.small_binary: one int32 element with another."""
+    """BinaryOp on int32 values (``_take``: SMALL_MAX_ELEMENTS at most), as the general path folds.
+
+    One element with another is ``small_binary.small_binary``; values of more elements
+    (the same shape once broadcast, or one element with many) are computed element by element
+    with the same int32 arithmetic (``small_binary._INT``, which is the NumPy reference's).
+    Other broadcasts are declined.
+    """
     if len(ins) != 2 or op.param_type != P_BINARY:
         return None
     a, b = <tuple>ins[0], <tuple>ins[1]
@@ -584,30 +656,114 @@ cdef object _binary(object op, list ins):
     kind_obj = getattr(param, "opType", None)
     if type(kind_obj) is not int:
         return None
+    sa = a[0]
+    new = sa if sa == b[0] and type(sa) is tuple else _broadcast(sa, b[0])  # commonly the same
+    if new is None:
+        return None
     cdef int kind = kind_obj
+    cdef bint relu = getattr(param, "activationType", 0) == 1
     cdef Py_buffer xv, yv
-    cdef int64_t x, y, v = 0
+    cdef int32_t r[MAX_SMALL]
+    cdef int32_t* x
+    cdef int32_t* y
+    cdef int64_t v = 0
+    cdef Py_ssize_t i, nx, ny, n = 1
+    if not _int_op(kind, 0, 1, &v):
+        return None  # an operation not computed here (checked before any element is)
+    for d in <tuple>new:
+        n *= <Py_ssize_t>d
+        if n > MAX_SMALL:
+            return None
     if not _take(a, &xv):
         return None
-    x = (<int32_t*>xv.buf)[0] if xv.len == 4 else 0
-    cdef bint one = xv.len == 4
-    PyBuffer_Release(&xv)
-    if not one or not _take(b, &yv):
+    if not _take(b, &yv):
+        PyBuffer_Release(&xv)
         return None
-    y = (<int32_t*>yv.buf)[0] if yv.len == 4 else 0
-    one = yv.len == 4
-    PyBuffer_Release(&yv)
-    if not one or not _int_op(kind, x, y, &v):
+    try:
+        nx, ny = xv.len // 4, yv.len // 4
+        x, y = <int32_t*>xv.buf, <int32_t*>yv.buf
+        if (nx != n and nx != 1) or (ny != n and ny != 1):
+            return None  # a broadcast along an inner dim: the general path
+        for i in range(n):
+            if not _int_op(kind, x[i if nx == n else 0], y[i if ny == n else 0], &v):
+                return None
+            r[i] = <int32_t>_wrap(v)
+            if relu and r[i] < 0:
+                r[i] = 0
+    finally:
+        PyBuffer_Release(&xv)
+        PyBuffer_Release(&yv)
+    wide = len(<tuple>b[0]) > len(<tuple>a[0])
+    return (new, _I32, (b if wide else a)[2], _new(new, _I32, r, n * 4))
+
+
+cdef object _binary_shape(object op, list ins):
+    """``binary_op.shape`` for inputs of one dtype (float32 or int32) that broadcast."""
+    if len(ins) != 2 or op.param_type != P_BINARY:
         return None
-    cdef int32_t r = <int32_t>_wrap(v)
-    if getattr(param, "activationType", 0) == 1 and r < 0:
-        r = 0
-    sa, sb = a[0], b[0]
-    wide = len(sb) > len(sa)
-    new = sb if wide else sa  # both hold one element: every dim is 1
-    if type(new) is not tuple:
+    a, b = <tuple>ins[0], <tuple>ins[1]
+    dtype = a[1]
+    if dtype is not b[1] or (dtype is not _F32 and dtype is not _I32):
         return None
-    return (new, _I32, (b if wide else a)[2], _new(new, _I32, &r, 4))
+    code = getattr(op.param, "opType", None)
+    if type(code) is not int or code not in _BINARY_CODES:
+        return None
+    new = _broadcast(a[0], b[0])
+    if new is None:
+        return None
+    wide = len(<tuple>b[0]) > len(<tuple>a[0])
+    return (new, _I32 if code in _BINARY_COMPARE else dtype, (b if wide else a)[2])
+
+
+cdef object _fill(list ins):
+    """Fill (``fill.shape`` then its reference) from an int32 shape of rank 0 or 1 and a value.
+
+    The output holds at most MAX_FILL elements, each the value's first (its bytes copied);
+    declined for a negative dim (the shape function raises) and values of other kinds.
+    """
+    if len(ins) != 2:
+        return None
+    s, value = <tuple>ins[0], <tuple>ins[1]
+    vt = value[1]
+    if s[1] != _I32 or (vt != _F32 and vt != _I32 and vt != _I64):
+        return None
+    cdef Py_buffer sv, vv
+    cdef Py_ssize_t i, rank, count = 1, size
+    cdef char* data
+    cdef int64_t d
+    if not _take(s, &sv):
+        return None
+    try:
+        rank = sv.ndim
+        if rank > 1 or (rank == 1 and sv.shape[0] > MAX_RANK):
+            return None
+        dims = [0] * (sv.shape[0] if rank == 1 else 1)
+        for i in range(len(dims)):
+            d = (<int32_t*>sv.buf)[i]
+            if d < 0:
+                return None
+            dims[i] = d
+            count *= d
+            if count > MAX_FILL:
+                return None
+    finally:
+        PyBuffer_Release(&sv)
+    new = tuple(dims)
+    if not _take(value, &vv):
+        return None
+    try:
+        size = vv.itemsize
+        if vv.len < size:
+            return None  # no element: the shape function raises
+        out = _empty(new, vt)
+        if type(out) is not _ndarray:
+            raise AssertionError("numpy.empty gave no ndarray")
+        data = (<_ArrayHead*><void*>out).data
+        for i in range(count):
+            memcpy(data + i * size, vv.buf, size)
+    finally:
+        PyBuffer_Release(&vv)
+    return (new, vt, value[2], out)
 
 
 cdef inline int64_t _clamp(int64_t v, int64_t lo, int64_t hi):
@@ -740,6 +896,8 @@ cdef object _shape_only(object op, list ins):
         return _convert(op, ins)
     if kind == T_STRIDED:
         return _strided_shape(op, ins)
+    if kind == T_BINARY:
+        return _binary_shape(op, ins)
     return None
 
 

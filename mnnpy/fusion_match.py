@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as Bin
+from mnnpy.errors import MNNError
 from mnnpy.net import OpType
-from mnnpy.ops import permute
+from mnnpy.ops import concat, permute, strided_slice
 from mnnpy.optimization import Node, SubgraphView
 from mnnpy.tensor import Tensor
 
@@ -102,7 +103,7 @@ def pre_scale(view: SubgraphView, t: Tensor, reader: Node) -> tuple[Node, Tensor
     scales q and k so before their product.
     """
     node = view.producer(t)
-    if node is None or node not in view.nodes or view.only_reader(t) is not reader:
+    if node is None or not view.has(node) or view.only_reader(t) is not reader:
         return None
     if not binary(node, Bin.MUL) or node.inputs[0] is node.inputs[1]:
         return None
@@ -127,11 +128,11 @@ def repeated_heads(
     source tensor, r), or None.
     """
     shape = view.producer(t)
-    if shape is None or shape not in view.nodes or view.only_reader(t) is not reader:
+    if shape is None or not view.has(shape) or view.only_reader(t) is not reader:
         return None
     e = shape.inputs[0]
     cast = view.producer(e)
-    if shape.op.type != OpType.Reshape or cast is None or cast not in view.nodes:
+    if shape.op.type != OpType.Reshape or cast is None or not view.has(cast):
         return None
     if cast.op.type != OpType.BroadcastTo or view.only_reader(e) is not shape:
         return None
@@ -142,7 +143,7 @@ def repeated_heads(
         return None
     nodes, src = [cast, shape], u
     made = view.producer(u)
-    if made is not None and made in view.nodes and view.only_reader(u) is cast:
+    if made is not None and view.has(made) and view.only_reader(u) is cast:
         if made.op.type in (OpType.Unsqueeze, OpType.Reshape) and plain(made.inputs[0]):
             nodes, src = [made, cast, shape], made.inputs[0]
     return (nodes, src, e.shape[-3]) if plain(src, t) else None
@@ -155,10 +156,48 @@ def heads_permute(view: SubgraphView, t: Tensor, reader: Node | None, before: bo
     kernel reads (writes) the other side of it in place, its heads interleaved.
     """
     node = view.producer(t) if before else view.only_reader(t)
-    if node is None or node.op.type != OpType.Permute or node not in view.nodes:
+    if node is None or node.op.type != OpType.Permute or not view.has(node):
         return None
     if t.ndim != 4 or permute.permutation(node.op, 4) != (0, 2, 1, 3):
         return None
     if before and view.only_reader(t) is not reader:
         return None
     return node if plain(node.inputs[0], node.outputs[0]) else None
+
+
+def takes_last(node: Node, shape: tuple[int, ...], lo: int, hi: int) -> bool | None:
+    """Whether a StridedSlice ``node`` maps data of ``shape`` to ``x[..., lo:hi]``.
+
+    As its reference would on a probe of distinct values (an error: False), read from the plan
+    the reference slices by: every leading axis taken whole, the last from ``lo`` to ``hi``, in
+    order, shaped as ``x[..., lo:hi]``. None for other ops (the caller probes them).
+    """
+    if node.op.type != OpType.StridedSlice:
+        return None
+    values = [t.describe.content for t in node.inputs[1:]]
+    if any(v is None for v in values):
+        return False
+    try:
+        index, _, out = strided_slice.plan(node.op, shape, [np.asarray(v) for v in values])
+    except (MNNError, ValueError, IndexError, TypeError):
+        return False
+    if out != (*shape[:-1], hi - lo) or len(index) != len(shape):
+        return False
+    spans = [range(d) for d in shape[:-1]] + [range(lo, hi)]
+    return all(
+        isinstance(s, slice) and range(*s.indices(d)) == want
+        for s, d, want in zip(index, shape, spans, strict=True)
+    )
+
+
+def joins_last(node: Node, rank: int) -> bool | None:
+    """Whether a Concat ``node`` of two rank-``rank`` inputs of one shape joins the last axis.
+
+    As its reference would (an error: False); None for other ops (the caller probes them).
+    """
+    if node.op.type != OpType.Concat:
+        return None
+    try:
+        return len(node.inputs) == 2 and concat.resolve_axis(node.op, rank) == rank - 1
+    except MNNError:
+        return False

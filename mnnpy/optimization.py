@@ -134,6 +134,15 @@ class SubgraphView:
         view._mine = {id(n) for n in view.nodes}
         return view
 
+    def has(self, node: Node | None) -> bool:
+        """Whether ``node`` is one of this view's nodes (``node in view.nodes``, by identity)."""
+        return id(node) in self._mine
+
+    def in_order(self, group: Sequence[Node]) -> list[Node]:
+        """``group`` (nodes of the pipeline) in execution order."""
+        position = self._position
+        return sorted(group, key=lambda n: position[id(n)])
+
     def producer(self, tensor: Tensor) -> Node | None:
         """The placed op writing ``tensor`` (on any backend), or None (input, constant, folded)."""
         return self._producer.get(id(tensor))

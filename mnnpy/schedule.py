@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -27,6 +28,7 @@ __all__ = ["ConstInfo", "InputInfo", "PipelineInfo", "ScheduleInfo", "TensorInfo
 
 # Ops whose outputs exist before any execution runs: they get no execution of their own.
 _SOURCE_OPS = (OpType.Input, OpType.Const, OpType.TrainableParam)
+_SOURCES = frozenset(int(t) for t in _SOURCE_OPS)
 _MAX_RANK = 16
 
 
@@ -92,37 +94,43 @@ def schedule(net: Net, configs: Sequence[ScheduleConfig]) -> ScheduleInfo:
         raise NotSupportError(f"sessions take exactly one ScheduleConfig, got {len(configs)}")
     quant = plan_quant(net) if net.quant_info else None
     names = quant.names if quant else net.tensor_names
-    tensors = [TensorInfo(i, name) for i, name in enumerate(names)]
     inputs: dict[str, InputInfo] = {}
     constants: list[ConstInfo] = []
     pipeline = PipelineInfo(configs[0])
-    written = [False] * len(tensors)
+    written = bytearray(len(names))
+    reads = [0] * len(names)  # per tensor, the executable ops reading it
+    runs, sources, sourced = pipeline.ops, _SOURCES, []  # sourced: input tensors' indices
     for op in quant.ops if quant else net.ops:
-        for i in op.inputs:
+        ins = op.inputs
+        for i in ins:
             if not written[i]:
                 raise InvalidModelError(
-                    f"op {op.name!r} ({op.type_name}) reads tensor {tensors[i].name!r} "
+                    f"op {op.name!r} ({op.type_name}) reads tensor {names[i]!r} "
                     "before any op writes it"
                 )
         for i in op.outputs:
             if written[i]:
                 raise InvalidModelError(
-                    f"op {op.name!r} ({op.type_name}) writes tensor {tensors[i].name!r}, "
+                    f"op {op.name!r} ({op.type_name}) writes tensor {names[i]!r}, "
                     "which an earlier op already wrote"
                 )
-            written[i] = True
-        if op.type == OpType.Input:
+            written[i] = 1
+        if op.type not in sources:
+            runs.append(op)
+            for i in ins:
+                reads[i] += 1
+        elif op.type == OpType.Input:
             info = _input_info(op)
-            tensors[info.index].usage = TensorUsage.INPUT
-            inputs[tensors[info.index].name] = info
-        elif op.type in _SOURCE_OPS:
-            const = _const_info(op)
-            tensors[const.index].usage = TensorUsage.CONSTANT
-            constants.append(const)
+            inputs[names[info.index]] = info
+            sourced.append(info.index)
         else:
-            pipeline.ops.append(op)
-            for i in op.inputs:
-                tensors[i].use_count += 1
+            constants.append(_const_info(op))
+    normal = TensorUsage.NORMAL
+    tensors = list(map(TensorInfo, range(len(names)), names, repeat(normal), reads))
+    for i in sourced:
+        tensors[i].usage = TensorUsage.INPUT
+    for const in constants:
+        tensors[const.index].usage = TensorUsage.CONSTANT
     outputs = _outputs(net, tensors, pipeline.ops)
     for index in outputs.values():
         if tensors[index].usage == TensorUsage.NORMAL:

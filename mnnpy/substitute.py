@@ -202,8 +202,14 @@ def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
     unit.placement = replace(placement, fell_back=True, reason=reason)
 
 
-def _ordered(units: list[Unit], key: Mapping[int, int]) -> list[Unit]:
+def _ordered(
+    units: list[Unit], key: Mapping[int, int], suspects: set[int] | None = None
+) -> list[Unit]:
     """A topological order of ``units``, smallest ``key`` first among the ready ones.
+
+    ``suspects``: the ids of the only units that may read what a unit after them writes (the
+    substitutions, put where their first op was; every other unit keeps its producers before
+    it); None: any unit may.
 
     Kahn's algorithm (ties on ``key``: the earlier unit first), walking the units in key order.
     A unit whose producers are all earlier, none of them still waiting, is ready when its turn
@@ -216,7 +222,13 @@ def _ordered(units: list[Unit], key: Mapping[int, int]) -> list[Unit]:
         units = [units[i] for i in sorted(range(len(units)), key=keys.__getitem__)]
     made = {id(t): i for i, u in enumerate(units) for t in u.outputs}
     get, n = made.get, len(units)
-    late = {i for i, u in enumerate(units) for t in u.inputs if get(id(t), i) > i}
+    late = {
+        i
+        for i, u in enumerate(units)
+        if suspects is None or id(u) in suspects
+        for t in u.inputs
+        if get(id(t), i) > i
+    }
     if not late:
         return list(units)
     out: list[Unit] = []
@@ -288,7 +300,8 @@ def optimize_units(
     units = [u for u in pipeline.units if id(u) not in members] + list(fused)
     for f in fused:
         position[id(f)] = min(position[id(m)] for m in f.group)
-    return _ordered(sorted(units, key=lambda u: position[id(u)]), position), folded
+    ordered = sorted(units, key=lambda u: position[id(u)])
+    return _ordered(ordered, position, {id(f) for f in fused}), folded
 
 
 def _may_substitute(backend: Backend, types: set[int]) -> bool:

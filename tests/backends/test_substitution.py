@@ -232,6 +232,11 @@ def test_ordered_is_kahns_order_on_random_graphs():
         key = {id(u): k for u, k in zip(units, keys, strict=True)}
         got = _ordered(list(units), key)
         assert [id(u) for u in got] == [id(u) for u in _kahn(units, key)]
+        walk = sorted(units, key=lambda u: key[id(u)])  # the units that read a later one's output
+        at = {id(t): i for i, u in enumerate(walk) for t in u.outputs}
+        late = {id(u) for i, u in enumerate(walk) if any(at.get(id(t), i) > i for t in u.inputs)}
+        extra = {id(u) for u in units if rng.random() < 0.3}
+        assert _ordered(list(units), key, late | extra) == got  # told which: the same order
         topological = all(
             units.index(p) < units.index(u)
             for u in units

@@ -96,7 +96,7 @@ def _k_permute(view: SubgraphView, k: Tensor, reader: Node, tk: bool) -> tuple[N
     A swap of the last two dims (heads 1), or ``[B, n, H, d] -> [B, H, d, n]`` (heads H).
     """
     node = view.producer(k)
-    if node is None or node.op.type != OpType.Permute or node not in view.nodes:
+    if node is None or node.op.type != OpType.Permute or not view.has(node):
         return None
     if view.only_reader(k) is not reader or not M.plain(node.inputs[0]):
         return None

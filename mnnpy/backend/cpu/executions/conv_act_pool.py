@@ -115,7 +115,7 @@ def with_pool(view: SubgraphView, conv: Node, act: Node, code: int) -> Substitut
     x = act.outputs[0]
     if len(x.shape) != 4 or x.shape[2] * x.shape[3] < MIN_PIXELS:
         return None
-    pool = next((n for n in view.readers(x) if n in view.nodes and is_global_average(n)), None)
+    pool = next((n for n in view.readers(x) if view.has(n) and is_global_average(n)), None)
     if pool is None or len(conv.inputs) != 1:
         return None
     group = (conv, act, pool)

@@ -87,7 +87,7 @@ def _mul_of(node: Node | None, a: Tensor, b: Tensor) -> bool:
 
 def _gelu_at(view: SubgraphView, erf: Node) -> Substitution | None:
     scaled = view.producer(erf.inputs[0])
-    if scaled is None or scaled not in view.nodes or view.only_reader(erf.inputs[0]) is not erf:
+    if scaled is None or not view.has(scaled) or view.only_reader(erf.inputs[0]) is not erf:
         return None
     x = next((t for t in scaled.inputs if _scalar(t) is None), None)
     if x is None or not (
@@ -106,11 +106,7 @@ def _gelu_at(view: SubgraphView, erf: Node) -> Substitution | None:
         group += [nxt, half]
     else:  # (x * 0.5) * (1 + erf)
         half = next((n for n in view.readers(x) if _by_const(n, x, (Bin.MUL,), 0.5)), None)
-        if (
-            half is None
-            or half not in view.nodes
-            or not _mul_of(nxt, half.outputs[0], add.outputs[0])
-        ):
+        if half is None or not view.has(half) or not _mul_of(nxt, half.outputs[0], add.outputs[0]):
             return None
         if view.only_reader(half.outputs[0]) is not nxt or nxt is None:
             return None

@@ -73,7 +73,7 @@ def _sole_reader(view: SubgraphView, t: Tensor) -> Node | None:
     Ops that fold (Shape: placed nowhere) read only shapes, which a group still computes.
     """
     readers = view.readers(t)
-    if t.describe.usage == TensorUsage.OUTPUT or len(readers) != 1 or readers[0] not in view.nodes:
+    if t.describe.usage == TensorUsage.OUTPUT or len(readers) != 1 or not view.has(readers[0]):
         return None
     return readers[0] if sum(1 for i in readers[0].inputs if i is t) == 1 else None
 
@@ -145,7 +145,7 @@ def _group_norm_at(view: SubgraphView, ln: Node) -> list[Substitution]:  # noqa:
         return []
     group, x, z = [ln], ln.inputs[0], ln.outputs[0]
     node = view.producer(x)
-    while _moves(node) and node in view.nodes and _sole_reader(view, x) is group[0]:
+    while _moves(node) and view.has(node) and _sole_reader(view, x) is group[0]:
         assert node is not None  # back to the tensor with the channels
         group.insert(0, node)
         x = node.inputs[0]

@@ -49,7 +49,7 @@ class CPUFusedRope(Execution):
 def _made_by(view: SubgraphView, t: Tensor, reader: Node, op_type: int) -> Node | None:
     """The op of ``op_type`` in this view writing ``t``, read by ``reader`` alone."""
     node = view.producer(t)
-    if node is None or node.op.type != op_type or node not in view.nodes:
+    if node is None or node.op.type != op_type or not view.has(node):
         return None
     return node if view.only_reader(t) is reader else None
 
@@ -64,7 +64,7 @@ def _code(node: Node) -> int | None:
 def _sliced(view: SubgraphView, t: Tensor, reader: Node) -> Node | None:
     """The op in this view writing ``t`` from one tensor (a slice, checked later) for ``reader``."""
     node = view.producer(t)
-    if node is None or node not in view.nodes or view.only_reader(t) is not reader:
+    if node is None or not view.has(node) or view.only_reader(t) is not reader:
         return None
     return node if node.inputs and node.op.type != OpType.Concat else None
 
@@ -81,7 +81,7 @@ def _selects(node: Node, probe: np.ndarray, expected: np.ndarray) -> bool:
     return got.shape == expected.shape and bool(np.array_equal(got, expected))
 
 
-def _rope_at(view: SubgraphView, add: Node) -> Substitution | None:  # noqa: C901
+def _rope_at(view: SubgraphView, add: Node, probes: dict) -> Substitution | None:  # noqa: C901
     if not M.binary(add, Bin.ADD):
         return None
     for m1_t, m2_t in (add.inputs, add.inputs[::-1]):
@@ -104,14 +104,30 @@ def _rope_at(view: SubgraphView, add: Node) -> Substitution | None:  # noqa: C90
                 continue
             cos = M.other(m1, x)
             group = [m1, hi, neg, lo, cat, m2, add]
-            sub = _checked(view, group, x, cos, sin)
+            sub = _checked(view, group, x, cos, sin, probes)
             if sub is not None:
                 return sub
     return None
 
 
+def _probes(shape: tuple[int, ...], probes: dict) -> tuple[np.ndarray, ...]:
+    """A probe of ``shape``, its halves hi and lo (last axis), -hi and cat(-hi, lo); read-only.
+
+    The probe holds distinct values; these are made once per shape for one call of the finder.
+    """
+    made = probes.get(shape)
+    if made is None:
+        probe = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+        h = shape[-1] // 2
+        hi, lo = probe[..., h:], probe[..., :h]
+        made = probes[shape] = (probe, hi, lo, -hi, np.concatenate([-hi, lo], -1))
+        for a in made:
+            a.flags.writeable = False
+    return made
+
+
 def _checked(
-    view: SubgraphView, group: list[Node], x: Tensor, cos: Tensor, sin: Tensor
+    view: SubgraphView, group: list[Node], x: Tensor, cos: Tensor, sin: Tensor, probes: dict
 ) -> Substitution | None:
     """The substitution once shapes, layouts and the slices' meaning check out."""
     m1, hi, neg, lo, cat, m2, add = group
@@ -127,14 +143,21 @@ def _checked(
         lead = table.shape[:-2]
         if table.shape[-2:] != x.shape[-2:] or math.prod(lead) != 1:
             return None
-    probe = np.arange(x.element_size, dtype=np.float32).reshape(x.shape)
     h = d // 2
-    if not (_selects(hi, probe, probe[..., h:]) and _selects(lo, probe, probe[..., :h])):
+    for node, start, stop in ((hi, h, d), (lo, 0, h)):  # StridedSlice: its plan; else probed
+        took = M.takes_last(node, x.shape, start, stop)
+        if took is None:
+            probe, upper, lower = _probes(x.shape, probes)[:3]
+            took = _selects(node, probe, upper if start else lower)
+        if not took:
+            return None
+    joined = M.joins_last(cat, x.ndim)
+    if joined is None:
+        _, _, lower, a, rotated = _probes(x.shape, probes)
+        joined = _selects_pair(cat, a, lower, rotated)
+    if not joined:
         return None
-    a, b = -probe[..., h:], probe[..., :h]
-    if not _selects_pair(cat, a, b, np.concatenate([a, b], -1)):
-        return None
-    group.sort(key=view.nodes.index)
+    group = view.in_order(group)
     inputs, outputs = view.boundary(group)
     if outputs != [add.outputs[0]]:  # convex: every inner tensor is read inside only
         return None
@@ -154,5 +177,6 @@ def _selects_pair(node: Node, a: np.ndarray, b: np.ndarray, expected: np.ndarray
 @CPUBackend.register_fusion(requires=(OpType.BinaryOp, OpType.Concat, OpType.UnaryOp))
 def rope(backend: Any, view: SubgraphView) -> list[Substitution]:
     """Every rotary embedding written out as Mul / slices / Neg / Concat / Mul / Add."""
-    found = (_rope_at(view, n) for n in view.nodes if n.op.type == OpType.BinaryOp)
+    probes: dict = {}  # per x shape (q and k of every layer share theirs)
+    found = (_rope_at(view, n, probes) for n in view.nodes if n.op.type == OpType.BinaryOp)
     return [s for s in found if s is not None]
