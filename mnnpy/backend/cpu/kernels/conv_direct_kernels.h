@@ -11,8 +11,9 @@
  * holds 16 output channels of one pixel, and each input value is broadcast to the panels of up
  * to 8 pixels in flight (AVX-512; AVX2: two 8-lane registers per pixel, 4 pixels). Rows of a
  * pixel whose window leaves the image are skipped (the same for the whole row); pixels whose
- * kx taps leave the row take the one-pixel path. A pixel's
- * path depends only on its position, so any split of rows gives the same bits.
+ * kx taps leave the row take the one-pixel path; the interior's last columns short of a block
+ * are one more block ending at the interior's end (columns before it recomputed, the same
+ * chain). A pixel's path depends only on its position, so any split of rows gives the same bits.
  */
 #ifndef MNNPY_CONV_DIRECT_KERNELS_H
 #define MNNPY_CONV_DIRECT_KERNELS_H
@@ -161,6 +162,10 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_cd_row256(const mnnpy_cd_geom* g, const float
             keep1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, lane));
         }
         for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {
+            /* the interior's last < 4 (AVX-512: 8) columns: one more block ending at xb, over
+             * columns already written (the same FMA chain per pixel: the same bits) instead of
+             * one pixel at a time (a single accumulator's latency-bound chain) */
+            if (ox >= xa && ox + 4 > xb && ox < xb && xb - xa >= 4) ox = xb - 4;
             ptrdiff_t ix0 = ox * g->sx - g->left, kx0, kx1;
             if (ox >= xa && ox + 4 <= xb) {
                 mnnpy_cd_block256x4(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, 0, g->KX, j,
@@ -251,6 +256,7 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_cd_row512(const mnnpy_cd_geom* g, const float
     for (ptrdiff_t j = 0; j < np;) {
         ptrdiff_t n = j + 2 <= np ? 2 : 1;
         for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {
+            if (ox >= xa && ox + 8 > xb && ox < xb && xb - xa >= 8) ox = xb - 8; /* as row256 */
             ptrdiff_t ix0 = ox * sx - g->left, kx0, kx1;
             if (ox >= xa && ox + 8 <= xb) {
 #define MNNPY_CD_CALL(NAME) \
