@@ -11,8 +11,9 @@
  * holds 16 output channels of one pixel, and each input value is broadcast to the panels of up
  * to 8 pixels in flight (AVX-512; AVX2: two 8-lane registers per pixel, 4 pixels). Rows of a
  * pixel whose window leaves the image are skipped (the same for the whole row); pixels whose
- * kx taps leave the row take the one-pixel path. A pixel's
- * path depends only on its position, so any split of rows gives the same bits.
+ * kx taps leave the row take the one-pixel path; the interior's last columns short of a block
+ * are one more block ending at the interior's end (columns before it recomputed, the same
+ * chain). A pixel's path depends only on its position, so any split of rows gives the same bits.
  */
 #ifndef MNNPY_CONV_DIRECT_KERNELS_H
 #define MNNPY_CONV_DIRECT_KERNELS_H
@@ -161,6 +162,10 @@ MNNPY_STATIC MNNPY_T256 void mnnpy_cd_row256(const mnnpy_cd_geom* g, const float
             keep1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(n, lane));
         }
         for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {
+            /* the interior's last < 4 (AVX-512: 8) columns: one more block ending at xb, over
+             * columns already written (the same FMA chain per pixel: the same bits) instead of
+             * one pixel at a time (a single accumulator's latency-bound chain) */
+            if (ox >= xa && ox + 4 > xb && ox < xb && xb - xa >= 4) ox = xb - 4;
             ptrdiff_t ix0 = ox * g->sx - g->left, kx0, kx1;
             if (ox >= xa && ox + 4 <= xb) {
                 mnnpy_cd_block256x4(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, 0, g->KX, j,
@@ -191,7 +196,7 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_cd_store(float* d, ptrdiff_t plane, ptrdiff_t
  * taps ky in [ky0, ky1), kx in [kx0, kx1); off[kx * ic + c] is tap (kx, c)'s float offset from
  * the window's first pixel. Output channels >= oc (zero weights and bias: their
  * clamp(0) may not be 0) are written as 0 through the last panel's mask ``last``. */
-#define MNNPY_CD_BLOCK(NAME, P, NP, SX)                                                            \
+#define MNNPY_CD_BLOCK(NAME, P, NP, SX, PS)                                                          \
     MNNPY_INLINE MNNPY_T512 void NAME(const mnnpy_cd_geom* g, const float* src, float* dst,      \
                                       const float* w, const float* bias, const ptrdiff_t* off,   \
                                       ptrdiff_t iy0, ptrdiff_t ky0, ptrdiff_t ky1, ptrdiff_t ix0, \
@@ -200,6 +205,7 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_cd_store(float* d, ptrdiff_t plane, ptrdiff_t
                                       __m512 hi, __mmask16 last) {                               \
         const ptrdiff_t K = g->KY * g->KX * g->ic, plane = g->plane;                             \
         const ptrdiff_t oc4 = (g->oc + 3) / 4, sx = (SX) ? (SX) : g->sx;                         \
+        const ptrdiff_t ps = (PS) ? (PS) : g->ps;                                                \
         __m512 acc[P][NP];                                                                       \
         for (int j = 0; j < NP; ++j) {                                                           \
             __m512 b = _mm512_loadu_ps(bias + (j0 + j) * 16);                                    \
@@ -212,7 +218,7 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_cd_store(float* d, ptrdiff_t plane, ptrdiff_t
                 __m512 wv[NP];                                                                   \
                 for (int j = 0; j < NP; ++j) wv[j] = _mm512_loadu_ps(wk + j * K * 16 + t * 16);  \
                 for (int p = 0; p < P; ++p) {                                                    \
-                    __m512 x = _mm512_set1_ps(px[off[t] + p * sx * g->ps]);                       \
+                    __m512 x = _mm512_set1_ps(px[off[t] + p * sx * ps]);                         \
                     for (int j = 0; j < NP; ++j)                                                 \
                         acc[p][j] = _mm512_fmadd_ps(x, wv[j], acc[p][j]);                        \
                 }                                                                                \
@@ -228,11 +234,13 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_cd_store(float* d, ptrdiff_t plane, ptrdiff_t
         }                                                                                        \
     }
 /* (stride 2, the usual first layer's, as a constant: immediate offsets for the broadcasts) */
-MNNPY_CD_BLOCK(mnnpy_cd_block8x2, 8, 2, 0)
-MNNPY_CD_BLOCK(mnnpy_cd_block8x1, 8, 1, 0)
-MNNPY_CD_BLOCK(mnnpy_cd_block8x2s2, 8, 2, 2)
-MNNPY_CD_BLOCK(mnnpy_cd_block8x1s2, 8, 1, 2)
-MNNPY_CD_BLOCK(mnnpy_cd_block1x1, 1, 1, 0)
+MNNPY_CD_BLOCK(mnnpy_cd_block8x2, 8, 2, 0, 0)
+MNNPY_CD_BLOCK(mnnpy_cd_block8x1, 8, 1, 0, 0)
+MNNPY_CD_BLOCK(mnnpy_cd_block8x2s2, 8, 2, 2, 0)
+MNNPY_CD_BLOCK(mnnpy_cd_block8x1s2, 8, 1, 2, 0)
+MNNPY_CD_BLOCK(mnnpy_cd_block8x2s2p1, 8, 2, 2, 1)
+MNNPY_CD_BLOCK(mnnpy_cd_block8x1s2p1, 8, 1, 2, 1)
+MNNPY_CD_BLOCK(mnnpy_cd_block1x1, 1, 1, 0, 0)
 #undef MNNPY_CD_BLOCK
 
 /* Output row oy: interior columns in blocks of 8 pixels, the rest one pixel at a time; panels
@@ -251,13 +259,18 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_cd_row512(const mnnpy_cd_geom* g, const float
     for (ptrdiff_t j = 0; j < np;) {
         ptrdiff_t n = j + 2 <= np ? 2 : 1;
         for (ptrdiff_t ox = 0; ox < g->ow; ++ox) {
+            if (ox >= xa && ox + 8 > xb && ox < xb && xb - xa >= 8) ox = xb - 8; /* as row256 */
             ptrdiff_t ix0 = ox * sx - g->left, kx0, kx1;
             if (ox >= xa && ox + 8 <= xb) {
 #define MNNPY_CD_CALL(NAME) \
     NAME(g, src, dst, w, bias, off, iy0, ky0, ky1, ix0, 0, g->KX, j, \
          (oy - g->oy0) * g->ow + ox, l16, h16, last)
-                if (n == 2 && sx == 2)
+                if (n == 2 && sx == 2 && g->ps == 1)
+                    MNNPY_CD_CALL(mnnpy_cd_block8x2s2p1);
+                else if (n == 2 && sx == 2)
                     MNNPY_CD_CALL(mnnpy_cd_block8x2s2);
+                else if (sx == 2 && g->ps == 1)
+                    MNNPY_CD_CALL(mnnpy_cd_block8x1s2p1);
                 else if (n == 2)
                     MNNPY_CD_CALL(mnnpy_cd_block8x2);
                 else if (sx == 2)
