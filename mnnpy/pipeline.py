@@ -215,7 +215,12 @@ class Pipeline:
             if step is not None:
                 steps.append(step)
         self._steps = steps
-        self._loop = self.host.call_loop([_step_call(s) for s in steps])
+        # _step_call(s), its common case inlined: the bound call alone
+        calls = [
+            s.call if s.call is not None and not s.copies and not s.syncs else _step_call(s)
+            for s in steps
+        ]
+        self._loop = self.host.call_loop(calls)
 
     def clear_steps(self) -> None:
         """Drop the run loop's steps (before buffers are freed: bound calls hold them)."""

@@ -278,12 +278,7 @@ class Unit:
             )
         execution, backend = self.execution, self.backend
         assert backend is not None
-        for t in self.inputs:  # _wrap_inputs' common case, inlined: all held by ``backend``
-            if t.describe.backend is not backend:
-                inputs, copies, edges = self._wrap_inputs(backend)
-                break
-        else:
-            inputs, copies, edges = tuple(self.inputs), (), ()
+        inputs, copies, edges = self._wrap_inputs(backend)
         runs = geometry if geometry and runnable(geometry, execution, backend, copies) else None
         if runs is None:  # no regions decided, or not runnable as decided
             fall_back(geometry, self.outputs, execution)
@@ -292,9 +287,7 @@ class Unit:
             if backend.on_acquire_inplace(outputs[0], self.inputs[0]):
                 outputs = outputs[1:]
         for t in outputs:
-            d = t.describe  # storage_type_of(t), inlined
-            kind = _SEPARATE if d.content is not None or d.usage in _SURVIVE else _DYNAMIC
-            acquire_buffer(backend, t, kind)
+            acquire_buffer(backend, t, storage_type_of(t))
         execution.on_resize(inputs, self.outputs)
         for _, _, mirror in copies:  # like scratch: valid during this op's execute
             release_buffer(backend, mirror, StorageType.DYNAMIC)
