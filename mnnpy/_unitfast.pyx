@@ -136,6 +136,7 @@ def unchecked_memory(tensors, ndarray):
     ``ndarray`` of their dtype with at least ``storage_elements`` elements; usually none.
     """
     cdef list bad = []
+    cdef Py_ssize_t size
     for t in tensors:
         owner = t.describe.backend
         if owner is None or owner.memory_kind != "host":
@@ -143,10 +144,27 @@ def unchecked_memory(tensors, ndarray):
         host = t.host
         if type(host) is ndarray:
             dtype = host.dtype
-            if (dtype is t.dtype or dtype == t.dtype) and host.size >= t.storage_elements:
-                continue
+            if dtype is t.dtype or dtype == t.dtype:
+                size = host.size
+                # the NC4HW4-padded count bounds storage_elements in every layout: asked first,
+                # without the backend's storage_format
+                if size >= _padded_elements(t.shape) or size >= t.storage_elements:
+                    continue
         bad.append(t)
     return bad
+
+
+cdef Py_ssize_t _padded_elements(shape) except? -1:
+    """Elements of ``shape`` stored NC4HW4 (channels, axis 1, padded to four): an upper bound."""
+    cdef Py_ssize_t i, n = len(shape), count
+    if n == 0:
+        return 1
+    count = shape[0]
+    if n >= 2:
+        count *= (<Py_ssize_t>shape[1] + 3) // 4 * 4
+    for i in range(2, n):
+        count *= <Py_ssize_t>shape[i]
+    return count
 
 
 def make_units(ops, tensors, unit_cls):

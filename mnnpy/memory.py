@@ -113,7 +113,8 @@ class MemoryPlanner:
             return False  # not alive, taken over, or sub-tensors still read its bytes
         assert key not in self._owner, f"buffer {key!r} acquired twice"
         block.owners.append(key)
-        block.last_op = max(block.last_op, op)
+        if op > block.last_op:  # max(), inlined: once per in-place op per resize
+            block.last_op = op
         self._owner[key] = block
         return True
 
@@ -196,7 +197,8 @@ class MemoryPlanner:
     def release(self, key: Hashable, op: int = -1) -> None:
         """``key`` is done with its buffer; once its last owner is done the bytes may be reused."""
         block = self._owner[key]
-        block.last_op = max(block.last_op, op)
+        if op > block.last_op:  # max(), inlined: once per buffer per resize
+            block.last_op = op
         if key in self._view_at:  # a sub-tensor: the block ends with the last of them
             block.views.discard(key)
         elif block.owners[-1] != key:  # an alias took the buffer over

@@ -67,6 +67,13 @@ class Pipeline:
         self.overrides = dict(overrides or {})
         self.strict = strict
         self.backends = list(dict.fromkeys([*self.preference, *self.overrides.values(), host]))
+        # the only backend, when its resize_scope is the base one (``_prepare_unit`` inlines it)
+        self._plain_scope: Backend | None = (
+            self.backends[0]
+            if len(self.backends) == 1
+            and getattr(type(self.backends[0]), "resize_scope", None) is Backend.resize_scope
+            else None
+        )
         self._active: list[Unit] = []
         self._optimized = False
         # every tensor the units read or write, once (``_all_tensors``), with the units it is of
@@ -142,6 +149,22 @@ class Pipeline:
 
     def _prepare_unit(self, unit: Unit, folded: bool, geometry: UnitGeometry | None) -> UnitPlan:
         """``unit.prepare``, its memory requests made for its op; errors name it ("resize")."""
+        backend = self._plain_scope
+        if backend is not None:  # one backend, the base resize_scope: its _Scope inlined
+            outer, backend._scope_op = backend._scope_op, unit.op
+            try:
+                return unit.prepare(
+                    self.host,
+                    self.preference,
+                    self.overrides,
+                    self.strict,
+                    folded=folded,
+                    geometry=geometry,
+                )
+            except Exception as e:
+                raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
+            finally:
+                backend._scope_op = outer
         args = (self.host, self.preference, self.overrides, self.strict)
         try:
             with self._scopes(unit.op):
@@ -192,7 +215,12 @@ class Pipeline:
             if step is not None:
                 steps.append(step)
         self._steps = steps
-        self._loop = self.host.call_loop([_step_call(s) for s in steps])
+        # _step_call(s), its common case inlined: the bound call alone
+        calls = [
+            s.call if s.call is not None and not s.copies and not s.syncs else _step_call(s)
+            for s in steps
+        ]
+        self._loop = self.host.call_loop(calls)
 
     def clear_steps(self) -> None:
         """Drop the run loop's steps (before buffers are freed: bound calls hold them)."""

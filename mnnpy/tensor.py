@@ -189,30 +189,51 @@ class Tensor:
     def storage_format(self) -> DimensionFormat:
         """The layout the data is stored in: the owning backend decides, else the format."""
         backend = self.describe.backend
-        return self.dimension_format if backend is None else backend.storage_format(self)
+        if backend is None or type(backend) in _KEEPS_FORMAT:
+            return self.dimension_format
+        return _format_of(backend, self)
 
     @property
     def storage_elements(self) -> int:
         """Number of elements the storage holds (with NC4HW4 padding).
 
-        Asked thousands of times per resize: ``layout.storage_elements`` inlined.
+        Asked thousands of times per resize: ``layout.storage_elements`` inlined, and the
+        backend's ``storage_format`` asked only when its class overrides the base one.
         """
         shape, backend = self.shape, self.describe.backend
-        fmt = self.dimension_format if backend is None else backend.storage_format(self)
+        if backend is None or type(backend) in _KEEPS_FORMAT:
+            fmt = self.dimension_format
+        else:
+            fmt = _format_of(backend, self)
         if fmt == _NC4HW4 and len(shape) >= 2:
             return shape[0] * ((shape[1] + 3) // 4) * 4 * math.prod(shape[2:])
         return math.prod(shape)
 
     @property
     def size(self) -> int:
-        """Bytes of storage (with NC4HW4 padding), as MNN's ``Tensor::size``."""
-        return self.storage_elements * self.dtype.itemsize
+        """Bytes of storage (with NC4HW4 padding), as MNN's ``Tensor::size``.
+
+        ``storage_elements`` inlined (asked per acquire, alias and view).
+        """
+        shape, backend = self.shape, self.describe.backend
+        if backend is None or type(backend) in _KEEPS_FORMAT:
+            fmt = self.dimension_format
+        else:
+            fmt = _format_of(backend, self)
+        if fmt == _NC4HW4 and len(shape) >= 2:
+            n = shape[0] * ((shape[1] + 3) // 4) * 4 * math.prod(shape[2:])
+        else:
+            n = math.prod(shape)
+        return n * self.dtype.itemsize
 
     @property
     def is_packed(self) -> bool:
         """Whether the storage is NC4HW4 blocks (``layout.is_packed``, inlined: asked often)."""
         backend = self.describe.backend
-        fmt = self.dimension_format if backend is None else backend.storage_format(self)
+        if backend is None or type(backend) in _KEEPS_FORMAT:
+            fmt = self.dimension_format
+        else:
+            fmt = _format_of(backend, self)
         return fmt == _NC4HW4 and len(self.shape) >= 2
 
     # -- data ---------------------------------------------------------------------------------
@@ -325,3 +346,23 @@ def model_tensors(infos: Iterable[Any]) -> list[Tensor]:
 
 
 _FLOAT32 = np.dtype(np.float32)
+
+# Backend classes whose ``storage_format`` is the base one (the tensor's own format), learnt on
+# first sight by ``_format_of``: the accessors above then skip that call.
+_KEEPS_FORMAT: set[type] = set()
+
+
+def _format_of(backend: Any, tensor: Tensor) -> DimensionFormat:
+    """``backend.storage_format(tensor)``; remembers a class that keeps the base method.
+
+    Only the class is looked at: a backend object whose own attribute replaces the method (or
+    one that is no ``Backend``) is asked every time.
+    """
+    from mnnpy.backend.base import Backend  # the backend package imports this module
+
+    cls = type(backend)
+    if getattr(cls, "storage_format", None) is Backend.storage_format and (
+        "storage_format" not in getattr(backend, "__dict__", ())
+    ):
+        _KEEPS_FORMAT.add(cls)
+    return backend.storage_format(tensor)

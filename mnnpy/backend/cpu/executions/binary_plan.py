@@ -22,8 +22,9 @@ def lane_compatible(t: Tensor, out: Tensor) -> bool:
     """Whether ``t``'s storage maps element by element onto ``out``'s (same data order)."""
     if t.element_size != out.element_size:
         return False
-    if t.is_packed or out.is_packed:
-        return t.is_packed and out.is_packed and t.shape == out.shape
+    packed, out_packed = t.is_packed, out.is_packed  # each asked once (it asks the backend)
+    if packed or out_packed:
+        return packed and out_packed and t.shape == out.shape
     return True  # plain storage is the C order of the logical array; extra 1-dims do not move it
 
 
@@ -52,12 +53,8 @@ def broadcast_plan(
     space = space or [[1, 0, 0]]
     if len(space) > K.MAX_DIMS:
         raise NotSupportError(f"broadcasting {tuple(a)!r} with {tuple(b)!r} needs too many dims")
-    cols = np.array(space, dtype=np.intp).T
-    return (
-        np.ascontiguousarray(cols[0]),
-        np.ascontiguousarray(cols[1]),
-        np.ascontiguousarray(cols[2]),
-    )
+    extents, a_strides, b_strides = zip(*space, strict=True)  # one array per column
+    return np.array(extents, np.intp), np.array(a_strides, np.intp), np.array(b_strides, np.intp)
 
 
 def channel_broadcast(
