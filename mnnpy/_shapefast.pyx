@@ -23,7 +23,7 @@ compares both paths on the ops, on random cases and through resizes.
 
 cimport cython
 from cpython.buffer cimport PyBuffer_Release
-from cpython.long cimport PyLong_FromVoidPtr
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromVoidPtr
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 
@@ -31,11 +31,11 @@ import numpy as np
 
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as _B
 from mnnpy.net import OpParameter, OpType
-from mnnpy.ops import FOLD_MAX_ELEMENTS, compute_shape, fold_function, try_fold
+from mnnpy.ops import _FOLDS, FOLD_MAX_ELEMENTS, compute_shape, load_all, try_fold
 from mnnpy.ops.binary_op import COMPARE as _COMPARE
 from mnnpy.ops.binary_op import FLOAT_FUNCS as _FLOAT_FUNCS
 from mnnpy.ops.binary_op import INT_FUNCS as _INT_FUNCS
-from mnnpy.ops._small import SMALL_MAX_ELEMENTS, small_function
+from mnnpy.ops._small import _SMALL, SMALL_MAX_ELEMENTS
 from mnnpy.ops.conv_memo import keep as _conv_keep
 from mnnpy.ops.convolution import ConvGeometry as _ConvGeometry
 from mnnpy._schema.MNN.PadMode import PadMode as _PadMode
@@ -70,6 +70,31 @@ cdef extern from *:
         int flags
     # a view holding no reference (PyBuffer_Release of it does nothing)
     void _unowned "mnnpy_view_unowned"(Py_buffer* view)
+
+
+cdef extern from *:
+    """
+    static PyObject *mnnpy_shaped(PyObject *cls, PyObject *fold, PyObject *key, PyObject *values,
+                                  PyObject *outputs, PyObject *folded) {
+        /* cls(fold, key, values, outputs, folded) for a tuple subclass of five fields (the
+           NamedTuple Shaped): allocated with its five items and filled before anything else
+           runs, as tuple.__new__(cls, items) gives it without the copy of the items */
+        PyObject *t = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 5);
+        if (t == NULL) return NULL;
+        PyObject *items[5] = {fold, key, values, outputs, folded};
+        for (int i = 0; i < 5; i++) {
+            Py_INCREF(items[i]);
+            PyTuple_SET_ITEM(t, i, items[i]);
+        }
+        return t;
+    }
+    """
+    object _shaped "mnnpy_shaped"(
+        object cls, object fold, object key, object values, object outputs, object folded
+    )
+
+if not issubclass(Shaped, tuple) or len(Shaped._fields) != 5:  # what _shaped makes
+    raise ImportError("mnnpy.shape_stage.Shaped is not the five-field NamedTuple _shaped fills")
 
 DEF NPY_ARRAY_C_CONTIGUOUS = 0x0001  # NumPy's flag (the same in 1.x and 2.x)
 
@@ -136,7 +161,7 @@ cdef int B_OR = _B.BITWISE_OR
 cdef int B_XOR = _B.BITWISE_XOR
 
 
-cdef object _tuple_new = tuple.__new__
+cdef object _object_new = object.__new__
 cdef object _F32 = np.dtype(np.float32)
 # BinaryOp's operations ``binary_op.op_code`` accepts, and those giving int32 (comparisons)
 cdef frozenset _BINARY_CODES = frozenset(_FLOAT_FUNCS) | frozenset(_INT_FUNCS)
@@ -176,10 +201,10 @@ def shape_op(op, inputs, outputs, bint fold, last):
             out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
             out.describe.content = state[3]
             if last is None or not last.folded:
-                return _tuple_new(Shaped, (fold, tkey, tuple(values), (state,), True))
+                return _shaped(Shaped, fold, tkey, tuple(values), (state,), True)
             folded = True
         else:
-            small = small_function(op.type)
+            small = _registered(_SMALL, op.type)  # ops._small.small_function
             folded = small is not None and small(op, inputs, outputs)
     if not folded:
         shaped = None
@@ -193,7 +218,7 @@ def shape_op(op, inputs, outputs, bint fold, last):
             if needed is not None:
                 return needed
         # try_fold folds an op without a fold function only when every input's values are known
-        folded = fold and (_known(ins) or fold_function(op.type) is not None) and try_fold(
+        folded = fold and (_known(ins) or _registered(_FOLDS, op.type) is not None) and try_fold(
             op, inputs, outputs
         )
     if folded and last is not None and last.folded:
@@ -203,7 +228,7 @@ def shape_op(op, inputs, outputs, bint fold, last):
         states.append(
             (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
         )
-    return _tuple_new(Shaped, (fold, tkey, tuple(values), tuple(states), folded))
+    return _shaped(Shaped, fold, tkey, tuple(values), tuple(states), folded)
 
 
 def small(op, inputs, outputs):
@@ -218,6 +243,19 @@ def small(op, inputs, outputs):
     out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
     out.describe.content = state[3]
     return True
+
+
+cdef bint _loaded = False
+
+
+cdef object _registered(dict table, object kind):
+    """``table[kind]`` or None, every op module loaded first (as ``ops.fold_function`` and
+    ``ops._small.small_function`` look them up, without their Python call per op)."""
+    global _loaded
+    if not _loaded:
+        load_all()
+        _loaded = True
+    return table.get(kind)
 
 
 cdef bint _known(list ins):
@@ -963,9 +1001,11 @@ cdef inline bint _small_int(object v, int64_t* out) except -1:
     """``v`` into ``out`` when it is an int in [-_BIG, _BIG]; False: anything else."""
     if type(v) is not int:
         return False
-    if not -_BIG <= v <= _BIG:
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow or not -_BIG <= x <= _BIG:
         return False
-    out[0] = v
+    out[0] = x
     return True
 
 
@@ -1065,11 +1105,11 @@ cdef object _conv_shape(object op, list ins):
     _conv_axis(w, kx, sx, dx, mode, pads, n_pads, f[11], 1, &ow, &left)
     if oh < 1 or ow < 1:
         return None
-    geo = _ConvGeometry.__new__(_ConvGeometry)  # frozen: its fields set through its __dict__
-    geo.__dict__.update(
-        batch=n, in_channels=c, in_hw=(h, w), out_channels=oc, out_hw=(oh, ow), group=group,
-        kernel=(ky, kx), stride=(sy, sx), dilate=(dy, dx), pad=(top, left),
-    )
+    geo = _object_new(_ConvGeometry)  # frozen: its fields set through its __dict__
+    cdef dict d = geo.__dict__
+    d["batch"], d["in_channels"], d["in_hw"], d["out_channels"] = n, c, (h, w), oc
+    d["out_hw"], d["group"], d["kernel"], d["stride"] = (oh, ow), group, (ky, kx), (sy, sx)
+    d["dilate"], d["pad"] = (dy, dx), (top, left)
     _conv_keep((op, (n, c, h, w) if nhwc else shape, None), geo)
     return ((n, oh, ow, oc) if nhwc else (n, oc, oh, ow), _F32, fmt)
 
