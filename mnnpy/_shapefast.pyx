@@ -24,6 +24,8 @@ compares both paths on the ops, on random cases and through resizes.
 cimport cython
 from cpython.buffer cimport PyBuffer_Release
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromVoidPtr
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 
@@ -171,21 +173,25 @@ DEF MAX_SMALL = 64  # elements of a small value computed here (_take: SMALL_MAX_
 
 def shape_op(op, inputs, outputs, bint fold, last):
     """``mnnpy.shape_stage.shape_op_python``, the same answer (see there)."""
-    cdef list key = []
-    cdef list values = []
     cdef list ins = []  # per input: shape, dtype, format, values (read once, for _small)
     cdef bint folded = False
-    for t in inputs:
+    cdef Py_ssize_t i, n_in = len(inputs), n = n_in + len(outputs)
+    # the key and the values, made at their size and filled in place (no lists to copy)
+    cdef tuple tkey = PyTuple_New(n)
+    cdef tuple values = PyTuple_New(n)
+    for i in range(n):
+        t = inputs[i] if i < n_in else outputs[i - n_in]
         c = t.describe.content
-        shape, dtype, fmt = t.shape, t.dtype, t.dimension_format
-        key.append((shape, dtype, fmt, PyLong_FromVoidPtr(<void*>c)))
-        ins.append((shape, dtype, fmt, c))
-        values.append(c)
-    for t in outputs:  # run-time values If / While read
-        c = t.describe.content
-        key.append((PyLong_FromVoidPtr(<void*>c),))
-        values.append(c)
-    tkey = tuple(key)
+        if i < n_in:
+            shape, dtype, fmt = t.shape, t.dtype, t.dimension_format
+            item = (shape, dtype, fmt, PyLong_FromVoidPtr(<void*>c))
+            ins.append((shape, dtype, fmt, c))
+        else:  # run-time values If / While read
+            item = (PyLong_FromVoidPtr(<void*>c),)
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(tkey, i, item)
+        Py_INCREF(c)
+        PyTuple_SET_ITEM(values, i, c)
     if last is not None and last.fold == fold and last.key == tkey:
         for out, state in zip(outputs, last.outputs, strict=True):
             out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
@@ -201,7 +207,7 @@ def shape_op(op, inputs, outputs, bint fold, last):
             out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
             out.describe.content = state[3]
             if last is None or not last.folded:
-                return _shaped(Shaped, fold, tkey, tuple(values), (state,), True)
+                return _shaped(Shaped, fold, tkey, values, (state,), True)
             folded = True
         else:
             small = _registered(_SMALL, op.type)  # ops._small.small_function
@@ -228,7 +234,7 @@ def shape_op(op, inputs, outputs, bint fold, last):
         states.append(
             (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
         )
-    return _shaped(Shaped, fold, tkey, tuple(values), tuple(states), folded)
+    return _shaped(Shaped, fold, tkey, values, tuple(states), folded)
 
 
 def small(op, inputs, outputs):
