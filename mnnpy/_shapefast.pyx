@@ -10,7 +10,8 @@ Each sets the output exactly as the op's Python small function (``mnnpy.ops.smal
 ``mnnpy.ops.small_binary``) would, or sets nothing and declines: then the Python small function
 runs, which stays the reference and raises the errors (an axis out of range, say), so every error
 comes from the Python path and names the op as before. The shape functions of Reshape (for a known
-shape input), Permute, ConvertTensor and StridedSlice (a plan remembered) are answered here too
+shape input), Permute, ConvertTensor, StridedSlice (a plan remembered) and one-input convolutions
+(their geometry kept for the creator, as ``convolution.shape`` keeps it) are answered here too
 (else ``compute_shape``), and ops whose inputs are not all known and that have no fold function
 skip ``try_fold``, which would not fold them.
 
@@ -22,7 +23,9 @@ compares both paths on the ops, on random cases and through resizes.
 
 cimport cython
 from cpython.buffer cimport PyBuffer_Release
-from cpython.long cimport PyLong_FromVoidPtr
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromVoidPtr
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 
@@ -30,11 +33,14 @@ import numpy as np
 
 from mnnpy._schema.MNN.BinaryOpOperation import BinaryOpOperation as _B
 from mnnpy.net import OpParameter, OpType
-from mnnpy.ops import FOLD_MAX_ELEMENTS, compute_shape, fold_function, try_fold
+from mnnpy.ops import _FOLDS, FOLD_MAX_ELEMENTS, compute_shape, load_all, try_fold
 from mnnpy.ops.binary_op import COMPARE as _COMPARE
 from mnnpy.ops.binary_op import FLOAT_FUNCS as _FLOAT_FUNCS
 from mnnpy.ops.binary_op import INT_FUNCS as _INT_FUNCS
-from mnnpy.ops._small import SMALL_MAX_ELEMENTS, small_function
+from mnnpy.ops._small import _SMALL, SMALL_MAX_ELEMENTS
+from mnnpy.ops.conv_memo import keep as _conv_keep
+from mnnpy.ops.convolution import ConvGeometry as _ConvGeometry
+from mnnpy._schema.MNN.PadMode import PadMode as _PadMode
 from mnnpy.ops.strided_slice import _PLANS as _STRIDED_PLANS
 from mnnpy.shape_stage import Shaped, _keep_same
 from mnnpy.tensor import DimensionFormat
@@ -67,6 +73,31 @@ cdef extern from *:
     # a view holding no reference (PyBuffer_Release of it does nothing)
     void _unowned "mnnpy_view_unowned"(Py_buffer* view)
 
+
+cdef extern from *:
+    """
+    static PyObject *mnnpy_shaped(PyObject *cls, PyObject *fold, PyObject *key, PyObject *values,
+                                  PyObject *outputs, PyObject *folded) {
+        /* cls(fold, key, values, outputs, folded) for a tuple subclass of five fields (the
+           NamedTuple Shaped): allocated with its five items and filled before anything else
+           runs, as tuple.__new__(cls, items) gives it without the copy of the items */
+        PyObject *t = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 5);
+        if (t == NULL) return NULL;
+        PyObject *items[5] = {fold, key, values, outputs, folded};
+        for (int i = 0; i < 5; i++) {
+            Py_INCREF(items[i]);
+            PyTuple_SET_ITEM(t, i, items[i]);
+        }
+        return t;
+    }
+    """
+    object _shaped "mnnpy_shaped"(
+        object cls, object fold, object key, object values, object outputs, object folded
+    )
+
+if not issubclass(Shaped, tuple) or len(Shaped._fields) != 5:  # what _shaped makes
+    raise ImportError("mnnpy.shape_stage.Shaped is not the five-field NamedTuple _shaped fills")
+
 DEF NPY_ARRAY_C_CONTIGUOUS = 0x0001  # NumPy's flag (the same in 1.x and 2.x)
 
 cdef object _empty = np.empty
@@ -96,12 +127,17 @@ cdef int T_SLICE_TF = OpType.SliceTf
 cdef int T_PERMUTE = OpType.Permute
 cdef int T_CONVERT = OpType.ConvertTensor
 cdef int T_FILL = OpType.Fill
+cdef int T_CONV = OpType.Convolution
+cdef int T_DEPTHWISE = OpType.ConvolutionDepthwise
+cdef int PAD_SAME = _PadMode.SAME
+cdef int PAD_VALID = _PadMode.VALID
 cdef int P_SHAPE = OpParameter.ShapeParam
 cdef int P_AXIS = OpParameter.Axis
 cdef int P_BINARY = OpParameter.BinaryOp
 cdef int P_RESHAPE = OpParameter.Reshape
 cdef int64_t INT_MIN = -2147483648
 cdef int64_t _BIG = 1LL << 40  # dims above this: left to Python (products stay in int64)
+cdef int64_t _I31 = 1LL << 31  # convolution parameters above this: left to Python
 
 # BinaryOp operations evaluated here (as small_binary._INT)
 cdef int B_ADD = _B.ADD
@@ -127,7 +163,7 @@ cdef int B_OR = _B.BITWISE_OR
 cdef int B_XOR = _B.BITWISE_XOR
 
 
-cdef object _tuple_new = tuple.__new__
+cdef object _object_new = object.__new__
 cdef object _F32 = np.dtype(np.float32)
 # BinaryOp's operations ``binary_op.op_code`` accepts, and those giving int32 (comparisons)
 cdef frozenset _BINARY_CODES = frozenset(_FLOAT_FUNCS) | frozenset(_INT_FUNCS)
@@ -137,21 +173,25 @@ DEF MAX_SMALL = 64  # elements of a small value computed here (_take: SMALL_MAX_
 
 def shape_op(op, inputs, outputs, bint fold, last):
     """``mnnpy.shape_stage.shape_op_python``, the same answer (see there)."""
-    cdef list key = []
-    cdef list values = []
     cdef list ins = []  # per input: shape, dtype, format, values (read once, for _small)
     cdef bint folded = False
-    for t in inputs:
+    cdef Py_ssize_t i, n_in = len(inputs), n = n_in + len(outputs)
+    # the key and the values, made at their size and filled in place (no lists to copy)
+    cdef tuple tkey = PyTuple_New(n)
+    cdef tuple values = PyTuple_New(n)
+    for i in range(n):
+        t = inputs[i] if i < n_in else outputs[i - n_in]
         c = t.describe.content
-        shape, dtype, fmt = t.shape, t.dtype, t.dimension_format
-        key.append((shape, dtype, fmt, PyLong_FromVoidPtr(<void*>c)))
-        ins.append((shape, dtype, fmt, c))
-        values.append(c)
-    for t in outputs:  # run-time values If / While read
-        c = t.describe.content
-        key.append((PyLong_FromVoidPtr(<void*>c),))
-        values.append(c)
-    tkey = tuple(key)
+        if i < n_in:
+            shape, dtype, fmt = t.shape, t.dtype, t.dimension_format
+            item = (shape, dtype, fmt, PyLong_FromVoidPtr(<void*>c))
+            ins.append((shape, dtype, fmt, c))
+        else:  # run-time values If / While read
+            item = (PyLong_FromVoidPtr(<void*>c),)
+        Py_INCREF(item)
+        PyTuple_SET_ITEM(tkey, i, item)
+        Py_INCREF(c)
+        PyTuple_SET_ITEM(values, i, c)
     if last is not None and last.fold == fold and last.key == tkey:
         for out, state in zip(outputs, last.outputs, strict=True):
             out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
@@ -167,10 +207,10 @@ def shape_op(op, inputs, outputs, bint fold, last):
             out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
             out.describe.content = state[3]
             if last is None or not last.folded:
-                return _tuple_new(Shaped, (fold, tkey, tuple(values), (state,), True))
+                return _shaped(Shaped, fold, tkey, values, (state,), True)
             folded = True
         else:
-            small = small_function(op.type)
+            small = _registered(_SMALL, op.type)  # ops._small.small_function
             folded = small is not None and small(op, inputs, outputs)
     if not folded:
         shaped = None
@@ -184,7 +224,7 @@ def shape_op(op, inputs, outputs, bint fold, last):
             if needed is not None:
                 return needed
         # try_fold folds an op without a fold function only when every input's values are known
-        folded = fold and (_known(ins) or fold_function(op.type) is not None) and try_fold(
+        folded = fold and (_known(ins) or _registered(_FOLDS, op.type) is not None) and try_fold(
             op, inputs, outputs
         )
     if folded and last is not None and last.folded:
@@ -194,7 +234,7 @@ def shape_op(op, inputs, outputs, bint fold, last):
         states.append(
             (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
         )
-    return _tuple_new(Shaped, (fold, tkey, tuple(values), tuple(states), folded))
+    return _shaped(Shaped, fold, tkey, values, tuple(states), folded)
 
 
 def small(op, inputs, outputs):
@@ -209,6 +249,19 @@ def small(op, inputs, outputs):
     out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
     out.describe.content = state[3]
     return True
+
+
+cdef bint _loaded = False
+
+
+cdef object _registered(dict table, object kind):
+    """``table[kind]`` or None, every op module loaded first (as ``ops.fold_function`` and
+    ``ops._small.small_function`` look them up, without their Python call per op)."""
+    global _loaded
+    if not _loaded:
+        load_all()
+        _loaded = True
+    return table.get(kind)
 
 
 cdef bint _known(list ins):
@@ -357,12 +410,59 @@ cdef object _rank(object op, list ins):
     return ((), _I32, _format(op), _new((), _I32, &r, 4))
 
 
+cdef bint _ints(
+    object a, int64_t* out, Py_ssize_t most, int64_t lo, int64_t hi, Py_ssize_t* count
+) except -1:
+    """``[int(v) for v in a]`` into ``out``: a list or tuple of ints, or a 1-D C-contiguous int32
+    / int64 ndarray, of at most ``most`` values in [lo, hi]; False (nothing read): anything else.
+
+    An array is read from its own fields (as ``_take_upto``), without a NumPy scalar per value.
+    """
+    cdef Py_ssize_t i, n, size = 0
+    cdef int64_t v
+    cdef _ArrayHead* head
+    if type(a) is list or type(a) is tuple:
+        n = len(a)
+        if n > most:
+            return False
+        for i in range(n):
+            if not _small_int(a[i], &v) or not lo <= v <= hi:
+                return False
+            out[i] = v
+        count[0] = n
+        return True
+    if type(a) is not _ndarray:
+        return False
+    dt = a.dtype
+    if dt is _I32 or dt == _I32:
+        size = 4
+    elif dt is _I64 or dt == _I64:
+        size = 8
+    else:
+        return False
+    head = <_ArrayHead*><void*>a
+    if head.nd != 1 or not head.flags & NPY_ARRAY_C_CONTIGUOUS:
+        return False
+    n = head.dimensions[0]
+    if n > most:
+        return False
+    for i in range(n):
+        v = (<int32_t*>head.data)[i] if size == 4 else (<int64_t*>head.data)[i]
+        if not lo <= v <= hi:
+            return False  # out of range: the Python path says what
+        out[i] = v
+    count[0] = n
+    return True
+
+
 cdef bint _axes(object op, list ins, int64_t* axes, Py_ssize_t* count) except -1:
     """``squeeze._axes``: the parameter's squeezeDims, else input 1's int32 / int64 values."""
     dims = getattr(op.param, "squeezeDims", None)
     cdef Py_ssize_t i, n
     cdef Py_buffer view
     if dims is not None:
+        if _ints(dims, axes, MAX_RANK, -MAX_RANK, MAX_RANK, count):  # read in place
+            return True
         try:  # what int() refuses (or too large): the Python path raises
             items = [int(d) for d in dims]
         except (TypeError, ValueError, OverflowError):
@@ -898,7 +998,126 @@ cdef object _shape_only(object op, list ins):
         return _strided_shape(op, ins)
     if kind == T_BINARY:
         return _binary_shape(op, ins)
+    if kind == T_CONV or kind == T_DEPTHWISE:
+        return _conv_shape(op, ins)
     return None
+
+
+cdef inline bint _small_int(object v, int64_t* out) except -1:
+    """``v`` into ``out`` when it is an int in [-_BIG, _BIG]; False: anything else."""
+    if type(v) is not int:
+        return False
+    cdef int overflow = 0
+    cdef long long x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow or not -_BIG <= x <= _BIG:
+        return False
+    out[0] = x
+    return True
+
+
+@cython.cdivision(True)
+cdef inline int64_t _trunc(int64_t a, int64_t b):
+    """C's ``a / b`` for ``b > 0`` (``int(a / b)`` in Python, exact for these magnitudes)."""
+    return a // b
+
+
+cdef inline int64_t _floor(int64_t a, int64_t b):
+    """Python's ``a // b`` for ``b > 0``."""
+    cdef int64_t q = _trunc(a, b)
+    return q - 1 if q * b != a and a < 0 else q
+
+
+cdef bint _conv_axis(
+    int64_t size, int64_t k, int64_t s, int64_t d, int mode, int64_t* pads, Py_ssize_t n_pads,
+    int64_t pad, int a, int64_t* out, int64_t* before,
+):
+    """``convolution._axis``: (output size, padding before) along axis ``a`` (0 = y, 1 = x)."""
+    cdef int64_t k_eff = d * (k - 1) + 1, total, o
+    if mode == PAD_SAME:
+        o = -_floor(-size, s)
+        out[0] = o
+        before[0] = _trunc((o - 1) * s + k_eff - size, 2)
+        return True
+    before[0] = pads[a] if n_pads >= 2 else pad
+    if mode == PAD_VALID:
+        out[0] = -_floor(-(size - k_eff + 1), s)
+        return True
+    if n_pads:
+        total = size + pads[a] + pads[a + 2]
+        out[0] = _floor(total - k_eff, s) + 1 if total >= k_eff else 0
+        return True
+    out[0] = _trunc(size + 2 * pad - k_eff, s) + 1
+    return True
+
+
+cdef object _conv_shape(object op, list ins):
+    """``convolution.shape`` of a one-input convolution whose geometry resolves.
+
+    The geometry (``convolution.conv_geometry``) is computed here and kept for the creator
+    (``conv_memo.keep``) as the Python function keeps it; every value is read as a Python int
+    within +-2**40 (``pads`` as ``_ints``). Declined (None) for anything else and wherever
+    ``conv_geometry`` raises: the Python function then raises it.
+    """
+    if len(ins) != 1:
+        return None
+    x = <tuple>ins[0]
+    shape, fmt = x[0], x[2]
+    if type(shape) is not tuple or len(<tuple>shape) != 4:
+        return None
+    common = getattr(op.param, "common", None)
+    if common is None:
+        return None
+    cdef int64_t dims[4]
+    cdef int64_t f[13]  # oc, ky, kx, sy, sx, dy, dx, ic, group, padMode, padY, padX, unused
+    cdef int64_t pads[MAX_RANK]
+    cdef Py_ssize_t i, n_pads = 0
+    for i in range(4):
+        if not _small_int((<tuple>shape)[i], &dims[i]) or dims[i] < 0:
+            return None
+    nhwc = fmt == _NHWC
+    if nhwc:  # nchw_shape: (N, H, W, C) read as (N, C, H, W)
+        dims[1], dims[2], dims[3] = dims[3], dims[1], dims[2]
+    fields = (
+        common.outputCount, common.kernelY, common.kernelX, common.strideY, common.strideX,
+        common.dilateY, common.dilateX, common.inputCount, common.group, common.padMode,
+        common.padY, common.padX,
+    )
+    for i in range(12):  # at most 2**31 (int32 in the file): products stay in int64
+        if not _small_int(fields[i], &f[i]) or not -_I31 <= f[i] <= _I31:
+            return None
+    cdef int64_t n = dims[0], c = dims[1], h = dims[2], w = dims[3]
+    cdef int64_t oc = f[0], ky = f[1], kx = f[2], sy = f[3], sx = f[4], dy = f[5], dx = f[6]
+    cdef int64_t ic = f[7], group = f[8], oh, ow, top, left
+    cdef int mode = <int>f[9]
+    if min(ky, kx, sy, sx, dy, dx) < 1 or oc < 1:
+        return None
+    if op.type == T_DEPTHWISE:  # convolution._group: one group per channel
+        ic, group = 1, c
+    if ic != 0 and ic != c and ic * group != c:
+        return None
+    if ic > 0 and ic != c:
+        group = c // ic
+    if group < 1 or c % group:  # c >= 0, group >= 1: C's % is Python's
+        return None
+    if oc % group:
+        return None
+    raw = common.pads
+    if raw is not None:
+        if not _ints(raw, pads, MAX_RANK, -_BIG, _BIG, &n_pads):
+            return None
+        if mode != PAD_SAME and mode != PAD_VALID and n_pads < 4:
+            return None
+    _conv_axis(h, ky, sy, dy, mode, pads, n_pads, f[10], 0, &oh, &top)
+    _conv_axis(w, kx, sx, dx, mode, pads, n_pads, f[11], 1, &ow, &left)
+    if oh < 1 or ow < 1:
+        return None
+    geo = _object_new(_ConvGeometry)  # frozen: its fields set through its __dict__
+    cdef dict d = geo.__dict__
+    d["batch"], d["in_channels"], d["in_hw"], d["out_channels"] = n, c, (h, w), oc
+    d["out_hw"], d["group"], d["kernel"], d["stride"] = (oh, ow), group, (ky, kx), (sy, sx)
+    d["dilate"], d["pad"] = (dy, dx), (top, left)
+    _conv_keep((op, (n, c, h, w) if nhwc else shape, None), geo)
+    return ((n, oh, ow, oc) if nhwc else (n, oc, oh, ow), _F32, fmt)
 
 
 class _Miss(Exception):

@@ -64,9 +64,9 @@ def activation_bounds(common: Any) -> tuple[float, float]:
 
 def _group(op: OpDef, common: Any, channels: int) -> int:
     """The real group count, resolved like MNN's ConvolutionFloatFactory."""
-    if op.type == OpType.ConvolutionDepthwise:
-        return channels
     ic, group = common.inputCount, common.group
+    if op.type == OpType.ConvolutionDepthwise:  # one group per channel (none: an error below)
+        ic, group = 1, channels
     # MNN's shape check: inputCount is either all input channels or the channels of one group.
     if ic != 0 and ic != channels and ic * group != channels:
         raise ComputeSizeError(

@@ -155,3 +155,20 @@ def small_slice_tf(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor
     spans = slice_tf.region(inputs[0].shape, values[1], values[2])
     new = tuple(n for _, n in spans)
     return _set(outputs[0], new, inputs[0], values[0][tuple(slice(b, b + n) for b, n in spans)])
+
+
+@register_small(OpType.Select)
+def small_select(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> bool:
+    """Known values of one shape (no broadcast), an int32 condition: the reference's ``where``."""
+    if len(inputs) != 3 or len(outputs) != 1:
+        return False
+    values = _all_values(inputs)
+    cond, x, y = inputs
+    if values is None or cond.dtype != np.int32 or x.dtype != y.dtype:
+        return False  # the general path folds (or raises) the rest
+    if not cond.shape == x.shape == y.shape:
+        return False
+    out = outputs[0]
+    out.shape, out.dtype, out.dimension_format = x.shape, x.dtype, x.dimension_format
+    out.describe.content = np.where(values[0] != 0, values[1], values[2]).astype(x.dtype)
+    return True

@@ -200,3 +200,24 @@ def test_shape_and_rank(default: F, fmt: F) -> None:
             op = OpDef(0, OpType.Shape, "sh", (), (), p, OpParameter.ShapeParam, default)
             check(op, [shape], fmt)
         assert check(OpDef(0, OpType.Rank, "r", (), (), None, 0, default), [shape], fmt)
+
+
+def test_select() -> None:
+    """Select of known values of one shape as the general path; broadcasts, bad dtypes left."""
+    op = OpDef(0, OpType.Select, "s", (), (), None, 0, F.NCHW)
+    rng = np.random.default_rng(5)
+    answered = 0
+    for _ in range(300):
+        shapes = [tuple(int(d) for d in rng.integers(1, 5, int(rng.integers(0, 3))))] * 3
+        if rng.random() < 0.2:  # a broadcast: the general path's
+            shapes[int(rng.integers(0, 3))] = (1,)
+        kinds = [I32, *[rng.choice([I32, np.int64, np.float32])] * 2]
+        if rng.random() < 0.1:  # a float condition or mixed dtypes: the general path raises
+            kinds[int(rng.integers(0, 3))] = np.float32
+        values = [rng.integers(-3, 3, s).astype(k) for s, k in zip(shapes, kinds, strict=True)]
+        if rng.random() < 0.1:
+            values[int(rng.integers(0, 3))] = shapes[0]  # not known
+        answered += check(op, values, [F.NCHW, F(int(rng.choice([F.NCHW, F.NHWC]))), F.NCHW])
+    assert answered > 150
+    big = np.ones(17, I32)  # more than a small value: the general path folds it
+    assert not check(op, [big, big, big])
