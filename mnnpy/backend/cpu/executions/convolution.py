@@ -163,7 +163,7 @@ def create(
     """Float NC4HW4 convolutions of any group, weights inline or as inputs (weight, bias)."""
     assert isinstance(backend, CPUBackend)  # registered on CPUBackend, so created by one
     if len(inputs) == len(outputs) == 1:  # float32 inline weights, depthwise or GEMM
-        made = create_common(op, inputs, backend, CPUConvolutionDepthwise)
+        made = create_common(op, inputs, backend, CPUConvolutionDepthwise, choose)
         if made is not None:
             return made
     reason = _refused(op, inputs, outputs)

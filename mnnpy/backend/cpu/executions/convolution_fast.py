@@ -21,7 +21,7 @@ import numpy as np
 
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase
-from mnnpy.backend.cpu.executions.convolution_choice import choose, direct_eligible
+from mnnpy.backend.cpu.executions.convolution_choice import direct_eligible
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.net import OpDef, OpParameter
 from mnnpy.ops.conv_memo import keep, take
@@ -32,6 +32,7 @@ __all__ = ["create_common", "inline_weights"]
 
 _F32 = np.dtype(np.float32)
 Make = Callable[[CPUBackend, OpDef, np.ndarray, np.ndarray], CPUConvolutionBase]
+Choose = Callable[[ConvGeometry, bool], int]
 
 
 def inline_weights(
@@ -55,11 +56,12 @@ def inline_weights(
 
 
 def create_common(
-    op: OpDef, inputs: Sequence[Tensor], backend: CPUBackend, depthwise: Make
+    op: OpDef, inputs: Sequence[Tensor], backend: CPUBackend, depthwise: Make, choose: Choose
 ) -> CPUConvolutionBase | None:
     """The depthwise or GEMM execution for the common case; None for the generic path.
 
-    ``depthwise``: the depthwise execution class (``convolution.CPUConvolutionDepthwise``).
+    ``depthwise``: the depthwise execution class (``convolution.CPUConvolutionDepthwise``);
+    ``choose``: the Winograd choice the generic path makes (``convolution.choose``).
     """
     p, x = op.param, inputs[0]
     w, b = p.weight, p.bias
