@@ -76,7 +76,8 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
-        self._scratch(0)  # compressed weights' float blocks, if any
+        if self.compressed is not None:
+            self._scratch(0)  # compressed weights' float blocks
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
         dequant = self._dequantized()
