@@ -135,3 +135,25 @@ def test_weight_transform_panels_checks_its_range() -> None:
         W.weight_transform_panels(src[:-1], dst, 4, 2, 2, 3, 4)
     with pytest.raises(ValueError, match="unit"):
         W.weight_transform_panels(src, dst, 4, 2, 2, 3, 3)
+
+
+@pytest.mark.parametrize(("shape", "lanes"), [((20, 8, 9), 16), ((16, 4, 1), 16), ((6, 1, 9), 4)])
+def test_conv_kernel_packs_weight_and_bias_as_numpy(shape: tuple[int, ...], lanes: int) -> None:
+    """``fill_conv_f32``: one group's panels as ``fill_panels_numpy`` and the bias in front
+    of its zero padding, NaN payloads kept."""
+    rows, cols, taps = shape
+    rng = np.random.default_rng(rows)
+    weight = rng.standard_normal(rows * cols * taps).astype(np.float32)
+    weight.view(np.uint32)[0] = 0x7FA00001
+    bias = rng.standard_normal(rows).astype(np.float32)
+    blocks = -(-rows // lanes) * lanes
+    out_w, out_b = np.zeros(blocks * cols * taps, np.float32), np.zeros(blocks, np.float32)
+    P.fill_conv_f32(weight, bias, out_w, out_b, rows, cols, taps, lanes)
+    ref = np.zeros_like(out_w)
+    fill_panels_numpy(ref, weight.reshape(1, rows, cols, 1, taps), lanes)
+    assert np.array_equal(out_w.view(np.uint32), ref.view(np.uint32))
+    assert np.array_equal(out_b[:rows], bias) and not out_b[rows:].any()
+    with pytest.raises(ValueError, match="too small"):
+        P.fill_conv_f32(weight, bias, out_w[:-1], out_b, rows, cols, taps, lanes)
+    with pytest.raises(ValueError, match="bias buffer too small"):
+        P.fill_conv_f32(weight, bias, out_w, out_b[: rows - 1], rows, cols, taps, lanes)

@@ -7,9 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import mnnpy
 from mnnpy._schema.MNN.Axis import AxisT
 from mnnpy._schema.MNN.Net import NetT
 from mnnpy._schema.MNN.Slice import SliceT
+from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup as Group
 from mnnpy.net import OpParameter, OpType
 from mnnpy.testing.builders import input_op, make_op, pack_net
 from tests.helpers import fused_runs
@@ -116,3 +118,19 @@ def test_different_convolutions_are_not_fused() -> None:
         w = p.weight.reshape(4, 4, 3, 3)
         ref = naive_conv(x[:, 4 * i : 4 * i + 4], w, p.bias, 1, (1, 1), (dil, dil), pads)
         np.testing.assert_allclose(got[:, 4 * i : 4 * i + 4], ref, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_grouped_weights_are_the_parts_packed_once(name: str) -> None:
+    """The grouped execution takes the parts' packed weights (``from_parts``): the same bytes
+    as ``CPUConvolutionGroup`` packing the stacked model weights, and the biases padded alike."""
+    group, icg, ocg, k, pads, shapes = CASES[name]
+    model, params = _net(group, icg, ocg, k, pads, shapes[0])
+    interp = mnnpy.Interpreter.from_buffer(model)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    (ex,) = [u.execution for u in session.pipelines[0].units if type(u.execution) is Group]
+    w = np.concatenate([p.weight.reshape(ocg, icg, *k) for p in params])
+    b = np.concatenate([p.bias for p in params])
+    assert (ex.group, ex.icg, ex.ocg) == (group, icg, ocg)
+    assert np.array_equal(ex.weight, Group.pack_weight(w, group))
+    assert np.array_equal(ex.bias, Group.pack_bias(b, group))

@@ -1,5 +1,5 @@
 """The creation fast paths give what the general paths give: the CPU convolution creator's
-inline float32 weights (``_weights``) and the per-op ``Placement`` (``_placement``)."""
+inline float32 weights (``inline_weights``) and the per-op ``Placement`` (``_placement``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from mnnpy.backend.cpu.executions.convolution import _weights
+from mnnpy.backend.cpu.executions.convolution_fast import inline_weights as _weights
 from mnnpy.ops.convolution import conv_geometry, conv_weights
 from mnnpy.placement import Placement, _placement
 from tests.unit.test_weights import conv_op, quan

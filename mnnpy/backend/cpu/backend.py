@@ -413,6 +413,29 @@ class CPUBackend(Backend):
             return [floats[at // 4 : (at + size) // 4] for at, size in starts]
         return [raw[at : at + size].view(d) for (at, size), d in zip(starts, dtypes, strict=True)]
 
+    def static_floats(self, sizes: tuple[int, int], owner: object) -> list[np.ndarray]:
+        """``static_empties`` of two float32 arrays (a convolution's weight and bias).
+
+        The same piece and layout, without the per-array dtype work.
+        """
+        statics = self._statics
+        if statics is None:
+            return self.static_empties(((sizes[0], _F32), (sizes[1], _F32)), owner)
+        n, m = sizes
+        at = -(-n * 4 // _ALIGN) * _ALIGN // 4  # the second array's first float
+        nbytes = 4 * (n + m)
+        if self.static_bytes + self.dynamic_bytes + self.separate_bytes + nbytes > (
+            self.memory_budget
+        ):  # the message only when it fails
+            self._check_budget(nbytes, f"static buffer 'static:{type(owner).__name__}'")
+        total = 4 * at + -(-m * 4 // _ALIGN) * _ALIGN
+        raw, piece = statics.alloc(total, lambda: self._static_what(owner))
+        self.static_bytes += nbytes
+        ref = weakref.ref(owner, self._owner_gone)
+        self._owned[id(ref)] = (ref, nbytes, piece)
+        floats = raw.view(_F32)
+        return [floats[:n], floats[at : at + m]]
+
     def _owner_gone(self, ref: weakref.ref) -> None:
         """An owner of ``static_empties`` pieces died: its piece goes back."""
         _, nbytes, piece = self._owned.pop(id(ref))

@@ -27,7 +27,7 @@ from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
 from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.errors import MNNError
 from mnnpy.net import OpDef, OpType
-from mnnpy.ops.convolution import conv_common, conv_geometry, conv_weights
+from mnnpy.ops.convolution import ConvGeometry, conv_common, conv_geometry
 from mnnpy.optimization import Node, SubgraphView, Substitution
 
 __all__ = ["conv_split_group"]
@@ -84,15 +84,26 @@ def _members(view: SubgraphView, sl: Node) -> tuple[list[Node], Node] | None:
     return convs, cat
 
 
+def _geometry(conv: Node, shape: tuple[int, ...]) -> ConvGeometry:
+    """``conv``'s geometry on ``shape``: the one its creator resolved, else computed."""
+    ex = conv.execution
+    known = ex.known if isinstance(ex, CPUConvolutionGemm) else None
+    return known[1] if known is not None and known[0] == shape else conv_geometry(conv.op, shape)
+
+
 def _grouped(view: SubgraphView, sl: Node, convs: list[Node], cat: Node) -> Substitution | None:
-    """The one ``CPUConvolutionGroup`` doing ``convs``; None when their weights do not stack."""
+    """The one ``CPUConvolutionGroup`` doing ``convs``; None when their weights do not stack.
+
+    Built from the parts' packed weights (``CPUConvolutionGroup.from_parts``: copied, not
+    packed again), so the model's weights are neither read nor packed twice.
+    """
     x = sl.inputs[0]
     op = convs[0].op
     n, c, h, w = x.shape
     group = len(convs)
+    part = (n, c // group, h, w)
     try:
-        geos = [conv_geometry(m.op, (n, c // group, h, w)) for m in convs]
-        pairs = [conv_weights(m.op, g) for m, g in zip(convs, geos, strict=True)]
+        geos = [_geometry(m, part) for m in convs]
     except MNNError:
         return None
     if any(g.group != 1 or g.in_channels != c // group for g in geos):
@@ -102,17 +113,21 @@ def _grouped(view: SubgraphView, sl: Node, convs: list[Node], cat: Node) -> Subs
     one = (n, g.in_channels, h, w, g.out_channels, *g.out_hw)
     if backend.low_memory or not G.groups_shift(*along_width(one, g.window), group):
         return None  # the grouped im2col path would be slower than the parts apart
-    weight = np.concatenate([p[0] for p in pairs])  # (group * oc, c / group, kh, kw)
-    bias = np.concatenate([p[1] for p in pairs])
     common = copy.copy(conv_common(op))
     common.group, common.inputCount = group, c
-    common.outputCount = weight.shape[0]
+    common.outputCount = group * g.out_channels
     param = copy.copy(op.param)
     param.common = common
     grouped = dataclasses.replace(op, param=param)
     if conv_geometry(grouped, x.shape).out_channels != cat.outputs[0].shape[1]:
         return None
-    ex = CPUConvolutionGroup(backend, grouped, weight, bias, group)
+    parts = [m.execution for m in convs if isinstance(m.execution, CPUConvolutionGemm)]
+    sizes = (parts[0].weight.size, parts[0].bias.size)
+    if len(parts) != group or any(
+        p.weight.dtype != np.float32 or (p.weight.size, p.bias.size) != sizes for p in parts
+    ):
+        return None  # not float32 panels of one size: left apart
+    ex = CPUConvolutionGroup.from_parts(backend, grouped, parts, g.out_channels)
     nodes = (sl, *convs, cat)
     return Substitution(f"{cat.op.name}+group", nodes, ex, op.type_name)
 

@@ -27,6 +27,7 @@ from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase, chain, pad_to
 from mnnpy.backend.cpu.executions.convolution_choice import choose, choose_limit, direct_eligible
 from mnnpy.backend.cpu.executions.convolution_direct import CPUConvolutionDirect
+from mnnpy.backend.cpu.executions.convolution_fast import create_common, inline_weights
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm, fill_panels
 from mnnpy.backend.cpu.executions.convolution_gemm_limit import CPUConvolutionGemmLimit
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup
@@ -42,7 +43,7 @@ from mnnpy.execution import Execution, Unsupported
 from mnnpy.layout import c4
 from mnnpy.net import OpDef, OpParameter, OpType
 from mnnpy.ops.conv_memo import take
-from mnnpy.ops.convolution import ConvGeometry, conv_geometry, conv_weights
+from mnnpy.ops.convolution import ConvGeometry, conv_geometry
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
 
@@ -60,7 +61,10 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
         self, backend: CPUBackend, op: OpDef, weight: np.ndarray | WeightTable, bias: np.ndarray
     ) -> None:
         super().__init__(backend, op, weight.shape[0])
-        self._keep(weight, self.pack_weight, 4, bias)
+        if type(weight) is np.ndarray and weight.dtype == _F32 == bias.dtype:
+            self._keep_panels(weight, bias, weight.shape[2] * weight.shape[3], 4)
+        else:
+            self._keep(weight, self.pack_weight, 4, bias)
 
     @staticmethod
     def pack_weight(weight: np.ndarray, empty: Any = np.zeros) -> np.ndarray:
@@ -72,7 +76,8 @@ class CPUConvolutionDepthwise(CPUConvolutionBase):
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         super().on_resize(inputs, outputs)
-        self._scratch(0)  # compressed weights' float blocks, if any
+        if self.compressed is not None:
+            self._scratch(0)  # compressed weights' float blocks
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
         dequant = self._dequantized()
@@ -148,24 +153,6 @@ def _build(
     return gemm(backend, op, weight, bias), gemm.pack_weight, lambda b: pad_to(b, 16, b.dtype)
 
 
-def _weights(op: OpDef, geo: ConvGeometry, dims: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    """``conv_weights(op, geo)``: inline float32 tables of the right sizes as they are."""
-    p = op.param
-    w, b = p.weight, p.bias
-    if (
-        type(w) is np.ndarray
-        and type(b) is np.ndarray
-        and w.dtype == _F32 == b.dtype
-        and p.quanParameter is None
-        and p.symmetricQuan is None
-        and len(p.external or ()) < 2  # not in an external weight file
-        and 0 < w.size == dims[0] * dims[1] * dims[2] * dims[3]
-        and b.size == geo.out_channels
-    ):
-        return w.reshape(dims), b.reshape(-1)
-    return conv_weights(op, geo)
-
-
 def _none(values: np.ndarray) -> np.ndarray:
     raise AssertionError("Winograd and compressed weights are never repacked at run time")
 
@@ -176,6 +163,10 @@ def create(
 ) -> Execution | Unsupported:
     """Float NC4HW4 convolutions of any group, weights inline or as inputs (weight, bias)."""
     assert isinstance(backend, CPUBackend)  # registered on CPUBackend, so created by one
+    if len(inputs) == len(outputs) == 1:  # float32 inline weights, depthwise or GEMM
+        made = create_common(op, inputs, backend, CPUConvolutionDepthwise, choose)
+        if made is not None:
+            return made
     reason = _refused(op, inputs, outputs)
     if reason:
         return Unsupported(reason)
@@ -187,7 +178,7 @@ def create(
         # LIMIT: quantized / fp16 kept compressed
         compressed = limit_table(backend, op, dims) if backend.low_memory else None
         # raises InvalidModelError on bad lengths
-        weight, bias = compressed if compressed is not None else _weights(op, geo, dims)
+        weight, bias = compressed if compressed is not None else inline_weights(op, geo, dims)
         execution = _build(backend, op, geo, weight, bias)[0]
         execution.known = (inputs[0].shape, geo)  # on_resize's geometry for this shape
         return execution

@@ -10,6 +10,7 @@ from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.chunked_run import ChunkedRun, chain
 from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels
+from mnnpy.backend.cpu.kernels import panels as P
 from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution
 from mnnpy.net import OpDef
@@ -133,6 +134,20 @@ class CPUConvolutionBase(Execution):
 
         self.weight = pack(weight, empty)
         self.bias[: bias.size] = bias.reshape(-1)
+
+    def _keep_panels(self, weight: np.ndarray, bias: np.ndarray, taps: int, lanes: int) -> None:
+        """``_keep`` of float32 weights ``[rows][cols][taps]`` packed as one group's panels.
+
+        Weight panels of ``lanes`` and the bias padded to ``lanes``, in one STATIC piece, filled
+        by one kernel call (``panels.fill_conv_f32``; the subclass's ``pack_weight`` through
+        ``_keep`` is its reference, bit for bit).
+        """
+        rows, cols = weight.shape[0], weight.shape[1]
+        n = -(-rows // lanes) * lanes * cols * taps
+        sizes = (n, -(-bias.size // lanes) * lanes)
+        self.weight, self.bias = cpu_backend(self.backend).static_floats(sizes, self)
+        flat = weight.reshape(-1)
+        P.fill_conv_f32(flat, bias.reshape(-1), self.weight, self.bias, rows, cols, taps, lanes)
 
     def _keep_bias(self, bias: np.ndarray, lanes: int) -> np.ndarray:
         """``pad_to(bias, lanes)`` written straight into STATIC memory (one copy)."""

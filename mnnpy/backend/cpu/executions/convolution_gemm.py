@@ -119,7 +119,10 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         self, backend: CPUBackend, op: OpDef, weight: np.ndarray | WeightTable, bias: np.ndarray
     ) -> None:
         super().__init__(backend, op, weight.shape[1])
-        self._keep(weight, self.pack_weight, 16, bias)
+        if type(weight) is np.ndarray and weight.dtype == _F32 == bias.dtype:
+            self._keep_panels(weight, bias, weight.shape[2] * weight.shape[3], 16)
+        else:
+            self._keep(weight, self.pack_weight, 16, bias)
         self._tile = 0
         self._gather = False
         self._linear = False

@@ -13,6 +13,7 @@ parallel loop (``bind_conv2d_groups``: no im2col; a 1-D convolution of width-1 i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,11 @@ from mnnpy.backend.cpu.kernels import gemm as G
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 from mnnpy.weights import WeightTable
+
+if TYPE_CHECKING:
+    from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
+
+_F32 = np.dtype(np.float32)
 
 
 class CPUConvolutionGroup(CPUConvolutionBase):
@@ -61,6 +67,31 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         self._tile = 0
         self._scratch_tensor: Tensor | None = None
         self._shift: tuple[tuple[int, ...], tuple[int, ...]] | None = None  # one group's
+
+    @classmethod
+    def from_parts(
+        cls, backend: CPUBackend, op: OpDef, parts: Sequence[CPUConvolutionGemm], ocg: int
+    ) -> CPUConvolutionGroup:
+        """The grouped convolution of ``parts``, group-1 GEMM convolutions on equal channel slices.
+
+        ``pack_weight`` packs group after group as ``CPUConvolutionGemm.pack_weight`` does, and
+        ``pack_bias`` pads each group's bias to 16 as the parts' ``_keep`` did: so the parts'
+        packed weights, one after another, are this execution's, and so are their biases. They
+        are copied into one STATIC piece, not packed again (``op``: the grouped Convolution;
+        ``ocg``: each part's output channels).
+        """
+        first, group = parts[0], len(parts)
+        self = cls.__new__(cls)
+        CPUConvolutionBase.__init__(self, backend, op, first.in_channels * group)
+        self.group, self.icg, self.ocg = group, first.in_channels, ocg
+        sizes = ((group * first.weight.size, _F32), (group * first.bias.size, _F32))
+        self.weight, self.bias = backend.static_empties(sizes, self)
+        np.concatenate([p.weight for p in parts], out=self.weight)
+        np.concatenate([p.bias for p in parts], out=self.bias)
+        self._tile = 0
+        self._scratch_tensor = None
+        self._shift = None
+        return self
 
     @staticmethod
     def pack_weight(weight: np.ndarray, group: int, empty: Empty = np.zeros) -> np.ndarray:

@@ -6,3 +6,13 @@ def fill_panels(
 def fill_panels_f32(
     src: np.ndarray, dst: np.ndarray, groups: int, rows: int, cols: int, taps: int, lanes: int = 16
 ) -> None: ...
+def fill_conv_f32(
+    weight: np.ndarray,
+    bias: np.ndarray,
+    out_weight: np.ndarray,
+    out_bias: np.ndarray,
+    rows: int,
+    cols: int,
+    taps: int,
+    lanes: int,
+) -> None: ...

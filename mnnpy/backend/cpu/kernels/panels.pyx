@@ -10,6 +10,9 @@ transposes at a time). The rows past ``O`` in the last panel are left as they ar
 every bit pattern (NaN payloads included) is kept. Sizes are checked before the ``nogil`` loop.
 """
 
+from libc.string cimport memcpy
+
+
 cdef extern from *:
     """
     #include <stddef.h>
@@ -132,3 +135,33 @@ def fill_panels_f32(const float[::1] src, float[::1] dst, Py_ssize_t groups, Py_
             _fill(s, d, groups, rows, cols, taps, 4)
         else:
             _fill(s, d, groups, rows, cols, taps, lanes)
+
+
+def fill_conv_f32(const float[::1] weight, const float[::1] bias, float[::1] out_weight,
+                  float[::1] out_bias, Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t taps,
+                  Py_ssize_t lanes):
+    """A convolution's float32 weight and bias at once: one group's :func:`fill_panels_f32`
+    of ``weight`` into zeroed ``out_weight``, and ``bias`` into the first values of
+    ``out_bias`` (the rest left as they are: zero), as one call at creation.
+
+    Raises:
+        ValueError: as :func:`fill_panels`, or ``out_bias`` shorter than ``bias``.
+    """
+    cdef Py_ssize_t nb = bias.shape[0]
+    if out_bias.shape[0] < nb:
+        raise ValueError(f"bias buffer too small: {out_bias.shape[0]} for {nb} values")
+    if not _check(weight.shape[0], out_weight.shape[0], 1, rows, cols, taps, lanes):
+        rows = 0
+    cdef const uint_t* s = <const uint_t*>&weight[0] if rows else NULL
+    cdef uint_t* d = <uint_t*>&out_weight[0] if rows else NULL
+    with nogil:
+        if nb:
+            memcpy(&out_bias[0], &bias[0], nb * sizeof(float))
+        if rows == 0:
+            pass
+        elif lanes == 16:
+            _fill(s, d, 1, rows, cols, taps, 16)
+        elif lanes == 4:
+            _fill(s, d, 1, rows, cols, taps, 4)
+        else:
+            _fill(s, d, 1, rows, cols, taps, lanes)
