@@ -152,9 +152,12 @@ class _Pass:
         self.seen: dict[int, int] = {}  # reads made by the unfolded units decided so far
         self.taken: set[int] = set()  # tensors whose bytes a reshape will take over in place
         self.readers: dict[int, list[Unit]] = {}  # unfolded readers only
-        for u in real:
-            for t in dict.fromkeys(u.inputs):
-                self.readers.setdefault(id(t), []).append(u)
+        if F._fast is not None:  # the C twin of the loop below
+            F._fast.readers(real, self.readers)
+        else:
+            for u in real:
+                for t in dict.fromkeys(u.inputs):
+                    self.readers.setdefault(id(t), []).append(u)
         self.placed: dict[int, list[Placed] | None] = {}  # regions_of per unit, asked once
         # ``shared``'s compositions of a reader's own pieces, by (reader, tensor): the reader's
         # ``describe`` takes them while it still reads its own pieces
@@ -339,6 +342,9 @@ class _Pass:
                 self.taken.add(id(unit.inputs[0]))
                 self.in_place.add(id(unit))
         seen = self.seen
+        if F._fast is not None:  # the C twin of the loops below
+            F._fast.count(seen, unit.inputs, extra)
+            return
         get = seen.get
         for t in unit.inputs:
             k = id(t)

@@ -232,3 +232,29 @@ def shared(type piece, object space, object source, object src, object dst, tupl
     p.described = described
     p.planned = planned
     return p
+
+
+def readers(object units, dict readers):
+    """``_Pass``'s unfolded readers: each unit in ``readers[id(t)]`` once per distinct input."""
+    cdef dict once
+    cdef list known
+    for u in units:
+        once = {}
+        for t in u.inputs:
+            once[id(t)] = t
+        for k in once:
+            known = readers.get(k)
+            if known is None:
+                readers[k] = [u]
+            else:
+                known.append(u)
+
+
+def count(dict seen, object inputs, object extra):
+    """``_Pass.count_reads``'s counting: one more read of each of ``inputs`` and ``extra``."""
+    for t in inputs:
+        k = id(t)
+        seen[k] = seen.get(k, 0) + 1
+    for t in extra:
+        k = id(t)
+        seen[k] = seen.get(k, 0) + 1
