@@ -32,7 +32,7 @@ class Memo(Generic[V]):
         if size < 1:
             raise ValueError(f"a memo keeps at least one answer, not {size}")
         self.size = size
-        self._table: collections.OrderedDict[Hashable, V] = collections.OrderedDict()
+        self._table: collections.OrderedDict[int, tuple[Hashable, V]] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, key: Hashable, compute: Callable[[], V]) -> V:
@@ -42,14 +42,24 @@ class Memo(Generic[V]):
         so the next call raises again. Two threads missing the same key may both compute it:
         the first answer stored is the one both get.
         """
+        # keyed by the key's hash, computed once (keys are nested tuples: Python does not keep
+        # their hash, and a lookup, a move and a read would hash them three times); the key is
+        # kept with its answer and compared, so two keys of one hash never share an answer
+        h = hash(key)
         table = self._table
         with self._lock:
-            if key in table:
-                table.move_to_end(key)
-                return table[key]
+            known = table.get(h)
+            if known is not None and known[0] == key:
+                table.move_to_end(h)
+                return known[1]
         value = compute()
         with self._lock:
-            value = table.setdefault(key, value)
+            known = table.get(h)
+            if known is not None and known[0] == key:
+                value = known[1]  # another thread stored it first
+            else:  # new, or a key of the same hash: this one replaces it
+                table[h] = (key, value)
+            table.move_to_end(h)
             while len(table) > self.size:
                 table.popitem(last=False)
         return value

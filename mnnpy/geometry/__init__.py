@@ -32,7 +32,7 @@ sources' use counts were already raised, so they only live until this unit: neve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -152,9 +152,12 @@ class _Pass:
         self.seen: dict[int, int] = {}  # reads made by the unfolded units decided so far
         self.taken: set[int] = set()  # tensors whose bytes a reshape will take over in place
         self.readers: dict[int, list[Unit]] = {}  # unfolded readers only
-        for u in real:
-            for t in dict.fromkeys(u.inputs):
-                self.readers.setdefault(id(t), []).append(u)
+        if F._fast is not None:  # the C twin of the loop below
+            F._fast.readers(real, self.readers)
+        else:
+            for u in real:
+                for t in dict.fromkeys(u.inputs):
+                    self.readers.setdefault(id(t), []).append(u)
         self.placed: dict[int, list[Placed] | None] = {}  # regions_of per unit, asked once
         # ``shared``'s compositions of a reader's own pieces, by (reader, tensor): the reader's
         # ``describe`` takes them while it still reads its own pieces
@@ -179,6 +182,19 @@ class _Pass:
         if id(t) in self.taken:
             return False  # its bytes are another tensor's by the time the reader runs
         return owner is backend or (owner is not None and backend.can_share(t, owner))
+
+    def all_readable(self, tensors: Iterable[Tensor], backend: Backend) -> bool:
+        """Whether :meth:`readable` holds for each of ``tensors`` (one loop, no call per tensor)."""
+        taken, writer, targets, host = self.taken, self.writer, self.targets, self.host
+        for t in tensors:
+            k = id(t)
+            if k in taken:
+                return False
+            unit = writer.get(k)
+            owner = t.describe.backend if unit is None else targets.get(id(unit)) or host
+            if owner is not backend and (owner is None or not backend.can_share(t, owner)):
+                return False
+        return True
 
     def aliases(self, unit: Unit) -> bool:
         """Whether ``unit`` will alias its output onto input 0 (``Unit``'s in-place).
@@ -258,13 +274,15 @@ class _Pass:
         if placed is None or not _fits(placed):
             return None
         before = _read(placed)
-        if not all(self.readable(t, backend) for t in before.values()):
+        if not self.all_readable(before.values(), backend):
             return None  # an input reaches it through a copy: its regions would read the mirror
         decisions: list[ReadThrough] = []
-        aliases = self.aliases(unit)  # unchanged until ``count_reads``: asked once
+        # unchanged until ``count_reads``: asked once
+        aliases = unit.op.type in _ALIASING and self.aliases(unit)
         self.aliased = (unit, aliases)
+        written = self.written
         for t in dict.fromkeys(unit.inputs):
-            w = self.written.get(id(t))
+            w = written.get(id(t))
             if w is None or w.backend is not backend:
                 continue
             if aliases and t is unit.inputs[0] and id(w.unit) in self.in_place:
@@ -285,21 +303,33 @@ class _Pass:
             if through is None:
                 continue
             composed, after = through
-            new = tuple(s for k, s in after.items() if k not in before)
-            if not all(self.readable(s, backend) for s in new):
+            new = tuple([s for k, s in after.items() if k not in before])
+            if new and not self.all_readable(new, backend):
                 continue
             placed, before = composed, after
             self.through[id(t)] = self.through.get(id(t), 0) + 1
             t.describe.virtual = self.through[id(t)] == readers  # every reader reads through
             decisions.append(ReadThrough(t, w.unit, w.index, new))
-        for j, t in enumerate(unit.outputs):
-            pieces = tuple(p for k, p in placed if k == j)
-            t.describe.regions = pieces
-            self.written[id(t)] = _Written(unit, j, pieces, backend)
-        sources = tuple(dict.fromkeys(s for d in decisions for s in d.sources))
+        self._record(unit, placed, backend)
+        if not decisions:
+            return UnitGeometry(backend)
+        sources = tuple(dict.fromkeys([s for d in decisions for s in d.sources]))
         for s in sources:
             s.describe.use_count += 1  # this unit reads it: released after it, not before
         return UnitGeometry(backend, tuple(decisions), sources)
+
+    def _record(self, unit: Unit, placed: list[Placed], backend: Backend) -> None:
+        """Give ``unit``'s outputs the pieces that write them (``describe``'s answer)."""
+        outputs, written = unit.outputs, self.written
+        if len(outputs) == 1:  # the common case
+            pieces = tuple([p for k, p in placed if k == 0])
+            outputs[0].describe.regions = pieces
+            written[id(outputs[0])] = _Written(unit, 0, pieces, backend)
+            return
+        for j, t in enumerate(outputs):
+            pieces = tuple([p for k, p in placed if k == j])
+            t.describe.regions = pieces
+            written[id(t)] = _Written(unit, j, pieces, backend)
 
     def count_reads(self, unit: Unit, extra: Sequence[Tensor]) -> None:
         """Record an unfolded ``unit``'s reads, and the input a reshape takes over in place.
@@ -312,6 +342,9 @@ class _Pass:
                 self.taken.add(id(unit.inputs[0]))
                 self.in_place.add(id(unit))
         seen = self.seen
+        if F._fast is not None:  # the C twin of the loops below
+            F._fast.count(seen, unit.inputs, extra)
+            return
         get = seen.get
         for t in unit.inputs:
             k = id(t)

@@ -193,3 +193,68 @@ def fresh(object units, dict writer):
             d = t.describe
             d.regions = None
             d.virtual = False
+
+
+def moved(list known, object inputs, type piece):
+    """``computers._movement``'s placed pieces (of class ``piece``) from its remembered boxes.
+
+    Each entry ``(input, output, space, src, dst, description, planned)`` gives
+    ``(output, piece)``: a new piece reading ``inputs[input]`` over the remembered sides (shared:
+    pieces never change their sides), which shares the description and the list its rows are
+    planned into.
+    """
+    cdef list result = []
+    cdef tuple entry
+    cdef object p
+    for item in known:
+        if type(item) is not tuple or len(<tuple>item) != 7:
+            raise ValueError("a remembered box is a 7-tuple")
+        entry = <tuple>item
+        p = _new(piece)
+        p.space = list(entry[2])
+        p.source = inputs[entry[0]]
+        p.src = entry[3]
+        p.dst = entry[4]
+        p.described = <tuple?>entry[5]
+        p.planned = <list?>entry[6]
+        result.append((entry[1], p))
+    return result
+
+
+def shared(type piece, object space, object source, object src, object dst, tuple described,
+           list planned):
+    """``Piece(list(space), source, src, dst).shares(described, planned)`` (of class ``piece``)."""
+    cdef object p = _new(piece)
+    p.space = list(space)
+    p.source = source
+    p.src = src
+    p.dst = dst
+    p.described = described
+    p.planned = planned
+    return p
+
+
+def readers(object units, dict readers):
+    """``_Pass``'s unfolded readers: each unit in ``readers[id(t)]`` once per distinct input."""
+    cdef dict once
+    cdef list known
+    for u in units:
+        once = {}
+        for t in u.inputs:
+            once[id(t)] = t
+        for k in once:
+            known = readers.get(k)
+            if known is None:
+                readers[k] = [u]
+            else:
+                known.append(u)
+
+
+def count(dict seen, object inputs, object extra):
+    """``_Pass.count_reads``'s counting: one more read of each of ``inputs`` and ``extra``."""
+    for t in inputs:
+        k = id(t)
+        seen[k] = seen.get(k, 0) + 1
+    for t in extra:
+        k = id(t)
+        seen[k] = seen.get(k, 0) + 1

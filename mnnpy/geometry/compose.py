@@ -89,7 +89,7 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     Answers are remembered by description (networks repeat the same blocks, and resizes repeat
     them), with the index of the producer piece each result reads; each call gets new pieces.
     """
-    key = (piece.key(), tuple([u.key() for u in producer]))
+    key = (piece.described or piece.key(), tuple([u.described or u.key() for u in producer]))
     found = _memo.get(key, lambda: _described(_found(piece, producer)))
     if found is None:
         return None

@@ -30,6 +30,11 @@ from mnnpy.ops import slice as slice_op
 from mnnpy.tensor import Tensor
 from mnnpy.tensor_format import DimensionFormat
 
+try:  # C twins of the piece building below (setup.py builds them)
+    from mnnpy.geometry import _describe as _fast
+except ImportError:  # not built: the Python lines
+    _fast = None  # type: ignore[assignment]
+
 __all__ = [
     "Box",
     "Placed",
@@ -138,6 +143,8 @@ def _movement(
         tuple([(tuple(t.shape), t.is_packed) for t in (*data, *outputs)]),
     )
     known = _moves.get(key, lambda: _box_sides(found, inputs, outputs))
+    if _fast is not None:  # the C twin of the list below
+        return _fast.moved(known, inputs, Piece)
     return [
         (j, Piece(list(space), inputs[i], src, dst).shares(described, planned))
         for i, j, space, src, dst, described, planned in known
@@ -216,6 +223,8 @@ def reshape_piece(src: Tensor, dst: Tensor, nhwc: bool) -> Piece | None:
     if known is None:
         return None
     space, s_side, d_side, described, planned = known
+    if _fast is not None:  # the C twin of the line below
+        return _fast.shared(Piece, space, src, s_side, d_side, described, planned)
     return Piece(list(space), src, s_side, d_side).shares(described, planned)
 
 
@@ -263,6 +272,8 @@ def _convert(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> 
             Piece(list(src.shape), None, s_side, d_side).key(),
             [],
         )
+    if _fast is not None:  # the C twin of the lines below
+        return [(0, _fast.shared(Piece, src.shape, src, known[0], known[1], known[2], known[3]))]
     piece = Piece(list(src.shape), src, known[0], known[1])
     return [(0, piece.shares(known[2], known[3]))]  # the same description and rows
 

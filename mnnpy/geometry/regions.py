@@ -284,26 +284,32 @@ def remembered(
     """
     if key is None:
         key = (tuple(space), side_key(src), side_key(dst))
+    h = hash(key)  # once: the table is keyed by it, the key kept with its rows and compared
     with _memo_lock:  # sessions may be created in several threads
-        known = key in _memo
-        rows = _memo[key] if known else None
-        if known:
-            _memo.move_to_end(key)
-    if not known:
-        got = False if _plan_c is None else _plan_c(space, src, dst, MAX_REGIONS)
-        rows = _plan(space, src, dst) if isinstance(got, bool) else got  # False: beyond C
-        with _memo_lock:
-            if key not in _memo:
-                _memo[key] = rows
-                _memo_bytes[0] += 0 if rows is None else rows.nbytes
-            while _memo_bytes[0] > _MEMO_BYTES and len(_memo) > 1:
-                old = _memo.popitem(last=False)[1]
-                _memo_bytes[0] -= 0 if old is None else old.nbytes
+        known = _memo.get(h)
+        if known is not None and known[0] == key:
+            _memo.move_to_end(h)
+            return known[1]
+    got = False if _plan_c is None else _plan_c(space, src, dst, MAX_REGIONS)
+    rows = _plan(space, src, dst) if isinstance(got, bool) else got  # False: beyond C
+    with _memo_lock:
+        known = _memo.get(h)
+        if known is not None and known[0] == key:
+            return known[1]  # another thread planned it first
+        if known is not None:  # a description of the same hash: this one replaces it
+            _memo_bytes[0] -= 0 if known[1] is None else known[1].nbytes
+        _memo[h] = (key, rows)
+        _memo.move_to_end(h)
+        _memo_bytes[0] += 0 if rows is None else rows.nbytes
+        while _memo_bytes[0] > _MEMO_BYTES and len(_memo) > 1:
+            old = _memo.popitem(last=False)[1][1]
+            _memo_bytes[0] -= 0 if old is None else old.nbytes
     return rows
 
 
 _MEMO_BYTES = 8 << 20
-_memo: collections.OrderedDict[tuple, np.ndarray | None] = collections.OrderedDict()
+# by the description's hash: (description, rows)
+_memo: collections.OrderedDict[int, tuple[tuple, np.ndarray | None]] = collections.OrderedDict()
 _memo_bytes = [0]
 _memo_lock = threading.Lock()
 

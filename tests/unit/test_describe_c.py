@@ -13,6 +13,7 @@ import pytest
 
 from mnnpy.backend.cpu.executions.raster import CPURaster
 from mnnpy.geometry import compose as CO
+from mnnpy.geometry import computers as GC
 from mnnpy.geometry import fuse as F
 from mnnpy.geometry import regions as R
 from tests.unit.test_compose_c import _case
@@ -108,6 +109,12 @@ def test_malformed_entries_raise() -> None:
         D.sources([piece])  # not an (output index, piece) pair
     with pytest.raises(ValueError):
         D.pieces([(0, [1], piece.src, piece.dst)], producer, CO.Piece)  # not a 6-tuple
+    with pytest.raises(ValueError):
+        D.moved([(0, 0, [1], piece.src, piece.dst, ())], ["x"], CO.Piece)  # not a 7-tuple
+    with pytest.raises(TypeError):
+        D.moved([(0, 0, [1], piece.src, piece.dst, [], [])], ["x"], CO.Piece)  # not a description
+    with pytest.raises(IndexError):
+        D.moved([(1, 0, [1], piece.src, piece.dst, (), [])], ["x"], CO.Piece)  # no such input
     with pytest.raises(TypeError):
         D.copies((0, piece), 10)  # not a list
 
@@ -144,7 +151,46 @@ def test_networks_decide_the_same(
     assert any(d[1] for d in fast[0])  # something is read through
     monkeypatch.setattr(F, "_fast", None)
     monkeypatch.setattr(CO, "_pieces_c", None)
+    monkeypatch.setattr(GC, "_fast", None)
     assert plan() == fast
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("shape", [(1, 6, 2, 3), (2, 5, 3, 3), (1, 8, 4, 4), (1, 12, 5, 7)])
+def test_computers_build_the_same_pieces(
+    fmt: object, shape: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The computers' C piece building (``moved``, ``shared``) vs their Python lines."""
+    _, session = session_of(fmt, shape, units=3)  # type: ignore[arg-type]
+    units = session.pipelines[0].units  # type: ignore[attr-defined]
+    kinds = set()
+
+    def pieces() -> list:
+        got = []
+        for u in units:
+            placed = GC.regions_of(u.op, u.inputs, u.outputs)
+            if placed is not None:
+                kinds.add(u.op.type)
+            got.append(None if placed is None else [(j, p, p.key(), p.planned) for j, p in placed])
+        return got
+
+    fast = pieces()
+    monkeypatch.setattr(GC, "_fast", None)
+    slow = pieces()
+    assert len(kinds) >= 3  # moves, reshapes and conversions are all compared
+    for a, b in zip(fast, slow, strict=True):
+        assert (a is None) == (b is None)
+        for (j, p, key, planned), (k, q, want, rows) in zip(a or (), b or (), strict=True):
+            assert (j, p.source, p.space, key, p.src, p.dst) == (
+                k,
+                q.source,
+                q.space,
+                want,
+                q.src,
+                q.dst,
+            )
+            assert type(p) is type(q) and p is not q and p.space is not q.space
+            assert planned is rows  # the remembered plan shared, as the Python pieces share it
 
 
 def _raster_plans(session: object) -> list:

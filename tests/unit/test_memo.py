@@ -71,3 +71,26 @@ def test_threads_get_the_first_stored_answer() -> None:
     for t in threads:
         t.join()
     assert len(got) == 4 and all(g is got[0] for g in got)
+
+
+class _SameHash:
+    """A key whose hash collides with every other's: only equality tells them apart."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __hash__(self) -> int:
+        return 7
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SameHash) and other.name == self.name
+
+
+def test_keys_of_one_hash_never_share_an_answer() -> None:
+    memo: Memo[str] = Memo(4)
+    assert memo.get(_SameHash("a"), lambda: "A") == "A"
+    assert memo.get(_SameHash("b"), lambda: "B") == "B"  # not a's answer
+    assert memo.get(_SameHash("b"), lambda: "wrong") == "B"
+    assert memo.get(_SameHash("a"), lambda: "A again") == "A again"  # replaced: computed again
+    assert memo.get((1, (2, 3)), lambda: "t") == "t"
+    assert memo.get((1, (2, 3)), lambda: "wrong") == "t"  # an equal key built anew
