@@ -85,11 +85,14 @@ extensions.append(
         "mnnpy._netread", [os.path.join("mnnpy", "_netread.pyx")], extra_compile_args=COMPILE_ARGS
     )
 )
+# checked integer arithmetic shared by the geometry planners
+CHECKED_INT = os.path.join("mnnpy", "geometry", "checked_int.h")
 # the region planner's C twin (regions.py keeps the Python planner as reference and fallback)
 extensions.append(
     Extension(
         "mnnpy.geometry._regions",
         [os.path.join("mnnpy", "geometry", "_regions.pyx")],
+        depends=[CHECKED_INT],
         extra_compile_args=COMPILE_ARGS,
     )
 )
@@ -98,6 +101,7 @@ extensions.append(
     Extension(
         "mnnpy.geometry._compose",
         [os.path.join("mnnpy", "geometry", "_compose.pyx")],
+        depends=[CHECKED_INT],
         extra_compile_args=COMPILE_ARGS,
     )
 )

@@ -16,32 +16,11 @@ buffers.
 
 from libc.stdlib cimport free, malloc
 
-cdef extern from *:
-    """
-    #include <math.h>
-    static inline long long cp_mul(long long a, long long b, int *bad) {
-        if (fabs((double)a * (double)b) > 4e18) *bad = 1;
-        return (long long)((unsigned long long)a * (unsigned long long)b);
-    }
-    static inline long long cp_add(long long a, long long b, int *bad) {
-        if (fabs((double)a + (double)b) > 4e18) *bad = 1;
-        return (long long)((unsigned long long)a + (unsigned long long)b);
-    }
-    static inline long long cp_fdiv(long long a, long long b) {
-        long long q = a / b;
-        if (a % b != 0 && ((a < 0) != (b < 0))) q--;
-        return q;
-    }
-    static inline long long cp_fmod(long long a, long long b) {
-        long long m = a % b;
-        if (m != 0 && ((m < 0) != (b < 0))) m += b;
-        return m;
-    }
-    """
-    long long _mul "cp_mul"(long long a, long long b, int* bad) noexcept
-    long long _add "cp_add"(long long a, long long b, int* bad) noexcept
-    long long _fdiv "cp_fdiv"(long long a, long long b) noexcept
-    long long _fmod "cp_fmod"(long long a, long long b) noexcept
+cdef extern from "checked_int.h":
+    long long _mul "ck_mul"(long long a, long long b, int* bad) noexcept
+    long long _add "ck_add"(long long a, long long b, int* bad) noexcept
+    long long _fdiv "ck_fdiv"(long long a, long long b) noexcept
+    long long _fmod "ck_fmod"(long long a, long long b) noexcept
 
 cdef enum:
     MAXK = 8  # dims of a side

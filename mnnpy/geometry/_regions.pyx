@@ -16,32 +16,11 @@ from libc.stdlib cimport free, realloc
 
 import numpy as np
 
-cdef extern from *:
-    """
-    #include <math.h>
-    static inline long long rg_mul(long long a, long long b, int *bad) {
-        if (fabs((double)a * (double)b) > 4e18) *bad = 1;
-        return (long long)((unsigned long long)a * (unsigned long long)b);
-    }
-    static inline long long rg_add(long long a, long long b, int *bad) {
-        if (fabs((double)a + (double)b) > 4e18) *bad = 1;
-        return (long long)((unsigned long long)a + (unsigned long long)b);
-    }
-    static inline long long rg_fdiv(long long a, long long b) {
-        long long q = a / b;
-        if (a % b != 0 && ((a < 0) != (b < 0))) q--;
-        return q;
-    }
-    static inline long long rg_fmod(long long a, long long b) {
-        long long m = a % b;
-        if (m != 0 && ((m < 0) != (b < 0))) m += b;
-        return m;
-    }
-    """
-    long long _mul "rg_mul"(long long a, long long b, int* bad)
-    long long _add "rg_add"(long long a, long long b, int* bad)
-    long long _fdiv "rg_fdiv"(long long a, long long b)
-    long long _fmod "rg_fmod"(long long a, long long b)
+cdef extern from "checked_int.h":
+    long long _mul "ck_mul"(long long a, long long b, int* bad)
+    long long _add "ck_add"(long long a, long long b, int* bad)
+    long long _fdiv "ck_fdiv"(long long a, long long b)
+    long long _fmod "ck_fmod"(long long a, long long b)
 
 cdef enum:
     MAXK = 8  # tensor rank
