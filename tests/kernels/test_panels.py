@@ -71,6 +71,11 @@ def test_kernel_refuses_small_buffers(kernel: Any, dtype: type) -> None:
         kernel(src[:10], np.zeros(32 * 3, dtype), 1, 20, 3, 1)
     with pytest.raises(ValueError, match="negative"):
         kernel(src, np.zeros(32 * 3, dtype), 1, -1, 3, 1)
+    # sizes whose products overflow 64 bits must not pass the buffer check
+    with pytest.raises(ValueError, match="too large"):
+        kernel(src, np.zeros(32 * 3, dtype), 1 << 40, 1 << 40, 2, 1)
+    with pytest.raises(ValueError, match="too large"):
+        kernel(src, np.zeros(32 * 3, dtype), 1, 1 << 62, 1, 1)
 
 
 @pytest.mark.parametrize("shape", SHAPES)

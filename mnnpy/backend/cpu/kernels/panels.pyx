@@ -87,6 +87,8 @@ cdef int _check(Py_ssize_t src_n, Py_ssize_t dst_n, Py_ssize_t groups, Py_ssize_
     """1 when there is something to copy, 0 when not; raises for bad sizes."""
     if groups < 0 or rows < 0 or cols < 0 or taps < 0 or lanes < 1:
         raise ValueError("negative size, or lanes < 1")
+    if <double>groups * (<double>rows + lanes) * cols * taps > 4e18:  # the products below overflow
+        raise ValueError(f"sizes too large: groups {groups}, rows {rows}, cols {cols}, taps {taps}")
     if src_n < groups * rows * cols * taps or (
         dst_n < groups * ((rows + lanes - 1) // lanes) * lanes * cols * taps
     ):
