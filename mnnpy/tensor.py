@@ -188,10 +188,7 @@ class Tensor:
     @property
     def storage_format(self) -> DimensionFormat:
         """The layout the data is stored in: the owning backend decides, else the format."""
-        backend = self.describe.backend
-        if backend is None or type(backend) in _KEEPS_FORMAT:
-            return self.dimension_format
-        return _format_of(backend, self)
+        return _stored_format(self)
 
     @property
     def storage_elements(self) -> int:
@@ -200,41 +197,20 @@ class Tensor:
         Asked thousands of times per resize: ``layout.storage_elements`` inlined, and the
         backend's ``storage_format`` asked only when its class overrides the base one.
         """
-        shape, backend = self.shape, self.describe.backend
-        if backend is None or type(backend) in _KEEPS_FORMAT:
-            fmt = self.dimension_format
-        else:
-            fmt = _format_of(backend, self)
-        if fmt == _NC4HW4 and len(shape) >= 2:
+        shape = self.shape
+        if _stored_format(self) == _NC4HW4 and len(shape) >= 2:
             return shape[0] * ((shape[1] + 3) // 4) * 4 * math.prod(shape[2:])
         return math.prod(shape)
 
     @property
     def size(self) -> int:
-        """Bytes of storage (with NC4HW4 padding), as MNN's ``Tensor::size``.
-
-        ``storage_elements`` inlined (asked per acquire, alias and view).
-        """
-        shape, backend = self.shape, self.describe.backend
-        if backend is None or type(backend) in _KEEPS_FORMAT:
-            fmt = self.dimension_format
-        else:
-            fmt = _format_of(backend, self)
-        if fmt == _NC4HW4 and len(shape) >= 2:
-            n = shape[0] * ((shape[1] + 3) // 4) * 4 * math.prod(shape[2:])
-        else:
-            n = math.prod(shape)
-        return n * self.dtype.itemsize
+        """Bytes of storage (with NC4HW4 padding), as MNN's ``Tensor::size``."""
+        return self.storage_elements * self.dtype.itemsize
 
     @property
     def is_packed(self) -> bool:
         """Whether the storage is NC4HW4 blocks (``layout.is_packed``, inlined: asked often)."""
-        backend = self.describe.backend
-        if backend is None or type(backend) in _KEEPS_FORMAT:
-            fmt = self.dimension_format
-        else:
-            fmt = _format_of(backend, self)
-        return fmt == _NC4HW4 and len(self.shape) >= 2
+        return _stored_format(self) == _NC4HW4 and len(self.shape) >= 2
 
     # -- data ---------------------------------------------------------------------------------
     @property
@@ -352,12 +328,23 @@ _FLOAT32 = np.dtype(np.float32)
 _KEEPS_FORMAT: set[type] = set()
 
 
-def _format_of(backend: Any, tensor: Tensor) -> DimensionFormat:
-    """``backend.storage_format(tensor)``; remembers a class that keeps the base method.
+def _stored_format(tensor: Tensor) -> DimensionFormat:
+    """``tensor.describe.backend.storage_format(tensor)``, or the tensor's format without one.
 
-    Only the class is looked at: a backend object whose own attribute replaces the method (or
-    one that is no ``Backend``) is asked every time.
+    A backend whose class keeps the base method (remembered in ``_KEEPS_FORMAT``) and whose
+    object has no attribute of its own replacing it stores the tensor's own format: that call
+    is skipped. Any other backend (one that is no ``Backend`` included) is asked every time.
     """
+    backend = tensor.describe.backend
+    if backend is None:
+        return tensor.dimension_format
+    if type(backend) in _KEEPS_FORMAT and "storage_format" not in backend.__dict__:
+        return tensor.dimension_format
+    return _format_of(backend, tensor)
+
+
+def _format_of(backend: Any, tensor: Tensor) -> DimensionFormat:
+    """``backend.storage_format(tensor)``; remembers a class that keeps the base method."""
     from mnnpy.backend.base import Backend  # the backend package imports this module
 
     cls = type(backend)

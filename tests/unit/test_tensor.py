@@ -118,3 +118,30 @@ def test_model_tensors_are_plain_tensors():
         assert t.describe.extra is not want.describe.extra
     a, b = model_tensors(infos)
     assert a.describe.extra is not b.describe.extra  # each its own dict
+
+
+def test_storage_format_asks_the_backend_unless_it_keeps_the_base_one():
+    """The accessors skip ``storage_format`` only for a base-method backend without its own."""
+    from mnnpy.backend.base import Backend
+
+    class Keeps(Backend):  # the base method: the tensor's own format
+        pass
+
+    class Packs(Backend):
+        def storage_format(self, tensor: Tensor) -> DimensionFormat:
+            return DimensionFormat.NC4HW4
+
+    t = Tensor((1, 5, 2, 3), np.float32, DimensionFormat.NCHW)
+    t.describe.backend = Keeps()
+    for _ in range(2):  # the second time from the remembered class
+        assert t.storage_format == DimensionFormat.NCHW
+        assert not t.is_packed and t.storage_elements == 30 and t.size == 120
+    t.describe.backend = Packs()
+    assert t.storage_format == DimensionFormat.NC4HW4
+    assert t.is_packed and t.storage_elements == 48 and t.size == 192
+    # an object of a remembered class whose own attribute replaces the method is still asked
+    own = Keeps()
+    own.storage_format = lambda tensor: DimensionFormat.NC4HW4  # type: ignore[method-assign]
+    t.describe.backend = own
+    assert t.storage_format == DimensionFormat.NC4HW4
+    assert t.is_packed and t.storage_elements == 48 and t.size == 192
