@@ -7,9 +7,12 @@ reads the bytes with the generated object API, which names the broken field. The
 little-endian (the FlatBuffers wire format); ``net`` uses this module on little-endian hosts only.
 """
 
+from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.errno cimport EINTR, errno
 from posix.fcntl cimport O_RDONLY, openat
+from posix.mman cimport MAP_FAILED, MAP_PRIVATE, PROT_READ, munmap
+from posix.mman cimport mmap as c_mmap
 from posix.unistd cimport close as c_close
 from posix.unistd cimport read as c_read
 from cpython.long cimport PyLong_FromLong
@@ -164,15 +167,90 @@ def read_file(int fd, Py_ssize_t size):
     return out if got == size else out[:got]
 
 
+cdef class MappedFile:
+    """A file mapped read-only (``PROT_READ``, ``MAP_PRIVATE``): its bytes without a copy.
+
+    Made by :func:`map_file`. It exports a read-only buffer (``memoryview``, ``np.frombuffer``,
+    ``struct.unpack_from``) and reads like ``bytes`` where the model readers use it: ``len``,
+    an index (an int), a slice (a ``bytes`` copy of those bytes) and ``startswith``. Every
+    buffer taken from it keeps it alive; the mapping is released when the last is gone (there
+    is no ``close``, which could pull the memory from under a live NumPy view). The file
+    descriptor is not kept. Its size is the file's when mapped: nothing reads past it.
+    """
+
+    cdef const uint8_t* p
+    cdef Py_ssize_t n
+
+    def __dealloc__(self):
+        if self.p != NULL:
+            munmap(<void*>self.p, <size_t>self.n)
+            self.p = NULL
+
+    def __getbuffer__(self, Py_buffer* view, int flags):
+        PyBuffer_FillInfo(view, self, <void*>self.p, self.n, 1, flags)  # read-only
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, key):
+        cdef Py_ssize_t i, start, stop, step
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.n)
+            if step != 1:
+                return bytes(memoryview(self)[key])
+            return PyBytes_FromStringAndSize(<const char*>self.p + start, max(0, stop - start))
+        i = key
+        if i < 0:
+            i += self.n
+        if i < 0 or i >= self.n:
+            raise IndexError("index out of range")
+        return self.p[i]
+
+    def startswith(self, bytes prefix):
+        """Whether the bytes begin with ``prefix`` (as ``bytes.startswith``)."""
+        cdef Py_ssize_t k = len(prefix)
+        return k <= self.n and memcmp(self.p, <const char*>prefix, k) == 0
+
+    @property
+    def address(self):
+        """Where the mapping starts in this process's memory (for the tests)."""
+        return <size_t>self.p
+
+
+def map_file(int fd, Py_ssize_t size):
+    """The first ``size`` bytes (``size`` > 0) of the file ``fd`` mapped read-only, or None.
+
+    None when the kernel refuses the mapping (a pipe, a character device, a file system
+    without ``mmap``): the caller then reads the file. ``fd`` may be closed afterwards.
+    """
+    if size <= 0:
+        raise ValueError(f"cannot map {size} bytes")
+    cdef void* p
+    with nogil:
+        p = c_mmap(NULL, <size_t>size, PROT_READ, MAP_PRIVATE, fd, 0)
+    if p == MAP_FAILED:
+        return None
+    cdef MappedFile m = MappedFile.__new__(MappedFile)
+    m.p = <const uint8_t*>p
+    m.n = size
+    return m
+
+
 cdef class _Buf:
     cdef const uint8_t* p
     cdef Py_ssize_t n
     cdef object data
 
-    def __cinit__(self, bytes data):
+    def __cinit__(self, object data):
         self.data = data
-        self.p = <const uint8_t*>PyBytes_AS_STRING(data)
-        self.n = PyBytes_GET_SIZE(data)
+        if type(data) is bytes:
+            self.p = <const uint8_t*>PyBytes_AS_STRING(data)
+            self.n = PyBytes_GET_SIZE(data)
+        elif type(data) is MappedFile:
+            self.p = (<MappedFile>data).p
+            self.n = (<MappedFile>data).n
+        else:
+            raise TypeError(f"model bytes or a MappedFile expected, got {type(data).__name__}")
 
     cdef inline int check(self, Py_ssize_t at, Py_ssize_t size) except -1:
         if at < 0 or size < 0 or at > self.n - size:
@@ -308,13 +386,13 @@ cdef class _Buf:
         return result
 
 
-def read_table(bytes data, object cls, tuple spec, Py_ssize_t pos, dict vectors,
+def read_table(object data, object cls, tuple spec, Py_ssize_t pos, dict vectors,
                object frombuffer):
     """``net_lean._lean_table(cls(), spec, data, pos)`` in C (for the tests)."""
     return _Buf(data).table(cls, spec, pos, vectors, frombuffer)
 
 
-def read_texts(bytes data, Py_ssize_t at):
+def read_texts(object data, Py_ssize_t at):
     """The strings of the vector whose offset is at ``at``, decoded as UTF-8 (None: absent).
 
     Raises:
@@ -328,7 +406,7 @@ def read_texts(bytes data, Py_ssize_t at):
     return [b.text(start + 4 * i) for i in range(n)]
 
 
-def read_op_defs(bytes data, Py_ssize_t at, Py_ssize_t n_tensors, object op_class,
+def read_op_defs(object data, Py_ssize_t at, Py_ssize_t n_tensors, object op_class,
                  dict template, dict formats, dict specs, object param_class, dict vectors,
                  object frombuffer):
     """The ops of the vector whose offset is at ``at``, as ``net.OpDef`` objects.

@@ -19,7 +19,7 @@ from mnnpy.config import BackendConfig, MemoryMode, PowerMode, PrecisionMode, Sc
 from mnnpy.errors import ErrorCode, FileNotExistError, InvalidModelError, InvalidValueError
 from mnnpy.model_format import identify
 from mnnpy.net import Net, load_net
-from mnnpy.net_lean import read_model
+from mnnpy.net_lean import mmap_enabled, read_model
 from mnnpy.pipeline import Callback
 from mnnpy.schedule import schedule
 from mnnpy.session import Session
@@ -84,6 +84,11 @@ class Interpreter:
             ``MNNPY_BACKEND_PATH``, once per process).
         external: the weight file of a model converted with ``--saveExternalData`` (a path or
             its bytes); by default ``<path>.weight`` beside the model, as MNN looks for it.
+        enable_mmap: map the model file and the weight file read-only instead of reading them
+            (OpenVINO's ``ENABLE_MMAP``); None: the ``MNNPY_MMAP`` environment variable decides
+            (``0`` turns it off), else on. Weights are then read-only views of the mapping,
+            which lives as long as they do. As with every mmap loader, a file truncated by
+            another process while it is in use can crash the process: turn it off then.
 
     Raises:
         FileNotExistError: when the file, or the weight file it needs, cannot be read.
@@ -96,11 +101,13 @@ class Interpreter:
         path: str | os.PathLike[str],
         runtime_options: RuntimeOptions | None = None,
         external: ExternalSource | None = None,
+        enable_mmap: bool | None = None,
     ) -> None:
         load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
+        mapped = mmap_enabled(enable_mmap)
         try:
             with open(path, "rb", buffering=0) as f:
-                data = read_model(f)
+                data = read_model(f, mapped)
         except OSError as e:
             raise FileNotExistError(f"cannot read model file {os.fspath(path)!r}: {e}") from e
         kind = identify(data, os.fspath(path))  # an ONNX / TFLite... file: named, with its command
@@ -109,8 +116,9 @@ class Interpreter:
         with _gc_paused():
             net = load_net(data)
         self._init(net, os.fspath(path))
+        self._mapped: bool | None = mapped
         try:
-            attach_external(net, external, os.fspath(path) + ".weight")
+            attach_external(net, external, os.fspath(path) + ".weight", mapped)
         except FileNotExistError as e:
             if external is not None:
                 raise
@@ -144,6 +152,7 @@ class Interpreter:
         self.sessions: list[Session] = []
         self._networks: dict[int, tuple[int, list[Any]]] = {}  # id(session) -> (id, types)
         self._external_error = None
+        self._mapped = None  # from_buffer: MNNPY_MMAP decides for a weight path
 
     def set_external_file(self, external: ExternalSource) -> None:
         """Read the weights the model keeps outside (``--saveExternalData``) from ``external``.
@@ -155,7 +164,7 @@ class Interpreter:
             FileNotExistError: when the path cannot be opened.
             InvalidModelError: when an op's tables do not fit in it.
         """
-        attach_external(self.net, external)
+        attach_external(self.net, external, None, self._mapped)
         self._external_error = None
 
     # -- sessions -----------------------------------------------------------------------------

@@ -75,14 +75,16 @@ def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
     """Parse and check MNN model bytes.
 
     Args:
-        buf: the model bytes.
+        buf: the model bytes, or a mapped model file (``net_lean.read_model``), used in place:
+            weight vectors are read-only views of it, which keep it alive. Other buffers
+            (``bytearray``, ``memoryview``) are copied, so that no later write changes the net.
         external: the external weight file (a ``weights.ExternalData``), attached to the net
             and to every op that keeps a table there; None when there is none.
 
     Raises:
         InvalidModelError: when the bytes are empty, truncated, corrupted, or inconsistent.
     """
-    data = bytes(buf)
+    data: Any = buf if type(buf) is bytes or type(buf) is net_lean.MappedFile else bytes(buf)
     if identify(data) is not None or len(data) < 8:  # ONNX, TFLite...: say so, and how to convert
         raise InvalidModelError(identify(data) or f"model is {len(data)} bytes: too short")
     net = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import stat
 import struct
 import sys
 from typing import Any, BinaryIO
@@ -33,9 +34,13 @@ _U16 = struct.Struct("<H").unpack_from
 _PARAM_T: dict[int, Any] = {}  # OpParameter tag -> the generated ``*T`` class
 _frombuf = np.frombuffer
 _read_file: Any = None  # a file's bytes read in C (``mnnpy._netread``)
+_map_file: Any = None  # a file mapped read-only in C (``mnnpy._netread.map_file``)
+MappedFile: Any = None  # its type: ``net.load_net`` keeps it as it keeps ``bytes``
 _read_op_defs: Any = None  # the op list read in C into ``OpDef``s; FlatBuffers are little-endian
 _read_texts: Any = None
 try:
+    from mnnpy._netread import MappedFile  # noqa: F401 - net and the tests read it
+    from mnnpy._netread import map_file as _map_file
     from mnnpy._netread import read_file as _read_file
 except ImportError:  # not built (a source checkout without build_ext): f.read()
     pass
@@ -46,20 +51,41 @@ if sys.byteorder == "little":
     except ImportError:
         pass
 
+_OFF = ("0", "false", "no", "off")
 
-def read_model(f: BinaryIO) -> bytes:
+
+def mmap_enabled(enable_mmap: bool | None = None) -> bool:
+    """Whether model and weight files are mapped (``enable_mmap``, else ``MNNPY_MMAP``, else yes).
+
+    ``MNNPY_MMAP=0`` (or ``false`` / ``no`` / ``off``) has every file read into memory instead.
+    """
+    if enable_mmap is not None:
+        return bool(enable_mmap)
+    return os.environ.get("MNNPY_MMAP", "1").strip().lower() not in _OFF
+
+
+def read_model(f: BinaryIO, mapped: bool = False) -> Any:
     """All the bytes of ``f``, a file opened ``"rb"`` and not read from yet (as ``f.read()``).
 
-    With ``mnnpy._netread`` built, the size the file has now is read in C into a bytes object
-    whose memory is advised for huge pages (a 16 MiB model: a few page faults instead of 4000);
-    whatever the file gained since is read after it.
+    ``mapped``: a regular, non-empty file is mapped read-only (a ``_netread.MappedFile``, the
+    size it has now: as TFLite's ``FlatBufferModel::BuildFromFile`` or OpenVINO's
+    ``ENABLE_MMAP``), no copy and no fresh memory; ``f`` may be closed afterwards. Anything
+    else (a pipe, a device, a file system that refuses ``mmap``, an empty file, ``mapped``
+    False, ``mnnpy._netread`` not built) is read: with ``_netread`` built the size the file
+    has now is read in C into a bytes object whose memory is advised for huge pages (a 16 MiB
+    model: a few page faults instead of 4000); whatever the file gained since is read after it.
 
     Raises:
         OSError: the file cannot be read.
     """
     if _read_file is None:
         return f.read()
-    data = _read_file(f.fileno(), os.fstat(f.fileno()).st_size)
+    st = os.fstat(f.fileno())
+    if mapped and stat.S_ISREG(st.st_mode) and st.st_size > 0:
+        data = _map_file(f.fileno(), st.st_size)
+        if data is not None:
+            return data
+    data = _read_file(f.fileno(), st.st_size)
     rest = f.read()
     return data + rest if rest else data
 

@@ -11,7 +11,6 @@ its size when the model is loaded. :mod:`mnnpy.weights` decodes what is read.
 
 from __future__ import annotations
 
-import mmap
 import os
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 
 from mnnpy.errors import FileNotExistError, InvalidModelError, MNNError
 from mnnpy.net import Net, OpDef
+from mnnpy.net_lean import mmap_enabled, read_model
 
 __all__ = ["ExternalData", "attach_external", "external_spans", "external_segment", "op_error"]
 
@@ -26,20 +26,25 @@ __all__ = ["ExternalData", "attach_external", "external_spans", "external_segmen
 class ExternalData:
     """A weight file written by ``--saveExternalData`` (``model.mnn.weight``), or its bytes.
 
-    A path is mapped (``mmap``) on the first read, so only the pages a session decodes are
-    read; bytes are used in place. Every read is checked against the file's size.
+    A path is mapped read-only (``net_lean.read_model``) on the first read, so only the pages a
+    session decodes are read; the descriptor is closed at once and the mapping lives as long as
+    the arrays viewing it. Bytes are used in place. Every read is checked against the file's
+    size.
 
     Args:
         source: the file's path, or its content.
         name: how messages name it (default: the path, or ``<external bytes>``).
+        enable_mmap: map a path (None: ``MNNPY_MMAP`` decides, default on); False, or a file
+            that cannot be mapped (a pipe...): the file is read into memory on the first read.
 
     Raises:
         FileNotExistError: when the path cannot be opened.
     """
 
     def __init__(self, source: str | os.PathLike[str] | bytes | bytearray | memoryview,
-                 name: str | None = None) -> None:  # fmt: skip
+                 name: str | None = None, enable_mmap: bool | None = None) -> None:  # fmt: skip
         self._map: Any = None
+        self._mapped = mmap_enabled(enable_mmap)
         if isinstance(source, bytes | bytearray | memoryview):
             self._map = memoryview(source).cast("B")
             self.name = name or "<external bytes>"
@@ -76,10 +81,10 @@ class ExternalData:
     def _buffer(self) -> Any:
         if self._map is None:
             try:
-                with open(self.path, "rb") as f:
-                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            except (OSError, ValueError) as e:
-                raise FileNotExistError(f"cannot map weight file {self.name!r}: {e}") from e
+                with open(self.path, "rb", buffering=0) as f:
+                    self._map = read_model(f, self._mapped)
+            except OSError as e:
+                raise FileNotExistError(f"cannot read weight file {self.name!r}: {e}") from e
         return self._map
 
 
@@ -87,11 +92,13 @@ def attach_external(
     net: Net,
     external: str | os.PathLike[str] | bytes | bytearray | memoryview | ExternalData | None,
     default_path: str | None = None,
+    enable_mmap: bool | None = None,
 ) -> None:
     """Find and check the weight file of a net whose ops keep tables outside the model.
 
     ``external`` (a path, bytes or :class:`ExternalData`) wins; else ``default_path`` (MNN's
-    ``<model>.weight``) when the net needs one. Every op's spans are checked against the file's
+    ``<model>.weight``) when the net needs one. ``enable_mmap``: whether a path is mapped
+    (:class:`ExternalData`). Every op's spans are checked against the file's
     size here, so a short file fails when the model is loaded, naming the op.
 
     Raises:
@@ -109,7 +116,10 @@ def attach_external(
                 f"in an external weight file: {where}" + (" does not exist" if default_path else "")
             )
         external = default_path
-    data = external if isinstance(external, ExternalData) else ExternalData(external)
+    if isinstance(external, ExternalData):
+        data = external
+    else:
+        data = ExternalData(external, enable_mmap=enable_mmap)
     for op in ops:
         spans = external_spans(op)
         end = spans[0] + sum(spans[1:])
