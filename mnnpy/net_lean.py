@@ -64,7 +64,7 @@ def mmap_enabled(enable_mmap: bool | None = None) -> bool:
     return os.environ.get("MNNPY_MMAP", "1").strip().lower() not in _OFF
 
 
-def read_model(f: BinaryIO, mapped: bool = False) -> Any:
+def read_model(f: BinaryIO, mapped: bool = False, populate: bool = True) -> Any:
     """All the bytes of ``f``, a file opened ``"rb"`` and not read from yet (as ``f.read()``).
 
     ``mapped``: a regular, non-empty file is mapped read-only (a ``_netread.MappedFile``, the
@@ -74,6 +74,9 @@ def read_model(f: BinaryIO, mapped: bool = False) -> Any:
     False, ``mnnpy._netread`` not built) is read: with ``_netread`` built the size the file
     has now is read in C into a bytes object whose memory is advised for huge pages (a 16 MiB
     model: a few page faults instead of 4000); whatever the file gained since is read after it.
+    ``populate``: a mapping's pages are all mapped at once (a model, whose weights are packed
+    when a session is made); False: at their first touch (a large weight file, of which a
+    session may decode a part).
 
     Raises:
         OSError: the file cannot be read.
@@ -82,7 +85,7 @@ def read_model(f: BinaryIO, mapped: bool = False) -> Any:
         return f.read()
     st = os.fstat(f.fileno())
     if mapped and stat.S_ISREG(st.st_mode) and st.st_size > 0:
-        data = _map_file(f.fileno(), st.st_size)
+        data = _map_file(f.fileno(), st.st_size, populate)
         if data is not None:
             return data
     data = _read_file(f.fileno(), st.st_size)

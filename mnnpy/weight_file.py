@@ -82,7 +82,7 @@ class ExternalData:
         if self._map is None:
             try:
                 with open(self.path, "rb", buffering=0) as f:
-                    self._map = read_model(f, self._mapped)
+                    self._map = read_model(f, self._mapped, populate=False)
             except OSError as e:
                 raise FileNotExistError(f"cannot read weight file {self.name!r}: {e}") from e
         return self._map

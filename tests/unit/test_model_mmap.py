@@ -116,6 +116,26 @@ def test_mapping_is_read_only() -> None:
             w.setflags(write=True)
 
 
+def rss_kb(address: int) -> int:
+    """The resident kB of the mapping that starts at ``address`` (/proc/self/smaps)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for k, line in enumerate(lines):
+        if line.split("-", 1)[0] == f"{address:x}":
+            return next(int(x.split()[1]) for x in lines[k + 1 :] if x.startswith("Rss:"))
+    raise AssertionError("mapping not in /proc/self/smaps")
+
+
+def test_a_model_is_populated_a_weight_file_is_not(tmp_path: Path) -> None:
+    path = tmp_path / "w.bin"
+    path.write_bytes(bytes(range(256)) * 4096)  # 1 MiB, in the page cache once written
+    with open(path, "rb", buffering=0) as f:
+        lazy = net_lean.read_model(f, True, populate=False)
+        whole = net_lean.read_model(f, True)
+    assert rss_kb(lazy.address) == 0  # no page touched yet
+    assert rss_kb(whole.address) == 1024
+    assert lazy[4097] == 1 and 0 < rss_kb(lazy.address) < 1024
+
+
 def test_mapping_reads_like_bytes() -> None:
     data = MODEL.read_bytes()
     with open(MODEL, "rb", buffering=0) as f:
