@@ -11,7 +11,7 @@ from cpython.buffer cimport PyBuffer_FillInfo
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.errno cimport EINTR, errno
 from posix.fcntl cimport O_RDONLY, openat
-from posix.mman cimport MAP_FAILED, MAP_POPULATE, MAP_PRIVATE, PROT_READ, munmap
+from posix.mman cimport MAP_FAILED, MAP_PRIVATE, PROT_READ, munmap
 from posix.mman cimport mmap as c_mmap
 from posix.unistd cimport close as c_close
 from posix.unistd cimport read as c_read
@@ -31,6 +31,11 @@ cdef extern from *:
     #include <sys/mman.h>
     #endif
     #include <stdint.h>
+    #if defined(__linux__) && defined(MAP_POPULATE)
+    #define MNNPY_MAP_POPULATE MAP_POPULATE
+    #else
+    #define MNNPY_MAP_POPULATE 0
+    #endif
     /* Transparent huge pages for the 2 MiB-aligned inside of [p, p + n) (Linux), as NumPy asks
        for its large arrays: a file's bytes then fault in a few 2 MiB pages, not one per 4 KiB. */
     static void mnnpy_advise_huge(char *p, Py_ssize_t n) {
@@ -45,6 +50,7 @@ cdef extern from *:
     }
     """
     void mnnpy_advise_huge(char* p, Py_ssize_t n) nogil
+    int MNNPY_MAP_POPULATE  # MAP_POPULATE on Linux, else 0 (pages then mapped at first touch)
 
 
 cdef extern from "<dirent.h>" nogil:
@@ -231,7 +237,7 @@ def map_file(int fd, Py_ssize_t size, bint populate=False):
     if size <= 0:
         raise ValueError(f"cannot map {size} bytes")
     cdef void* p
-    cdef int flags = MAP_PRIVATE | (MAP_POPULATE if populate else 0)
+    cdef int flags = MAP_PRIVATE | (MNNPY_MAP_POPULATE if populate else 0)
     with nogil:
         p = c_mmap(NULL, <size_t>size, PROT_READ, flags, fd, 0)
     if p == MAP_FAILED:
