@@ -264,7 +264,10 @@ class _Pass:
         return placed
 
     def describe(self, unit: Unit) -> UnitGeometry | None:
-        """Describe ``unit`` as regions and decide what it reads through; None: not regions."""
+        """Describe ``unit`` as regions and decide what it reads through; None: not regions.
+
+        ``_describe.describe`` is its C twin (``plan_geometry`` runs that one where built).
+        """
         if unit.op.type not in _COMPUTERS:
             return None  # no geometry computer: no regions (``regions_of`` would say None)
         backend = self.targets.get(id(unit))
@@ -376,8 +379,15 @@ def plan_geometry(
     """
     decided = _Pass(units, target, host, folded)
     result: dict[int, UnitGeometry] = {}
+    fast = F._fast  # ``describe``'s C twin, with what it reads
+    reads = (_ALIASING, regions_of, F.C.compose, F.R.MAX_REGIONS)
     for u in decided.real:  # folded units run nothing and read shapes only
-        g = decided.describe(u) if u.op.type in _COMPUTERS else None
+        if u.op.type not in _COMPUTERS:
+            g = None
+        elif fast is None:
+            g = decided.describe(u)
+        else:
+            g = fast.describe(decided, u, *reads, _Written, ReadThrough, UnitGeometry)
         if g is not None:
             result[id(u)] = g
         decided.count_reads(u, g.sources if g is not None else ())

@@ -30,3 +30,14 @@ def shared(
 ) -> Any: ...
 def readers(units: Sequence[Any], readers: dict[int, list[Any]]) -> None: ...
 def count(seen: dict[int, int], inputs: Sequence[Any], extra: Sequence[Any]) -> None: ...
+def describe(
+    pas: Any,
+    unit: Any,
+    aliasing: frozenset[Any],
+    regions_of: Callable[..., Any],
+    compose: Callable[..., Any],
+    limit: int,
+    written_t: type,
+    through_t: type,
+    geometry_t: type,
+) -> Any: ...

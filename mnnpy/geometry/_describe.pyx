@@ -4,7 +4,9 @@
 ``within_budget``, ``sources`` and ``through`` are those of ``geometry/__init__.py``
 (``within_budget``, ``_sources``, ``_through``: MNN's fuseRegion of a reader's pieces with the
 writer's), ``pieces`` is what ``compose.compose`` builds from a remembered answer, and ``copies``
-is ``CPURaster._plan`` (region rows per source and output). The Python functions stay the
+is ``CPURaster._plan`` (region rows per source and output), and ``describe`` is
+``_Pass.describe`` (one unit's decisions, calling back into the ``_Pass`` for ``aliases`` and
+``shared``). The Python functions stay the
 reference and the fallback where this module is not built; the tests compare both over random
 compositions and over whole networks. Every item is checked as it is read (a placed entry must be
 an ``(output index, piece)`` tuple, a remembered answer a 6-tuple): a wrong one raises the
@@ -258,3 +260,111 @@ def count(dict seen, object inputs, object extra):
     for t in extra:
         k = id(t)
         seen[k] = seen.get(k, 0) + 1
+
+
+cdef bint _all_readable(object pas, object tensors, object backend) except -1:
+    """``_Pass.all_readable``."""
+    cdef set taken = pas.taken
+    cdef dict writer = pas.writer, targets = pas.targets
+    cdef object host = pas.host, unit, owner
+    for t in tensors:
+        k = id(t)
+        if k in taken:
+            return False
+        unit = writer.get(k)
+        if unit is None:
+            owner = t.describe.backend
+        else:
+            owner = targets.get(id(unit))
+            if not owner:
+                owner = host
+        if owner is not backend and (owner is None or not backend.can_share(t, owner)):
+            return False
+    return True
+
+
+cdef _record(object unit, list placed, object backend, dict written, type written_t):
+    """``_Pass._record``: the outputs' pieces, and their writer."""
+    cdef list got
+    cdef tuple pair, pieces
+    cdef Py_ssize_t j = 0
+    for t in unit.outputs:
+        got = []
+        for item in placed:
+            pair = _pair(item)
+            if pair[0] == j:
+                got.append(pair[1])
+        pieces = tuple(got)
+        t.describe.regions = pieces
+        written[id(t)] = written_t(unit, j, pieces, backend)
+        j += 1
+
+
+def describe(object pas, object unit, frozenset aliasing, object regions_of, object compose,
+             Py_ssize_t limit, type written_t, type through_t, type geometry_t):
+    """``_Pass.describe`` (the same decisions, in the same order); ``pas`` is the ``_Pass``.
+
+    ``aliasing`` is ``_ALIASING``, ``regions_of`` and ``compose`` the computers' and
+    ``compose.compose``, ``limit`` the region budget; ``written_t``, ``through_t`` and
+    ``geometry_t`` are ``_Written``, ``ReadThrough`` and ``UnitGeometry``.
+    """
+    cdef dict placed_by = pas.placed, written = pas.written, composed_by = pas.composed
+    cdef dict expected = pas.expected, counted = pas.through
+    cdef object backend = pas.targets.get(id(unit))
+    cdef object placed, own, before, w, d, got, found
+    cdef list decisions = [], new_list, inputs
+    cdef tuple key, new
+    cdef bint aliases
+    cdef Py_ssize_t readers
+    if backend is None or not backend.supports_regions:
+        return None
+    k = id(unit)
+    if k in placed_by:
+        placed = placed_by[k]
+    else:
+        placed = placed_by[k] = regions_of(unit.op, unit.inputs, unit.outputs)
+    own = placed
+    if placed is None or not within_budget(placed, limit):
+        return None
+    before = sources(placed)
+    if not _all_readable(pas, (<dict>before).values(), backend):
+        return None
+    inputs = list(unit.inputs)
+    aliases = unit.op.type in aliasing and pas.aliases(unit)
+    pas.aliased = (unit, aliases)
+    for t in dict.fromkeys(inputs):
+        w = written.get(id(t))
+        if w is None or w.backend is not backend:
+            continue
+        if aliases and t is inputs[0] and id(w.unit) in pas.in_place:
+            continue
+        d = t.describe
+        readers = expected.setdefault(id(t), d.use_count - d.shape_reads)
+        if readers < 1 or inputs.count(t) != 1:
+            continue
+        if readers > 1 and not pas.shared(t, backend, readers):
+            continue
+        key = (k, id(t))
+        if placed is own and key in composed_by:
+            got = composed_by.pop(key)
+        else:
+            got = through(placed, t, w.pieces, before, compose, limit)
+        if got is None:
+            continue
+        found, after = got
+        new_list = [s for j, s in (<dict>after).items() if j not in before]
+        new = tuple(new_list)
+        if new and not _all_readable(pas, new, backend):
+            continue
+        placed, before = found, after
+        n = counted.get(id(t), 0) + 1
+        counted[id(t)] = n
+        d.virtual = n == readers
+        decisions.append(through_t(t, w.unit, w.index, new))
+    _record(unit, placed, backend, written, written_t)
+    if not decisions:
+        return geometry_t(backend)
+    srcs = tuple(dict.fromkeys([s for r in decisions for s in r.sources]))
+    for s in srcs:
+        s.describe.use_count += 1
+    return geometry_t(backend, tuple(decisions), srcs)
