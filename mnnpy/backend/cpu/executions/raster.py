@@ -32,6 +32,7 @@ except ImportError:  # not built
 __all__ = ["CPURaster"]
 
 _itself = LG.itself
+_count = np.count_nonzero  # (a C call: ``ndarray.all`` / ``any`` go through Python wrappers)
 
 
 class CPURaster(Execution):
@@ -67,8 +68,9 @@ class CPURaster(Execution):
         if _C is not None:  # the C twins of the Python lines below
             pieces = _C.decided(outputs)
             pieces = self.pieces(inputs, outputs) if pieces is None else pieces
-            self.read_through = pieces is not None and _C.reads_other(list(pieces), inputs)
-            copies = None if pieces is None else _C.copies(list(pieces), R.MAX_REGIONS)
+            pieces = pieces if pieces is None or type(pieces) is list else list(pieces)
+            self.read_through = pieces is not None and _C.reads_other(pieces, inputs)
+            copies = None if pieces is None else _C.copies(pieces, R.MAX_REGIONS)
         else:
             decided = [t.describe.regions for t in outputs]
             if None not in decided:  # the geometry stage's plan (mnnpy.geometry)
@@ -125,9 +127,10 @@ class CPURaster(Execution):
             self._gathers = LG.per_output(self._copies, outputs)
         for src, j, rows in self._copies:
             if j not in self._gathers:
-                kept = rows[~_itself(src, outputs[j], rows)]  # not onto the same bytes
-                if len(kept):
-                    runs.append((src, j, kept))
+                onto = _itself(src, outputs[j], rows)
+                same = _count(onto)  # rows onto the same bytes are left out
+                if same < len(rows):
+                    runs.append((src, j, rows[~onto] if same else rows))
         for j, (srcs, grows, rest) in self._gathers.items():
             runs.append((srcs, j, grows))
             runs += [(srcs[k], j, rows) for k, rows in rest]
@@ -145,7 +148,7 @@ class CPURaster(Execution):
         if all(self._skip):  # nothing to write; whether it runs in place is asked at a run
             self._in_place = None
             return True
-        onto = [bool(_itself(src, outputs[j], rows).all()) for src, j, rows in self._copies]
+        onto = [_count(_itself(s, outputs[j], r)) == len(r) for s, j, r in self._copies]
         self._in_place = all(onto) and not self._pads  # runs with callbacks skip it too
         for (_, j, _), same in zip(self._copies, onto, strict=True):
             if not self._skip[j] and not same:
@@ -174,7 +177,7 @@ class CPURaster(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if self._in_place is None:  # ``idle`` left it: every output was read through
-            onto = (_itself(src, outputs[j], rows).all() for src, j, rows in self._copies or ())
+            onto = (_count(_itself(s, outputs[j], r)) == len(r) for s, j, r in self._copies or ())
             self._in_place = all(onto) and not self._pads
         if self._in_place:  # every region onto itself (``idle``, once memory was planned)
             return
