@@ -266,7 +266,7 @@ class _Pass:
     def describe(self, unit: Unit) -> UnitGeometry | None:
         """Describe ``unit`` as regions and decide what it reads through; None: not regions.
 
-        ``_describe.describe`` is its C twin (``plan_geometry`` runs that one where built).
+        ``_describe.describe`` is its C twin (run by ``_describe.plan`` where built).
         """
         if unit.op.type not in _COMPUTERS:
             return None  # no geometry computer: no regions (``regions_of`` would say None)
@@ -379,15 +379,12 @@ def plan_geometry(
     """
     decided = _Pass(units, target, host, folded)
     result: dict[int, UnitGeometry] = {}
-    fast = F._fast  # ``describe``'s C twin, with what it reads
-    reads = (_ALIASING, regions_of, F.C.compose, F.R.MAX_REGIONS)
+    if F._fast is not None:  # the C twin of the loop below
+        reads = (_COMPUTERS, _ALIASING, regions_of, F.C.compose, F.R.MAX_REGIONS)
+        found = F._fast.plan(decided, decided.real, *reads, _Written, ReadThrough, UnitGeometry)
+        return Geometry(found)
     for u in decided.real:  # folded units run nothing and read shapes only
-        if u.op.type not in _COMPUTERS:
-            g = None
-        elif fast is None:
-            g = decided.describe(u)
-        else:
-            g = fast.describe(decided, u, *reads, _Written, ReadThrough, UnitGeometry)
+        g = decided.describe(u) if u.op.type in _COMPUTERS else None
         if g is not None:
             result[id(u)] = g
         decided.count_reads(u, g.sources if g is not None else ())

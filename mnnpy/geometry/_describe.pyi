@@ -41,3 +41,15 @@ def describe(
     through_t: type,
     geometry_t: type,
 ) -> Any: ...
+def plan(
+    pas: Any,
+    real: list[Any],
+    computers: Any,
+    aliasing: frozenset[Any],
+    regions_of: Callable[..., Any],
+    compose: Callable[..., Any],
+    limit: int,
+    written_t: type,
+    through_t: type,
+    geometry_t: type,
+) -> dict[int, Any]: ...

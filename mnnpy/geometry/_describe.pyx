@@ -308,6 +308,40 @@ def describe(object pas, object unit, frozenset aliasing, object regions_of, obj
     ``compose.compose``, ``limit`` the region budget; ``written_t``, ``through_t`` and
     ``geometry_t`` are ``_Written``, ``ReadThrough`` and ``UnitGeometry``.
     """
+    return _describe(pas, unit, aliasing, regions_of, compose, limit, written_t, through_t,
+                     geometry_t)
+
+
+def plan(object pas, list real, object computers, frozenset aliasing, object regions_of,
+         object compose, Py_ssize_t limit, type written_t, type through_t, type geometry_t):
+    """``plan_geometry``'s loop over the unfolded units ``real``: per unit described, its
+    decisions (by the unit's identity), and each unit's reads counted (``_Pass.count_reads``).
+
+    ``computers`` is ``_COMPUTERS``; the rest as for :func:`describe`.
+    """
+    cdef dict result = {}, seen = pas.seen
+    cdef set taken = pas.taken, in_place = pas.in_place
+    cdef object g, known
+    for u in real:
+        kind = u.op.type
+        g = None
+        if kind in computers:
+            g = _describe(pas, u, aliasing, regions_of, compose, limit, written_t, through_t,
+                          geometry_t)
+            if g is not None:
+                result[id(u)] = g
+        if kind in aliasing:  # the input a reshape takes over in place (``count_reads``)
+            known = pas.aliased
+            if known[1] if known is not None and known[0] is u else pas.aliases(u):
+                taken.add(id(u.inputs[0]))
+                in_place.add(id(u))
+        count(seen, u.inputs, () if g is None else g.sources)
+    return result
+
+
+cdef object _describe(object pas, object unit, frozenset aliasing, object regions_of,
+                      object compose, Py_ssize_t limit, type written_t, type through_t,
+                      type geometry_t):
     cdef dict placed_by = pas.placed, written = pas.written, composed_by = pas.composed
     cdef dict expected = pas.expected, counted = pas.through
     cdef object backend = pas.targets.get(id(unit))
