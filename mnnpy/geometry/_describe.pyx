@@ -402,3 +402,63 @@ cdef object _describe(object pas, object unit, frozenset aliasing, object region
     for s in srcs:
         s.describe.use_count += 1
     return geometry_t(backend, tuple(decisions), srcs)
+
+
+def resize(object ex, object inputs, object outputs, Py_ssize_t limit, object padding_rows):
+    """``CPURaster.on_resize`` (its Python lines stay the reference): ``ex``'s plan for these
+    tensors, the geometry stage's pieces else ``ex.pieces``, or its ``resize_plain``.
+
+    ``padding_rows`` is ``regions.padding_rows``.
+    """
+    cdef list skip = [t.describe.virtual for t in outputs], pads
+    cdef object pieces, planned, shape
+    cdef bint read
+    cdef Py_ssize_t j = 0
+    ex._skip = skip
+    ex._in_place = False  # set by ``idle`` once the buffers exist
+    ex._write_all = [False] * len(skip)
+    ex._copies = None
+    ex._gathers = {}
+    ex._pieces = []
+    pieces = decided(outputs)
+    if pieces is None:
+        pieces = ex.pieces(inputs, outputs)
+    if pieces is not None and type(pieces) is not list:
+        pieces = list(pieces)
+    read = pieces is not None and reads_other(pieces, inputs)
+    ex.read_through = read
+    planned = None if pieces is None else copies(pieces, limit)
+    if pieces is None or planned is None:
+        assert not read, "the geometry stage planned within the region budget"
+        ex.resize_plain(inputs, outputs)
+        return
+    ex._pieces = pieces
+    ex._copies = planned
+    ex._gathers = None  # planned by the first ``_runs``: an idle raster never runs
+    pads = []
+    for t in outputs:
+        shape = t.shape
+        if shape[1:] and shape[1] % 4 and t.is_packed:
+            pads.append((j, padding_rows(shape)))
+        j += 1
+    ex._pads = pads
+
+
+def idle(object ex, object outputs, object itself):
+    """``CPURaster.idle`` (its Python lines stay the reference); ``itself`` is
+    ``lane_gather.itself``."""
+    cdef list skip = [t.describe.virtual for t in outputs], onto
+    cdef object planned = ex._copies
+    ex._skip = skip
+    if planned is None:
+        return False
+    if all(skip):
+        ex._in_place = None
+        return True
+    onto = [np.count_nonzero(itself(src, outputs[j], rows)) == len(rows)
+            for src, j, rows in planned]
+    ex._in_place = all(onto) and not ex._pads
+    for entry, same in zip(planned, onto):
+        if not skip[entry[1]] and not same:
+            return False
+    return all([skip[j] for j, _ in ex._pads])

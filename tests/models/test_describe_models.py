@@ -13,7 +13,7 @@ import mnnpy
 from mnnpy.geometry import compose as CO
 from mnnpy.geometry import computers as GC
 from mnnpy.geometry import fuse as F
-from tests.unit.test_describe_c import _decisions
+from tests.unit.test_describe_c import _decisions, _raster_plans
 from tests.unit.test_geometry import replan
 
 pytest.importorskip("mnnpy.geometry._describe")
@@ -48,3 +48,19 @@ def test_models_decide_the_same(models, name, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(CO, "_pieces_c", None)
     monkeypatch.setattr(GC, "_fast", None)
     assert plan() == fast
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_models_raster_plans_match_python(models, name, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The raster executions' on_resize and idle in C (``_describe.resize`` / ``idle``) plan
+    every raster of the model as their Python lines do."""
+    from mnnpy.backend.cpu.executions import raster
+
+    def plans() -> list:
+        interp = mnnpy.Interpreter(models[name])
+        return _raster_plans(interp.create_session(mnnpy.ScheduleConfig(num_thread=1)))
+
+    fast = plans()
+    assert fast and any(r[3] for r in fast)  # rasters that copy
+    monkeypatch.setattr(raster, "_C", None)
+    assert plans() == fast
