@@ -117,8 +117,10 @@ class _Written:
 
 def _dynamic(t: Tensor) -> bool:
     """Whether ``t``'s memory is reused once it dies (``unit.storage_type_of`` is DYNAMIC)."""
-    usage = t.describe.usage
-    return usage not in (TensorUsage.INPUT, TensorUsage.CONSTANT) and t.describe.content is None
+    return t.describe.usage not in _FIXED and t.describe.content is None
+
+
+_FIXED = (TensorUsage.INPUT, TensorUsage.CONSTANT)
 
 
 class _Pass:
@@ -380,7 +382,8 @@ def plan_geometry(
     decided = _Pass(units, target, host, folded)
     result: dict[int, UnitGeometry] = {}
     if F._fast is not None:  # the C twin of the loop below
-        reads = (_COMPUTERS, _ALIASING, regions_of, F.C.compose, F.R.MAX_REGIONS)
+        kit = (OpType.ConvertTensor, same_bytes_convert, same_storage, _FIXED)  # ``aliases``'
+        reads = (_COMPUTERS, _ALIASING, kit, regions_of, F.C.compose, F.R.MAX_REGIONS)
         found = F._fast.plan(decided, decided.real, *reads, _Written, ReadThrough, UnitGeometry)
         return Geometry(found)
     for u in decided.real:  # folded units run nothing and read shapes only

@@ -5,7 +5,7 @@
 (``within_budget``, ``_sources``, ``_through``: MNN's fuseRegion of a reader's pieces with the
 writer's), ``pieces`` is what ``compose.compose`` builds from a remembered answer, and ``copies``
 is ``CPURaster._plan`` (region rows per source and output), and ``describe`` is
-``_Pass.describe`` (one unit's decisions, calling back into the ``_Pass`` for ``aliases`` and
+``_Pass.describe`` (one unit's decisions, with ``aliases``; calling back into the ``_Pass`` for
 ``shared``). The Python functions stay the
 reference and the fallback where this module is not built; the tests compare both over random
 compositions and over whole networks. Every item is checked as it is read (a placed entry must be
@@ -283,6 +283,35 @@ cdef bint _all_readable(object pas, object tensors, object backend) except -1:
     return True
 
 
+cdef bint _aliases(object pas, object unit, frozenset aliasing, tuple kit) except -1:
+    """``_Pass.aliases``; ``kit`` is ``(OpType.ConvertTensor, same_bytes_convert, same_storage,
+    the usages that are not DYNAMIC)``."""
+    cdef object kind = unit.op.type, inputs = unit.inputs, outputs = unit.outputs
+    cdef object backend, src, dst, d, owner, w
+    if kind not in aliasing or not inputs:
+        return False
+    backend = pas.targets.get(id(unit))
+    if backend is None or not outputs:
+        return False
+    src, dst = inputs[0], outputs[0]
+    if kind == kit[0]:
+        if not kit[1](src, dst):
+            return False
+    elif not kit[2](src, dst):
+        return False
+    d = src.describe
+    if d.use_count - d.shape_reads - (<dict>pas.seen).get(id(src), 0) != 1:
+        return False
+    if inputs.count(src) != 1:
+        return False
+    for t in (src, dst):  # ``_dynamic``
+        if t.describe.usage in kit[3] or t.describe.content is not None:
+            return False
+    w = (<dict>pas.writer).get(id(src))  # ``owner``
+    owner = d.backend if w is None else (pas.targets.get(id(w)) or pas.host)
+    return owner is backend and src.size == dst.size
+
+
 cdef _record(object unit, list placed, object backend, dict written, type written_t):
     """``_Pass._record``: the outputs' pieces, and their writer."""
     cdef list got
@@ -300,20 +329,22 @@ cdef _record(object unit, list placed, object backend, dict written, type writte
         j += 1
 
 
-def describe(object pas, object unit, frozenset aliasing, object regions_of, object compose,
-             Py_ssize_t limit, type written_t, type through_t, type geometry_t):
+def describe(object pas, object unit, frozenset aliasing, tuple kit, object regions_of,
+             object compose, Py_ssize_t limit, type written_t, type through_t, type geometry_t):
     """``_Pass.describe`` (the same decisions, in the same order); ``pas`` is the ``_Pass``.
 
-    ``aliasing`` is ``_ALIASING``, ``regions_of`` and ``compose`` the computers' and
+    ``aliasing`` is ``_ALIASING``, ``kit`` what ``aliases`` asks (see ``_aliases``),
+    ``regions_of`` and ``compose`` the computers' and
     ``compose.compose``, ``limit`` the region budget; ``written_t``, ``through_t`` and
     ``geometry_t`` are ``_Written``, ``ReadThrough`` and ``UnitGeometry``.
     """
-    return _describe(pas, unit, aliasing, regions_of, compose, limit, written_t, through_t,
+    return _describe(pas, unit, aliasing, kit, regions_of, compose, limit, written_t, through_t,
                      geometry_t)
 
 
-def plan(object pas, list real, object computers, frozenset aliasing, object regions_of,
-         object compose, Py_ssize_t limit, type written_t, type through_t, type geometry_t):
+def plan(object pas, list real, object computers, frozenset aliasing, tuple kit,
+         object regions_of, object compose, Py_ssize_t limit, type written_t, type through_t,
+         type geometry_t):
     """``plan_geometry``'s loop over the unfolded units ``real``: per unit described, its
     decisions (by the unit's identity), and each unit's reads counted (``_Pass.count_reads``).
 
@@ -326,22 +357,23 @@ def plan(object pas, list real, object computers, frozenset aliasing, object reg
         kind = u.op.type
         g = None
         if kind in computers:
-            g = _describe(pas, u, aliasing, regions_of, compose, limit, written_t, through_t,
-                          geometry_t)
+            g = _describe(pas, u, aliasing, kit, regions_of, compose, limit, written_t,
+                          through_t, geometry_t)
             if g is not None:
                 result[id(u)] = g
         if kind in aliasing:  # the input a reshape takes over in place (``count_reads``)
             known = pas.aliased
-            if known[1] if known is not None and known[0] is u else pas.aliases(u):
+            if known[1] if known is not None and known[0] is u else _aliases(pas, u, aliasing,
+                                                                             kit):
                 taken.add(id(u.inputs[0]))
                 in_place.add(id(u))
         count(seen, u.inputs, () if g is None else g.sources)
     return result
 
 
-cdef object _describe(object pas, object unit, frozenset aliasing, object regions_of,
-                      object compose, Py_ssize_t limit, type written_t, type through_t,
-                      type geometry_t):
+cdef object _describe(object pas, object unit, frozenset aliasing, tuple kit,
+                      object regions_of, object compose, Py_ssize_t limit, type written_t,
+                      type through_t, type geometry_t):
     cdef dict placed_by = pas.placed, written = pas.written, composed_by = pas.composed
     cdef dict expected = pas.expected, counted = pas.through
     cdef object backend = pas.targets.get(id(unit))
@@ -364,7 +396,7 @@ cdef object _describe(object pas, object unit, frozenset aliasing, object region
     if not _all_readable(pas, (<dict>before).values(), backend):
         return None
     inputs = list(unit.inputs)
-    aliases = unit.op.type in aliasing and pas.aliases(unit)
+    aliases = unit.op.type in aliasing and _aliases(pas, unit, aliasing, kit)
     pas.aliased = (unit, aliases)
     for t in dict.fromkeys(inputs):
         w = written.get(id(t))
