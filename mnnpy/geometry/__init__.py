@@ -117,8 +117,10 @@ class _Written:
 
 def _dynamic(t: Tensor) -> bool:
     """Whether ``t``'s memory is reused once it dies (``unit.storage_type_of`` is DYNAMIC)."""
-    usage = t.describe.usage
-    return usage not in (TensorUsage.INPUT, TensorUsage.CONSTANT) and t.describe.content is None
+    return t.describe.usage not in _FIXED and t.describe.content is None
+
+
+_FIXED = (TensorUsage.INPUT, TensorUsage.CONSTANT)
 
 
 class _Pass:
@@ -264,7 +266,10 @@ class _Pass:
         return placed
 
     def describe(self, unit: Unit) -> UnitGeometry | None:
-        """Describe ``unit`` as regions and decide what it reads through; None: not regions."""
+        """Describe ``unit`` as regions and decide what it reads through; None: not regions.
+
+        ``_describe.describe`` is its C twin (run by ``_describe.plan`` where built).
+        """
         if unit.op.type not in _COMPUTERS:
             return None  # no geometry computer: no regions (``regions_of`` would say None)
         backend = self.targets.get(id(unit))
@@ -376,6 +381,11 @@ def plan_geometry(
     """
     decided = _Pass(units, target, host, folded)
     result: dict[int, UnitGeometry] = {}
+    if F._fast is not None:  # the C twin of the loop below
+        kit = (OpType.ConvertTensor, same_bytes_convert, same_storage, _FIXED)  # ``aliases``'
+        reads = (_COMPUTERS, _ALIASING, kit, regions_of, F.C.compose, F.R.MAX_REGIONS)
+        found = F._fast.plan(decided, decided.real, *reads, _Written, ReadThrough, UnitGeometry)
+        return Geometry(found)
     for u in decided.real:  # folded units run nothing and read shapes only
         g = decided.describe(u) if u.op.type in _COMPUTERS else None
         if g is not None:

@@ -30,3 +30,32 @@ def shared(
 ) -> Any: ...
 def readers(units: Sequence[Any], readers: dict[int, list[Any]]) -> None: ...
 def count(seen: dict[int, int], inputs: Sequence[Any], extra: Sequence[Any]) -> None: ...
+def describe(
+    pas: Any,
+    unit: Any,
+    aliasing: frozenset[Any],
+    kit: tuple[Any, ...],
+    regions_of: Callable[..., Any],
+    compose: Callable[..., Any],
+    limit: int,
+    written_t: type,
+    through_t: type,
+    geometry_t: type,
+) -> Any: ...
+def plan(
+    pas: Any,
+    real: list[Any],
+    computers: Any,
+    aliasing: frozenset[Any],
+    kit: tuple[Any, ...],
+    regions_of: Callable[..., Any],
+    compose: Callable[..., Any],
+    limit: int,
+    written_t: type,
+    through_t: type,
+    geometry_t: type,
+) -> dict[int, Any]: ...
+def resize(
+    ex: Any, inputs: Sequence[Any], outputs: Sequence[Any], limit: int, padding_rows: Any
+) -> None: ...
+def idle(ex: Any, outputs: Sequence[Any], itself: Callable[..., Any]) -> bool: ...

@@ -4,7 +4,9 @@
 ``within_budget``, ``sources`` and ``through`` are those of ``geometry/__init__.py``
 (``within_budget``, ``_sources``, ``_through``: MNN's fuseRegion of a reader's pieces with the
 writer's), ``pieces`` is what ``compose.compose`` builds from a remembered answer, and ``copies``
-is ``CPURaster._plan`` (region rows per source and output). The Python functions stay the
+is ``CPURaster._plan`` (region rows per source and output), and ``describe`` is
+``_Pass.describe`` (one unit's decisions, with ``aliases``; calling back into the ``_Pass`` for
+``shared``). The Python functions stay the
 reference and the fallback where this module is not built; the tests compare both over random
 compositions and over whole networks. Every item is checked as it is read (a placed entry must be
 an ``(output index, piece)`` tuple, a remembered answer a 6-tuple): a wrong one raises the
@@ -258,3 +260,237 @@ def count(dict seen, object inputs, object extra):
     for t in extra:
         k = id(t)
         seen[k] = seen.get(k, 0) + 1
+
+
+cdef bint _all_readable(object pas, object tensors, object backend) except -1:
+    """``_Pass.all_readable``."""
+    cdef set taken = pas.taken
+    cdef dict writer = pas.writer, targets = pas.targets
+    cdef object host = pas.host, unit, owner
+    for t in tensors:
+        k = id(t)
+        if k in taken:
+            return False
+        unit = writer.get(k)
+        if unit is None:
+            owner = t.describe.backend
+        else:
+            owner = targets.get(id(unit))
+            if not owner:
+                owner = host
+        if owner is not backend and (owner is None or not backend.can_share(t, owner)):
+            return False
+    return True
+
+
+cdef bint _aliases(object pas, object unit, frozenset aliasing, tuple kit) except -1:
+    """``_Pass.aliases``; ``kit`` is ``(OpType.ConvertTensor, same_bytes_convert, same_storage,
+    the usages that are not DYNAMIC)``."""
+    cdef object kind = unit.op.type, inputs = unit.inputs, outputs = unit.outputs
+    cdef object backend, src, dst, d, owner, w
+    if kind not in aliasing or not inputs:
+        return False
+    backend = pas.targets.get(id(unit))
+    if backend is None or not outputs:
+        return False
+    src, dst = inputs[0], outputs[0]
+    if kind == kit[0]:
+        if not kit[1](src, dst):
+            return False
+    elif not kit[2](src, dst):
+        return False
+    d = src.describe
+    if d.use_count - d.shape_reads - (<dict>pas.seen).get(id(src), 0) != 1:
+        return False
+    if inputs.count(src) != 1:
+        return False
+    for t in (src, dst):  # ``_dynamic``
+        if t.describe.usage in kit[3] or t.describe.content is not None:
+            return False
+    w = (<dict>pas.writer).get(id(src))  # ``owner``
+    owner = d.backend if w is None else (pas.targets.get(id(w)) or pas.host)
+    return owner is backend and src.size == dst.size
+
+
+cdef _record(object unit, list placed, object backend, dict written, type written_t):
+    """``_Pass._record``: the outputs' pieces, and their writer."""
+    cdef list got
+    cdef tuple pair, pieces
+    cdef Py_ssize_t j = 0
+    for t in unit.outputs:
+        got = []
+        for item in placed:
+            pair = _pair(item)
+            if pair[0] == j:
+                got.append(pair[1])
+        pieces = tuple(got)
+        t.describe.regions = pieces
+        written[id(t)] = written_t(unit, j, pieces, backend)
+        j += 1
+
+
+def describe(object pas, object unit, frozenset aliasing, tuple kit, object regions_of,
+             object compose, Py_ssize_t limit, type written_t, type through_t, type geometry_t):
+    """``_Pass.describe`` (the same decisions, in the same order); ``pas`` is the ``_Pass``.
+
+    ``aliasing`` is ``_ALIASING``, ``kit`` what ``aliases`` asks (see ``_aliases``),
+    ``regions_of`` and ``compose`` the computers' and
+    ``compose.compose``, ``limit`` the region budget; ``written_t``, ``through_t`` and
+    ``geometry_t`` are ``_Written``, ``ReadThrough`` and ``UnitGeometry``.
+    """
+    return _describe(pas, unit, aliasing, kit, regions_of, compose, limit, written_t, through_t,
+                     geometry_t)
+
+
+def plan(object pas, list real, object computers, frozenset aliasing, tuple kit,
+         object regions_of, object compose, Py_ssize_t limit, type written_t, type through_t,
+         type geometry_t):
+    """``plan_geometry``'s loop over the unfolded units ``real``: per unit described, its
+    decisions (by the unit's identity), and each unit's reads counted (``_Pass.count_reads``).
+
+    ``computers`` is ``_COMPUTERS``; the rest as for :func:`describe`.
+    """
+    cdef dict result = {}, seen = pas.seen
+    cdef set taken = pas.taken, in_place = pas.in_place
+    cdef object g, known
+    for u in real:
+        kind = u.op.type
+        g = None
+        if kind in computers:
+            g = _describe(pas, u, aliasing, kit, regions_of, compose, limit, written_t,
+                          through_t, geometry_t)
+            if g is not None:
+                result[id(u)] = g
+        if kind in aliasing:  # the input a reshape takes over in place (``count_reads``)
+            known = pas.aliased
+            if known[1] if known is not None and known[0] is u else _aliases(pas, u, aliasing,
+                                                                             kit):
+                taken.add(id(u.inputs[0]))
+                in_place.add(id(u))
+        count(seen, u.inputs, () if g is None else g.sources)
+    return result
+
+
+cdef object _describe(object pas, object unit, frozenset aliasing, tuple kit,
+                      object regions_of, object compose, Py_ssize_t limit, type written_t,
+                      type through_t, type geometry_t):
+    cdef dict placed_by = pas.placed, written = pas.written, composed_by = pas.composed
+    cdef dict expected = pas.expected, counted = pas.through
+    cdef object backend = pas.targets.get(id(unit))
+    cdef object placed, own, before, w, d, got, found
+    cdef list decisions = [], new_list, inputs
+    cdef tuple key, new
+    cdef bint aliases
+    cdef Py_ssize_t readers
+    if backend is None or not backend.supports_regions:
+        return None
+    k = id(unit)
+    if k in placed_by:
+        placed = placed_by[k]
+    else:
+        placed = placed_by[k] = regions_of(unit.op, unit.inputs, unit.outputs)
+    own = placed
+    if placed is None or not within_budget(placed, limit):
+        return None
+    before = sources(placed)
+    if not _all_readable(pas, (<dict>before).values(), backend):
+        return None
+    inputs = list(unit.inputs)
+    aliases = unit.op.type in aliasing and _aliases(pas, unit, aliasing, kit)
+    pas.aliased = (unit, aliases)
+    for t in dict.fromkeys(inputs):
+        w = written.get(id(t))
+        if w is None or w.backend is not backend:
+            continue
+        if aliases and t is inputs[0] and id(w.unit) in pas.in_place:
+            continue
+        d = t.describe
+        readers = expected.setdefault(id(t), d.use_count - d.shape_reads)
+        if readers < 1 or inputs.count(t) != 1:
+            continue
+        if readers > 1 and not pas.shared(t, backend, readers):
+            continue
+        key = (k, id(t))
+        if placed is own and key in composed_by:
+            got = composed_by.pop(key)
+        else:
+            got = through(placed, t, w.pieces, before, compose, limit)
+        if got is None:
+            continue
+        found, after = got
+        new_list = [s for j, s in (<dict>after).items() if j not in before]
+        new = tuple(new_list)
+        if new and not _all_readable(pas, new, backend):
+            continue
+        placed, before = found, after
+        n = counted.get(id(t), 0) + 1
+        counted[id(t)] = n
+        d.virtual = n == readers
+        decisions.append(through_t(t, w.unit, w.index, new))
+    _record(unit, placed, backend, written, written_t)
+    if not decisions:
+        return geometry_t(backend)
+    srcs = tuple(dict.fromkeys([s for r in decisions for s in r.sources]))
+    for s in srcs:
+        s.describe.use_count += 1
+    return geometry_t(backend, tuple(decisions), srcs)
+
+
+def resize(object ex, object inputs, object outputs, Py_ssize_t limit, object padding_rows):
+    """``CPURaster.on_resize`` (its Python lines stay the reference): ``ex``'s plan for these
+    tensors, the geometry stage's pieces else ``ex.pieces``, or its ``resize_plain``.
+
+    ``padding_rows`` is ``regions.padding_rows``.
+    """
+    cdef list skip = [t.describe.virtual for t in outputs], pads
+    cdef object pieces, planned, shape
+    cdef bint read
+    cdef Py_ssize_t j = 0
+    ex._skip = skip
+    ex._in_place = False  # set by ``idle`` once the buffers exist
+    ex._write_all = [False] * len(skip)
+    ex._copies = None
+    ex._gathers = {}
+    ex._pieces = []
+    pieces = decided(outputs)
+    if pieces is None:
+        pieces = ex.pieces(inputs, outputs)
+    if pieces is not None and type(pieces) is not list:
+        pieces = list(pieces)
+    read = pieces is not None and reads_other(pieces, inputs)
+    ex.read_through = read
+    planned = None if pieces is None else copies(pieces, limit)
+    if pieces is None or planned is None:
+        assert not read, "the geometry stage planned within the region budget"
+        ex.resize_plain(inputs, outputs)
+        return
+    ex._pieces = pieces
+    ex._copies = planned
+    ex._gathers = None  # planned by the first ``_runs``: an idle raster never runs
+    pads = []
+    for t in outputs:
+        shape = t.shape
+        if shape[1:] and shape[1] % 4 and t.is_packed:
+            pads.append((j, padding_rows(shape)))
+        j += 1
+    ex._pads = pads
+
+
+def idle(object ex, object outputs, object itself):
+    """``CPURaster.idle`` (its Python lines stay the reference); ``itself`` is
+    ``lane_gather.itself``."""
+    cdef list skip = [t.describe.virtual for t in outputs], onto
+    cdef object planned = ex._copies
+    ex._skip = skip
+    if planned is None:
+        return False
+    if all(skip):
+        ex._in_place = None
+        return True
+    onto = [np.count_nonzero(itself(src, outputs[j], rows)) == len(rows)
+            for src, j, rows in planned]
+    ex._in_place = all(onto) and not ex._pads
+    for entry, same in zip(planned, onto):
+        if not skip[entry[1]] and not same:
+            return False
+    return all([skip[j] for j, _ in ex._pads])

@@ -174,9 +174,10 @@ def same_storage(src: Tensor, dst: Tensor) -> bool:
 
     Plain to plain, or NC4HW4 to NC4HW4 with the same batch, channels and area.
     """
-    if src.dtype != dst.dtype or src.is_packed != dst.is_packed:
+    packed = src.is_packed  # (asked once: a property)
+    if src.dtype != dst.dtype or packed != dst.is_packed:
         return False
-    if src.is_packed:
+    if packed:
         return (src.shape[0], src.shape[1], math.prod(src.shape[2:])) == (
             dst.shape[0],
             dst.shape[1],
@@ -191,9 +192,10 @@ def same_bytes_convert(src: Tensor, dst: Tensor) -> bool:
     One pixel and channels a multiple of 4: the ``[M, K, 1, 1]`` tensors around a MatMul that
     MNN's converter made a convolution. The CPU execution then takes its input's bytes over.
     """
-    if src.dtype != dst.dtype or src.shape != dst.shape or src.is_packed == dst.is_packed:
+    packed = src.is_packed  # (asked once: a property)
+    if src.dtype != dst.dtype or src.shape != dst.shape or packed == dst.is_packed:
         return False
-    plain = dst if src.is_packed else src
+    plain = dst if packed else src
     if src.ndim < 3 or plain.dimension_format != DimensionFormat.NCHW:
         return False
     return src.shape[1] % 4 == 0 and math.prod(src.shape[2:]) == 1

@@ -116,3 +116,26 @@ def test_plan_shared_is_plan_remembered_by_the_arrays_themselves() -> None:
     assert LG.plan_shared(other) is not got  # equal, but other arrays: planned for them
     changed = [(s, rows.copy()) for s, rows in shuffle_rows(16, 20, 1)]
     np.testing.assert_array_equal(LG.plan_shared(changed)[0], LG.plan(changed)[0])
+
+
+@pytest.mark.parametrize("itemsize", [4, 2])
+def test_per_output_of_one_copy_is_the_general_answer(itemsize: int) -> None:
+    """One copy onto one output (the common case, taken first) answers as the general loop does
+    (reached here through a second output without copies)."""
+
+    class _T:  # what ``per_output`` reads of an output
+        def __init__(self) -> None:
+            self.dtype = np.dtype(np.float32 if itemsize == 4 else np.float16)
+
+    rows = np.concatenate([r for _, r in shuffle_rows(16, 20, 0)])  # one source, every lane
+    out, src = _T(), "x"
+    one = LG.per_output([(src, 0, rows)], [out])
+    general = LG.per_output([(src, 0, rows)], [out, _T()])
+    assert (len(one) == 1) == (itemsize == 4)  # 4-byte lanes regroup; others are left
+    assert one.keys() == general.keys()
+    for j, (srcs, grows, rest) in one.items():
+        want = general[j]
+        assert srcs == want[0] == (src,)
+        np.testing.assert_array_equal(grows, want[1])
+        assert [(s, r.tolist()) for s, r in rest] == [(s, r.tolist()) for s, r in want[2]]
+    assert LG.per_output([(src, 1, rows)], [out]) == {}  # no copy onto output 0

@@ -194,14 +194,17 @@ def test_computers_build_the_same_pieces(
 
 
 def _raster_plans(session: object) -> list:
-    """Every raster execution's plan as values: read through, copies (source, output, rows)."""
+    """Every raster execution's plan as values: read through, copies (source, output, rows),
+    padding rows, and what ``idle`` decided."""
     out = []
     for p in session.pipelines:  # type: ignore[attr-defined]
         for u in p.units:
             ex = u.execution
             if isinstance(ex, CPURaster):
                 copies = [(s.name, j, rows.tolist()) for s, j, rows in ex._copies or ()]
-                out.append((u.op.name, ex.read_through, ex._copies is None, copies))
+                pads = None if ex._copies is None else [(j, r.tolist()) for j, r in ex._pads]
+                idle = (ex._skip, ex._in_place)  # as ``idle`` left them
+                out.append((u.op.name, ex.read_through, ex._copies is None, copies, pads, idle))
     return out
 
 

@@ -160,7 +160,14 @@ def per_output(
     Per output (:func:`plan_shared`), from a raster's ``(source, output index, rows)`` copies:
     its sources, gather rows and the region rows left, as (source index, rows).
     """
-    result = {}
+    result: dict[int, tuple[tuple[Tensor, ...], np.ndarray, list[tuple[int, np.ndarray]]]] = {}
+    if len(copies) == 1 and len(outputs) == 1:  # the common case: one copy (the lines below)
+        src, j, rows = copies[0]
+        if j == 0 and outputs[0].dtype.itemsize == 4:
+            grows, rest = plan_shared([(0, rows)])
+            if len(grows):
+                result[0] = ((src,), grows, rest)
+        return result
     for j, out in enumerate(outputs):
         mine = [(src, rows) for src, k, rows in copies if k == j]
         if out.dtype.itemsize != 4 or not mine:

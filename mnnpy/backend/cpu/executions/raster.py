@@ -24,7 +24,7 @@ from mnnpy.geometry import regions as R
 from mnnpy.geometry.computers import Placed
 from mnnpy.tensor import Tensor
 
-try:  # C twins of ``CPURaster._plan`` and of reading the plan (Python: reference, fallback)
+try:  # C twins of on_resize (``_plan`` and reading the plan) and idle (Python: the reference)
     from mnnpy.geometry import _describe as _C
 except ImportError:  # not built
     _C = None  # type: ignore[assignment]
@@ -32,6 +32,7 @@ except ImportError:  # not built
 __all__ = ["CPURaster"]
 
 _itself = LG.itself
+_count = np.count_nonzero  # (a C call: ``ndarray.all`` / ``any`` go through Python wrappers)
 
 
 class CPURaster(Execution):
@@ -43,6 +44,10 @@ class CPURaster(Execution):
 
     reads_regions = True
     _in_place: bool | None = False  # every region copies onto the same bytes (set by ``idle``)
+    _skip: list[bool]  # per output, not written (read through); these set by on_resize
+    _write_all: list[bool]
+    _pads: list[tuple[int, np.ndarray]]
+    read_through: bool
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
         """Every box copy as ``(output index, piece)`` reading ``inputs``; None: not boxes."""
@@ -57,28 +62,25 @@ class CPURaster(Execution):
         raise NotImplementedError
 
     def on_resize(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
+        if _C is not None:  # the C twin of the lines below
+            _C.resize(self, inputs, outputs, R.MAX_REGIONS, R.padding_rows)
+            return
         self._skip = [t.describe.virtual for t in outputs]
         self._in_place = False  # set by ``idle`` once the buffers exist
         self._write_all = [False] * len(outputs)
         self._copies: list[tuple[Tensor, int, np.ndarray]] | None = None
         self._gathers: dict[int, tuple[tuple[Tensor, ...], np.ndarray, list]] | None = {}
         self._pieces: list[Placed] = []
+        decided = [t.describe.regions for t in outputs]
         pieces: list[Placed] | None
-        if _C is not None:  # the C twins of the Python lines below
-            pieces = _C.decided(outputs)
-            pieces = self.pieces(inputs, outputs) if pieces is None else pieces
-            self.read_through = pieces is not None and _C.reads_other(list(pieces), inputs)
-            copies = None if pieces is None else _C.copies(list(pieces), R.MAX_REGIONS)
+        if None not in decided:  # the geometry stage's plan (mnnpy.geometry)
+            pieces = [(j, p) for j, r in enumerate(decided) for p in r or ()]
         else:
-            decided = [t.describe.regions for t in outputs]
-            if None not in decided:  # the geometry stage's plan (mnnpy.geometry)
-                pieces = [(j, p) for j, r in enumerate(decided) for p in r or ()]
-            else:
-                pieces = self.pieces(inputs, outputs)
-            # whether any input is read through its writer (the stage kept the plan in budget)
-            read = {id(t) for t in inputs}
-            self.read_through = any(id(p.source) not in read for _, p in pieces or ())
-            copies = self._plan(pieces, outputs) if pieces is not None else None
+            pieces = self.pieces(inputs, outputs)
+        # whether any input is read through its writer (the stage kept the plan in budget)
+        read = {id(t) for t in inputs}
+        self.read_through = any(id(p.source) not in read for _, p in pieces or ())
+        copies = self._plan(pieces, outputs) if pieces is not None else None
         if pieces is None or copies is None:
             assert not self.read_through, "the geometry stage planned within the region budget"
             self.resize_plain(inputs, outputs)
@@ -125,9 +127,10 @@ class CPURaster(Execution):
             self._gathers = LG.per_output(self._copies, outputs)
         for src, j, rows in self._copies:
             if j not in self._gathers:
-                kept = rows[~_itself(src, outputs[j], rows)]  # not onto the same bytes
-                if len(kept):
-                    runs.append((src, j, kept))
+                onto = _itself(src, outputs[j], rows)
+                same = _count(onto)  # rows onto the same bytes are left out
+                if same < len(rows):
+                    runs.append((src, j, rows[~onto] if same else rows))
         for j, (srcs, grows, rest) in self._gathers.items():
             runs.append((srcs, j, grows))
             runs += [(srcs[k], j, rows) for k, rows in rest]
@@ -139,13 +142,15 @@ class CPURaster(Execution):
         Every output is read through by its reader, or is its source's own storage with every region
         onto itself (an in-place Reshape), and no padding lanes to zero.
         """
+        if _C is not None:  # the C twin of the lines below
+            return bool(_C.idle(self, outputs, _itself))
         self._skip = [t.describe.virtual for t in outputs]  # a reader may have fallen back
         if self._copies is None:
             return False
         if all(self._skip):  # nothing to write; whether it runs in place is asked at a run
             self._in_place = None
             return True
-        onto = [bool(_itself(src, outputs[j], rows).all()) for src, j, rows in self._copies]
+        onto = [_count(_itself(s, outputs[j], r)) == len(r) for s, j, r in self._copies]
         self._in_place = all(onto) and not self._pads  # runs with callbacks skip it too
         for (_, j, _), same in zip(self._copies, onto, strict=True):
             if not self._skip[j] and not same:
@@ -174,7 +179,7 @@ class CPURaster(Execution):
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if self._in_place is None:  # ``idle`` left it: every output was read through
-            onto = (_itself(src, outputs[j], rows).all() for src, j, rows in self._copies or ())
+            onto = (_count(_itself(s, outputs[j], r)) == len(r) for s, j, r in self._copies or ())
             self._in_place = all(onto) and not self._pads
         if self._in_place:  # every region onto itself (``idle``, once memory was planned)
             return
