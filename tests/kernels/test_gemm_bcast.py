@@ -17,7 +17,7 @@ from mnnpy.backend.cpu.kernels import gemm as G
 from tests.kernels.test_gemm_kernels import conv_reference, packed
 
 DIRECT = (1, 1, 1, 1, 1, 1, 0, 0)
-# (batch, ic, h, w, oc): 1..13 pixels (every block width 1..12 and a split 13 = 7 + 6), 7x7 and
+# (batch, ic, h, w, oc): 1..15 pixels (every block width 1..14 and a split 15 = 8 + 7), 7x7 and
 # 14x14 projections (pairs of 16-channel panels, a lone last panel, oc % 4 != 0), K % 4 != 0,
 # and a map over BCAST_MAX_PIXELS (the other kernel)
 SHAPES = [
@@ -27,6 +27,8 @@ SHAPES = [
     (1, 9, 3, 3, 29),
     (1, 16, 1, 11, 48),
     (1, 16, 1, 13, 17),
+    (1, 16, 1, 14, 33),
+    (1, 12, 3, 5, 20),
     (2, 20, 7, 7, 40),
     (1, 96, 7, 7, 160),
     (1, 64, 14, 14, 24),
