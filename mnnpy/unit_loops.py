@@ -6,8 +6,9 @@ request no memory (``Unit.fold_quietly``) and prepare the others, forget the las
 check the host memory the units read (``contract.check_memory``); ``Session.__init__`` makes a
 tensor per model tensor and a unit per op. The functions named ``*_python`` here are those loops,
 the reference; where ``_unitfast`` is built the names without the suffix are its twins (same
-steps, same order, same attributes), else the references. ``bind_unit_c`` is ``Unit.bind``'s twin
-(None when not built). ``tests/unit/test_unitfast.py`` compares both.
+steps, same order, same attributes), else the references. ``bind_unit_c`` is ``Unit.bind``'s twin,
+``prepare_unit_c`` ``Unit.prepare``'s (None when not built). ``tests/unit/test_unitfast.py``
+compares both.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "count_shape_reads",
     "make_units",
     "model_tensors",
+    "prepare_unit_c",
     "prepare_units",
     "reset_reads",
     "reset_tensors",
@@ -156,8 +158,10 @@ try:  # the C twins (setup.py builds them); else the references
         unchecked_memory,
     )
     from mnnpy._unitfast import bind_unit as bind_unit_c  # Unit.bind is its reference
+    from mnnpy._unitfast import prepare_unit as prepare_unit_c  # Unit.prepare is its reference
 except ImportError:  # not built
     bind_unit_c = None
+    prepare_unit_c = None
     all_tensors = all_tensors_python
     count_shape_reads = count_shape_reads_python
     make_units = make_units_python

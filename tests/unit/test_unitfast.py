@@ -37,6 +37,7 @@ def test_built_and_used() -> None:
         assert getattr(loops, name) is getattr(fast, name), name
         assert getattr(loops, name) is not getattr(loops, f"{name}_python"), name
     assert pipeline.bind_unit_c is fast.bind_unit
+    assert pipeline.prepare_unit_c is fast.prepare_unit
 
 
 def _graph(seed: int, host: Any) -> tuple[list[Unit], list[Tensor]]:
@@ -254,6 +255,11 @@ def _plans(session: Any) -> list[Any]:
         (u.op.name, u.folded, type(u.execution).__name__, len(u.plan.inputs) if u.plan else -1)
         for u in session.pipelines[0].units
     ]
+    plans = [  # what Unit.prepare (or its twin) decided beyond the memory
+        (p.info, len(p.copies), len(p.edges), [r.tensor.describe.index for r in p.reads_through])
+        for p in (u.plan for u in session.pipelines[0].units)
+        if p is not None
+    ]
     tensors = [
         (t.describe.storage_type, t.host is None, plan.offsets.get(id(t)), t.shape)
         for t in session.tensors
@@ -262,7 +268,8 @@ def _plans(session: Any) -> list[Any]:
         (s.unit.op.name, s.call is None, len(s.copies), len(s.syncs), len(s.inputs))
         for s in session.pipelines[0]._steps
     ]
-    return [units, tensors, steps, plan.arena_size, plan.lower_bound]
+    virtual = [(t.describe.virtual, t.describe.regions is None) for t in session.tensors]
+    return [units, plans, tensors, virtual, steps, plan.arena_size, plan.lower_bound]
 
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
@@ -275,6 +282,7 @@ def test_session_with_references_only(path: Path, monkeypatch: pytest.MonkeyPatc
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, getattr(loops, f"{name}_python"))
     monkeypatch.setattr(pipeline, "bind_unit_c", None)  # Unit.bind, the reference
+    monkeypatch.setattr(pipeline, "prepare_unit_c", None)  # Unit.prepare, the reference
     _, slow_session, slow_out = _session(path)
     assert fast_out.keys() == slow_out.keys()
     for k in fast_out:
