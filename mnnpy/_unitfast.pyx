@@ -311,3 +311,34 @@ def prepare_unit(unit, bint folded, geometry, tuple kit):
     PyObject_GenericSetAttr(plan, "reads_through", through)
     PyObject_GenericSetAttr(plan, "edges", edges)
     return plan
+
+
+def scan_ops(ops, Py_ssize_t n, sources):
+    """``unit_loops.scan_ops_python``: the ops that run, each tensor's reads, the source ops.
+
+    None when an op reads a tensor no earlier op wrote, writes one written before, or names
+    an index outside ``0..n-1``: ``schedule`` then walks the ops itself and raises.
+    """
+    cdef bytearray seen = bytearray(n)
+    cdef unsigned char[:] written = seen
+    cdef list reads = [0] * n, runs = [], sourced = []
+    cdef Py_ssize_t i
+    for op in ops:
+        ins = op.inputs
+        for x in ins:
+            i = x
+            if i < 0 or i >= n or not written[i]:
+                return None
+        for x in op.outputs:
+            i = x
+            if i < 0 or i >= n or written[i]:
+                return None
+            written[i] = 1
+        if op.type in sources:
+            sourced.append(op)
+        else:
+            runs.append(op)
+            for x in ins:
+                i = x
+                reads[i] = <object>reads[i] + 1
+    return runs, reads, sourced

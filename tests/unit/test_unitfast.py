@@ -29,7 +29,7 @@ from mnnpy.unit import Unit, UnitPlan
 fast = pytest.importorskip("mnnpy._unitfast")
 DATA = Path(__file__).resolve().parents[1] / "data"
 NAMES = ["all_tensors", "count_shape_reads", "make_units", "prepare_units", "reset_reads"]
-NAMES += ["reset_tensors", "unchecked_memory", "model_tensors"]
+NAMES += ["reset_tensors", "unchecked_memory", "model_tensors", "scan_ops"]
 
 
 def test_built_and_used() -> None:
@@ -302,3 +302,22 @@ def test_model_tensors_is_the_reference() -> None:
             assert getattr(a, slot) == getattr(b, slot), slot
             assert type(getattr(a, slot)) is type(getattr(b, slot)), slot
     assert made[0].describe.extra is not made[1].describe.extra
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_scan_ops_is_the_reference(seed: int) -> None:
+    """Random op lists, most well formed, some reading unwritten or rewriting tensors."""
+    rng = random.Random(seed)
+    n = rng.randint(1, 12)
+    ops, written = [], [rng.randrange(n)]
+    ops.append(SimpleNamespace(type=0, inputs=(), outputs=tuple(written)))
+    for _ in range(rng.randint(0, 10)):
+        ins = tuple(rng.choice(written) for _ in range(rng.randint(0, 3)))
+        free = [i for i in range(n) if i not in written]
+        outs = tuple(rng.sample(free, min(len(free), rng.randint(0, 2))))
+        if rng.random() < 0.1:  # malformed: an unwritten, rewritten or outside index
+            ins, outs = ins + (rng.randrange(-2, n + 2),), outs + (rng.randrange(-2, n + 2),)
+        written += outs
+        ops.append(SimpleNamespace(type=rng.choice([0, 1, 5, 7]), inputs=ins, outputs=outs))
+    sources = frozenset({0, 1})
+    assert fast.scan_ops(ops, n, sources) == loops.scan_ops_python(ops, n, sources)
