@@ -238,3 +238,107 @@ def bind_unit(unit, check_memory, ndarray, step_cls):
     PyObject_GenericSetAttr(step, "unit", unit)
     PyObject_GenericSetAttr(step, "syncs", syncs)
     return step
+
+
+def prepare_unit(unit, bint folded, geometry, tuple kit):
+    """``unit.prepare(host, preference, overrides, strict, folded=..., geometry=...)`` of a Unit.
+
+    ``kit`` is ``unit.prepare_kit(...)``'s: the session's arguments and the functions the
+    method calls (``place``, ``runnable``, ``fall_back``, the contract's ``acquire_buffer`` /
+    ``release_buffer``, ...), called here in the same order with the same arguments; only the
+    method's own steps (storage types, read counts, the plan's slots) are done in C.
+    """
+    (host, preference, overrides, strict, place, runnable, fall_back, acquire, release,
+     partial, op_info, plan_cls, logger, debug, survive, dynamic, separate) = kit
+    cdef list outs = unit.outputs
+    cdef list ins = unit.inputs
+    if folded:
+        for t in outs:  # memory only where an unfolded op reads it (Unit.prepare)
+            d = t.describe
+            if d.use_count > d.shape_reads:
+                acquire(host, t, separate if d.content is not None or d.usage in survive
+                        else dynamic)
+        for t in ins:
+            d = t.describe
+            d.shape_reads -= 1
+            d.use_count -= 1
+            if d.use_count == 0 and d.backend is not None:
+                release(d.backend, t, separate if d.content is not None or d.usage in survive
+                        else dynamic)
+        return _folded_plan(unit, host, plan_cls)
+    op = unit.op
+    if unit.execution is None:  # executions (and their weights) outlive resizes
+        unit.execution, unit.backend, unit.placement = place(
+            op, ins, outs, preference, overrides, strict
+        )
+    execution, backend = unit.execution, unit.backend
+    assert backend is not None
+    for t in ins:
+        if t.describe.backend is not backend:
+            inputs, copies, edges = unit._wrap_inputs(backend)
+            break
+    else:  # every input held by ``backend`` (the common case): read in place
+        inputs, copies, edges = tuple(ins), (), ()
+    runs = geometry if geometry and runnable(geometry, execution, backend, copies) else None
+    if runs is None:  # no regions decided, or not runnable as decided
+        fall_back(geometry, outs, execution)
+    outputs = outs
+    if execution.support_inplace and not copies and unit._can_reuse_input(execution):
+        if backend.on_acquire_inplace(outs[0], ins[0]):
+            outputs = outs[1:]
+    for t in outputs:
+        d = t.describe
+        acquire(backend, t, separate if d.content is not None or d.usage in survive else dynamic)
+    execution.on_resize(inputs, outs)
+    for _, _, mirror in copies:  # like scratch: valid during this op's execute
+        release(backend, mirror, dynamic)
+    for ts in (ins, geometry.sources if geometry is not None else ()):  # _release_inputs
+        for t in ts:
+            d = t.describe
+            d.use_count -= 1
+            if d.use_count == 0 and d.backend is not None:
+                release(d.backend, t, separate if d.content is not None or d.usage in survive
+                        else dynamic)
+    if logger.isEnabledFor(debug):
+        logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
+    through = runs.reads_through if runs is not None else ()
+    plan = plan_cls.__new__(plan_cls)  # a frozen dataclass: its slots set as object's are
+    PyObject_GenericSetAttr(plan, "execution", execution)
+    PyObject_GenericSetAttr(plan, "backend", backend)
+    PyObject_GenericSetAttr(plan, "inputs", inputs)
+    PyObject_GenericSetAttr(plan, "copies", copies)
+    PyObject_GenericSetAttr(plan, "made_info", partial(op_info, op, ins, outs, backend))
+    PyObject_GenericSetAttr(plan, "reads_through", through)
+    PyObject_GenericSetAttr(plan, "edges", edges)
+    return plan
+
+
+def scan_ops(ops, Py_ssize_t n, sources):
+    """``unit_loops.scan_ops_python``: the ops that run, each tensor's reads, the source ops.
+
+    None when an op reads a tensor no earlier op wrote, writes one written before, or names
+    an index outside ``0..n-1``: ``schedule`` then walks the ops itself and raises.
+    """
+    cdef bytearray seen = bytearray(n)
+    cdef unsigned char[:] written = seen
+    cdef list reads = [0] * n, runs = [], sourced = []
+    cdef Py_ssize_t i
+    for op in ops:
+        ins = op.inputs
+        for x in ins:
+            i = x
+            if i < 0 or i >= n or not written[i]:
+                return None
+        for x in op.outputs:
+            i = x
+            if i < 0 or i >= n or written[i]:
+                return None
+            written[i] = 1
+        if op.type in sources:
+            sourced.append(op)
+        else:
+            runs.append(op)
+            for x in ins:
+                i = x
+                reads[i] = <object>reads[i] + 1
+    return runs, reads, sourced

@@ -26,11 +26,12 @@ from mnnpy.net import OpDef
 from mnnpy.placement import Placement, candidates
 from mnnpy.substitute import optimize_units
 from mnnpy.tensor import Tensor
-from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, Waiting, storage_type_of
+from mnnpy.unit import OpInfo, RunStep, Unit, UnitPlan, Waiting, prepare_kit, storage_type_of
 from mnnpy.unit_loops import (
     all_tensors,
     bind_unit_c,
     count_shape_reads,
+    prepare_unit_c,
     prepare_units,
     reset_reads,
 )
@@ -74,6 +75,8 @@ class Pipeline:
             and getattr(type(self.backends[0]), "resize_scope", None) is Backend.resize_scope
             else None
         )
+        # what Unit.prepare's C twin takes besides the unit (made by each ``prepare``)
+        self._kit: tuple = ()
         self._active: list[Unit] = []
         self._optimized = False
         # every tensor the units read or write, once (``_all_tensors``), with the units it is of
@@ -118,6 +121,7 @@ class Pipeline:
                     return shaped
                 if shaped:
                     folded.add(id(unit))
+        self._kit = prepare_kit(self.host, self.preference, self.overrides, self.strict)
         # folded readers need shapes only (MNN's needInputContent)
         flags = count_shape_reads(self.units, folded)
         # before any creation; where each unfolded unit runs (a folded one runs nowhere)
@@ -153,6 +157,8 @@ class Pipeline:
         if backend is not None:  # one backend, the base resize_scope: its _Scope inlined
             outer, backend._scope_op = backend._scope_op, unit.op
             try:
+                if prepare_unit_c is not None and type(unit) is Unit:  # its C twin
+                    return prepare_unit_c(unit, folded, geometry, self._kit)
                 return unit.prepare(
                     self.host,
                     self.preference,

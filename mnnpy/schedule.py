@@ -19,6 +19,7 @@ from mnnpy.net import Net, OpDef, OpType
 from mnnpy.quant import QuantPlan, plan_quant
 from mnnpy.tensor import TensorUsage
 from mnnpy.tensor_format import DataType, DimensionFormat, runtime_dtype
+from mnnpy.unit_loops import scan_ops
 from mnnpy.weights import blob_values
 
 if TYPE_CHECKING:
@@ -97,29 +98,16 @@ def schedule(net: Net, configs: Sequence[ScheduleConfig]) -> ScheduleInfo:
     inputs: dict[str, InputInfo] = {}
     constants: list[ConstInfo] = []
     pipeline = PipelineInfo(configs[0])
-    written = bytearray(len(names))
-    reads = [0] * len(names)  # per tensor, the executable ops reading it
-    runs, sources, sourced = pipeline.ops, _SOURCES, []  # sourced: input tensors' indices
-    for op in quant.ops if quant else net.ops:
-        ins = op.inputs
-        for i in ins:
-            if not written[i]:
-                raise InvalidModelError(
-                    f"op {op.name!r} ({op.type_name}) reads tensor {names[i]!r} "
-                    "before any op writes it"
-                )
-        for i in op.outputs:
-            if written[i]:
-                raise InvalidModelError(
-                    f"op {op.name!r} ({op.type_name}) writes tensor {names[i]!r}, "
-                    "which an earlier op already wrote"
-                )
-            written[i] = 1
-        if op.type not in sources:
-            runs.append(op)
-            for i in ins:
-                reads[i] += 1
-        elif op.type == OpType.Input:
+    ops = quant.ops if quant else net.ops
+    scanned = scan_ops(ops, len(names), _SOURCES)  # those that run, the reads (C where built)
+    if scanned is None:  # a malformed graph: the checked walk raises naming the first bad op
+        _check_ops(ops, names)
+        raise AssertionError("scan_ops refused a graph that _check_ops accepts")
+    runs, reads, sourced_ops = scanned
+    pipeline.ops.extend(runs)
+    sourced = []  # input tensors' indices
+    for op in sourced_ops:
+        if op.type == OpType.Input:
             info = _input_info(op)
             inputs[names[info.index]] = info
             sourced.append(info.index)
@@ -137,6 +125,37 @@ def schedule(net: Net, configs: Sequence[ScheduleConfig]) -> ScheduleInfo:
             tensors[index].usage = TensorUsage.OUTPUT
         tensors[index].use_count += 1
     return ScheduleInfo(tensors, inputs, constants, outputs, [pipeline], quant)
+
+
+def _check_ops(ops: Sequence[OpDef], names: Sequence[str]) -> None:
+    """Walk the ops as ``schedule`` does and raise at the first malformed one.
+
+    Each op reads only tensors an earlier op wrote and writes tensors none wrote before; the
+    Input and Const ops are checked (``_input_info`` / ``_const_info``) where they stand.
+    """
+    written = bytearray(len(names))
+    for op in ops:
+        for i in op.inputs:
+            if not 0 <= i < len(names) or not written[i]:
+                raise InvalidModelError(
+                    f"op {op.name!r} ({op.type_name}) reads tensor {_name(names, i)} "
+                    "before any op writes it"
+                )
+        for i in op.outputs:
+            if not 0 <= i < len(names) or written[i]:
+                raise InvalidModelError(
+                    f"op {op.name!r} ({op.type_name}) writes tensor {_name(names, i)}, "
+                    "which an earlier op already wrote"
+                )
+            written[i] = 1
+        if op.type == OpType.Input:
+            _input_info(op)
+        elif op.type in _SOURCES:
+            _const_info(op)
+
+
+def _name(names: Sequence[str], i: int) -> str:
+    return repr(names[i]) if 0 <= i < len(names) else f"#{i}"
 
 
 def _single_output(op: OpDef) -> int:

@@ -31,7 +31,7 @@ from mnnpy.net import Net
 from mnnpy.pipeline import Callback, Pipeline, Unit
 from mnnpy.placement import Placement, candidates, check_op_backend, warn_fallbacks
 from mnnpy.schedule import ScheduleInfo
-from mnnpy.tensor import Tensor, TensorDescribe, TensorUsage
+from mnnpy.tensor import Tensor, TensorDescribe, TensorUsage, write_contents
 from mnnpy.tensor_format import DimensionFormat
 from mnnpy.unit_loops import make_units, model_tensors, reset_tensors
 
@@ -248,9 +248,7 @@ class Session:
                     allocate_buffer(backend)
                 for pipeline in self.pipelines:
                     pipeline.plan_steps()
-                for t in self.tensors:
-                    if t.describe.content is not None and t.host is not None:
-                        t.copy_from(t.describe.content)
+                write_contents(self.tensors)  # values found while resizing, into memory
                 self._known = dict(known)
                 self._warn_fallbacks()
         except BaseException:

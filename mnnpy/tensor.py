@@ -35,6 +35,7 @@ __all__ = [
     "DimensionType",
     "DataType",
     "model_tensors",
+    "write_contents",
 ]
 
 
@@ -319,6 +320,31 @@ def model_tensors(infos: Iterable[Any]) -> list[Tensor]:
         t.describe = describe(info.name, info.index, info.usage)
         tensors.append(t)
     return tensors
+
+
+def write_contents(tensors: Iterable[Tensor]) -> None:
+    """``t.copy_from(t.describe.content)`` for each tensor with a value known and memory.
+
+    After a resize's memory plan, the values found while resizing (constants, folded ops) go
+    into their memory. The usual case (an ndarray of the tensor's shape and dtype, an unpacked
+    tensor in host memory) is one slice copy, as ``copy_from`` makes; the rest is ``copy_from``.
+    """
+    for t in tensors:
+        value, host = t.describe.content, t.host
+        if value is None or host is None:
+            continue
+        owner = t.describe.backend
+        if (
+            type(value) is np.ndarray
+            and type(host) is np.ndarray
+            and value.shape == t.shape
+            and value.dtype == t.dtype
+            and (owner is None or owner.memory_kind == "host")
+            and not t.is_packed
+        ):
+            host[: value.size] = value.reshape(-1)
+        else:
+            t.copy_from(value)
 
 
 _FLOAT32 = np.dtype(np.float32)

@@ -20,22 +20,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mnnpy.backend import Backend, ForwardType, StorageType
+from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.contract import acquire_buffer, check_memory, release_buffer
-from mnnpy.backend.handles import Edge, EdgeStrategy, choose_edge
-from mnnpy.errors import InvalidValueError
 from mnnpy.geometry.fallback import fall_back, runnable
 from mnnpy.ops import count_macs
 from mnnpy.placement import Placement, place
 from mnnpy.shape_stage import Shaped, shape_op
 from mnnpy.tensor import Tensor, TensorUsage
+from mnnpy.unit_wrap import wrap_inputs
 
 if TYPE_CHECKING:
+    from mnnpy.backend.handles import Edge
     from mnnpy.execution import Execution
     from mnnpy.geometry import ReadThrough, UnitGeometry
     from mnnpy.net import OpDef
 
-__all__ = ["OpInfo", "RunStep", "Unit", "UnitPlan", "Waiting", "storage_type_of"]
+__all__ = ["OpInfo", "RunStep", "Unit", "UnitPlan", "Waiting", "prepare_kit", "storage_type_of"]
 
 
 @dataclass(frozen=True)
@@ -361,37 +361,18 @@ class Unit:
     def _wrap_inputs(
         self, backend: Backend
     ) -> tuple[tuple[Tensor, ...], tuple[tuple[Backend, Tensor, Tensor], ...], tuple[Edge, ...]]:
-        """Mirror inputs that ``backend`` cannot read where they are (MNN's WrapExecution).
+        """Mirror inputs that ``backend`` cannot read where they are (``unit_wrap.wrap_inputs``)."""
+        return wrap_inputs(self.inputs, backend)
 
-        The edge of each input is chosen by ``handles.choose_edge`` (direct, import, map, copy).
-        Returns what the execution reads, the copies that fill the mirrors, and the edges read
-        in place through another backend's factory.
-        """
-        for t in self.inputs:
-            if t.describe.backend is not backend:
-                break
-        else:  # every input held by ``backend`` (the common case): read in place
-            return tuple(self.inputs), (), ()
-        copies: list[tuple[Backend, Tensor, Tensor]] = []
-        inputs: list[Tensor] = []
-        edges: list[Edge] = []
-        for t in self.inputs:
-            owner = t.describe.backend
-            if owner is None:  # its producer's acquire failed, or a hook reset describe.backend
-                raise InvalidValueError(f"input {t.name!r} is held by no backend")
-            edge = choose_edge(backend, t, owner) if owner is not backend else None
-            if edge is None or edge.strategy != EdgeStrategy.COPY:
-                inputs.append(t)
-                edges += [edge] if edge is not None and edge.factory is not None else []
-                continue
-            mirror = Tensor(t.shape, t.dtype, t.dimension_format, name=f"{t.name}@{backend.name}")
-            mirror.describe.content = t.describe.content  # values known while resizing, if any
-            acquire_buffer(backend, mirror, StorageType.DYNAMIC)
-            # the device side copies (it knows both layouts); CPU-to-CPU never gets here
-            copier = backend if backend.forward_type != ForwardType.CPU else owner
-            copies.append((copier, t, mirror))
-            inputs.append(mirror)
-        return tuple(inputs if copies else self.inputs), tuple(copies), tuple(edges)
+
+def prepare_kit(
+    host: Backend, preference: Sequence[Backend], overrides: Mapping[str, Backend], strict: bool
+) -> tuple:
+    """What ``_unitfast.prepare_unit`` (:meth:`Unit.prepare`'s C twin) takes besides the unit."""
+    acquire, release, plan, log = acquire_buffer, release_buffer, UnitPlan, logger
+    kinds = (_SURVIVE, _DYNAMIC, _SEPARATE)
+    calls = (place, runnable, fall_back, acquire, release, functools.partial, _op_info, plan)
+    return (host, preference, overrides, strict, *calls, log, logging.DEBUG, *kinds)
 
 
 def _op_info(op: OpDef, inputs: list[Tensor], outputs: list[Tensor], backend: Backend) -> OpInfo:

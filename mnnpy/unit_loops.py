@@ -1,13 +1,14 @@
 """The per-unit and per-tensor loops of a resize, and their C twins (``mnnpy._unitfast``).
 
 ``Pipeline.prepare`` and ``Session.resize`` walk every tensor and unit of a session several times
-on each resize: reset the read counts, count the reads of folded units, fold the units that
-request no memory (``Unit.fold_quietly``) and prepare the others, forget the last resize's memory,
-check the host memory the units read (``contract.check_memory``); ``Session.__init__`` makes a
-tensor per model tensor and a unit per op. The functions named ``*_python`` here are those loops,
-the reference; where ``_unitfast`` is built the names without the suffix are its twins (same
-steps, same order, same attributes), else the references. ``bind_unit_c`` is ``Unit.bind``'s twin
-(None when not built). ``tests/unit/test_unitfast.py`` compares both.
+on each resize: reset the read counts, count the reads of folded units, fold the units that request
+no memory (``Unit.fold_quietly``) and prepare the others, forget the last resize's memory, check
+the host memory the units read (``contract.check_memory``); ``Session.__init__`` makes a tensor per
+model tensor and a unit per op, after ``schedule``'s pass over the ops. The functions named
+``*_python`` here are those loops, the reference; where ``_unitfast`` is built the names without
+the suffix are its twins (same steps, same order, same attributes), else the references.
+``bind_unit_c`` is ``Unit.bind``'s twin, ``prepare_unit_c`` ``Unit.prepare``'s (None when not
+built). ``tests/unit/test_unitfast.py`` compares both.
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ __all__ = [
     "count_shape_reads",
     "make_units",
     "model_tensors",
+    "prepare_unit_c",
     "prepare_units",
     "reset_reads",
     "reset_tensors",
+    "scan_ops",
     "unchecked_memory",
 ]
 
@@ -111,6 +114,33 @@ def reset_tensors_python(
             t.shape = ()
 
 
+def scan_ops_python(
+    ops: Sequence[OpDef], n: int, sources: Iterable[int]
+) -> tuple[list[OpDef], list[int], list[OpDef]] | None:
+    """``schedule``'s pass over the ops: those that run, each tensor's reads by them, the rest.
+
+    The ops whose type is in ``sources`` (Input, Const, ...) run nowhere and read nothing.
+    None when an op reads a tensor no earlier op wrote, writes one written before, or names an
+    index outside ``0..n-1``: ``schedule`` then walks the ops itself and raises.
+    """
+    written = bytearray(n)
+    reads, runs, sourced = [0] * n, [], []
+    for op in ops:
+        if not all(0 <= i < n and written[i] for i in op.inputs):
+            return None
+        for i in op.outputs:
+            if not 0 <= i < n or written[i]:
+                return None
+            written[i] = 1
+        if op.type in sources:
+            sourced.append(op)
+            continue
+        runs.append(op)
+        for i in op.inputs:
+            reads[i] += 1
+    return runs, reads, sourced
+
+
 def unchecked_memory_python(tensors: Iterable[Tensor], ndarray: Any) -> list[Tensor]:
     """The tensors ``contract.check_memory`` must look at itself (usually none).
 
@@ -153,11 +183,14 @@ try:  # the C twins (setup.py builds them); else the references
         prepare_units,
         reset_reads,
         reset_tensors,
+        scan_ops,
         unchecked_memory,
     )
     from mnnpy._unitfast import bind_unit as bind_unit_c  # Unit.bind is its reference
+    from mnnpy._unitfast import prepare_unit as prepare_unit_c  # Unit.prepare is its reference
 except ImportError:  # not built
     bind_unit_c = None
+    prepare_unit_c = None
     all_tensors = all_tensors_python
     count_shape_reads = count_shape_reads_python
     make_units = make_units_python
@@ -166,3 +199,4 @@ except ImportError:  # not built
     prepare_units = prepare_units_python
     reset_reads = reset_reads_python
     reset_tensors = reset_tensors_python
+    scan_ops = scan_ops_python

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
 from mnnpy import layout
 from mnnpy.backend.cpu.kernels import pack as K
-from mnnpy.errors import ErrorCode, MNNError
+from mnnpy.errors import ErrorCode, InputDataError, MNNError
 from mnnpy.schedule import TensorInfo
-from mnnpy.tensor import Tensor, TensorUsage, model_tensors
+from mnnpy.tensor import Tensor, TensorUsage, model_tensors, write_contents
 from mnnpy.tensor_format import DimensionFormat, DimensionType
 
 SHAPES = [(1, 1, 3, 3), (2, 3, 5, 7), (1, 4, 2, 2), (2, 5, 1, 9), (1, 17, 3, 4), (3, 6), (2, 5, 7)]
@@ -145,3 +147,40 @@ def test_storage_format_asks_the_backend_unless_it_keeps_the_base_one():
     t.describe.backend = own
     assert t.storage_format == DimensionFormat.NC4HW4
     assert t.is_packed and t.storage_elements == 48 and t.size == 192
+
+
+def _with_memory(shape: tuple[int, ...], dtype: Any, fmt: DimensionFormat) -> Tensor:
+    t = Tensor(shape, dtype, fmt)
+    spare = 0 if t.is_packed else 3  # an unpacked tensor's spare elements stay as they are
+    t.host = np.full(t.storage_elements + spare, 7, dtype=t.dtype)
+    return t
+
+
+@pytest.mark.parametrize(
+    "fmt", [DimensionFormat.NCHW, DimensionFormat.NHWC, DimensionFormat.NC4HW4]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_write_contents_is_copy_from(fmt: DimensionFormat, dtype: Any) -> None:
+    rng = np.random.default_rng(0)
+    shapes = [(1, 3, 2, 5), (2, 6), (4,), ()]
+    made = [(_with_memory(s, dtype, fmt), _with_memory(s, dtype, fmt)) for s in shapes]
+    for a, b in made:
+        a.describe.content = b.describe.content = (rng.random(a.shape) * 9).astype(dtype)
+    no_memory = Tensor((2,), dtype)
+    no_memory.describe.content = np.ones(2, dtype)
+    write_contents([a for a, _ in made] + [no_memory, Tensor((3,), dtype)])
+    for a, b in made:
+        b.copy_from(b.describe.content)
+        assert a.host is not None and b.host is not None
+        assert a.host.tobytes() == b.host.tobytes()
+    assert no_memory.host is None
+
+
+def test_write_contents_checks_as_copy_from() -> None:
+    t = _with_memory((2, 3), np.float32, DimensionFormat.NCHW)
+    t.describe.content = np.zeros((3, 2), np.float32)
+    with pytest.raises(InputDataError, match="shape"):
+        write_contents([t])
+    t.describe.content = np.zeros((2, 3), np.int32)
+    with pytest.raises(InputDataError, match="dtype"):
+        write_contents([t])

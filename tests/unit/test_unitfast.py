@@ -29,7 +29,7 @@ from mnnpy.unit import Unit, UnitPlan
 fast = pytest.importorskip("mnnpy._unitfast")
 DATA = Path(__file__).resolve().parents[1] / "data"
 NAMES = ["all_tensors", "count_shape_reads", "make_units", "prepare_units", "reset_reads"]
-NAMES += ["reset_tensors", "unchecked_memory", "model_tensors"]
+NAMES += ["reset_tensors", "unchecked_memory", "model_tensors", "scan_ops"]
 
 
 def test_built_and_used() -> None:
@@ -37,6 +37,7 @@ def test_built_and_used() -> None:
         assert getattr(loops, name) is getattr(fast, name), name
         assert getattr(loops, name) is not getattr(loops, f"{name}_python"), name
     assert pipeline.bind_unit_c is fast.bind_unit
+    assert pipeline.prepare_unit_c is fast.prepare_unit
 
 
 def _graph(seed: int, host: Any) -> tuple[list[Unit], list[Tensor]]:
@@ -254,6 +255,11 @@ def _plans(session: Any) -> list[Any]:
         (u.op.name, u.folded, type(u.execution).__name__, len(u.plan.inputs) if u.plan else -1)
         for u in session.pipelines[0].units
     ]
+    plans = [  # what Unit.prepare (or its twin) decided beyond the memory
+        (p.info, len(p.copies), len(p.edges), [r.tensor.describe.index for r in p.reads_through])
+        for p in (u.plan for u in session.pipelines[0].units)
+        if p is not None
+    ]
     tensors = [
         (t.describe.storage_type, t.host is None, plan.offsets.get(id(t)), t.shape)
         for t in session.tensors
@@ -262,7 +268,8 @@ def _plans(session: Any) -> list[Any]:
         (s.unit.op.name, s.call is None, len(s.copies), len(s.syncs), len(s.inputs))
         for s in session.pipelines[0]._steps
     ]
-    return [units, tensors, steps, plan.arena_size, plan.lower_bound]
+    virtual = [(t.describe.virtual, t.describe.regions is None) for t in session.tensors]
+    return [units, plans, tensors, virtual, steps, plan.arena_size, plan.lower_bound]
 
 
 @pytest.mark.parametrize("path", MODELS, ids=lambda p: p.stem)
@@ -275,6 +282,7 @@ def test_session_with_references_only(path: Path, monkeypatch: pytest.MonkeyPatc
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, getattr(loops, f"{name}_python"))
     monkeypatch.setattr(pipeline, "bind_unit_c", None)  # Unit.bind, the reference
+    monkeypatch.setattr(pipeline, "prepare_unit_c", None)  # Unit.prepare, the reference
     _, slow_session, slow_out = _session(path)
     assert fast_out.keys() == slow_out.keys()
     for k in fast_out:
@@ -294,3 +302,22 @@ def test_model_tensors_is_the_reference() -> None:
             assert getattr(a, slot) == getattr(b, slot), slot
             assert type(getattr(a, slot)) is type(getattr(b, slot)), slot
     assert made[0].describe.extra is not made[1].describe.extra
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_scan_ops_is_the_reference(seed: int) -> None:
+    """Random op lists, most well formed, some reading unwritten or rewriting tensors."""
+    rng = random.Random(seed)
+    n = rng.randint(1, 12)
+    ops, written = [], [rng.randrange(n)]
+    ops.append(SimpleNamespace(type=0, inputs=(), outputs=tuple(written)))
+    for _ in range(rng.randint(0, 10)):
+        ins = tuple(rng.choice(written) for _ in range(rng.randint(0, 3)))
+        free = [i for i in range(n) if i not in written]
+        outs = tuple(rng.sample(free, min(len(free), rng.randint(0, 2))))
+        if rng.random() < 0.1:  # malformed: an unwritten, rewritten or outside index
+            ins, outs = ins + (rng.randrange(-2, n + 2),), outs + (rng.randrange(-2, n + 2),)
+        written += outs
+        ops.append(SimpleNamespace(type=rng.choice([0, 1, 5, 7]), inputs=ins, outputs=outs))
+    sources = frozenset({0, 1})
+    assert fast.scan_ops(ops, n, sources) == loops.scan_ops_python(ops, n, sources)
