@@ -198,15 +198,21 @@ class SubgraphView:
         # downstream of it, after its last op no path can come back into it
         at = [self._position[i] for i in ids if i in self._position]
         span = self._all[min(at) : max(at) + 1] if at and len(at) == len(ids) else self._all
-        for n in span:
-            srcs = [self._producer.get(id(t)) for t in n.inputs]
-            from_group = any(s is not None and id(s) in ids for s in srcs)
-            from_tainted = any(s is not None and id(s) in tainted for s in srcs)
-            if id(n) in ids:
-                if from_tainted:
-                    return False
-            elif from_group or from_tainted:
-                tainted.add(id(n))
+        producer = self._producer.get
+        for n in span:  # a member read from a tainted op: not convex; an outside op read from
+            inside = id(n) in ids  # the group or a tainted op: tainted
+            for t in n.inputs:
+                s = producer(id(t))
+                if s is None:
+                    continue
+                if id(s) in tainted:
+                    if inside:
+                        return False
+                    tainted.add(id(n))
+                    break
+                if not inside and id(s) in ids:
+                    tainted.add(id(n))
+                    break
         return True
 
 

@@ -30,12 +30,14 @@ from mnnpy.placement import Placement, candidates, place
 from mnnpy.unit import OpInfo, Unit, UnitPlan, Waiting, storage_type_of
 
 if TYPE_CHECKING:
+    from mnnpy.execution import Execution
     from mnnpy.geometry import UnitGeometry
     from mnnpy.pipeline import Pipeline
     from mnnpy.tensor import Tensor
 
 __all__ = ["FusedUnit", "GroupOp", "disabled", "optimize_units"]
 
+_object_new = object.__new__
 _ENABLED: ContextVar[bool] = ContextVar("mnnpy_substitutions", default=True)
 
 
@@ -330,9 +332,8 @@ def _ask_backends(
         mine = [u for u in placed if u.backend is backend and id(u) not in done]
         if not mine:
             continue
-        nodes = [
-            Node(u.op, tuple(u.inputs), tuple(u.outputs), u.execution)  # type: ignore[arg-type]
-            for u in placed  # each with its execution (_place_all)
+        nodes = [  # each with its execution (_place_all)
+            _node(u.op, tuple(u.inputs), tuple(u.outputs), u.execution) for u in placed
         ]
         by_node = {id(n): u for n, u in zip(nodes, placed, strict=True)}
         ids = {id(u) for u in mine}
@@ -358,6 +359,19 @@ def _ask_backends(
             fused.append(FusedUnit(sub, group, view))
             changed = True
     return fused, changed
+
+
+def _node(
+    op: OpDef, inputs: tuple[Tensor, ...], outputs: tuple[Tensor, ...], execution: Execution | None
+) -> Node:
+    """``Node(op, inputs, outputs, execution)``, without the frozen ``__init__``'s setattr calls.
+
+    Half its time (one per placed op on every resize that asks the backends).
+    """
+    node = _object_new(Node)
+    d = node.__dict__
+    d["op"], d["inputs"], d["outputs"], d["execution"] = op, inputs, outputs, execution
+    return node
 
 
 def _state(t: Tensor) -> tuple[Any, ...]:

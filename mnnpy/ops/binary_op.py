@@ -198,11 +198,11 @@ def reference(op: OpDef, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     dtype = compute_dtype(code, x.dtype, y.dtype)
     fn = function(code, dtype)
     with np.errstate(all="ignore"):
-        result = np.asarray(fn(x.astype(dtype), y.astype(dtype)))
+        result = np.asarray(fn(x.astype(dtype, copy=False), y.astype(dtype, copy=False)))
         want = output_dtype(code, x.dtype)
         if result.dtype.kind == "f" and want.kind != "f":
             result = _d2i(result)
-        result = result.astype(want)
+        result = result.astype(want, copy=False)
     if getattr(op.param, "activationType", 0) == 1:
         result = np.maximum(result, 0).astype(result.dtype)
     return [result]

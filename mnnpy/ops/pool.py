@@ -90,9 +90,8 @@ def pool_planes(op: OpDef, shape: Sequence[int]) -> list[tuple[PoolT, int, int]]
         return [(hw, h, w), (depth, d, oh * ow)]
     if nd not in (3, 4) and not (nd == 5 and p.isGlobal):
         raise ComputeSizeError(f"needs a 3-D or 4-D input, got shape {tuple(shape)!r}")
-    if nd == 3:
-        return [(p, shape[2], 1)]
-    return [(p, shape[2], int(np.prod(shape[3:])))]
+    w = 1 if nd == 3 else shape[3] * (shape[4] if nd == 5 else 1)  # no NumPy reduction: cheaper
+    return [(p, shape[2], int(w))]
 
 
 def pooled_shape(op: OpDef, shape: Sequence[int]) -> tuple[int, ...]:
