@@ -159,3 +159,38 @@ def test_read_model_reads_what_f_read_reads(
     monkeypatch.setattr(net_lean.os, "fstat", Shorter)
     with open(path, "rb", buffering=0) as f:
         assert read_model(f) == payload
+
+
+def test_reserve_sizes_the_first_chunk_once_in_huge_pages() -> None:
+    a = StaticAllocator(64)
+    a.reserve(CHUNK_BYTES + 100)  # a big model's weights: one first chunk holds them all
+    _, p = a.alloc(1000, "w")
+    assert p.chunk.memory.size == CHUNK_BYTES + (2 << 20)
+    assert p.chunk.memory.ctypes.data % (2 << 20) == 0
+    a.reserve(CHUNK_BYTES * 4)  # after the first chunk: no effect
+    _, q = a.alloc(p.chunk.memory.size, "w")
+    assert q.chunk is not p.chunk and q.chunk.memory.size == p.chunk.memory.size
+
+
+def test_reserve_of_a_small_model_keeps_the_small_first_chunk() -> None:
+    a = StaticAllocator(64)
+    a.reserve(CHUNK_BYTES // 2 - 1)
+    _, p = a.alloc(1000, "w")
+    assert p.chunk.memory.size == FIRST_BYTES
+
+
+def test_backend_reserves_from_the_buffer_the_weights_view() -> None:
+    backend = CPUBackend(1)
+    model = np.frombuffer(bytes(CHUNK_BYTES), dtype=np.uint8)  # as a model file's bytes
+    backend.static_reserve(np.zeros(4, np.float32))  # views nothing: no hint, but asked once
+    assert backend.static_hinted
+    backend.static_hinted = False
+    backend.static_reserve(model[64:128].view(np.float32))
+    owner = type("Owner", (), {})()
+    weight, bias = backend.static_floats((16, 4), owner)
+    assert not weight.any() and not bias.any() and backend.static_bytes == 80
+    statics = backend._statics
+    assert statics is not None and statics.held_bytes == CHUNK_BYTES + (2 << 20)
+    del owner, weight, bias
+    gc.collect()
+    assert backend.static_bytes == 0 and statics.held_bytes == 0  # given back

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -43,14 +43,16 @@ class _Chunk:
     top: int = 0  # high-water mark: bytes at and past it were never handed out (still zero)
 
 
-@dataclass(eq=False)
 class Piece:
     """A piece handed out by :meth:`StaticAllocator.alloc`: give it to ``free`` once."""
 
-    chunk: _Chunk
-    offset: int
-    size: int
-    freed: bool = field(default=False)
+    __slots__ = ("chunk", "freed", "offset", "size")
+
+    def __init__(self, chunk: _Chunk, offset: int, size: int) -> None:
+        self.chunk = chunk
+        self.offset = offset
+        self.size = size
+        self.freed = False
 
 
 class StaticAllocator:
@@ -68,6 +70,18 @@ class StaticAllocator:
         self.chunks: list[_Chunk] = []
         self._lock = threading.Lock()
         self._pending: list[Piece] = []
+        self._first = 0  # the first chunk's bytes that reserve asked for (0: none)
+
+    def reserve(self, nbytes: int) -> None:
+        """Size the first chunk for ``nbytes`` of weights to come (a hint; only before any).
+
+        A model whose weights are known to need half of :data:`CHUNK_BYTES` or more gets a first
+        chunk of that many bytes (rounded up to huge pages), not a first chunk of 4 KiB pages
+        and more after it; less keeps the small first chunk (no 2 MiB page for a small
+        session). Bytes of the chunk never handed out are never touched, so never faulted.
+        """
+        if not self.chunks and nbytes >= CHUNK_BYTES // 2:
+            self._first = -(-int(nbytes) // HUGE_PAGE) * HUGE_PAGE
 
     def alloc(self, nbytes: int, what: str | Callable[[], str]) -> tuple[np.ndarray, Piece]:
         """``nbytes`` zeroed bytes, aligned, and the piece to :meth:`free` them with.
@@ -81,7 +95,9 @@ class StaticAllocator:
         with self._lock:
             chunk, offset = self._find(size)
             if chunk is None:
-                first = min(FIRST_BYTES, self.chunk_bytes) if not self.chunks else 0
+                first = 0
+                if not self.chunks:  # a reserved size once, else the small first chunk
+                    first, self._first = self._first or min(FIRST_BYTES, self.chunk_bytes), 0
                 whole = max(size, first or self.chunk_bytes)
                 align = HUGE_PAGE if whole >= 2 * HUGE_PAGE else self.align
                 what = what if isinstance(what, str) else what()
