@@ -182,15 +182,15 @@ def test_reserve_of_a_small_model_keeps_the_small_first_chunk() -> None:
 def test_backend_reserves_from_the_buffer_the_weights_view() -> None:
     backend = CPUBackend(1)
     model = np.frombuffer(bytes(CHUNK_BYTES), dtype=np.uint8)  # as a model file's bytes
-    backend.static_reserve(np.zeros(4, np.float32))  # views nothing: no hint, but asked once
-    assert backend.static_hinted
-    backend.static_hinted = False
+    backend.static_reserve(np.zeros(4, np.float32))  # views nothing: no hint, asked again
+    assert not backend.static_hinted
     backend.static_reserve(model[64:128].view(np.float32))
     owner = type("Owner", (), {})()
     weight, bias = backend.static_floats((16, 4), owner)
     assert not weight.any() and not bias.any() and backend.static_bytes == 80
     statics = backend._statics
     assert statics is not None and statics.held_bytes == CHUNK_BYTES + (2 << 20)
+    assert backend.static_hinted
     del owner, weight, bias
     gc.collect()
     assert backend.static_bytes == 0 and statics.held_bytes == 0  # given back

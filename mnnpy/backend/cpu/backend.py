@@ -356,6 +356,7 @@ class CPUBackend(Backend):
         against its budget.
         """
         name = f"static:{type(owner).__name__}"
+        self.static_reserve(array)
         try:
             src = np.require(array, requirements="C")  # keeps a 0-d array 0-d
         except MemoryError as e:
@@ -419,22 +420,24 @@ class CPUBackend(Backend):
         """Size the first STATIC chunk for the model's weights, from one of them.
 
         The weights to come are about the bytes of the buffer ``source`` is a view of (the
-        model file's), so the first chunk holds them all (``StaticAllocator.reserve``). Once
-        per backend (a no-op after); nothing for an array that views no other buffer.
+        model file's), so the first chunk holds them all (``StaticAllocator.reserve``). Asked
+        until an array viewing such a buffer answers or the first chunk is there (a no-op after).
         """
-        if self.static_hinted:
+        statics = self._statics
+        if self.static_hinted or statics is None or statics.chunks:
+            self.static_hinted = True
             return
-        self.static_hinted = True
         root: Any = source
         while isinstance(root, np.ndarray) and root.base is not None:
             root = root.base
-        if root is source or self._statics is None:
+        if root is source:  # owns its memory (a copy): a later weight may view the model
             return
         try:
             nbytes = memoryview(root).nbytes
         except TypeError:  # not a buffer (an object NumPy wrapped)
             return
-        self._statics.reserve(nbytes + nbytes // 8)  # panels pad rows to whole lanes
+        self.static_hinted = True
+        statics.reserve(nbytes + nbytes // 8)  # panels pad rows to whole lanes
 
     def static_floats(self, sizes: tuple[int, int], owner: object) -> list[np.ndarray]:
         """``static_empties`` of two float32 arrays (a convolution's weight and bias).
