@@ -194,3 +194,27 @@ def test_backend_reserves_from_the_buffer_the_weights_view() -> None:
     del owner, weight, bias
     gc.collect()
     assert backend.static_bytes == 0 and statics.held_bytes == 0  # given back
+
+
+def test_a_refused_reservation_falls_back_to_a_plain_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mnnpy.backend.cpu import static_allocator as sa
+    from mnnpy.errors import OutOfMemoryError
+
+    real, asked = sa.allocate_block, []
+
+    def refuse_big(allocator: object, nbytes: int, alignment: int, what: str) -> object:
+        asked.append(nbytes)
+        if nbytes > CHUNK_BYTES:
+            raise OutOfMemoryError(f"refused {nbytes} for {what}")
+        return real(allocator, nbytes, alignment, what)
+
+    monkeypatch.setattr(sa, "allocate_block", refuse_big)
+    a = StaticAllocator(64)
+    a.reserve(sa.RESERVE_MAX * 4)  # capped
+    view, p = a.alloc(1000, "w")
+    assert asked == [sa.RESERVE_MAX, CHUNK_BYTES] and p.chunk.memory.size == CHUNK_BYTES
+    assert view.size == 1000 and not view.any()
+    with pytest.raises(OutOfMemoryError, match="refused"):  # a piece bigger than a chunk
+        a.alloc(CHUNK_BYTES + 1, "big")

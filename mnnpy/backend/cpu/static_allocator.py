@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mnnpy.backend.allocator import allocate_block
+from mnnpy.errors import OutOfMemoryError
 
 __all__ = ["CHUNK_BYTES", "FIRST_BYTES", "Piece", "StaticAllocator"]
 
@@ -33,6 +34,8 @@ FIRST_BYTES = 1 << 20
 # Chunks that get the advice start on a 2 MiB boundary, so all of their pages can be huge ones
 # (unaligned, the first and last partial 2 MiB fault 4 KiB at a time: ~500 faults a chunk).
 HUGE_PAGE = 2 << 20
+# The most a reserved first chunk takes (a hint from a huge file asks no more address space).
+RESERVE_MAX = 256 << 20
 
 
 @dataclass(eq=False)
@@ -81,7 +84,7 @@ class StaticAllocator:
         session). Bytes of the chunk never handed out are never touched, so never faulted.
         """
         if not self.chunks and nbytes >= CHUNK_BYTES // 2:
-            self._first = -(-int(nbytes) // HUGE_PAGE) * HUGE_PAGE
+            self._first = -(-min(int(nbytes), RESERVE_MAX) // HUGE_PAGE) * HUGE_PAGE
 
     def alloc(self, nbytes: int, what: str | Callable[[], str]) -> tuple[np.ndarray, Piece]:
         """``nbytes`` zeroed bytes, aligned, and the piece to :meth:`free` them with.
@@ -101,7 +104,14 @@ class StaticAllocator:
                 whole = max(size, first or self.chunk_bytes)
                 align = HUGE_PAGE if whole >= 2 * HUGE_PAGE else self.align
                 what = what if isinstance(what, str) else what()
-                memory = allocate_block(None, whole, max(align, self.align), what)[0]
+                try:
+                    memory = allocate_block(None, whole, max(align, self.align), what)[0]
+                except OutOfMemoryError:
+                    if first <= FIRST_BYTES or size >= first:
+                        raise
+                    whole = max(size, self.chunk_bytes)  # a reservation refused: a plain chunk
+                    align = HUGE_PAGE if whole >= 2 * HUGE_PAGE else self.align
+                    memory = allocate_block(None, whole, max(align, self.align), what)[0]
                 chunk, offset = _Chunk(memory, [(size, whole - size)] if whole > size else []), 0
                 self.chunks.append(chunk)
             chunk.used += size
