@@ -119,7 +119,8 @@ class StaticAllocator:
             if offset < chunk.top:  # bytes a freed piece held
                 view[: chunk.top - offset].fill(0)
             chunk.top = max(chunk.top, offset + size)
-        self._drain()
+        if self._pending:  # frees queued while the lock was held
+            self._drain()
         return view, Piece(chunk, offset, size)
 
     def free(self, piece: Piece) -> None:
