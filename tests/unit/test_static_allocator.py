@@ -11,7 +11,12 @@ import pytest
 
 from mnnpy import net_lean
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.static_allocator import CHUNK_BYTES, FIRST_BYTES, StaticAllocator
+from mnnpy.backend.cpu.static_allocator import (
+    CHUNK_BYTES,
+    FIRST_BYTES,
+    RESERVE_AFTER,
+    StaticAllocator,
+)
 from mnnpy.config import BackendConfig, MemoryMode
 from mnnpy.net_lean import read_model
 
@@ -164,10 +169,10 @@ def test_read_model_reads_what_f_read_reads(
 def test_reserve_sizes_the_first_chunk_once_in_huge_pages() -> None:
     a = StaticAllocator(64)
     a.reserve(CHUNK_BYTES + 100)  # a big model's weights: one first chunk holds them all
-    _, p = a.alloc(1000, "w")
+    _, p = a.alloc(RESERVE_AFTER + 1, "w")
     assert p.chunk.memory.size == CHUNK_BYTES + (2 << 20)
     assert p.chunk.memory.ctypes.data % (2 << 20) == 0
-    a.reserve(CHUNK_BYTES * 4)  # after the first chunk: no effect
+    a.reserve(CHUNK_BYTES * 4)  # once more than a few bytes are held: no effect
     _, q = a.alloc(p.chunk.memory.size, "w")
     assert q.chunk is not p.chunk and q.chunk.memory.size == p.chunk.memory.size
 
@@ -218,3 +223,20 @@ def test_a_refused_reservation_falls_back_to_a_plain_chunk(
     assert view.size == 1000 and not view.any()
     with pytest.raises(OutOfMemoryError, match="refused"):  # a piece bigger than a chunk
         a.alloc(CHUNK_BYTES + 1, "big")
+
+
+def test_reserve_after_a_few_small_pieces_takes_a_new_chunk() -> None:
+    a = StaticAllocator(64)
+    small, p = a.alloc(4000, "norm")  # a norm's weights before the first convolution's
+    small[:] = 7
+    a.reserve(CHUNK_BYTES)
+    view, q = a.alloc(100_000, "conv")
+    assert q.chunk is not p.chunk and q.chunk.memory.size == CHUNK_BYTES
+    assert not view.any() and (small == 7).all()
+    _, r = a.alloc(64, "bias")  # the small chunk hands out no more
+    assert r.chunk is q.chunk
+    a.free(p)
+    assert a.chunks == [q.chunk]  # all of the small chunk free: it goes
+    a.alloc(RESERVE_AFTER + 64, "more")
+    a.reserve(CHUNK_BYTES * 2)  # too many bytes held now: no effect
+    assert not a.can_reserve and len(a.chunks) == 1

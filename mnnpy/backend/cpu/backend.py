@@ -417,14 +417,14 @@ class CPUBackend(Backend):
         return [raw[at : at + size].view(d) for (at, size), d in zip(starts, dtypes, strict=True)]
 
     def static_reserve(self, source: np.ndarray) -> None:
-        """Size the first STATIC chunk for the model's weights, from one of them.
+        """Size a STATIC chunk for the model's weights, from one of them.
 
         The weights to come are about the bytes of the buffer ``source`` is a view of (the
-        model file's), so the first chunk holds them all (``StaticAllocator.reserve``). Asked
-        until an array viewing such a buffer answers or the first chunk is there (a no-op after).
+        model file's), so one chunk holds them all (``StaticAllocator.reserve``). Asked until
+        an array viewing such a buffer answers or more than a few bytes are held (a no-op after).
         """
         statics = self._statics
-        if self.static_hinted or statics is None or statics.chunks:
+        if self.static_hinted or statics is None or not statics.can_reserve:
             self.static_hinted = True
             return
         root: Any = source

@@ -27,7 +27,7 @@ import numpy as np
 from mnnpy.backend.allocator import allocate_block
 from mnnpy.errors import OutOfMemoryError
 
-__all__ = ["CHUNK_BYTES", "FIRST_BYTES", "Piece", "StaticAllocator"]
+__all__ = ["CHUNK_BYTES", "FIRST_BYTES", "RESERVE_AFTER", "RESERVE_MAX", "Piece", "StaticAllocator"]
 
 CHUNK_BYTES = 8 << 20  # NumPy's huge-page advice starts at 4 MiB
 FIRST_BYTES = 1 << 20
@@ -36,6 +36,8 @@ FIRST_BYTES = 1 << 20
 HUGE_PAGE = 2 << 20
 # The most a reserved first chunk takes (a hint from a huge file asks no more address space).
 RESERVE_MAX = 256 << 20
+# reserve sizes a chunk while no more than this is handed out (a few norms' weights first)
+RESERVE_AFTER = 64 << 10
 
 
 @dataclass(eq=False)
@@ -73,18 +75,30 @@ class StaticAllocator:
         self.chunks: list[_Chunk] = []
         self._lock = threading.Lock()
         self._pending: list[Piece] = []
-        self._first = 0  # the first chunk's bytes that reserve asked for (0: none)
+        self._first = 0  # the next chunk's bytes that reserve asked for (0: none)
 
     def reserve(self, nbytes: int) -> None:
-        """Size the first chunk for ``nbytes`` of weights to come (a hint; only before any).
+        """Size the next chunk for ``nbytes`` of weights to come (a hint, while few are held).
 
-        A model whose weights are known to need half of :data:`CHUNK_BYTES` or more gets a first
+        A model whose weights are known to need half of :data:`CHUNK_BYTES` or more gets a
         chunk of that many bytes (rounded up to huge pages), not a first chunk of 4 KiB pages
         and more after it; less keeps the small first chunk (no 2 MiB page for a small
         session). Bytes of the chunk never handed out are never touched, so never faulted.
+        Chunks already there (at most :data:`RESERVE_AFTER` bytes handed out: a few norms'
+        weights) keep their pieces but hand out no more past what they handed out.
         """
-        if not self.chunks and nbytes >= CHUNK_BYTES // 2:
+        if nbytes < CHUNK_BYTES // 2 or not self.can_reserve:
+            return
+        with self._lock:
+            for chunk in self.chunks:  # the untouched tail of each: not for later pieces
+                if chunk.free and sum(chunk.free[-1]) == chunk.memory.size:
+                    chunk.free.pop()
             self._first = -(-min(int(nbytes), RESERVE_MAX) // HUGE_PAGE) * HUGE_PAGE
+
+    @property
+    def can_reserve(self) -> bool:
+        """Whether :meth:`reserve` still sizes a chunk (no more than a few bytes handed out)."""
+        return sum(c.top for c in self.chunks) <= RESERVE_AFTER
 
     def alloc(self, nbytes: int, what: str | Callable[[], str]) -> tuple[np.ndarray, Piece]:
         """``nbytes`` zeroed bytes, aligned, and the piece to :meth:`free` them with.
@@ -99,7 +113,7 @@ class StaticAllocator:
             chunk, offset = self._find(size)
             if chunk is None:
                 first = 0
-                if not self.chunks:  # a reserved size once, else the small first chunk
+                if self._first or not self.chunks:  # a reserved size once, or the small first
                     first, self._first = self._first or min(FIRST_BYTES, self.chunk_bytes), 0
                 whole = max(size, first or self.chunk_bytes)
                 align = HUGE_PAGE if whole >= 2 * HUGE_PAGE else self.align
