@@ -11,7 +11,12 @@ import pytest
 
 from mnnpy import net_lean
 from mnnpy.backend.cpu.backend import CPUBackend
-from mnnpy.backend.cpu.static_allocator import CHUNK_BYTES, FIRST_BYTES, StaticAllocator
+from mnnpy.backend.cpu.static_allocator import (
+    CHUNK_BYTES,
+    FIRST_BYTES,
+    RESERVE_AFTER,
+    StaticAllocator,
+)
 from mnnpy.config import BackendConfig, MemoryMode
 from mnnpy.net_lean import read_model
 
@@ -159,3 +164,79 @@ def test_read_model_reads_what_f_read_reads(
     monkeypatch.setattr(net_lean.os, "fstat", Shorter)
     with open(path, "rb", buffering=0) as f:
         assert read_model(f) == payload
+
+
+def test_reserve_sizes_the_first_chunk_once_in_huge_pages() -> None:
+    a = StaticAllocator(64)
+    a.reserve(CHUNK_BYTES + 100)  # a big model's weights: one first chunk holds them all
+    _, p = a.alloc(RESERVE_AFTER + 1, "w")
+    assert p.chunk.memory.size == CHUNK_BYTES + (2 << 20)
+    assert p.chunk.memory.ctypes.data % (2 << 20) == 0
+    a.reserve(CHUNK_BYTES * 4)  # once more than a few bytes are held: no effect
+    _, q = a.alloc(p.chunk.memory.size, "w")
+    assert q.chunk is not p.chunk and q.chunk.memory.size == p.chunk.memory.size
+
+
+def test_reserve_of_a_small_model_keeps_the_small_first_chunk() -> None:
+    a = StaticAllocator(64)
+    a.reserve(CHUNK_BYTES // 2 - 1)
+    _, p = a.alloc(1000, "w")
+    assert p.chunk.memory.size == FIRST_BYTES
+
+
+def test_backend_reserves_from_the_buffer_the_weights_view() -> None:
+    backend = CPUBackend(1)
+    model = np.frombuffer(bytes(CHUNK_BYTES), dtype=np.uint8)  # as a model file's bytes
+    backend.static_reserve(np.zeros(4, np.float32))  # views nothing: no hint, asked again
+    assert not backend.static_hinted
+    backend.static_reserve(model[64:128].view(np.float32))
+    owner = type("Owner", (), {})()
+    weight, bias = backend.static_floats((16, 4), owner)
+    assert not weight.any() and not bias.any() and backend.static_bytes == 80
+    statics = backend._statics
+    assert statics is not None and statics.held_bytes == CHUNK_BYTES + (2 << 20)
+    assert backend.static_hinted
+    del owner, weight, bias
+    gc.collect()
+    assert backend.static_bytes == 0 and statics.held_bytes == 0  # given back
+
+
+def test_a_refused_reservation_falls_back_to_a_plain_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from mnnpy.backend.cpu import static_allocator as sa
+    from mnnpy.errors import OutOfMemoryError
+
+    real, asked = sa.allocate_block, []
+
+    def refuse_big(allocator: object, nbytes: int, alignment: int, what: str) -> object:
+        asked.append(nbytes)
+        if nbytes > CHUNK_BYTES:
+            raise OutOfMemoryError(f"refused {nbytes} for {what}")
+        return real(allocator, nbytes, alignment, what)
+
+    monkeypatch.setattr(sa, "allocate_block", refuse_big)
+    a = StaticAllocator(64)
+    a.reserve(sa.RESERVE_MAX * 4)  # capped
+    view, p = a.alloc(1000, "w")
+    assert asked == [sa.RESERVE_MAX, CHUNK_BYTES] and p.chunk.memory.size == CHUNK_BYTES
+    assert view.size == 1000 and not view.any()
+    with pytest.raises(OutOfMemoryError, match="refused"):  # a piece bigger than a chunk
+        a.alloc(CHUNK_BYTES + 1, "big")
+
+
+def test_reserve_after_a_few_small_pieces_takes_a_new_chunk() -> None:
+    a = StaticAllocator(64)
+    small, p = a.alloc(4000, "norm")  # a norm's weights before the first convolution's
+    small[:] = 7
+    a.reserve(CHUNK_BYTES)
+    view, q = a.alloc(100_000, "conv")
+    assert q.chunk is not p.chunk and q.chunk.memory.size == CHUNK_BYTES
+    assert not view.any() and (small == 7).all()
+    _, r = a.alloc(64, "bias")  # the small chunk hands out no more
+    assert r.chunk is q.chunk
+    a.free(p)
+    assert a.chunks == [q.chunk]  # all of the small chunk free: it goes
+    a.alloc(RESERVE_AFTER + 64, "more")
+    a.reserve(CHUNK_BYTES * 2)  # too many bytes held now: no effect
+    assert not a.can_reserve and len(a.chunks) == 1

@@ -135,6 +135,8 @@ class CPUBackend(Backend):
         self._statics = StaticAllocator(_ALIGN) if self._reuse else None
         # id(weak reference to an owner) -> (it, bytes, piece): released when the owner dies
         self._owned: dict[int, tuple[weakref.ref, int, Piece]] = {}
+        # True once the first chunk's size was hinted (static_reserve), or with no chunks
+        self.static_hinted = self._statics is None
 
     def _pool_bytes(self, nbytes: int, what: str) -> np.ndarray:
         """``nbytes`` 64-byte aligned, from the allocator (zeroed NumPy bytes without one).
@@ -354,6 +356,7 @@ class CPUBackend(Backend):
         against its budget.
         """
         name = f"static:{type(owner).__name__}"
+        self.static_reserve(array)
         try:
             src = np.require(array, requirements="C")  # keeps a 0-d array 0-d
         except MemoryError as e:
@@ -412,6 +415,29 @@ class CPUBackend(Backend):
             floats = raw.view(_F32)  # ``total`` bytes: a multiple of _ALIGN
             return [floats[at // 4 : (at + size) // 4] for at, size in starts]
         return [raw[at : at + size].view(d) for (at, size), d in zip(starts, dtypes, strict=True)]
+
+    def static_reserve(self, source: np.ndarray) -> None:
+        """Size a STATIC chunk for the model's weights, from one of them.
+
+        The weights to come are about the bytes of the buffer ``source`` is a view of (the
+        model file's), so one chunk holds them all (``StaticAllocator.reserve``). Asked until
+        an array viewing such a buffer answers or more than a few bytes are held (a no-op after).
+        """
+        statics = self._statics
+        if self.static_hinted or statics is None or not statics.can_reserve:
+            self.static_hinted = True
+            return
+        root: Any = source
+        while isinstance(root, np.ndarray) and root.base is not None:
+            root = root.base
+        if root is source:  # owns its memory (a copy): a later weight may view the model
+            return
+        try:
+            nbytes = memoryview(root).nbytes
+        except TypeError:  # not a buffer (an object NumPy wrapped)
+            return
+        self.static_hinted = True
+        statics.reserve(nbytes + nbytes // 8)  # panels pad rows to whole lanes
 
     def static_floats(self, sizes: tuple[int, int], owner: object) -> list[np.ndarray]:
         """``static_empties`` of two float32 arrays (a convolution's weight and bias).

@@ -20,19 +20,24 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left, insort
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from mnnpy.backend.allocator import allocate_block
+from mnnpy.errors import OutOfMemoryError
 
-__all__ = ["CHUNK_BYTES", "FIRST_BYTES", "Piece", "StaticAllocator"]
+__all__ = ["CHUNK_BYTES", "FIRST_BYTES", "RESERVE_AFTER", "RESERVE_MAX", "Piece", "StaticAllocator"]
 
 CHUNK_BYTES = 8 << 20  # NumPy's huge-page advice starts at 4 MiB
 FIRST_BYTES = 1 << 20
 # Chunks that get the advice start on a 2 MiB boundary, so all of their pages can be huge ones
 # (unaligned, the first and last partial 2 MiB fault 4 KiB at a time: ~500 faults a chunk).
 HUGE_PAGE = 2 << 20
+# The most a reserved first chunk takes (a hint from a huge file asks no more address space).
+RESERVE_MAX = 256 << 20
+# reserve sizes a chunk while no more than this is handed out (a few norms' weights first)
+RESERVE_AFTER = 64 << 10
 
 
 @dataclass(eq=False)
@@ -43,14 +48,16 @@ class _Chunk:
     top: int = 0  # high-water mark: bytes at and past it were never handed out (still zero)
 
 
-@dataclass(eq=False)
 class Piece:
     """A piece handed out by :meth:`StaticAllocator.alloc`: give it to ``free`` once."""
 
-    chunk: _Chunk
-    offset: int
-    size: int
-    freed: bool = field(default=False)
+    __slots__ = ("chunk", "freed", "offset", "size")
+
+    def __init__(self, chunk: _Chunk, offset: int, size: int) -> None:
+        self.chunk = chunk
+        self.offset = offset
+        self.size = size
+        self.freed = False
 
 
 class StaticAllocator:
@@ -68,6 +75,30 @@ class StaticAllocator:
         self.chunks: list[_Chunk] = []
         self._lock = threading.Lock()
         self._pending: list[Piece] = []
+        self._first = 0  # the next chunk's bytes that reserve asked for (0: none)
+
+    def reserve(self, nbytes: int) -> None:
+        """Size the next chunk for ``nbytes`` of weights to come (a hint, while few are held).
+
+        A model whose weights are known to need half of :data:`CHUNK_BYTES` or more gets a
+        chunk of that many bytes (rounded up to huge pages), not a first chunk of 4 KiB pages
+        and more after it; less keeps the small first chunk (no 2 MiB page for a small
+        session). Bytes of the chunk never handed out are never touched, so never faulted.
+        Chunks already there (at most :data:`RESERVE_AFTER` bytes handed out: a few norms'
+        weights) keep their pieces but hand out no more past what they handed out.
+        """
+        if nbytes < CHUNK_BYTES // 2 or not self.can_reserve:
+            return
+        with self._lock:
+            for chunk in self.chunks:  # the untouched tail of each: not for later pieces
+                if chunk.free and sum(chunk.free[-1]) == chunk.memory.size:
+                    chunk.free.pop()
+            self._first = -(-min(int(nbytes), RESERVE_MAX) // HUGE_PAGE) * HUGE_PAGE
+
+    @property
+    def can_reserve(self) -> bool:
+        """Whether :meth:`reserve` still sizes a chunk (no more than a few bytes handed out)."""
+        return sum(c.top for c in self.chunks) <= RESERVE_AFTER
 
     def alloc(self, nbytes: int, what: str | Callable[[], str]) -> tuple[np.ndarray, Piece]:
         """``nbytes`` zeroed bytes, aligned, and the piece to :meth:`free` them with.
@@ -81,11 +112,20 @@ class StaticAllocator:
         with self._lock:
             chunk, offset = self._find(size)
             if chunk is None:
-                first = min(FIRST_BYTES, self.chunk_bytes) if not self.chunks else 0
+                first = 0
+                if self._first or not self.chunks:  # a reserved size once, or the small first
+                    first, self._first = self._first or min(FIRST_BYTES, self.chunk_bytes), 0
                 whole = max(size, first or self.chunk_bytes)
                 align = HUGE_PAGE if whole >= 2 * HUGE_PAGE else self.align
                 what = what if isinstance(what, str) else what()
-                memory = allocate_block(None, whole, max(align, self.align), what)[0]
+                try:
+                    memory = allocate_block(None, whole, max(align, self.align), what)[0]
+                except OutOfMemoryError:
+                    if first <= FIRST_BYTES or size >= first:
+                        raise
+                    whole = max(size, self.chunk_bytes)  # a reservation refused: a plain chunk
+                    align = HUGE_PAGE if whole >= 2 * HUGE_PAGE else self.align
+                    memory = allocate_block(None, whole, max(align, self.align), what)[0]
                 chunk, offset = _Chunk(memory, [(size, whole - size)] if whole > size else []), 0
                 self.chunks.append(chunk)
             chunk.used += size
@@ -93,7 +133,8 @@ class StaticAllocator:
             if offset < chunk.top:  # bytes a freed piece held
                 view[: chunk.top - offset].fill(0)
             chunk.top = max(chunk.top, offset + size)
-        self._drain()
+        if self._pending:  # frees queued while the lock was held
+            self._drain()
         return view, Piece(chunk, offset, size)
 
     def free(self, piece: Piece) -> None:

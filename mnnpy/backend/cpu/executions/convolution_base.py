@@ -125,7 +125,9 @@ class CPUConvolutionBase(Execution):
             self.weight = self._keep_weight(weight, pack, lanes)
             self.bias = self._keep_bias(bias, lanes)
             return
-        statics = cpu_backend(self.backend).static_empties
+        backend = cpu_backend(self.backend)
+        backend.static_reserve(weight)  # the first chunk sized for the model's weights
+        statics = backend.static_empties
         padded = -(-bias.size // lanes) * lanes
 
         def empty(n: int, dtype: np.dtype | type) -> np.ndarray:
@@ -145,7 +147,9 @@ class CPUConvolutionBase(Execution):
         rows, cols = weight.shape[0], weight.shape[1]
         n = -(-rows // lanes) * lanes * cols * taps
         sizes = (n, -(-bias.size // lanes) * lanes)
-        self.weight, self.bias = cpu_backend(self.backend).static_floats(sizes, self)
+        backend = cpu_backend(self.backend)
+        backend.static_reserve(weight)  # the first chunk sized for the model's weights
+        self.weight, self.bias = backend.static_floats(sizes, self)
         flat = weight.reshape(-1)
         P.fill_conv_f32(flat, bias.reshape(-1), self.weight, self.bias, rows, cols, taps, lanes)
 
