@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from mnnpy.backend.cpu.executions import convolution as C
+from mnnpy.backend.cpu.executions.convolution_direct import CPUConvolutionDirect
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from tests.ops.test_convolution import CONV, DW, conv, execution_of, run
 
@@ -34,6 +35,12 @@ CASES = {  # op type, parameters, input shape, whether the common path takes it
     ),  # fmt: skip
     "linear": (CONV, dict(c=32, oc=16, k=(1, 1)), (6, 32, 1, 1), True),
     "width1": (CONV, dict(c=8, oc=8, k=(5, 1), padY=2), (1, 8, 30, 1), True),
+    "direct_rgb": (
+        CONV,
+        dict(c=3, oc=24, padX=1, padY=1, strideX=2, strideY=2, relu6=True),
+        (1, 3, 17, 16),
+        True,
+    ),  # fmt: skip
     "grouped": (CONV, dict(c=8, oc=8, group=2, padX=1, padY=1), (1, 8, 6, 6), False),
     "no_bias": (CONV, dict(c=8, oc=8, k=(1, 1), bias=False), (1, 8, 6, 6), False),
 }
@@ -65,10 +72,15 @@ def test_common_path_is_the_generic_path(case: str, monkeypatch: pytest.MonkeyPa
     assert np.array_equal(out.view(np.uint32), ref_out.view(np.uint32))
     assert np.array_equal(ex.weight.view(np.uint32), ref.weight.view(np.uint32))
     assert np.array_equal(ex.bias.view(np.uint32), ref.bias.view(np.uint32))
+    assert ex.backend.static_bytes == ref.backend.static_bytes  # the same STATIC accounting
     for name in _PLAN:
         assert getattr(ex, name, None) == getattr(ref, name, None), name
     if fast:  # and the generic path's packing is the pack_weight reference
         w = conv(**CASES[case][1]).weight.reshape(ex.known[1].out_channels, -1, *ex.known[1].kernel)
-        pack = CPUConvolutionGemm.pack_weight if type(ex) is CPUConvolutionGemm else None
+        gemm = type(ex) in (CPUConvolutionGemm, CPUConvolutionDirect)
+        pack = CPUConvolutionGemm.pack_weight if gemm else None
         pack = pack or C.CPUConvolutionDepthwise.pack_weight
         assert np.array_equal(ex.weight.view(np.uint32), pack(w).view(np.uint32))
+        b = np.zeros(ex.bias.size, np.float32)  # the bias, zero-padded to the panels' lanes
+        b[: w.shape[0]] = conv(**CASES[case][1]).bias
+        assert np.array_equal(ex.bias.view(np.uint32), b.view(np.uint32))

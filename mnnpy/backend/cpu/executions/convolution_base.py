@@ -145,13 +145,13 @@ class CPUConvolutionBase(Execution):
         ``_keep`` is its reference, bit for bit).
         """
         rows, cols = weight.shape[0], weight.shape[1]
-        n = -(-rows // lanes) * lanes * cols * taps
-        sizes = (n, -(-bias.size // lanes) * lanes)
-        backend = cpu_backend(self.backend)
-        backend.static_reserve(weight)  # the first chunk sized for the model's weights
-        self.weight, self.bias = backend.static_floats(sizes, self)
-        flat = weight.reshape(-1)
-        P.fill_conv_f32(flat, bias.reshape(-1), self.weight, self.bias, rows, cols, taps, lanes)
+        sizes = (-(-rows // lanes) * lanes * cols * taps, -(-bias.size // lanes) * lanes)
+        backend = self.backend  # ``cpu_backend``'s check, without the call:
+        backend = backend if isinstance(backend, CPUBackend) else cpu_backend(backend)
+        if not backend.static_hinted:  # the first chunk sized for the model's weights
+            backend.static_reserve(weight)
+        self.weight, self.bias = w, b = backend.static_floats(sizes, self)
+        P.fill_conv_f32(weight.reshape(-1), bias.reshape(-1), w, b, rows, cols, taps, lanes)
 
     def _keep_bias(self, bias: np.ndarray, lanes: int) -> np.ndarray:
         """``pad_to(bias, lanes)`` written straight into STATIC memory (one copy)."""

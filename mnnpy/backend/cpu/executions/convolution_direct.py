@@ -21,6 +21,8 @@ from mnnpy.backend.cpu.kernels import conv_direct as D
 from mnnpy.net import OpDef
 from mnnpy.tensor import Tensor
 
+_F32 = np.dtype(np.float32)
+
 
 class CPUConvolutionDirect(CPUConvolutionBase):
     """Group-1 convolution of at most 4 input channels, computed directly on NC4HW4.
@@ -44,7 +46,10 @@ class CPUConvolutionDirect(CPUConvolutionBase):
         self, backend: CPUBackend, op: OpDef, weight: np.ndarray, bias: np.ndarray
     ) -> None:
         super().__init__(backend, op, weight.shape[1])
-        self._keep(weight, self.pack_weight, 16, bias)
+        if type(weight) is np.ndarray and weight.dtype == _F32 == bias.dtype:
+            self._keep_panels(weight, bias, weight.shape[2] * weight.shape[3], 16)
+        else:  # ``pack_weight`` (the reference: the same panels) for other dtypes
+            self._keep(weight, self.pack_weight, 16, bias)
 
     def bind(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Callable[[], None]:
         return D.bind_conv_direct(

@@ -5,11 +5,12 @@ A first session creation makes one execution per convolution, and the generic cr
 a dozen Python calls before any weight is packed. :func:`create_common` takes the case most
 models are made of, in NORMAL memory mode: one NC4HW4 float32 input, inline float32 weight and
 bias tables of the sizes the geometry says, no quantization, not in an external file; and the
-executions most of their convolutions get: depthwise (``CPUConvolutionDepthwise``) and
-im2col + GEMM (``CPUConvolutionGemm``). It resolves the geometry once, makes the same choice
-as ``_build`` (``direct_eligible``, ``choose``) and the execution packs weight and bias with one
+executions most of their convolutions get: depthwise (``CPUConvolutionDepthwise``),
+im2col + GEMM (``CPUConvolutionGemm``) and a first layer's direct one
+(``CPUConvolutionDirect``). It resolves the geometry once, makes the same choice as
+``_build`` (``direct_eligible``, ``choose``) and the execution packs weight and bias with one
 kernel call (``_keep_panels``). Anything else, it returns None and the generic path, the
-reference (fp16, int8, int4, external weights, LIMIT mode, weights as inputs, grouped, direct,
+reference (fp16, int8, int4, external weights, LIMIT mode, weights as inputs, grouped,
 Winograd), decides; tests/ops/test_convolution_fast.py compares the two.
 """
 
@@ -22,6 +23,7 @@ import numpy as np
 from mnnpy.backend.cpu.backend import CPUBackend
 from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase
 from mnnpy.backend.cpu.executions.convolution_choice import direct_eligible
+from mnnpy.backend.cpu.executions.convolution_direct import CPUConvolutionDirect
 from mnnpy.backend.cpu.executions.convolution_gemm import CPUConvolutionGemm
 from mnnpy.net import OpDef, OpParameter
 from mnnpy.ops.conv_memo import keep, take
@@ -90,7 +92,9 @@ def create_common(
         pass  # the generic path says what is wrong
     elif g == ic == oc:
         execution = depthwise(backend, op, w.reshape(dims), b)
-    elif g == 1 and not direct_eligible(geo) and not choose(geo, False):
+    elif g == 1 and direct_eligible(geo):  # a first layer: 1-3 input channels
+        execution = CPUConvolutionDirect(backend, op, w.reshape(dims), b)
+    elif g == 1 and not choose(geo, False):
         execution = CPUConvolutionGemm(backend, op, w.reshape(dims), b)
     if execution is None:
         keep((op, shape, None), geo)  # for the generic path's ``take``
