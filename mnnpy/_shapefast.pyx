@@ -13,7 +13,8 @@ comes from the Python path and names the op as before. The shape functions of Re
 shape input), Permute, ConvertTensor, StridedSlice (a plan remembered) and one-input convolutions
 (their geometry kept for the creator, as ``convolution.shape`` keeps it) are answered here too
 (else ``compute_shape``), and ops whose inputs are not all known and that have no fold function
-skip ``try_fold``, which would not fold them.
+skip ``try_fold``, which would not fold them. :func:`shape_units` is the shape walk of
+``substitute._place_all`` (``shape_stage.shape_units_python``), ``Unit.shape`` inlined.
 
 Every length, rank and index is checked against the buffers before any is read; values are read
 through the buffer protocol (C-contiguous only, else declined); new arrays are made by
@@ -173,6 +174,38 @@ DEF MAX_SMALL = 64  # elements of a small value computed here (_take: SMALL_MAX_
 
 def shape_op(op, inputs, outputs, bint fold, last):
     """``mnnpy.shape_stage.shape_op_python``, the same answer (see there)."""
+    return _shape_op(op, inputs, outputs, fold, last)
+
+
+def shape_units(list units, Py_ssize_t start, host, folded, unit_shape, waiting):
+    """``mnnpy.shape_stage.shape_units_python``, the same steps (see there)."""
+    cdef Py_ssize_t i, n = len(units)
+    for i in range(start, n):
+        unit = units[i]
+        try:
+            if type(unit).shape is unit_shape:  # Unit.shape, inlined
+                shaped = _shape_op(unit.op, unit.inputs, unit.outputs, True, unit._shaped)
+                if isinstance(shaped, Shaped):
+                    unit._shaped = shaped
+                    answer = (<tuple>shaped)[4]  # .folded
+                else:
+                    unit._shaped = None
+                    answer = waiting(shaped)
+            else:
+                answer = unit.shape()
+            if isinstance(answer, waiting) or not answer:
+                return i, answer
+            for t in unit.outputs:
+                t.describe.backend = host
+            if folded is not None:
+                folded.add(PyLong_FromVoidPtr(<void*>unit))  # id(unit)
+        except Exception as e:
+            return i, e
+    return n, True
+
+
+cdef object _shape_op(op, inputs, outputs, bint fold, last):
+    """:func:`shape_op`."""
     cdef list ins = []  # per input: shape, dtype, format, values (read once, for _small)
     cdef bint folded = False
     cdef Py_ssize_t i, n_in = len(inputs), n = n_in + len(outputs)

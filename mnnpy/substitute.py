@@ -27,6 +27,7 @@ from mnnpy.net import OpDef
 from mnnpy.ops import count_macs
 from mnnpy.optimization import Node, SubgraphView, Substitution, check_views
 from mnnpy.placement import Placement, candidates, place
+from mnnpy.shape_stage import shape_units
 from mnnpy.unit import OpInfo, Unit, UnitPlan, Waiting, storage_type_of
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ __all__ = ["FusedUnit", "GroupOp", "disabled", "optimize_units"]
 
 _object_new = object.__new__
 _ENABLED: ContextVar[bool] = ContextVar("mnnpy_substitutions", default=True)
+_UNIT_SHAPE = Unit.shape  # shape_units inlines it for units that have it (not a patched one)
 
 
 @contextmanager
@@ -160,20 +162,18 @@ def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit]
 
     The ids of the units that folded are added to ``folded``.
     """
-    placed = []
-    scopes, host = pipeline._scopes, pipeline.host
+    placed: list[Unit] = []
+    units, scopes, host = pipeline.units, pipeline._scopes, pipeline.host
     args = (pipeline.preference, pipeline.overrides, pipeline.strict)
-    for unit in pipeline.units:
-        try:  # the shape stage requests no memory: a resize scope only around creation
-            shaped = unit.shape()
-            if isinstance(shaped, Waiting):
-                return None
-            if shaped:
-                for t in unit.outputs:
-                    t.describe.backend = host
-                if folded is not None:
-                    folded.add(id(unit))
-                continue
+    i = 0
+    while True:  # the shape stage requests no memory: a resize scope only around creation
+        i, shaped = shape_units(units, i, host, folded, _UNIT_SHAPE, Waiting)  # to one to place
+        if i == len(units) or isinstance(shaped, Waiting):
+            return placed if i == len(units) else None
+        unit, i = units[i], i + 1
+        try:
+            if isinstance(shaped, Exception):
+                raise shaped
             if unit.execution is None:
                 with scopes(unit.op):
                     unit.execution, unit.backend, unit.placement = place(
@@ -184,7 +184,6 @@ def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit]
             placed.append(unit)
         except Exception as e:  # as _scoped: the error names the op
             raise pipeline._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
-    return placed
 
 
 def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
