@@ -11,9 +11,11 @@ Each sets the output exactly as the op's Python small function (``mnnpy.ops.smal
 runs, which stays the reference and raises the errors (an axis out of range, say), so every error
 comes from the Python path and names the op as before. The shape functions of Reshape (for a known
 shape input), Permute, ConvertTensor, StridedSlice (a plan remembered) and one-input convolutions
-(their geometry kept for the creator, as ``convolution.shape`` keeps it) are answered here too
+(their geometry kept for the creator, as ``convolution.shape`` keeps it) and Concat (inputs of
+any rank and values) are answered here too
 (else ``compute_shape``), and ops whose inputs are not all known and that have no fold function
-skip ``try_fold``, which would not fold them.
+skip ``try_fold``, which would not fold them. :func:`shape_units` is the shape walk of
+``substitute._place_all`` (``shape_stage.shape_units_python``), ``Unit.shape`` inlined.
 
 Every length, rank and index is checked against the buffers before any is read; values are read
 through the buffer protocol (C-contiguous only, else declined); new arrays are made by
@@ -173,6 +175,38 @@ DEF MAX_SMALL = 64  # elements of a small value computed here (_take: SMALL_MAX_
 
 def shape_op(op, inputs, outputs, bint fold, last):
     """``mnnpy.shape_stage.shape_op_python``, the same answer (see there)."""
+    return _shape_op(op, inputs, outputs, fold, last)
+
+
+def shape_units(list units, Py_ssize_t start, host, folded, unit_shape, waiting):
+    """``mnnpy.shape_stage.shape_units_python``, the same steps (see there)."""
+    cdef Py_ssize_t i, n = len(units)
+    for i in range(start, n):
+        unit = units[i]
+        try:
+            if type(unit).shape is unit_shape:  # Unit.shape, inlined
+                shaped = _shape_op(unit.op, unit.inputs, unit.outputs, True, unit._shaped)
+                if isinstance(shaped, Shaped):
+                    unit._shaped = shaped
+                    answer = (<tuple>shaped)[4]  # .folded
+                else:
+                    unit._shaped = None
+                    answer = waiting(shaped)
+            else:
+                answer = unit.shape()
+            if isinstance(answer, waiting) or not answer:
+                return i, answer
+            for t in unit.outputs:
+                t.describe.backend = host
+            if folded is not None:
+                folded.add(PyLong_FromVoidPtr(<void*>unit))  # id(unit)
+        except Exception as e:
+            return i, e
+    return n, True
+
+
+cdef object _shape_op(op, inputs, outputs, bint fold, last):
+    """:func:`shape_op`."""
     cdef list ins = []  # per input: shape, dtype, format, values (read once, for _small)
     cdef bint folded = False
     cdef Py_ssize_t i, n_in = len(inputs), n = n_in + len(outputs)
@@ -1000,7 +1034,50 @@ cdef object _shape_only(object op, list ins):
         return _binary_shape(op, ins)
     if kind == T_CONV or kind == T_DEPTHWISE:
         return _conv_shape(op, ins)
+    if kind == T_CONCAT:
+        return _concat_shape(op, ins)
     return None
+
+
+cdef object _concat_shape(object op, list ins):
+    """``concat.shape``: the joined shape, input 0's dtype and format.
+
+    Declined (None: the Python function raises what it raises) for inputs of other dtypes, an
+    axis out of range, shapes that do not join, and dims that are not ints in [0, 2**40].
+    """
+    if not ins:
+        return None
+    first = <tuple>ins[0]
+    shape, dtype = first[0], first[1]
+    if type(shape) is not tuple:
+        return None
+    cdef tuple lead = <tuple>shape
+    cdef Py_ssize_t i, rank, n = len(lead)
+    cdef int64_t dim, total = 0
+    axis = getattr(op.param, "axis", 0) or 0
+    if type(axis) is not int or not -n <= axis < n:
+        return None
+    cdef Py_ssize_t a = axis + n if axis < 0 else axis
+    for i in range(n):
+        if not _small_int(lead[i], &dim) or dim < 0:
+            return None
+    for t in ins:
+        s, dt = (<tuple>t)[0], (<tuple>t)[1]
+        if (dt is not dtype and dt != dtype) or type(s) is not tuple:
+            return None
+        rank = len(<tuple>s)
+        if not a < rank <= n:
+            return None
+        for i in range(rank):
+            if i != a and (<tuple>s)[i] != lead[i]:
+                return None
+        for i in range(rank, n):
+            if lead[i] != 1:
+                return None
+        if not _small_int((<tuple>s)[a], &dim) or dim < 0:
+            return None
+        total += dim
+    return (lead[:a] + (total,) + lead[a + 1 :], dtype, first[2])
 
 
 cdef inline bint _small_int(object v, int64_t* out) except -1:

@@ -21,7 +21,7 @@ reference and the fallback.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from mnnpy.ops import compute_shape, try_fold
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from mnnpy.net import OpDef
     from mnnpy.tensor import Tensor
 
-__all__ = ["Shaped", "shape_op", "shape_op_python"]
+__all__ = ["Shaped", "shape_op", "shape_op_python", "shape_units", "shape_units_python"]
 
 
 class Shaped(NamedTuple):
@@ -108,6 +108,47 @@ def shape_op_python(
     return Shaped(fold, tuple(key), tuple(values), tuple(states), folded)
 
 
+def shape_units_python(
+    units: Sequence[Any],
+    start: int,
+    host: Any,
+    folded: set[int] | None,
+    unit_shape: Callable[..., Any],
+    waiting: type,
+) -> tuple[int, Any]:
+    """The shape stage of ``units[start]``, ``units[start + 1]``... up to one that did not fold.
+
+    ``Unit.shape`` of each (``unit_shape`` is that function: a unit whose class has it is shaped
+    as it does, by :func:`shape_op`; any other by its own ``shape``). Each unit that folded gets
+    ``host`` as its outputs' ``describe.backend`` and its id added to ``folded`` (unless None).
+
+    Args:
+        units: the units.
+        start: the first to shape.
+        host: the host backend.
+        folded: the ids of the units that folded, to add to; or None.
+        unit_shape: ``Unit.shape``.
+        waiting: the class ``Waiting``.
+
+    Returns:
+        ``(index, answer)``: the first unit that did not fold and its answer (False, a
+        ``waiting``, or the exception it raised); ``(len(units), True)`` when all folded.
+    """
+    for i in range(start, len(units)):
+        unit = units[i]
+        try:
+            answer = unit.shape()
+            if isinstance(answer, waiting) or not answer:
+                return i, answer
+            for t in unit.outputs:
+                t.describe.backend = host
+            if folded is not None:
+                folded.add(id(unit))
+        except Exception as e:
+            return i, e
+    return len(units), True
+
+
 def _keep_same(outputs: Sequence[Tensor], last: Sequence[tuple[Any, ...]]) -> None:
     """Outputs folded to the values they had last time get the same value objects back."""
     for out, state in zip(outputs, last, strict=True):
@@ -122,7 +163,8 @@ def _keep_same(outputs: Sequence[Tensor], last: Sequence[tuple[Any, ...]]) -> No
             out.describe.content = old
 
 
-try:  # the C twin (setup.py builds it); it imports Shaped and _keep_same from here
-    from mnnpy._shapefast import shape_op
+try:  # the C twins (setup.py builds them); they import Shaped and _keep_same from here
+    from mnnpy._shapefast import shape_op, shape_units
 except ImportError:  # not built: the Python shape stage
     shape_op = shape_op_python
+    shape_units = shape_units_python

@@ -27,6 +27,7 @@ from mnnpy.net import OpDef
 from mnnpy.ops import count_macs
 from mnnpy.optimization import Node, SubgraphView, Substitution, check_views
 from mnnpy.placement import Placement, candidates, place
+from mnnpy.shape_stage import shape_units
 from mnnpy.unit import OpInfo, Unit, UnitPlan, Waiting, storage_type_of
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ __all__ = ["FusedUnit", "GroupOp", "disabled", "optimize_units"]
 
 _object_new = object.__new__
 _ENABLED: ContextVar[bool] = ContextVar("mnnpy_substitutions", default=True)
+_UNIT_SHAPE = Unit.shape  # shape_units inlines it for units that have it (not a patched one)
 
 
 @contextmanager
@@ -160,20 +162,18 @@ def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit]
 
     The ids of the units that folded are added to ``folded``.
     """
-    placed = []
-    scopes, host = pipeline._scopes, pipeline.host
+    placed: list[Unit] = []
+    units, scopes, host = pipeline.units, pipeline._scopes, pipeline.host
     args = (pipeline.preference, pipeline.overrides, pipeline.strict)
-    for unit in pipeline.units:
-        try:  # the shape stage requests no memory: a resize scope only around creation
-            shaped = unit.shape()
-            if isinstance(shaped, Waiting):
-                return None
-            if shaped:
-                for t in unit.outputs:
-                    t.describe.backend = host
-                if folded is not None:
-                    folded.add(id(unit))
-                continue
+    i = 0
+    while True:  # the shape stage requests no memory: a resize scope only around creation
+        i, shaped = shape_units(units, i, host, folded, _UNIT_SHAPE, Waiting)  # to one to place
+        if i == len(units) or isinstance(shaped, Waiting):
+            return placed if i == len(units) else None
+        unit, i = units[i], i + 1
+        try:
+            if isinstance(shaped, Exception):
+                raise shaped
             if unit.execution is None:
                 with scopes(unit.op):
                     unit.execution, unit.backend, unit.placement = place(
@@ -184,7 +184,6 @@ def _place_all(pipeline: Pipeline, folded: set[int] | None = None) -> list[Unit]
             placed.append(unit)
         except Exception as e:  # as _scoped: the error names the op
             raise pipeline._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
-    return placed
 
 
 def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
@@ -205,13 +204,13 @@ def _replace_failed(pipeline: Pipeline, unit: Unit, backend: Backend) -> None:
 
 
 def _ordered(
-    units: list[Unit], key: Mapping[int, int], suspects: set[int] | None = None
+    units: list[Unit], key: Mapping[int, int] | None, suspects: set[int] | None = None
 ) -> list[Unit]:
     """A topological order of ``units``, smallest ``key`` first among the ready ones.
 
-    ``suspects``: the ids of the only units that may read what a unit after them writes (the
-    substitutions, put where their first op was; every other unit keeps its producers before
-    it); None: any unit may.
+    ``key``: by unit id (None: ``units`` are in key order). ``suspects``: the ids of the only
+    units that may read what a unit after them writes (the substitutions, put where their first
+    op was; every other unit keeps its producers before it); None: any unit may.
 
     Kahn's algorithm (ties on ``key``: the earlier unit first), walking the units in key order.
     A unit whose producers are all earlier, none of them still waiting, is ready when its turn
@@ -219,9 +218,10 @@ def _ordered(
     unit waits with the number of its producers not out yet, and when they are out it goes
     before the rest of the walk (it comes earlier in key order).
     """
-    keys = [key[id(u)] for u in units]
-    if any(b < a for a, b in zip(keys, keys[1:], strict=False)):  # walk in (key, index) order
-        units = [units[i] for i in sorted(range(len(units)), key=keys.__getitem__)]
+    if key is not None:
+        keys = [key[id(u)] for u in units]
+        if any(b < a for a, b in zip(keys, keys[1:], strict=False)):  # walk in (key, index) order
+            units = [units[i] for i in sorted(range(len(units)), key=keys.__getitem__)]
     made = {id(t): i for i, u in enumerate(units) for t in u.outputs}
     get, n = made.get, len(units)
     late = {
@@ -280,8 +280,8 @@ def optimize_units(
     types = {u.op.type for u in pipeline.units}
     if not _ENABLED.get() or not any(_may_substitute(b, types) for b in pipeline.backends):
         return None, None
-    tensors = {id(t): t for u in pipeline.units for t in u.outputs}.values()
-    saved: list[tuple[Tensor, Any]] = [(t, _state(t)) for t in tensors]
+    outs = dict.fromkeys(t for u in pipeline.units for t in u.outputs)  # once (by identity)
+    saved = [(t, _state(t)) for t in outs]
     folded: set[int] | None = set()
     try:
         placed = _place_all(pipeline, folded)
@@ -297,13 +297,27 @@ def optimize_units(
             _restore(t, state, shaped=folded is not None)
     if not changed:
         return None, folded
-    position = {id(u): i for i, u in enumerate(pipeline.units)}
-    members = {id(m) for f in fused for m in f.group}
-    units = [u for u in pipeline.units if id(u) not in members] + list(fused)
+    return _ordered(_in_place(pipeline.units, fused), None, {id(f) for f in fused}), folded
+
+
+def _in_place(units: Sequence[Unit], fused: Sequence[FusedUnit]) -> list[Unit]:
+    """``units`` sorted by position, each of ``fused`` at its first member's (ties: as listed)."""
+    owners: dict[Unit, list[FusedUnit]] = {}  # units hash by identity: no id() calls
     for f in fused:
-        position[id(f)] = min(position[id(m)] for m in f.group)
-    ordered = sorted(units, key=lambda u: position[id(u)])
-    return _ordered(ordered, position, {id(f) for f in fused}), folded
+        for m in f.group:
+            owners.setdefault(m, []).append(f)
+    out: list[Unit] = []
+    done: set[Unit] = set()
+    for u in units:
+        mine = owners.get(u)
+        if mine is None:
+            out.append(u)
+            continue
+        for f in mine:
+            if f not in done:
+                done.add(f)
+                out.append(f)
+    return out
 
 
 def _may_substitute(backend: Backend, types: set[int]) -> bool:
@@ -364,10 +378,7 @@ def _ask_backends(
 def _node(
     op: OpDef, inputs: tuple[Tensor, ...], outputs: tuple[Tensor, ...], execution: Execution | None
 ) -> Node:
-    """``Node(op, inputs, outputs, execution)``, without the frozen ``__init__``'s setattr calls.
-
-    Half its time (one per placed op on every resize that asks the backends).
-    """
+    """``Node(op, inputs, outputs, execution)``, without the frozen ``__init__``'s setattrs."""
     node = _object_new(Node)
     d = node.__dict__
     d["op"], d["inputs"], d["outputs"], d["execution"] = op, inputs, outputs, execution

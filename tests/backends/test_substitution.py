@@ -237,6 +237,8 @@ def test_ordered_is_kahns_order_on_random_graphs():
         late = {id(u) for i, u in enumerate(walk) if any(at.get(id(t), i) > i for t in u.inputs)}
         extra = {id(u) for u in units if rng.random() < 0.3}
         assert _ordered(list(units), key, late | extra) == got  # told which: the same order
+        if keys == sorted(keys):  # in key order already: no key needed
+            assert _ordered(list(units), None, late | extra) == got
         topological = all(
             units.index(p) < units.index(u)
             for u in units
@@ -245,3 +247,29 @@ def test_ordered_is_kahns_order_on_random_graphs():
         )
         fast, slow = fast + topological, slow + (not topological)
     assert fast > 50 and slow > 50  # given orders that were topological already, and not
+
+
+def test_in_place_puts_each_substitution_at_its_first_member():
+    """``_in_place`` gives what sorting every unit by its position gives (what it replaced)."""
+    from mnnpy.substitute import _in_place
+
+    class Node:  # hashed by identity, as Unit and FusedUnit
+        def __init__(self, name: object = None, group: list[Node] | None = None) -> None:
+            self.name, self.group = name, group
+
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        units = [Node(i) for i in range(int(rng.integers(0, 14)))]
+        fused = []
+        for _ in range(int(rng.integers(0, 4))):  # groups may share members, in any order
+            picked = [u for u in units if rng.random() < 0.3]
+            rng.shuffle(picked)
+            if picked:
+                fused.append(Node(group=picked))
+        position = {id(u): i for i, u in enumerate(units)}
+        members = {id(m) for f in fused for m in f.group}
+        for f in fused:
+            position[id(f)] = min(position[id(m)] for m in f.group)
+        rest = [u for u in units if id(u) not in members] + fused
+        want = sorted(rest, key=lambda u: position[id(u)])
+        assert [id(u) for u in _in_place(units, fused)] == [id(u) for u in want]

@@ -140,3 +140,47 @@ def test_squeeze_large_data() -> None:
     assert not check_c(_squeeze(OpType.Unsqueeze, [0]), [np.ones(FOLD_MAX_ELEMENTS, F32)])
     assert not check_c(_squeeze(OpType.Squeeze, [0]), [np.ones((2, 40), F32)])  # not a 1
     assert not check_c(_squeeze(OpType.Unsqueeze, [0]), [np.ones((40, 2), F32)[:, :1]])  # strided
+
+
+def test_concat_shape_as_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Concat of values not known: the C shape function answers as the Python one, which
+    raises what it raises (ranks, dims, dtypes, axes that do not join) and answers the rest."""
+    from mnnpy.tensor import Tensor
+    from tests.ops.test_small_folds import _axis_op
+
+    rng = np.random.default_rng(5)
+    general: list[Any] = []
+    compute = fast.compute_shape
+    monkeypatch.setattr(fast, "compute_shape", lambda *a: general.append(1) or compute(*a))
+    answered = raised = 0
+    for case in range(600):
+        rank = int(rng.integers(1, 5))
+        first = [int(d) for d in rng.integers(0, 4, rank)]
+        axis = int(rng.integers(-rank - 1, rank + 1))
+        shapes = [first]
+        for _ in range(int(rng.integers(0, 3))):
+            s = list(first)
+            if rng.random() < 0.8:
+                s[axis % rank] = int(rng.integers(0, 5))
+            if rng.random() < 0.15:  # a lower rank (joins when the dims left out are 1)
+                s = s[: int(rng.integers(0, rank + 1))]
+            if s and rng.random() < 0.1:
+                s[int(rng.integers(0, len(s)))] += 1
+            shapes.append(s)
+        if case % 50 == 0:
+            shapes[-1][0] = 1 << 41  # past what C reads: the Python function answers
+        dtypes = [np.int32 if rng.random() < 0.05 else np.float32 for _ in shapes]
+        op = _axis_op(OpType.Concat, None if case % 17 == 0 else axis)
+        fmt = F.NC4HW4 if case % 3 == 0 else F.NCHW
+
+        made = [(tuple(s), d) for s, d in zip(shapes, dtypes, strict=True)]
+        general.clear()
+        got = _outcome(stage.shape_op, op, [Tensor(s, d, fmt) for s, d in made], True)
+        c_answered = not general
+        want = _outcome(stage.shape_op_python, op, [Tensor(s, d, fmt) for s, d in made], True)
+        if isinstance(got[0], type):
+            raised += 1
+        elif c_answered:  # C answered (the general path was not called)
+            answered += 1
+        assert got == want
+    assert answered > 200 and raised > 50
