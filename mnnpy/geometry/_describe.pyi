@@ -59,3 +59,10 @@ def resize(
     ex: Any, inputs: Sequence[Any], outputs: Sequence[Any], limit: int, padding_rows: Any
 ) -> None: ...
 def idle(ex: Any, outputs: Sequence[Any], itself: Callable[..., Any]) -> bool: ...
+def bind(
+    ex: Any,
+    outputs: Sequence[Any],
+    itself: Callable[..., Any],
+    per_output: Callable[..., Any],
+    bind_regions: Callable[..., Any],
+) -> Any: ...

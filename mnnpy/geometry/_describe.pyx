@@ -447,6 +447,7 @@ def resize(object ex, object inputs, object outputs, Py_ssize_t limit, object pa
     cdef bint read
     cdef Py_ssize_t j = 0
     ex._skip = skip
+    ex._seen = None
     ex._in_place = False  # set by ``idle`` once the buffers exist
     ex._write_all = [False] * len(skip)
     ex._copies = None
@@ -478,19 +479,76 @@ def resize(object ex, object inputs, object outputs, Py_ssize_t limit, object pa
 
 def idle(object ex, object outputs, object itself):
     """``CPURaster.idle`` (its Python lines stay the reference); ``itself`` is
-    ``lane_gather.itself``."""
-    cdef list skip = [t.describe.virtual for t in outputs], onto
-    cdef object planned = ex._copies
+    ``lane_gather.itself``.
+
+    Where ``bind`` follows (not idle), the flags found are left for it in ``ex._seen``.
+    """
+    cdef list skip = [t.describe.virtual for t in outputs], seen = [], onto = []
+    cdef object planned = ex._copies, flags
     ex._skip = skip
+    ex._seen = None
     if planned is None:
         return False
     if all(skip):
         ex._in_place = None
         return True
-    onto = [np.count_nonzero(itself(src, outputs[j], rows)) == len(rows)
-            for src, j, rows in planned]
+    for src, j, rows in planned:
+        flags = itself(src, outputs[j], rows)
+        seen.append((src.buffer, outputs[j].buffer, rows, flags))
+        onto.append(np.count_nonzero(flags) == len(rows))
     ex._in_place = all(onto) and not ex._pads
     for entry, same in zip(planned, onto):
         if not skip[entry[1]] and not same:
+            ex._seen = seen  # ``bind`` follows: it takes these flags over
             return False
-    return all([skip[j] for j, _ in ex._pads])
+    if all([skip[j] for j, _ in ex._pads]):
+        return True
+    ex._seen = seen
+    return False
+
+
+def bind(object ex, object outputs, object itself, object per_output, object bind_regions):
+    """``CPURaster.bind`` with its ``_runs`` (its Python lines stay the reference).
+
+    ``itself`` and ``per_output`` are ``lane_gather``'s, ``bind_regions`` the kernel binding the
+    jobs. The rows onto the same bytes that ``idle`` just found (``ex._seen``, per copy with the
+    buffers it read) are taken over where the buffers are still the same, not asked again.
+    """
+    cdef list skip = [t.describe.virtual for t in outputs], jobs = [], seen
+    cdef object planned = ex._copies, gathers, src, rows, flags, known, ob
+    cdef Py_ssize_t i = 0, j, same
+    ex._skip = skip
+    seen = ex._seen
+    ex._seen = None  # (used once: it holds the buffers)
+    if planned is None:
+        return None
+    if seen is not None and len(seen) != len(planned):
+        seen = None
+    gathers = ex._gathers
+    if gathers is None:
+        gathers = ex._gathers = per_output(planned, outputs)
+    for src, j, rows in planned:
+        if j not in gathers:
+            known = None if seen is None else seen[i]
+            ob = outputs[j]
+            if (known is not None and known[0] is src.buffer and known[1] is ob.buffer
+                    and known[2] is rows):
+                flags = known[3]
+            else:
+                flags = itself(src, ob, rows)
+            same = np.count_nonzero(flags)  # rows onto the same bytes are left out
+            if same < len(rows) and not skip[j]:
+                jobs.append((src.buffer, ob.buffer, rows[~flags] if same else rows, False))
+        i += 1
+    for j, (srcs, grows, rest) in gathers.items():
+        if skip[j]:
+            continue
+        ob = outputs[j].buffer
+        jobs.append((tuple([t.buffer for t in srcs]), ob, grows, False))
+        for k, rows in rest:
+            jobs.append((srcs[k].buffer, ob, rows, False))
+    for j, rows in ex._pads:
+        if not skip[j]:
+            ob = outputs[j].buffer
+            jobs.append((ob, ob, rows, True))
+    return bind_regions(jobs, ex.backend.num_thread)
