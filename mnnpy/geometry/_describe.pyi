@@ -66,3 +66,11 @@ def bind(
     per_output: Callable[..., Any],
     bind_regions: Callable[..., Any],
 ) -> Any: ...
+def compose(
+    piece: Any,
+    producer: Sequence[Any],
+    memo: Any,
+    found: Callable[..., Any],
+    piece_t: type,
+    side_key: Callable[..., Any],
+) -> list[Any] | None: ...

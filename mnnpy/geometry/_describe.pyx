@@ -122,6 +122,48 @@ def pieces(list found, object producer, type piece):
     return result
 
 
+cdef list _described(object found, object side_key):
+    """``compose._described``: each result with its description (``Piece.key``) and the list
+    its rows are planned into."""
+    cdef list result = []
+    for k, sp, src, dst in found:
+        result.append((k, sp, src, dst, (tuple(sp), side_key(src), side_key(dst)), []))
+    return result
+
+
+cdef class _Miss:
+    """What ``compose`` computes on a memo miss: ``found``'s answer, described."""
+    cdef object found, piece, producer, side_key
+
+    def __call__(self):
+        got = self.found(self.piece, self.producer)
+        return None if got is None else _described(got, self.side_key)
+
+
+def compose(object piece, object producer, object memo, object found, type piece_t,
+            object side_key):
+    """``compose.compose`` (its Python lines stay the reference): the remembered answer for
+    the pieces' descriptions (``memo``, a ``Memo``), else ``found``'s (``compose._found``),
+    described; new pieces of class ``piece_t`` built from it (:func:`pieces`), or None.
+    """
+    cdef object d = piece.described, k
+    cdef list keys = []
+    cdef _Miss miss
+    if not d:
+        d = piece.key()
+    for u in producer:
+        k = u.described
+        if not k:
+            k = u.key()
+        keys.append(k)
+    miss = _Miss.__new__(_Miss)
+    miss.found, miss.piece, miss.producer, miss.side_key = found, piece, producer, side_key
+    known = memo.get((d, tuple(keys)), miss)
+    if known is None:
+        return None
+    return pieces(known, producer, piece_t)
+
+
 def copies(list pieces, Py_ssize_t limit):
     """``CPURaster._plan``: region rows per (source, output index), or None past ``limit``."""
     cdef dict grouped = {}

@@ -72,6 +72,7 @@ def test_composed_pieces_match_python(seed: int, monkeypatch: pytest.MonkeyPatch
     piece, producer = _case(seed)
     got = CO.compose(piece, producer)  # the C twin builds them (the answer remembered now)
     monkeypatch.setattr(CO, "_pieces_c", None)
+    monkeypatch.setattr(CO, "_compose_fast", None)
     want = CO.compose(piece, producer)
     assert _plain(None if got is None else [(0, p) for p in got]) == _plain(
         None if want is None else [(0, p) for p in want]
@@ -79,6 +80,36 @@ def test_composed_pieces_match_python(seed: int, monkeypatch: pytest.MonkeyPatch
     for p, q in zip(got or (), want or (), strict=True):
         assert p.key() == q.key() and p.planned is q.planned  # one description, one plan
         assert p.src is not q.src and p.dst.terms is not q.dst.terms  # sides of their own
+
+
+def _remembered() -> list:
+    """What ``compose``'s memo holds, as values (the lists rows are planned into: empty)."""
+    return [
+        (key, None if v is None else [(k, sp, s, d, desc, rows) for k, sp, s, d, desc, rows in v])
+        for key, v in CO._memo._table.values()
+    ]
+
+
+@pytest.mark.parametrize("seed", range(1500))
+def test_compose_matches_python(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compose`` in C vs its Python lines: the same pieces and the same remembered answer,
+    on a miss and on the hit that follows, and the same errors."""
+    piece, producer = _case(seed)
+
+    def run() -> tuple:
+        CO._memo.clear()
+        first = _outcome(CO.compose, piece, producer)
+        second = _outcome(CO.compose, piece, producer)
+        got = [
+            p if p is None or isinstance(p, type) else _plain([(0, q) for q in p])
+            for p in (first, second)
+        ]
+        return got, _remembered()
+
+    fast = run()
+    monkeypatch.setattr(CO, "_compose_fast", None)
+    assert run() == fast
+    CO._memo.clear()
 
 
 @pytest.mark.parametrize("seed", range(800))
@@ -151,6 +182,7 @@ def test_networks_decide_the_same(
     assert any(d[1] for d in fast[0])  # something is read through
     monkeypatch.setattr(F, "_fast", None)
     monkeypatch.setattr(CO, "_pieces_c", None)
+    monkeypatch.setattr(CO, "_compose_fast", None)
     monkeypatch.setattr(GC, "_fast", None)
     assert plan() == fast
 
