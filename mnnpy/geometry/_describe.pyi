@@ -73,4 +73,6 @@ def compose(
     found: Callable[..., Any],
     piece_t: type,
     side_key: Callable[..., Any],
+    compose_c: Callable[..., Any] | None = None,
+    side_t: type | None = None,
 ) -> list[Any] | None: ...

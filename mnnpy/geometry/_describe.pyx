@@ -132,19 +132,47 @@ cdef list _described(object found, object side_key):
 
 
 cdef class _Miss:
-    """What ``compose`` computes on a memo miss: ``found``'s answer, described."""
-    cdef object found, piece, producer, side_key
+    """What ``compose`` computes on a memo miss: ``compose._found``'s answer, described.
+
+    With ``compose_c`` (``_compose.compose``) its answer's sides are made here; where it
+    declines, ``found`` (``compose._found``, which then runs ``_compose``) answers.
+    """
+    cdef object found, piece, producer, side_key, compose_c, side_t
 
     def __call__(self):
-        got = self.found(self.piece, self.producer)
-        return None if got is None else _described(got, self.side_key)
+        cdef object piece = self.piece, producer = self.producer, rows = None, layout, s, d
+        cdef list plain, got
+        cdef bint declined = False
+        if self.compose_c is not None:
+            try:
+                plain = [(u.space, u.src.start, u.src.terms, u.dst.start, u.dst.terms)
+                         for u in producer]
+                rows = self.compose_c((piece.space, piece.src.start, piece.src.terms,
+                                       piece.dst.start, piece.dst.terms), plain)
+            except (TypeError, ValueError, IndexError, ZeroDivisionError):
+                rows, declined = None, True
+            if rows is None and not declined:
+                return None
+            if rows is not None:
+                layout = piece.dst.layout
+                got = []
+                for k, space, ss, st, ds, dt in rows:
+                    s = _new(self.side_t)
+                    s.layout, s.start, s.terms = producer[k].src.layout, ss, st
+                    d = _new(self.side_t)
+                    d.layout, d.start, d.terms = layout, ds, dt
+                    got.append((k, space, s, d))
+                return _described(got, self.side_key)
+        found = self.found(piece, producer)
+        return None if found is None else _described(found, self.side_key)
 
 
 def compose(object piece, object producer, object memo, object found, type piece_t,
-            object side_key):
+            object side_key, object compose_c=None, type side_t=None):
     """``compose.compose`` (its Python lines stay the reference): the remembered answer for
-    the pieces' descriptions (``memo``, a ``Memo``), else ``found``'s (``compose._found``),
-    described; new pieces of class ``piece_t`` built from it (:func:`pieces`), or None.
+    the pieces' descriptions (``memo``, a ``Memo``), else ``found``'s (``compose._found``:
+    ``compose_c``'s answer with sides of class ``side_t`` where given), described; new pieces
+    of class ``piece_t`` built from it (:func:`pieces`), or None.
     """
     cdef object d = piece.described, k
     cdef list keys = []
@@ -158,6 +186,7 @@ def compose(object piece, object producer, object memo, object found, type piece
         keys.append(k)
     miss = _Miss.__new__(_Miss)
     miss.found, miss.piece, miss.producer, miss.side_key = found, piece, producer, side_key
+    miss.compose_c, miss.side_t = compose_c, side_t
     known = memo.get((d, tuple(keys)), miss)
     if known is None:
         return None

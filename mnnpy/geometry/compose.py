@@ -91,7 +91,7 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     them), with the index of the producer piece each result reads; each call gets new pieces.
     """
     if _compose_fast is not None:  # the C twin of the lines below
-        return _compose_fast(piece, producer, _memo, _found, Piece, side_key)
+        return _compose_fast(piece, producer, _memo, _found, Piece, side_key, _compose_c, Side)
     key = (piece.described or piece.key(), tuple([u.described or u.key() for u in producer]))
     found = _memo.get(key, lambda: _described(_found(piece, producer)))
     if found is None:

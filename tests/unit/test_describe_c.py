@@ -90,11 +90,15 @@ def _remembered() -> list:
     ]
 
 
+@pytest.mark.parametrize("twin", [True, False])
 @pytest.mark.parametrize("seed", range(1500))
-def test_compose_matches_python(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compose_matches_python(seed: int, twin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """``compose`` in C vs its Python lines: the same pieces and the same remembered answer,
-    on a miss and on the hit that follows, and the same errors."""
+    on a miss and on the hit that follows, and the same errors (with ``_compose``'s C twin
+    and without it)."""
     piece, producer = _case(seed)
+    if not twin:
+        monkeypatch.setattr(CO, "_compose_c", None)
 
     def run() -> tuple:
         CO._memo.clear()
