@@ -623,3 +623,56 @@ def bind(object ex, object outputs, object itself, object per_output, object bin
             ob = outputs[j].buffer
             jobs.append((ob, ob, rows, True))
     return bind_regions(jobs, ex.backend.num_thread)
+
+
+def refine(object a, object b):
+    """``regions.refine``: the coarsest shape ``a`` and ``b`` are both merges of consecutive
+    dims of, or None. Their values must be ints (a ``TypeError`` else)."""
+    cdef set cuts = {1}
+    cdef list ordered, result = []
+    cdef object pa = 1, pb = 1, lo, hi
+    cdef Py_ssize_t i
+    for v in a:
+        if type(v) is not int:
+            raise TypeError(f"a shape holds ints, not {type(v).__name__}")
+        pa = pa * v
+        cuts.add(pa)
+    for v in b:
+        if type(v) is not int:
+            raise TypeError(f"a shape holds ints, not {type(v).__name__}")
+        pb = pb * v
+        cuts.add(pb)
+    if pa != pb or 0 in cuts:
+        return None
+    ordered = sorted(cuts)
+    for i in range(1, len(ordered)):
+        lo, hi = ordered[i - 1], ordered[i]
+        if hi % lo:
+            return None
+        result.append(hi // lo)
+    return result
+
+
+def merged(object layout, object order, object space, type side_t):
+    """``regions.merged``: the side (of class ``side_t``) of a tensor of ``layout`` whose dims,
+    taken in ``order``, merge consecutive dims of ``space``."""
+    cdef tuple shape = layout.shape
+    cdef list terms = [[] for _ in shape], group, mine
+    cdef Py_ssize_t j = 0, q
+    cdef object size, coef
+    for k in order:
+        group, size = [], 1
+        while size < shape[k]:
+            group.append(j)
+            size = size * space[j]
+            j += 1
+        coef = 1
+        mine = terms[k]
+        for q in reversed(group):
+            mine.insert(0, (q, coef))
+            coef = coef * space[q]
+    side = _new(side_t)
+    side.layout = layout
+    side.start = [0] * len(shape)
+    side.terms = terms
+    return side

@@ -270,3 +270,28 @@ def test_decided_pieces_and_reads() -> None:
     assert D.decided([]) == []
     assert D.reads_other([(0, piece)], ["y", piece.source]) is False
     assert D.reads_other([(0, piece)], ["y"]) is True
+
+
+@pytest.mark.parametrize("seed", range(600))
+def test_refine_and_merged_match_python(seed: int) -> None:
+    """``refine`` and ``merged`` in C vs ``regions``' (reshapes' common refinement and sides)."""
+    rng = np.random.default_rng(seed)
+    dims = [int(v) for v in rng.integers(0 if seed % 50 == 0 else 1, 7, int(rng.integers(0, 6)))]
+    cut = sorted(int(v) for v in rng.integers(0, len(dims) + 1, 2))
+    a = dims[: cut[0]] + [int(np.prod(dims[cut[0] : cut[1]]))] + dims[cut[1] :]
+    b = [int(v) for v in rng.integers(1, 7, int(rng.integers(0, 5)))] if seed % 3 == 0 else dims
+    assert D.refine(a, b) == R.refine(a, b) and D.refine(b, a) == R.refine(b, a)
+    space = R.refine(a, b)
+    if space is None:
+        return
+    for shape in (a, b):
+        order = list(range(len(shape)))
+        if len(order) >= 3 and rng.random() < 0.5:
+            order = [0, *order[2:], 1]  # NHWC's flat order
+            shape = [shape[k] for k in (0, len(shape) - 1, *range(1, len(shape) - 1))]
+        layout = R.Layout(tuple(shape), bool(rng.random() < 0.5))
+        want = _outcome(R.merged, layout, order, space)
+        got = _outcome(D.merged, layout, order, space, R.Side)
+        assert got == want and (isinstance(want, type) or type(got) is R.Side)
+    with pytest.raises(TypeError):
+        D.refine([2.0], [2])
