@@ -676,3 +676,15 @@ def merged(object layout, object order, object space, type side_t):
     side.start = [0] * len(shape)
     side.terms = terms
     return side
+
+
+def move_key(list found, object tensors):
+    """``computers._movement``'s memo key: its boxes (``computers.boxes``) with the starts and
+    dims as tuples, and the shape and packing of each of ``tensors``."""
+    cdef list boxes = [], shapes = []
+    for item in found:
+        i, j, space, s, d, k = item
+        boxes.append((i, j, space, tuple(s), tuple(d), tuple(k)))
+    for t in tensors:
+        shapes.append((tuple(t.shape), t.is_packed))
+    return tuple(boxes), tuple(shapes)

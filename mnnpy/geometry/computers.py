@@ -138,10 +138,7 @@ def _movement(
         return None
     found = boxes(op, inputs, outputs)
     # the sides depend on the boxes and the layouts alone: remembered (networks repeat blocks)
-    key = (
-        tuple([(i, j, space, tuple(s), tuple(d), tuple(k)) for i, j, space, s, d, k in found]),
-        tuple([(tuple(t.shape), t.is_packed) for t in (*data, *outputs)]),
-    )
+    key = move_key(found, (*data, *outputs))
     known = _moves.get(key, lambda: _box_sides(found, inputs, outputs))
     if _fast is not None:  # the C twin of the list below
         return _fast.moved(known, inputs, Piece)
@@ -154,6 +151,17 @@ def _movement(
 # per box: input, output, space, sides, their description (Piece.key), the list of their rows
 _Moved = list[tuple[int, int, tuple[int, ...], R.Side, R.Side, tuple, list]]
 _moves: Memo[_Moved] = Memo(4096)
+
+
+def _move_key(found: list[Box], tensors: Sequence[Tensor]) -> tuple:
+    """``_movement``'s memo key: the boxes as tuples, each tensor's shape and packing."""
+    return (
+        tuple([(i, j, space, tuple(s), tuple(d), tuple(k)) for i, j, space, s, d, k in found]),
+        tuple([(tuple(t.shape), t.is_packed) for t in tensors]),
+    )
+
+
+move_key = _move_key if _fast is None else _fast.move_key  # (the C twin where built)
 
 
 def _box_sides(found: list[Box], inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> _Moved:

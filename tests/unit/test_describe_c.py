@@ -295,3 +295,20 @@ def test_refine_and_merged_match_python(seed: int) -> None:
         assert got == want and (isinstance(want, type) or type(got) is R.Side)
     with pytest.raises(TypeError):
         D.refine([2.0], [2])
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("shape", [(1, 6, 2, 3), (2, 5, 3, 3), (1, 12, 5, 7)])
+def test_move_keys_match_python(fmt: object, shape: tuple) -> None:
+    """``_movement``'s memo key in C vs its Python lines, over the boxes of whole networks."""
+    _, session = session_of(fmt, shape, units=3)  # type: ignore[arg-type]
+    seen = 0
+    for u in session.pipelines[0].units:  # type: ignore[attr-defined]
+        if GC._COMPUTERS.get(u.op.type) is not GC._movement:
+            continue  # not a box op
+        found, tensors = GC.boxes(u.op, u.inputs, u.outputs), [*u.inputs, *u.outputs]
+        assert D.move_key(found, tensors) == GC._move_key(found, tensors)
+        seen += 1
+    assert seen
+    for bad in ([(0, 0, (1,), [0], [0])], [5]):
+        assert _outcome(D.move_key, bad, []) == _outcome(GC._move_key, bad, [])
