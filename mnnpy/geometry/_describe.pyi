@@ -59,3 +59,23 @@ def resize(
     ex: Any, inputs: Sequence[Any], outputs: Sequence[Any], limit: int, padding_rows: Any
 ) -> None: ...
 def idle(ex: Any, outputs: Sequence[Any], itself: Callable[..., Any]) -> bool: ...
+def bind(
+    ex: Any,
+    outputs: Sequence[Any],
+    itself: Callable[..., Any],
+    per_output: Callable[..., Any],
+    bind_regions: Callable[..., Any],
+) -> Any: ...
+def compose(
+    piece: Any,
+    producer: Sequence[Any],
+    memo: Any,
+    found: Callable[..., Any],
+    piece_t: type,
+    side_key: Callable[..., Any],
+    compose_c: Callable[..., Any] | None = None,
+    side_t: type | None = None,
+) -> list[Any] | None: ...
+def refine(a: Sequence[int], b: Sequence[int]) -> list[int] | None: ...
+def merged(layout: Any, order: Sequence[int], space: Sequence[int], side_t: type) -> Any: ...
+def move_key(found: list[Any], tensors: Sequence[Any]) -> tuple[Any, ...]: ...

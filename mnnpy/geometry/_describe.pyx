@@ -122,6 +122,77 @@ def pieces(list found, object producer, type piece):
     return result
 
 
+cdef list _described(object found, object side_key):
+    """``compose._described``: each result with its description (``Piece.key``) and the list
+    its rows are planned into."""
+    cdef list result = []
+    for k, sp, src, dst in found:
+        result.append((k, sp, src, dst, (tuple(sp), side_key(src), side_key(dst)), []))
+    return result
+
+
+cdef class _Miss:
+    """What ``compose`` computes on a memo miss: ``compose._found``'s answer, described.
+
+    With ``compose_c`` (``_compose.compose``) its answer's sides are made here; where it
+    declines, ``found`` (``compose._found``, which then runs ``_compose``) answers.
+    """
+    cdef object found, piece, producer, side_key, compose_c, side_t
+
+    def __call__(self):
+        cdef object piece = self.piece, producer = self.producer, rows = None, layout, s, d
+        cdef list plain, got
+        cdef bint declined = False
+        if self.compose_c is not None:
+            try:
+                plain = [(u.space, u.src.start, u.src.terms, u.dst.start, u.dst.terms)
+                         for u in producer]
+                rows = self.compose_c((piece.space, piece.src.start, piece.src.terms,
+                                       piece.dst.start, piece.dst.terms), plain)
+            except (TypeError, ValueError, IndexError, ZeroDivisionError):
+                rows, declined = None, True
+            if rows is None and not declined:
+                return None
+            if rows is not None:
+                layout = piece.dst.layout
+                got = []
+                for k, space, ss, st, ds, dt in rows:
+                    s = _new(self.side_t)
+                    s.layout, s.start, s.terms = producer[k].src.layout, ss, st
+                    d = _new(self.side_t)
+                    d.layout, d.start, d.terms = layout, ds, dt
+                    got.append((k, space, s, d))
+                return _described(got, self.side_key)
+        found = self.found(piece, producer)
+        return None if found is None else _described(found, self.side_key)
+
+
+def compose(object piece, object producer, object memo, object found, type piece_t,
+            object side_key, object compose_c=None, type side_t=None):
+    """``compose.compose`` (its Python lines stay the reference): the remembered answer for
+    the pieces' descriptions (``memo``, a ``Memo``), else ``found``'s (``compose._found``:
+    ``compose_c``'s answer with sides of class ``side_t`` where given), described; new pieces
+    of class ``piece_t`` built from it (:func:`pieces`), or None.
+    """
+    cdef object d = piece.described, k
+    cdef list keys = []
+    cdef _Miss miss
+    if not d:
+        d = piece.key()
+    for u in producer:
+        k = u.described
+        if not k:
+            k = u.key()
+        keys.append(k)
+    miss = _Miss.__new__(_Miss)
+    miss.found, miss.piece, miss.producer, miss.side_key = found, piece, producer, side_key
+    miss.compose_c, miss.side_t = compose_c, side_t
+    known = memo.get((d, tuple(keys)), miss)
+    if known is None:
+        return None
+    return pieces(known, producer, piece_t)
+
+
 def copies(list pieces, Py_ssize_t limit):
     """``CPURaster._plan``: region rows per (source, output index), or None past ``limit``."""
     cdef dict grouped = {}
@@ -447,6 +518,7 @@ def resize(object ex, object inputs, object outputs, Py_ssize_t limit, object pa
     cdef bint read
     cdef Py_ssize_t j = 0
     ex._skip = skip
+    ex._seen = None
     ex._in_place = False  # set by ``idle`` once the buffers exist
     ex._write_all = [False] * len(skip)
     ex._copies = None
@@ -478,19 +550,141 @@ def resize(object ex, object inputs, object outputs, Py_ssize_t limit, object pa
 
 def idle(object ex, object outputs, object itself):
     """``CPURaster.idle`` (its Python lines stay the reference); ``itself`` is
-    ``lane_gather.itself``."""
-    cdef list skip = [t.describe.virtual for t in outputs], onto
-    cdef object planned = ex._copies
+    ``lane_gather.itself``.
+
+    Where ``bind`` follows (not idle), the flags found are left for it in ``ex._seen``.
+    """
+    cdef list skip = [t.describe.virtual for t in outputs], seen = [], onto = []
+    cdef object planned = ex._copies, flags
     ex._skip = skip
+    ex._seen = None
     if planned is None:
         return False
     if all(skip):
         ex._in_place = None
         return True
-    onto = [np.count_nonzero(itself(src, outputs[j], rows)) == len(rows)
-            for src, j, rows in planned]
+    for src, j, rows in planned:
+        flags = itself(src, outputs[j], rows)
+        seen.append((src.buffer, outputs[j].buffer, rows, flags))
+        onto.append(np.count_nonzero(flags) == len(rows))
     ex._in_place = all(onto) and not ex._pads
     for entry, same in zip(planned, onto):
         if not skip[entry[1]] and not same:
+            ex._seen = seen  # ``bind`` follows: it takes these flags over
             return False
-    return all([skip[j] for j, _ in ex._pads])
+    if all([skip[j] for j, _ in ex._pads]):
+        return True
+    ex._seen = seen
+    return False
+
+
+def bind(object ex, object outputs, object itself, object per_output, object bind_regions):
+    """``CPURaster.bind`` with its ``_runs`` (its Python lines stay the reference).
+
+    ``itself`` and ``per_output`` are ``lane_gather``'s, ``bind_regions`` the kernel binding the
+    jobs. The rows onto the same bytes that ``idle`` just found (``ex._seen``, per copy with the
+    buffers it read) are taken over where the buffers are still the same, not asked again.
+    """
+    cdef list skip = [t.describe.virtual for t in outputs], jobs = [], seen
+    cdef object planned = ex._copies, gathers, src, rows, flags, known, ob
+    cdef Py_ssize_t i = 0, j, same
+    ex._skip = skip
+    seen = ex._seen
+    ex._seen = None  # (used once: it holds the buffers)
+    if planned is None:
+        return None
+    if seen is not None and len(seen) != len(planned):
+        seen = None
+    gathers = ex._gathers
+    if gathers is None:
+        gathers = ex._gathers = per_output(planned, outputs)
+    for src, j, rows in planned:
+        if j not in gathers:
+            known = None if seen is None else seen[i]
+            ob = outputs[j]
+            if (known is not None and known[0] is src.buffer and known[1] is ob.buffer
+                    and known[2] is rows):
+                flags = known[3]
+            else:
+                flags = itself(src, ob, rows)
+            same = np.count_nonzero(flags)  # rows onto the same bytes are left out
+            if same < len(rows) and not skip[j]:
+                jobs.append((src.buffer, ob.buffer, rows[~flags] if same else rows, False))
+        i += 1
+    for j, (srcs, grows, rest) in gathers.items():
+        if skip[j]:
+            continue
+        ob = outputs[j].buffer
+        jobs.append((tuple([t.buffer for t in srcs]), ob, grows, False))
+        for k, rows in rest:
+            jobs.append((srcs[k].buffer, ob, rows, False))
+    for j, rows in ex._pads:
+        if not skip[j]:
+            ob = outputs[j].buffer
+            jobs.append((ob, ob, rows, True))
+    return bind_regions(jobs, ex.backend.num_thread)
+
+
+def refine(object a, object b):
+    """``regions.refine``: the coarsest shape ``a`` and ``b`` are both merges of consecutive
+    dims of, or None. Their values must be ints (a ``TypeError`` else)."""
+    cdef set cuts = {1}
+    cdef list ordered, result = []
+    cdef object pa = 1, pb = 1, lo, hi
+    cdef Py_ssize_t i
+    for v in a:
+        if type(v) is not int:
+            raise TypeError(f"a shape holds ints, not {type(v).__name__}")
+        pa = pa * v
+        cuts.add(pa)
+    for v in b:
+        if type(v) is not int:
+            raise TypeError(f"a shape holds ints, not {type(v).__name__}")
+        pb = pb * v
+        cuts.add(pb)
+    if pa != pb or 0 in cuts:
+        return None
+    ordered = sorted(cuts)
+    for i in range(1, len(ordered)):
+        lo, hi = ordered[i - 1], ordered[i]
+        if hi % lo:
+            return None
+        result.append(hi // lo)
+    return result
+
+
+def merged(object layout, object order, object space, type side_t):
+    """``regions.merged``: the side (of class ``side_t``) of a tensor of ``layout`` whose dims,
+    taken in ``order``, merge consecutive dims of ``space``."""
+    cdef tuple shape = layout.shape
+    cdef list terms = [[] for _ in shape], group, mine
+    cdef Py_ssize_t j = 0, q
+    cdef object size, coef
+    for k in order:
+        group, size = [], 1
+        while size < shape[k]:
+            group.append(j)
+            size = size * space[j]
+            j += 1
+        coef = 1
+        mine = terms[k]
+        for q in reversed(group):
+            mine.insert(0, (q, coef))
+            coef = coef * space[q]
+    side = _new(side_t)
+    side.layout = layout
+    side.start = [0] * len(shape)
+    side.terms = terms
+    return side
+
+
+def move_key(list found, object tensors):
+    """``computers._movement``'s memo key: its boxes (``computers.boxes``) with the starts and
+    dims as tuples, and the shape and packing of each of ``tensors``."""
+    cdef list boxes = [], shapes = []
+    for item in found:
+        i, j, space, s, d, k = item
+        boxes.append((i, j, space, tuple(s), tuple(d), tuple(k)))
+    for t in tensors:
+        shapes.append((tuple(t.shape), t.is_packed))
+    return tuple(boxes), tuple(shapes)

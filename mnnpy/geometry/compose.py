@@ -26,10 +26,11 @@ try:  # C twin of _compose (setup.py builds it); the Python one: reference and f
     from mnnpy.geometry._compose import compose as _compose_c
 except ImportError:  # not built: the Python function
     _compose_c = None  # type: ignore[assignment]
-try:  # C twin of the piece building in compose
+try:  # C twins of the piece building in compose, and of compose
+    from mnnpy.geometry._describe import compose as _compose_fast
     from mnnpy.geometry._describe import pieces as _pieces_c
-except ImportError:  # not built: the Python loop
-    _pieces_c = None  # type: ignore[assignment]
+except ImportError:  # not built: the Python lines
+    _pieces_c = _compose_fast = None  # type: ignore[assignment]
 
 __all__ = ["Piece", "compose"]
 
@@ -89,6 +90,8 @@ def compose(piece: Piece, producer: Sequence[Piece]) -> list[Piece] | None:
     Answers are remembered by description (networks repeat the same blocks, and resizes repeat
     them), with the index of the producer piece each result reads; each call gets new pieces.
     """
+    if _compose_fast is not None:  # the C twin of the lines below
+        return _compose_fast(piece, producer, _memo, _found, Piece, side_key, _compose_c, Side)
     key = (piece.described or piece.key(), tuple([u.described or u.key() for u in producer]))
     found = _memo.get(key, lambda: _described(_found(piece, producer)))
     if found is None:

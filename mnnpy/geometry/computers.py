@@ -138,10 +138,7 @@ def _movement(
         return None
     found = boxes(op, inputs, outputs)
     # the sides depend on the boxes and the layouts alone: remembered (networks repeat blocks)
-    key = (
-        tuple([(i, j, space, tuple(s), tuple(d), tuple(k)) for i, j, space, s, d, k in found]),
-        tuple([(tuple(t.shape), t.is_packed) for t in (*data, *outputs)]),
-    )
+    key = move_key(found, (*data, *outputs))
     known = _moves.get(key, lambda: _box_sides(found, inputs, outputs))
     if _fast is not None:  # the C twin of the list below
         return _fast.moved(known, inputs, Piece)
@@ -154,6 +151,17 @@ def _movement(
 # per box: input, output, space, sides, their description (Piece.key), the list of their rows
 _Moved = list[tuple[int, int, tuple[int, ...], R.Side, R.Side, tuple, list]]
 _moves: Memo[_Moved] = Memo(4096)
+
+
+def _move_key(found: list[Box], tensors: Sequence[Tensor]) -> tuple:
+    """``_movement``'s memo key: the boxes as tuples, each tensor's shape and packing."""
+    return (
+        tuple([(i, j, space, tuple(s), tuple(d), tuple(k)) for i, j, space, s, d, k in found]),
+        tuple([(tuple(t.shape), t.is_packed) for t in tensors]),
+    )
+
+
+move_key = _move_key if _fast is None else _fast.move_key  # (the C twin where built)
 
 
 def _box_sides(found: list[Box], inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> _Moved:
@@ -237,12 +245,19 @@ _reshapes: Memo[_Sides | None] = Memo(4096)
 
 def _reshape_sides(src: Tensor, dst: Tensor, nhwc: bool) -> _Sides | None:
     s_order, d_order = _flat_order(src, nhwc), _flat_order(dst, nhwc)
-    space = R.refine([src.shape[k] for k in s_order], [dst.shape[k] for k in d_order])
+    a, b = [src.shape[k] for k in s_order], [dst.shape[k] for k in d_order]
+    space = R.refine(a, b) if _fast is None else _fast.refine(a, b)
     if space is None:
         return None
-    s_side = R.merged(R.Layout(tuple(src.shape), src.is_packed), s_order, space)
-    d_side = R.merged(R.Layout(tuple(dst.shape), dst.is_packed), d_order, space)
-    return space, s_side, d_side, Piece(space, None, s_side, d_side).key(), []
+    s_layout = R.Layout(tuple(src.shape), src.is_packed)
+    d_layout = R.Layout(tuple(dst.shape), dst.is_packed)
+    if _fast is not None:  # the C twins of ``R.merged``
+        s_side = _fast.merged(s_layout, s_order, space, R.Side)
+        d_side = _fast.merged(d_layout, d_order, space, R.Side)
+    else:
+        s_side, d_side = R.merged(s_layout, s_order, space), R.merged(d_layout, d_order, space)
+    described = (tuple(space), R.side_key(s_side), R.side_key(d_side))  # ``Piece.key``
+    return space, s_side, d_side, described, []
 
 
 @register_geometry(OpType.Reshape, OpType.Flatten, OpType.Squeeze, OpType.Unsqueeze)

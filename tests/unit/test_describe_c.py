@@ -72,6 +72,7 @@ def test_composed_pieces_match_python(seed: int, monkeypatch: pytest.MonkeyPatch
     piece, producer = _case(seed)
     got = CO.compose(piece, producer)  # the C twin builds them (the answer remembered now)
     monkeypatch.setattr(CO, "_pieces_c", None)
+    monkeypatch.setattr(CO, "_compose_fast", None)
     want = CO.compose(piece, producer)
     assert _plain(None if got is None else [(0, p) for p in got]) == _plain(
         None if want is None else [(0, p) for p in want]
@@ -79,6 +80,40 @@ def test_composed_pieces_match_python(seed: int, monkeypatch: pytest.MonkeyPatch
     for p, q in zip(got or (), want or (), strict=True):
         assert p.key() == q.key() and p.planned is q.planned  # one description, one plan
         assert p.src is not q.src and p.dst.terms is not q.dst.terms  # sides of their own
+
+
+def _remembered() -> list:
+    """What ``compose``'s memo holds, as values (the lists rows are planned into: empty)."""
+    return [
+        (key, None if v is None else [(k, sp, s, d, desc, rows) for k, sp, s, d, desc, rows in v])
+        for key, v in CO._memo._table.values()
+    ]
+
+
+@pytest.mark.parametrize("twin", [True, False])
+@pytest.mark.parametrize("seed", range(1500))
+def test_compose_matches_python(seed: int, twin: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compose`` in C vs its Python lines: the same pieces and the same remembered answer,
+    on a miss and on the hit that follows, and the same errors (with ``_compose``'s C twin
+    and without it)."""
+    piece, producer = _case(seed)
+    if not twin:
+        monkeypatch.setattr(CO, "_compose_c", None)
+
+    def run() -> tuple:
+        CO._memo.clear()
+        first = _outcome(CO.compose, piece, producer)
+        second = _outcome(CO.compose, piece, producer)
+        got = [
+            p if p is None or isinstance(p, type) else _plain([(0, q) for q in p])
+            for p in (first, second)
+        ]
+        return got, _remembered()
+
+    fast = run()
+    monkeypatch.setattr(CO, "_compose_fast", None)
+    assert run() == fast
+    CO._memo.clear()
 
 
 @pytest.mark.parametrize("seed", range(800))
@@ -151,6 +186,7 @@ def test_networks_decide_the_same(
     assert any(d[1] for d in fast[0])  # something is read through
     monkeypatch.setattr(F, "_fast", None)
     monkeypatch.setattr(CO, "_pieces_c", None)
+    monkeypatch.setattr(CO, "_compose_fast", None)
     monkeypatch.setattr(GC, "_fast", None)
     assert plan() == fast
 
@@ -234,3 +270,45 @@ def test_decided_pieces_and_reads() -> None:
     assert D.decided([]) == []
     assert D.reads_other([(0, piece)], ["y", piece.source]) is False
     assert D.reads_other([(0, piece)], ["y"]) is True
+
+
+@pytest.mark.parametrize("seed", range(600))
+def test_refine_and_merged_match_python(seed: int) -> None:
+    """``refine`` and ``merged`` in C vs ``regions``' (reshapes' common refinement and sides)."""
+    rng = np.random.default_rng(seed)
+    dims = [int(v) for v in rng.integers(0 if seed % 50 == 0 else 1, 7, int(rng.integers(0, 6)))]
+    cut = sorted(int(v) for v in rng.integers(0, len(dims) + 1, 2))
+    a = dims[: cut[0]] + [int(np.prod(dims[cut[0] : cut[1]]))] + dims[cut[1] :]
+    b = [int(v) for v in rng.integers(1, 7, int(rng.integers(0, 5)))] if seed % 3 == 0 else dims
+    assert D.refine(a, b) == R.refine(a, b) and D.refine(b, a) == R.refine(b, a)
+    space = R.refine(a, b)
+    if space is None:
+        return
+    for shape in (a, b):
+        order = list(range(len(shape)))
+        if len(order) >= 3 and rng.random() < 0.5:
+            order = [0, *order[2:], 1]  # NHWC's flat order
+            shape = [shape[k] for k in (0, len(shape) - 1, *range(1, len(shape) - 1))]
+        layout = R.Layout(tuple(shape), bool(rng.random() < 0.5))
+        want = _outcome(R.merged, layout, order, space)
+        got = _outcome(D.merged, layout, order, space, R.Side)
+        assert got == want and (isinstance(want, type) or type(got) is R.Side)
+    with pytest.raises(TypeError):
+        D.refine([2.0], [2])
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("shape", [(1, 6, 2, 3), (2, 5, 3, 3), (1, 12, 5, 7)])
+def test_move_keys_match_python(fmt: object, shape: tuple) -> None:
+    """``_movement``'s memo key in C vs its Python lines, over the boxes of whole networks."""
+    _, session = session_of(fmt, shape, units=3)  # type: ignore[arg-type]
+    seen = 0
+    for u in session.pipelines[0].units:  # type: ignore[attr-defined]
+        if GC._COMPUTERS.get(u.op.type) is not GC._movement:
+            continue  # not a box op
+        found, tensors = GC.boxes(u.op, u.inputs, u.outputs), [*u.inputs, *u.outputs]
+        assert D.move_key(found, tensors) == GC._move_key(found, tensors)
+        seen += 1
+    assert seen
+    for bad in ([(0, 0, (1,), [0], [0])], [5]):
+        assert _outcome(D.move_key, bad, []) == _outcome(GC._move_key, bad, [])

@@ -127,6 +127,7 @@ class CPUConvertTensor(CPURaster):
         few = self._copies is not None and sum(len(r) for *_, r in self._copies) <= _FEW_ROWS
         if self.read_through or self._skip[0] or few:
             return super().bind(inputs, outputs)
+        self._seen = None  # (``idle``'s flags for a ``bind`` in C: it holds the buffers)
         return None
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:

@@ -18,13 +18,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mnnpy.backend.cpu import lane_gather as LG
+from mnnpy.backend.cpu.executions.raster_copies import plan_copies
 from mnnpy.backend.cpu.kernels import raster as K
 from mnnpy.execution import Execution
 from mnnpy.geometry import regions as R
 from mnnpy.geometry.computers import Placed
 from mnnpy.tensor import Tensor
 
-try:  # C twins of on_resize (``_plan`` and reading the plan) and idle (Python: the reference)
+try:  # C twins of on_resize (``_plan``, reading the plan), idle and bind (Python: the reference)
     from mnnpy.geometry import _describe as _C
 except ImportError:  # not built
     _C = None  # type: ignore[assignment]
@@ -48,6 +49,7 @@ class CPURaster(Execution):
     _write_all: list[bool]
     _pads: list[tuple[int, np.ndarray]]
     read_through: bool
+    _seen: list | None = None  # C ``idle``'s rows onto themselves, for the ``bind`` following
 
     def pieces(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> list[Placed] | None:
         """Every box copy as ``(output index, piece)`` reading ``inputs``; None: not boxes."""
@@ -90,32 +92,7 @@ class CPURaster(Execution):
         self._pads = [(j, R.padding_rows(t.shape)) for j, t in enumerate(outputs)
                       if t.shape[1:] and t.shape[1] % 4 and t.is_packed]  # fmt: skip
 
-    @staticmethod
-    def _plan(
-        pieces: Sequence[Placed], outputs: Sequence[Tensor]
-    ) -> list[tuple[Tensor, int, np.ndarray]] | None:
-        """Region rows per (source, output), or None past the region budget."""
-        if len(pieces) == 1:  # the common case: its rows as they are
-            j, p = pieces[0]
-            rows = p.rows()
-            ok = rows is not None and len(rows) <= R.MAX_REGIONS
-            return [(p.source, j, rows)] if ok else None  # type: ignore[list-item]
-        grouped: dict[tuple[int, int], tuple[Tensor, int, list[np.ndarray]]] = {}
-        total = 0
-        for j, p in pieces:
-            rows = p.rows()  # shared with the planner's memo: read only
-            if rows is None:
-                return None
-            total += len(rows)
-            if total > R.MAX_REGIONS:
-                return None
-            src: Tensor = p.source  # type: ignore[assignment]
-            grouped.setdefault((id(src), j), (src, j, []))[2].append(rows)
-        # one piece's rows are used as they are: nothing writes rows (the kernels read them)
-        return [
-            (s, j, rows[0] if len(rows) == 1 else np.concatenate(rows))
-            for s, j, rows in grouped.values()
-        ]
+    _plan = staticmethod(plan_copies)  # (``raster_copies``: the Python reference)
 
     def _runs(
         self, outputs: Sequence[Tensor]
@@ -165,6 +142,8 @@ class CPURaster(Execution):
         The outputs to skip are final by now: a reader that fell back from reading an output
         through (``Unit.prepare``) has marked it written again after this ``on_resize``.
         """
+        if _C is not None:  # the C twin of the lines below (with ``_runs``)
+            return _C.bind(self, outputs, _itself, LG.per_output, K.bind_regions)
         self._skip = [t.describe.virtual for t in outputs]
         if self._copies is None:
             return None
