@@ -154,27 +154,19 @@ class Pipeline:
     def _prepare_unit(self, unit: Unit, folded: bool, geometry: UnitGeometry | None) -> UnitPlan:
         """``unit.prepare``, its memory requests made for its op; errors name it ("resize")."""
         backend = self._plain_scope
-        if backend is not None:  # one backend, the base resize_scope: its _Scope inlined
+        args = (self.host, self.preference, self.overrides, self.strict)
+        try:
+            if backend is None:
+                with self._scopes(unit.op):
+                    return unit.prepare(*args, folded=folded, geometry=geometry)
+            # one backend, the base resize_scope: its _Scope inlined
             outer, backend._scope_op = backend._scope_op, unit.op
             try:
                 if prepare_unit_c is not None and type(unit) is Unit:  # its C twin
                     return prepare_unit_c(unit, folded, geometry, self._kit)
-                return unit.prepare(
-                    self.host,
-                    self.preference,
-                    self.overrides,
-                    self.strict,
-                    folded=folded,
-                    geometry=geometry,
-                )
-            except Exception as e:
-                raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
+                return unit.prepare(*args, folded=folded, geometry=geometry)
             finally:
                 backend._scope_op = outer
-        args = (self.host, self.preference, self.overrides, self.strict)
-        try:
-            with self._scopes(unit.op):
-                return unit.prepare(*args, folded=folded, geometry=geometry)
         except Exception as e:
             raise self._resize_error(e, unit) from (None if isinstance(e, MNNError) else e)
 
