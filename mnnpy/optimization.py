@@ -109,18 +109,20 @@ class SubgraphView:
         self.nodes = tuple(nodes)
         self._reads = reads
         self._all = tuple(all_nodes) or self.nodes
-        self._mine = {id(n) for n in self.nodes}
-        self._producer = {id(t): n for n in self._all for t in n.outputs}
+        # nodes and tensors hash by identity (``Node`` has eq=False, ``Tensor`` no __eq__): the
+        # indexes key by them directly, without an ``id()`` call per look-up
+        self._mine = set(self.nodes)
+        self._producer = {t: n for n in self._all for t in n.outputs}
         # per tensor, its readers in execution order (each once); per node, its position there
-        self._readers: dict[int, list[Node]] = {}
-        self._position: dict[int, int] = {}
+        self._readers: dict[Tensor, list[Node]] = {}
+        self._position: dict[Node, int] = {}
         readers, position = self._readers, self._position
         for i, n in enumerate(self._all):
-            position[id(n)] = i
+            position[n] = i
             for t in n.inputs:
-                found = readers.get(id(t))
+                found = readers.get(t)
                 if found is None:
-                    readers[id(t)] = [n]
+                    readers[t] = [n]
                 elif found[-1] is not n:  # a node reading a tensor twice is listed once
                     found.append(n)
 
@@ -131,25 +133,25 @@ class SubgraphView:
         """
         view = copy.copy(self)
         view.nodes = tuple(nodes)
-        view._mine = {id(n) for n in view.nodes}
+        view._mine = set(view.nodes)
         return view
 
     def has(self, node: Node | None) -> bool:
         """Whether ``node`` is one of this view's nodes (``node in view.nodes``, by identity)."""
-        return id(node) in self._mine
+        return node in self._mine
 
     def in_order(self, group: Sequence[Node]) -> list[Node]:
         """``group`` (nodes of the pipeline) in execution order."""
         position = self._position
-        return sorted(group, key=lambda n: position[id(n)])
+        return sorted(group, key=position.__getitem__)
 
     def producer(self, tensor: Tensor) -> Node | None:
         """The placed op writing ``tensor`` (on any backend), or None (input, constant, folded)."""
-        return self._producer.get(id(tensor))
+        return self._producer.get(tensor)
 
     def readers(self, tensor: Tensor) -> list[Node]:
         """The placed ops (on any backend) that read ``tensor``."""
-        return list(self._readers.get(id(tensor), ()))
+        return list(self._readers.get(tensor, ()))
 
     def only_reader(self, tensor: Tensor) -> Node | None:
         """The node of this view that reads ``tensor`` when that is its only read, else None.
@@ -159,7 +161,7 @@ class SubgraphView:
         """
         if self._reads[tensor.describe.index] != 1:
             return None
-        readers = [n for n in self._readers.get(id(tensor), ()) if id(n) in self._mine]
+        readers = [n for n in self._readers.get(tensor, ()) if n in self._mine]
         return readers[0] if len(readers) == 1 else None
 
     def escapes(self, tensor: Tensor, group: Sequence[Node]) -> bool:
@@ -173,45 +175,42 @@ class SubgraphView:
         These are what a substitution's execution gets, in this order; every other tensor written
         in the group is inner: no memory from the session, the backend's business.
         """
-        made = {id(t) for n in group for t in n.outputs}
+        made = {t for n in group for t in n.outputs}
         inputs: list[Tensor] = []
-        reads: dict[int, int] = {}  # reads inside the group, by tensor id
+        reads: dict[Tensor, int] = {}  # reads inside the group, by tensor
         for n in group:
             for t in n.inputs:
-                k = id(t)
-                if k not in reads and k not in made:
+                if t not in reads and t not in made:
                     inputs.append(t)
-                reads[k] = reads.get(k, 0) + 1
+                reads[t] = reads.get(t, 0) + 1
         outputs = [  # escapes(t, group), with the reads counted once
-            t
-            for n in group
-            for t in n.outputs
-            if self._reads[t.describe.index] > reads.get(id(t), 0)
+            t for n in group for t in n.outputs if self._reads[t.describe.index] > reads.get(t, 0)
         ]
         return inputs, outputs
 
     def is_convex(self, group: Sequence[Node]) -> bool:
         """Whether no path leaves ``group`` and comes back into it (so it can run as one step)."""
-        ids = {id(n) for n in group}
-        tainted: set[int] = set()  # outside ops downstream of the group
+        ids = set(group)
+        tainted: set[Node] = set()  # outside ops downstream of the group
         # execution order is a topological order: before the group's first op nothing is
         # downstream of it, after its last op no path can come back into it
-        at = [self._position[i] for i in ids if i in self._position]
+        position = self._position
+        at = [position[n] for n in ids if n in position]
         span = self._all[min(at) : max(at) + 1] if at and len(at) == len(ids) else self._all
         producer = self._producer.get
         for n in span:  # a member read from a tainted op: not convex; an outside op read from
-            inside = id(n) in ids  # the group or a tainted op: tainted
+            inside = n in ids  # the group or a tainted op: tainted
             for t in n.inputs:
-                s = producer(id(t))
+                s = producer(t)
                 if s is None:
                     continue
-                if id(s) in tainted:
+                if s in tainted:
                     if inside:
                         return False
-                    tainted.add(id(n))
+                    tainted.add(n)
                     break
-                if not inside and id(s) in ids:
-                    tainted.add(id(n))
+                if not inside and s in ids:
+                    tainted.add(n)
                     break
         return True
 

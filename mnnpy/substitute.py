@@ -85,11 +85,11 @@ class FusedUnit(Unit):
         op.kinds = sub.kinds or "+".join(m.op.type_name for m in members)
         super().__init__(op, inputs, outputs)
         self.group = members
-        count: dict[int, int] = {}  # reads of each tensor by the members
+        count: dict[Tensor, int] = {}  # reads of each tensor by the members (by identity)
         for m in members:
             for x in m.inputs:
-                count[id(x)] = count.get(id(x), 0) + 1
-        self.reads = [count.get(id(t), 0) for t in inputs]
+                count[x] = count.get(x, 0) + 1
+        self.reads = [count.get(t, 0) for t in inputs]
         self.execution, self.backend = sub.execution, view.backend
         for m in members:
             assert m.placement is not None
@@ -222,14 +222,14 @@ def _ordered(
         keys = [key[id(u)] for u in units]
         if any(b < a for a, b in zip(keys, keys[1:], strict=False)):  # walk in (key, index) order
             units = [units[i] for i in sorted(range(len(units)), key=keys.__getitem__)]
-    made = {id(t): i for i, u in enumerate(units) for t in u.outputs}
+    made = {t: i for i, u in enumerate(units) for t in u.outputs}  # tensors: by identity
     get, n = made.get, len(units)
     late = {
         i
         for i, u in enumerate(units)
         if suspects is None or id(u) in suspects
         for t in u.inputs
-        if get(id(t), i) > i
+        if get(t, i) > i
     }
     if not late:
         return list(units)
@@ -244,7 +244,7 @@ def _ordered(
             i = heapq.heappop(ready)
         else:
             while walk < n and (waiting or walk in late):
-                held = {p for t in units[walk].inputs if not done[p := get(id(t), walk)]}
+                held = {p for t in units[walk].inputs if not done[p := get(t, walk)]}
                 held.discard(walk)
                 if not held:
                     break
@@ -341,19 +341,19 @@ def _ask_backends(
 ) -> tuple[list[FusedUnit], bool]:
     fused: list[FusedUnit] = []
     changed = False
-    done: set[int] = set()
+    done: set[Unit] = set()  # units and nodes hash by identity: no id() calls
     for backend in pipeline.backends:
-        mine = [u for u in placed if u.backend is backend and id(u) not in done]
+        mine = [u for u in placed if u.backend is backend and u not in done]
         if not mine:
             continue
         nodes = [  # each with its execution (_place_all)
             _node(u.op, tuple(u.inputs), tuple(u.outputs), u.execution) for u in placed
         ]
-        by_node = {id(n): u for n, u in zip(nodes, placed, strict=True)}
-        ids = {id(u) for u in mine}
+        by_node = dict(zip(nodes, placed, strict=True))
+        ids = set(mine)
         view = SubgraphView(
             backend,
-            [n for n, u in zip(nodes, placed, strict=True) if id(u) in ids],
+            [n for n, u in zip(nodes, placed, strict=True) if u in ids],
             use_counts,
             nodes,
         )
@@ -362,14 +362,14 @@ def _ask_backends(
             check_views(view, views)
         except MNNError as e:
             raise e.with_op("optimize_subgraph", "", backend=backend.name, phase="resize") from None
-        done.update(id(u) for u in mine)
+        done.update(mine)
         for failed in views.failed:  # offered again to the backend they land on, if later
             for n in failed.nodes:
-                _replace_failed(pipeline, by_node[id(n)], backend)
-                done.discard(id(by_node[id(n)]))
+                _replace_failed(pipeline, by_node[n], backend)
+                done.discard(by_node[n])
                 changed = True
         for sub in views.substitutions:
-            group = [by_node[id(n)] for n in sub.nodes]
+            group = [by_node[n] for n in sub.nodes]
             fused.append(FusedUnit(sub, group, view))
             changed = True
     return fused, changed
