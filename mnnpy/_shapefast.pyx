@@ -26,6 +26,7 @@ compares both paths on the ops, on random cases and through resizes.
 cimport cython
 from cpython.buffer cimport PyBuffer_Release
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromVoidPtr
+from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint32_t
@@ -45,7 +46,7 @@ from mnnpy.ops.convolution import ConvGeometry as _ConvGeometry
 from mnnpy._schema.MNN.PadMode import PadMode as _PadMode
 from mnnpy.ops.strided_slice import _PLANS as _STRIDED_PLANS
 from mnnpy.shape_stage import Shaped, _keep_same
-from mnnpy.tensor import DimensionFormat
+from mnnpy.tensor import DimensionFormat, Tensor
 
 DEF MAX_RANK = 16
 DEF MAX_FILL = 1 << 16  # elements of a Fill output made here
@@ -71,6 +72,7 @@ cdef extern from *:
         char* data
         int nd
         Py_ssize_t* dimensions
+        PyObject* descr
         int flags
     # a view holding no reference (PyBuffer_Release of it does nothing)
     void _unowned "mnnpy_view_unowned"(Py_buffer* view)
@@ -96,6 +98,108 @@ cdef extern from *:
     object _shaped "mnnpy_shaped"(
         object cls, object fold, object key, object values, object outputs, object folded
     )
+
+cdef extern from *:
+    """
+    #include <structmember.h>
+    static Py_ssize_t mnnpy_slot_offset(PyObject *type, PyObject *name) {
+        /* The byte offset in instances of ``type`` of its __slots__ member ``name``: an object
+           member, writable, that raises AttributeError while unset (T_OBJECT_EX); else -1. */
+        PyObject *d;
+        PyMemberDef *m;
+        if (!PyType_Check(type)) return -1;
+        d = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, name);
+        if (d == NULL) { PyErr_Clear(); return -1; }
+        if (Py_TYPE(d) != &PyMemberDescr_Type) return -1;
+        m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
+        return m->offset;
+    }
+    /* the member at ``off`` (borrowed; NULL while unset) */
+    static inline PyObject *mnnpy_slot(PyObject *o, Py_ssize_t off) {
+        return *(PyObject **)((char *)o + off);
+    }
+    static inline void mnnpy_set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
+        PyObject **at = (PyObject **)((char *)o + off);
+        PyObject *old = *at;
+        Py_INCREF(v);
+        *at = v;
+        Py_XDECREF(old);
+    }
+    """
+    Py_ssize_t _slot_offset "mnnpy_slot_offset"(object type, object name)
+    PyObject* _slot "mnnpy_slot"(object o, Py_ssize_t off)
+    void _set_slot "mnnpy_set_slot"(object o, Py_ssize_t off, object v)
+
+
+# Tensor's and Unit's __slots__ read and written at their offsets, as the member descriptors do,
+# for objects of exactly those classes (a subclass may put a property over a slot: getattr);
+# an unset slot or a class without the slot (-1) goes through getattr / setattr, which raise
+# AttributeError as before. Attribute look-ups were about a third of this stage's instructions.
+cdef object _Tensor = Tensor
+cdef Py_ssize_t _T_SHAPE = _slot_offset(Tensor, "shape")
+cdef Py_ssize_t _T_DTYPE = _slot_offset(Tensor, "dtype")
+cdef Py_ssize_t _T_FORMAT = _slot_offset(Tensor, "dimension_format")
+cdef Py_ssize_t _T_DESCRIBE = _slot_offset(Tensor, "describe")
+cdef bint _T_FAST = min(_T_SHAPE, _T_DTYPE, _T_FORMAT, _T_DESCRIBE) >= 0
+# Unit's, learnt on the first shape_units (mnnpy.unit imports this module through shape_stage)
+cdef object _Unit = None
+cdef Py_ssize_t _U_OP = -1, _U_INPUTS = -1, _U_OUTPUTS = -1, _U_SHAPED = -1
+cdef bint _U_FAST = False
+
+
+cdef void _learn_unit() except *:
+    global _Unit, _U_OP, _U_INPUTS, _U_OUTPUTS, _U_SHAPED, _U_FAST
+    from mnnpy.unit import Unit
+
+    _U_OP, _U_INPUTS = _slot_offset(Unit, "op"), _slot_offset(Unit, "inputs")
+    _U_OUTPUTS, _U_SHAPED = _slot_offset(Unit, "outputs"), _slot_offset(Unit, "_shaped")
+    _U_FAST = min(_U_OP, _U_INPUTS, _U_OUTPUTS, _U_SHAPED) >= 0
+    _Unit = Unit
+
+
+cdef inline object _tensor_get(object t, Py_ssize_t off, str name):
+    """``getattr(t, name)`` for a Tensor slot at ``off``."""
+    cdef PyObject* p
+    if _T_FAST and type(t) is _Tensor:
+        p = _slot(t, off)
+        if p != NULL:
+            return <object>p
+    return getattr(t, name)
+
+
+cdef inline void _tensor_set(object t, Py_ssize_t off, str name, object value) except *:
+    """``setattr(t, name, value)`` for a Tensor slot at ``off``."""
+    if _T_FAST and type(t) is _Tensor:
+        _set_slot(t, off, value)
+    else:
+        setattr(t, name, value)
+
+
+cdef inline void _set_state(object t, object state) except *:
+    """``t.shape, t.dtype, t.dimension_format = state[0], state[1], state[2]``."""
+    _tensor_set(t, _T_SHAPE, "shape", state[0])
+    _tensor_set(t, _T_DTYPE, "dtype", state[1])
+    _tensor_set(t, _T_FORMAT, "dimension_format", state[2])
+
+
+cdef inline void _unit_set(object u, Py_ssize_t off, str name, object value) except *:
+    """``setattr(u, name, value)`` for a Unit slot at ``off``."""
+    if _U_FAST and type(u) is _Unit:
+        _set_slot(u, off, value)
+    else:
+        setattr(u, name, value)
+
+
+cdef inline object _unit_get(object u, Py_ssize_t off, str name):
+    """``getattr(u, name)`` for a Unit slot at ``off``."""
+    cdef PyObject* p
+    if _U_FAST and type(u) is _Unit:
+        p = _slot(u, off)
+        if p != NULL:
+            return <object>p
+    return getattr(u, name)
+
 
 if not issubclass(Shaped, tuple) or len(Shaped._fields) != 5:  # what _shaped makes
     raise ImportError("mnnpy.shape_stage.Shaped is not the five-field NamedTuple _shaped fills")
@@ -181,23 +285,33 @@ def shape_op(op, inputs, outputs, bint fold, last):
 def shape_units(list units, Py_ssize_t start, host, folded, unit_shape, waiting):
     """``mnnpy.shape_stage.shape_units_python``, the same steps (see there)."""
     cdef Py_ssize_t i, n = len(units)
+    if _Unit is None:
+        _learn_unit()
     for i in range(start, n):
         unit = units[i]
         try:
             if type(unit).shape is unit_shape:  # Unit.shape, inlined
-                shaped = _shape_op(unit.op, unit.inputs, unit.outputs, True, unit._shaped)
+                outputs = _unit_get(unit, _U_OUTPUTS, "outputs")
+                shaped = _shape_op(
+                    _unit_get(unit, _U_OP, "op"),
+                    _unit_get(unit, _U_INPUTS, "inputs"),
+                    outputs,
+                    True,
+                    _unit_get(unit, _U_SHAPED, "_shaped"),
+                )
                 if isinstance(shaped, Shaped):
-                    unit._shaped = shaped
+                    _unit_set(unit, _U_SHAPED, "_shaped", shaped)
                     answer = (<tuple>shaped)[4]  # .folded
                 else:
-                    unit._shaped = None
+                    _unit_set(unit, _U_SHAPED, "_shaped", None)
                     answer = waiting(shaped)
             else:
+                outputs = None
                 answer = unit.shape()
             if isinstance(answer, waiting) or not answer:
                 return i, answer
-            for t in unit.outputs:
-                t.describe.backend = host
+            for t in (unit.outputs if outputs is None else outputs):
+                _tensor_get(t, _T_DESCRIBE, "describe").backend = host
             if folded is not None:
                 folded.add(PyLong_FromVoidPtr(<void*>unit))  # id(unit)
         except Exception as e:
@@ -215,9 +329,11 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
     cdef tuple values = PyTuple_New(n)
     for i in range(n):
         t = inputs[i] if i < n_in else outputs[i - n_in]
-        c = t.describe.content
+        c = _tensor_get(t, _T_DESCRIBE, "describe").content
         if i < n_in:
-            shape, dtype, fmt = t.shape, t.dtype, t.dimension_format
+            shape = _tensor_get(t, _T_SHAPE, "shape")
+            dtype = _tensor_get(t, _T_DTYPE, "dtype")
+            fmt = _tensor_get(t, _T_FORMAT, "dimension_format")
             item = (shape, dtype, fmt, PyLong_FromVoidPtr(<void*>c))
             ins.append((shape, dtype, fmt, c))
         else:  # run-time values If / While read
@@ -228,9 +344,9 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
         PyTuple_SET_ITEM(values, i, c)
     if last is not None and last.fold == fold and last.key == tkey:
         for out, state in zip(outputs, last.outputs, strict=True):
-            out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
+            _set_state(out, state)
             if last.folded:  # else a run-time value the session set stays
-                out.describe.content = state[3]
+                _tensor_get(out, _T_DESCRIBE, "describe").content = state[3]
         return last
     state = None
     if fold and not op.output_describes:
@@ -238,8 +354,8 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
             state = _small(op, ins)
         if state is not None:
             out = outputs[0]
-            out.shape, out.dtype, out.dimension_format = state[0], state[1], state[2]
-            out.describe.content = state[3]
+            _set_state(out, state)
+            _tensor_get(out, _T_DESCRIBE, "describe").content = state[3]
             if last is None or not last.folded:
                 return _shaped(Shaped, fold, tkey, values, (state,), True)
             folded = True
@@ -252,7 +368,9 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
             shaped = _shape_only(op, ins)  # the shape function's answer (data not folded yet)
         if shaped is not None:
             out = outputs[0]
-            out.shape, out.dtype, out.dimension_format = shaped
+            if len(shaped) != 3:  # what the unpacking raised
+                raise ValueError(f"expected 3 values to unpack (got {len(shaped)})")
+            _set_state(out, shaped)
         else:
             needed = compute_shape(op, inputs, outputs)
             if needed is not None:
@@ -357,16 +475,17 @@ cdef bint _take_upto(tuple t, Py_buffer* view, Py_ssize_t most) except -1:
     c = t[3]
     if type(c) is not _ndarray:
         return False
-    dt, tdt = c.dtype, t[1]
+    cdef _ArrayHead* head = <_ArrayHead*><void*>c
+    dt, tdt = <object>head.descr, t[1]  # c.dtype, read from the array (no attribute look-up)
     if dt is not tdt and dt != tdt:
         return False
     shape = t[0]
     if type(shape) is not tuple:
         return False
-    cdef _ArrayHead* head = <_ArrayHead*><void*>c
     if not head.flags & NPY_ARRAY_C_CONTIGUOUS:
         return False
-    cdef Py_ssize_t i, n = len(<tuple>shape), count = 1, size = dt.itemsize
+    cdef Py_ssize_t i, n = len(<tuple>shape), count = 1, size
+    size = 4 if dt is _I32 or dt is _F32 else 8 if dt is _I64 else dt.itemsize
     if head.nd != n or size <= 0:
         return False
     for i in range(n):

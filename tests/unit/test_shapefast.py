@@ -406,3 +406,45 @@ def test_folded_plan_as_init() -> None:
         assert u.plan == UnitPlan(None, session.host_backend, tuple(u.inputs), (), None)
         with pytest.raises(dataclasses.FrozenInstanceError):
             u.plan.execution = None  # type: ignore[misc, union-attr]
+
+
+class _WatchedTensor(Tensor):
+    """A Tensor subclass with a property over the ``shape`` slot (reads counted)."""
+
+    __slots__ = ("reads",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads = 0
+
+    @property  # type: ignore[override]
+    def shape(self) -> tuple[int, ...]:
+        self.reads += 1
+        return Tensor.shape.__get__(self)  # type: ignore[attr-defined, no-any-return]
+
+    @shape.setter
+    def shape(self, value: tuple[int, ...]) -> None:
+        Tensor.shape.__set__(self, value)  # type: ignore[attr-defined]
+
+
+def test_subclass_attributes_are_read_through_them() -> None:
+    """The C twin reads Tensor slots in place only for Tensor itself: a subclass's property runs.
+
+    The same answer as the Python path either way; an unset slot raises AttributeError as a
+    plain attribute read would.
+    """
+    op = _binary(B.ADD)
+    a, b = np.array([3], I32), np.array([4], I32)
+    ins = []
+    for v in (a, b):
+        t = _WatchedTensor(v.shape, v.dtype, F.NCHW, name="in")
+        t.describe.content = v
+        ins.append(t)
+    out = [_WatchedTensor(name="out")]
+    answer = fast.shape_op(op, ins, out, True, None)
+    assert answer.folded and all(t.reads > 0 for t in ins) and out[0].reads == 0
+    assert out[0].shape == (1,) and out[0].describe.content.tolist() == [7]
+    plain = [Tensor(name="x")]
+    del plain[0].shape  # an unset slot
+    with pytest.raises(AttributeError):
+        fast.shape_op(op, plain, [Tensor(name="out")], True, None)
