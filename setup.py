@@ -87,6 +87,8 @@ extensions.append(
 )
 # checked integer arithmetic shared by the geometry planners
 CHECKED_INT = os.path.join("mnnpy", "geometry", "checked_int.h")
+# the __slots__ read/written at their offsets by the C twins (included by their .pyx)
+SLOTS = os.path.join("mnnpy", "_slots.pxi")
 # the region planner's C twin (regions.py keeps the Python planner as reference and fallback)
 extensions.append(
     Extension(
@@ -119,6 +121,7 @@ extensions.append(
     Extension(
         "mnnpy._shapefast",
         [os.path.join("mnnpy", "_shapefast.pyx")],
+        depends=[SLOTS],
         extra_compile_args=COMPILE_ARGS,
     )
 )

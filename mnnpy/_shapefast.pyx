@@ -46,7 +46,7 @@ from mnnpy.ops.convolution import ConvGeometry as _ConvGeometry
 from mnnpy._schema.MNN.PadMode import PadMode as _PadMode
 from mnnpy.ops.strided_slice import _PLANS as _STRIDED_PLANS
 from mnnpy.shape_stage import Shaped, _keep_same
-from mnnpy.tensor import DimensionFormat, Tensor
+from mnnpy.tensor import DimensionFormat, Tensor, TensorDescribe
 
 DEF MAX_RANK = 16
 DEF MAX_FILL = 1 << 16  # elements of a Fill output made here
@@ -99,81 +99,47 @@ cdef extern from *:
         object cls, object fold, object key, object values, object outputs, object folded
     )
 
-cdef extern from *:
-    """
-    #include <structmember.h>
-    static Py_ssize_t mnnpy_slot_offset(PyObject *type, PyObject *name) {
-        /* The byte offset in instances of ``type`` of its __slots__ member ``name``: an object
-           member, writable, that raises AttributeError while unset (T_OBJECT_EX); else -1. */
-        PyObject *d;
-        PyMemberDef *m;
-        if (!PyType_Check(type)) return -1;
-        d = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, name);
-        if (d == NULL) { PyErr_Clear(); return -1; }
-        if (Py_TYPE(d) != &PyMemberDescr_Type) return -1;
-        m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
-        return m->offset;
-    }
-    /* the member at ``off`` (borrowed; NULL while unset) */
-    static inline PyObject *mnnpy_slot(PyObject *o, Py_ssize_t off) {
-        return *(PyObject **)((char *)o + off);
-    }
-    static inline void mnnpy_set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
-        PyObject **at = (PyObject **)((char *)o + off);
-        PyObject *old = *at;
-        Py_INCREF(v);
-        *at = v;
-        Py_XDECREF(old);
-    }
-    """
-    Py_ssize_t _slot_offset "mnnpy_slot_offset"(object type, object name)
-    PyObject* _slot "mnnpy_slot"(object o, Py_ssize_t off)
-    void _set_slot "mnnpy_set_slot"(object o, Py_ssize_t off, object v)
+include "_slots.pxi"
 
-
-# Tensor's and Unit's __slots__ read and written at their offsets, as the member descriptors do,
-# for objects of exactly those classes (a subclass may put a property over a slot: getattr);
-# an unset slot or a class without the slot (-1) goes through getattr / setattr, which raise
-# AttributeError as before. Attribute look-ups were about a third of this stage's instructions.
+# Tensor's, TensorDescribe's and Unit's slots, read and written in place (see _slots.pxi)
 cdef object _Tensor = Tensor
-cdef Py_ssize_t _T_SHAPE = _slot_offset(Tensor, "shape")
-cdef Py_ssize_t _T_DTYPE = _slot_offset(Tensor, "dtype")
-cdef Py_ssize_t _T_FORMAT = _slot_offset(Tensor, "dimension_format")
-cdef Py_ssize_t _T_DESCRIBE = _slot_offset(Tensor, "describe")
-cdef bint _T_FAST = min(_T_SHAPE, _T_DTYPE, _T_FORMAT, _T_DESCRIBE) >= 0
+cdef object _Describe = TensorDescribe
+cdef Py_ssize_t _T_SHAPE = slot_offset(Tensor, "shape")
+cdef Py_ssize_t _T_DTYPE = slot_offset(Tensor, "dtype")
+cdef Py_ssize_t _T_FORMAT = slot_offset(Tensor, "dimension_format")
+cdef Py_ssize_t _T_DESCRIBE = slot_offset(Tensor, "describe")
+cdef Py_ssize_t _D_CONTENT = slot_offset(TensorDescribe, "content")
+cdef Py_ssize_t _D_BACKEND = slot_offset(TensorDescribe, "backend")
 # Unit's, learnt on the first shape_units (mnnpy.unit imports this module through shape_stage)
 cdef object _Unit = None
 cdef Py_ssize_t _U_OP = -1, _U_INPUTS = -1, _U_OUTPUTS = -1, _U_SHAPED = -1
-cdef bint _U_FAST = False
 
 
 cdef void _learn_unit() except *:
-    global _Unit, _U_OP, _U_INPUTS, _U_OUTPUTS, _U_SHAPED, _U_FAST
+    global _Unit, _U_OP, _U_INPUTS, _U_OUTPUTS, _U_SHAPED
     from mnnpy.unit import Unit
 
-    _U_OP, _U_INPUTS = _slot_offset(Unit, "op"), _slot_offset(Unit, "inputs")
-    _U_OUTPUTS, _U_SHAPED = _slot_offset(Unit, "outputs"), _slot_offset(Unit, "_shaped")
-    _U_FAST = min(_U_OP, _U_INPUTS, _U_OUTPUTS, _U_SHAPED) >= 0
+    _U_OP, _U_INPUTS = slot_offset(Unit, "op"), slot_offset(Unit, "inputs")
+    _U_OUTPUTS, _U_SHAPED = slot_offset(Unit, "outputs"), slot_offset(Unit, "_shaped")
     _Unit = Unit
 
 
 cdef inline object _tensor_get(object t, Py_ssize_t off, str name):
-    """``getattr(t, name)`` for a Tensor slot at ``off``."""
-    cdef PyObject* p
-    if _T_FAST and type(t) is _Tensor:
-        p = _slot(t, off)
-        if p != NULL:
-            return <object>p
-    return getattr(t, name)
+    return slot_get(t, _Tensor, off, name)
 
 
 cdef inline void _tensor_set(object t, Py_ssize_t off, str name, object value) except *:
-    """``setattr(t, name, value)`` for a Tensor slot at ``off``."""
-    if _T_FAST and type(t) is _Tensor:
-        _set_slot(t, off, value)
-    else:
-        setattr(t, name, value)
+    slot_set(t, _Tensor, off, name, value)
+
+
+cdef inline object _content(object t):
+    """``t.describe.content``."""
+    return slot_get(_tensor_get(t, _T_DESCRIBE, "describe"), _Describe, _D_CONTENT, "content")
+
+
+cdef inline void _set_content(object t, object value) except *:
+    """``t.describe.content = value``."""
+    slot_set(_tensor_get(t, _T_DESCRIBE, "describe"), _Describe, _D_CONTENT, "content", value)
 
 
 cdef inline void _set_state(object t, object state) except *:
@@ -184,21 +150,11 @@ cdef inline void _set_state(object t, object state) except *:
 
 
 cdef inline void _unit_set(object u, Py_ssize_t off, str name, object value) except *:
-    """``setattr(u, name, value)`` for a Unit slot at ``off``."""
-    if _U_FAST and type(u) is _Unit:
-        _set_slot(u, off, value)
-    else:
-        setattr(u, name, value)
+    slot_set(u, _Unit, off, name, value)
 
 
 cdef inline object _unit_get(object u, Py_ssize_t off, str name):
-    """``getattr(u, name)`` for a Unit slot at ``off``."""
-    cdef PyObject* p
-    if _U_FAST and type(u) is _Unit:
-        p = _slot(u, off)
-        if p != NULL:
-            return <object>p
-    return getattr(u, name)
+    return slot_get(u, _Unit, off, name)
 
 
 if not issubclass(Shaped, tuple) or len(Shaped._fields) != 5:  # what _shaped makes
@@ -311,7 +267,8 @@ def shape_units(list units, Py_ssize_t start, host, folded, unit_shape, waiting)
             if isinstance(answer, waiting) or not answer:
                 return i, answer
             for t in (unit.outputs if outputs is None else outputs):
-                _tensor_get(t, _T_DESCRIBE, "describe").backend = host
+                d = _tensor_get(t, _T_DESCRIBE, "describe")
+                slot_set(d, _Describe, _D_BACKEND, "backend", host)
             if folded is not None:
                 folded.add(PyLong_FromVoidPtr(<void*>unit))  # id(unit)
         except Exception as e:
@@ -329,7 +286,7 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
     cdef tuple values = PyTuple_New(n)
     for i in range(n):
         t = inputs[i] if i < n_in else outputs[i - n_in]
-        c = _tensor_get(t, _T_DESCRIBE, "describe").content
+        c = _content(t)
         if i < n_in:
             shape = _tensor_get(t, _T_SHAPE, "shape")
             dtype = _tensor_get(t, _T_DTYPE, "dtype")
@@ -346,7 +303,7 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
         for out, state in zip(outputs, last.outputs, strict=True):
             _set_state(out, state)
             if last.folded:  # else a run-time value the session set stays
-                _tensor_get(out, _T_DESCRIBE, "describe").content = state[3]
+                _set_content(out, state[3])
         return last
     state = None
     if fold and not op.output_describes:
@@ -355,7 +312,7 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
         if state is not None:
             out = outputs[0]
             _set_state(out, state)
-            _tensor_get(out, _T_DESCRIBE, "describe").content = state[3]
+            _set_content(out, state[3])
             if last is None or not last.folded:
                 return _shaped(Shaped, fold, tkey, values, (state,), True)
             folded = True
@@ -384,7 +341,12 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
     cdef list states = []
     for t in outputs:
         states.append(
-            (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
+            (
+                _tensor_get(t, _T_SHAPE, "shape"),
+                _tensor_get(t, _T_DTYPE, "dtype"),
+                _tensor_get(t, _T_FORMAT, "dimension_format"),
+                _content(t) if folded else None,
+            )
         )
     return _shaped(Shaped, fold, tkey, values, tuple(states), folded)
 

@@ -48,7 +48,7 @@ class TensorUsage(IntEnum):
     CONSTANT = 3
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorDescribe:
     """Bookkeeping attached to every session tensor (MNN's ``Tensor::InsideDescribe``).
 

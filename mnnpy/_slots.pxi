@@ -1,0 +1,59 @@
+# Shared by the C twins (``include "_slots.pxi"``): __slots__ members read and written at their
+# offsets, as CPython's member descriptors do, without the attribute look-up (about a third of
+# the instructions of the shape stage's and the unit loops' C twins went to those look-ups).
+# Only for objects of exactly the class whose offset was learnt (a subclass may put a property
+# over a slot); an unset slot, or a class without that slot (offset -1), goes through
+# getattr / setattr, which raise AttributeError as before.
+
+from cpython.object cimport PyObject
+
+
+cdef extern from *:
+    """
+    #include <structmember.h>
+    static Py_ssize_t mnnpy_slot_offset(PyObject *type, PyObject *name) {
+        /* The byte offset in instances of ``type`` of its __slots__ member ``name``: an object
+           member, writable, that raises AttributeError while unset (T_OBJECT_EX); else -1. */
+        PyObject *d;
+        PyMemberDef *m;
+        if (!PyType_Check(type)) return -1;
+        d = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, name);
+        if (d == NULL) { PyErr_Clear(); return -1; }
+        if (Py_TYPE(d) != &PyMemberDescr_Type) return -1;
+        m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
+        return m->offset;
+    }
+    /* the member at ``off`` (borrowed; NULL while unset) */
+    static inline PyObject *mnnpy_slot(PyObject *o, Py_ssize_t off) {
+        return *(PyObject **)((char *)o + off);
+    }
+    static inline void mnnpy_set_slot(PyObject *o, Py_ssize_t off, PyObject *v) {
+        PyObject **at = (PyObject **)((char *)o + off);
+        PyObject *old = *at;
+        Py_INCREF(v);
+        *at = v;
+        Py_XDECREF(old);
+    }
+    """
+    Py_ssize_t slot_offset "mnnpy_slot_offset"(object type, object name)
+    PyObject* _slot "mnnpy_slot"(object o, Py_ssize_t off)
+    void _set_slot "mnnpy_set_slot"(object o, Py_ssize_t off, object v)
+
+
+cdef inline object slot_get(object o, object cls, Py_ssize_t off, str name):
+    """``getattr(o, name)``; read at ``off`` when ``o`` is exactly a ``cls`` (``off`` >= 0)."""
+    cdef PyObject* p
+    if off >= 0 and type(o) is cls:
+        p = _slot(o, off)
+        if p != NULL:
+            return <object>p
+    return getattr(o, name)
+
+
+cdef inline void slot_set(object o, object cls, Py_ssize_t off, str name, object value) except *:
+    """``setattr(o, name, value)``; written at ``off`` when ``o`` is exactly a ``cls``."""
+    if off >= 0 and type(o) is cls:
+        _set_slot(o, off, value)
+    else:
+        setattr(o, name, value)
