@@ -129,7 +129,10 @@ extensions.append(
 # the per-unit loops of a resize (unit_loops.py keeps the Python ones as reference and fallback)
 extensions.append(
     Extension(
-        "mnnpy._unitfast", [os.path.join("mnnpy", "_unitfast.pyx")], extra_compile_args=COMPILE_ARGS
+        "mnnpy._unitfast",
+        [os.path.join("mnnpy", "_unitfast.pyx")],
+        depends=[SLOTS],
+        extra_compile_args=COMPILE_ARGS,
     )
 )
 

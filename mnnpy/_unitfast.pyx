@@ -13,7 +13,51 @@ it would there.
 """
 
 from cpython.long cimport PyLong_FromVoidPtr
-from cpython.object cimport PyObject_GenericSetAttr
+from cpython.object cimport PyObject, PyObject_GenericSetAttr
+
+include "_slots.pxi"
+
+# Tensor's, TensorDescribe's, Unit's and UnitPlan's slots, read and written in place (see
+# _slots.pxi); learnt on the first call (mnnpy.unit and mnnpy.tensor import this module's users)
+cdef bint _learnt = False
+cdef object _Tensor = None, _Describe = None, _Unit = None, _Plan = None
+cdef Py_ssize_t _T_DESCRIBE = -1
+cdef Py_ssize_t _D_USE = -1, _D_SHAPE = -1, _D_BACKEND = -1, _D_CONTENT = -1, _D_USAGE = -1
+cdef Py_ssize_t _U_OUTPUTS = -1, _U_INPUTS = -1, _U_PLAN = -1
+cdef Py_ssize_t _P_EXECUTION = -1, _P_BACKEND = -1
+
+
+cdef void _learn() except *:
+    global _learnt, _Tensor, _Describe, _Unit, _Plan, _T_DESCRIBE
+    global _D_USE, _D_SHAPE, _D_BACKEND, _D_CONTENT, _D_USAGE, _U_OUTPUTS, _U_INPUTS, _U_PLAN
+    global _P_EXECUTION, _P_BACKEND
+    from mnnpy.tensor import Tensor, TensorDescribe
+    from mnnpy.unit import Unit, UnitPlan
+
+    _T_DESCRIBE = slot_offset(Tensor, "describe")
+    _D_USE, _D_SHAPE = slot_offset(TensorDescribe, "use_count"), slot_offset(TensorDescribe, "shape_reads")
+    _D_BACKEND, _D_CONTENT = slot_offset(TensorDescribe, "backend"), slot_offset(TensorDescribe, "content")
+    _D_USAGE = slot_offset(TensorDescribe, "usage")
+    _U_OUTPUTS, _U_INPUTS = slot_offset(Unit, "outputs"), slot_offset(Unit, "inputs")
+    _U_PLAN = slot_offset(Unit, "plan")
+    _P_EXECUTION, _P_BACKEND = slot_offset(UnitPlan, "execution"), slot_offset(UnitPlan, "backend")
+    _Tensor, _Describe, _Unit, _Plan = Tensor, TensorDescribe, Unit, UnitPlan
+    _learnt = True
+
+
+cdef inline object _describe(object t):
+    """``t.describe``."""
+    return slot_get(t, _Tensor, _T_DESCRIBE, "describe")
+
+
+cdef inline object _dget(object d, Py_ssize_t off, str name):
+    """``getattr(d, name)`` of a TensorDescribe."""
+    return slot_get(d, _Describe, off, name)
+
+
+cdef inline void _dset(object d, Py_ssize_t off, str name, object value) except *:
+    """``setattr(d, name, value)`` of a TensorDescribe."""
+    slot_set(d, _Describe, off, name, value)
 
 
 def all_tensors(list units):
@@ -29,29 +73,38 @@ def all_tensors(list units):
 
 def reset_reads(list tensors, use_counts):
     """Each tensor's ``use_count`` from ``use_counts`` (by ``describe.index``); no shape reads."""
+    if not _learnt:
+        _learn()
+    zero = 0
     for t in tensors:
-        d = t.describe
-        d.use_count = use_counts[d.index]
-        d.shape_reads = 0
+        d = _describe(t)
+        _dset(d, _D_USE, "use_count", use_counts[d.index])
+        _dset(d, _D_SHAPE, "shape_reads", zero)
 
 
 def count_shape_reads(list units, done):
     """Per unit whether its id is in ``done`` (it folded); a shape read of each folded input."""
     cdef list flags = []
+    if not _learnt:
+        _learn()
     for u in units:
         fold = PyLong_FromVoidPtr(<void*>u) in done
         flags.append(fold)
         if fold:
-            for t in u.inputs:
-                d = t.describe
-                d.shape_reads += 1
+            for t in slot_get(u, _Unit, _U_INPUTS, "inputs"):
+                d = _describe(t)
+                _dset(d, _D_SHAPE, "shape_reads", _dget(d, _D_SHAPE, "shape_reads") + 1)
     return flags
 
 
 cdef object _folded_plan(unit, host, plan_cls):
     """``Unit._folded_plan``: the last plan again when it is folded on ``host``, else a new one."""
-    last = unit.plan
-    if last is not None and last.execution is None and last.backend is host:
+    last = slot_get(unit, _Unit, _U_PLAN, "plan")
+    if (
+        last is not None
+        and slot_get(last, _Plan, _P_EXECUTION, "execution") is None
+        and slot_get(last, _Plan, _P_BACKEND, "backend") is host
+    ):
         return last
     plan = plan_cls.__new__(plan_cls)  # a frozen dataclass: its slots set as object's are
     PyObject_GenericSetAttr(plan, "execution", None)
@@ -66,20 +119,22 @@ cdef object _folded_plan(unit, host, plan_cls):
 
 def fold_quietly(unit, host, plan_cls):
     """``Unit.fold_quietly(host)``: the folded plan when no memory is requested, else None."""
-    for t in unit.outputs:
-        d = t.describe
-        if d.use_count > d.shape_reads:
+    if not _learnt:
+        _learn()
+    for t in slot_get(unit, _Unit, _U_OUTPUTS, "outputs"):
+        d = _describe(t)
+        if _dget(d, _D_USE, "use_count") > _dget(d, _D_SHAPE, "shape_reads"):
             return None
-    inputs = unit.inputs
+    inputs = slot_get(unit, _Unit, _U_INPUTS, "inputs")
     n = len(inputs)
     for t in inputs:
-        d = t.describe
-        if d.use_count <= n and d.backend is not None:
+        d = _describe(t)
+        if _dget(d, _D_USE, "use_count") <= n and _dget(d, _D_BACKEND, "backend") is not None:
             return None
     for t in inputs:
-        d = t.describe
-        d.shape_reads -= 1
-        d.use_count -= 1
+        d = _describe(t)
+        _dset(d, _D_SHAPE, "shape_reads", _dget(d, _D_SHAPE, "shape_reads") - 1)
+        _dset(d, _D_USE, "use_count", _dget(d, _D_USE, "use_count") - 1)
     return _folded_plan(unit, host, plan_cls)
 
 
@@ -240,6 +295,13 @@ def bind_unit(unit, check_memory, ndarray, step_cls):
     return step
 
 
+cdef inline object _storage(object d, object survive, object separate, object dynamic):
+    """``unit.storage_type_of``: DYNAMIC_SEPERATE for a known value or a surviving usage."""
+    if _dget(d, _D_CONTENT, "content") is not None or _dget(d, _D_USAGE, "usage") in survive:
+        return separate
+    return dynamic
+
+
 def prepare_unit(unit, bint folded, geometry, tuple kit):
     """``unit.prepare(host, preference, overrides, strict, folded=..., geometry=...)`` of a Unit.
 
@@ -250,21 +312,22 @@ def prepare_unit(unit, bint folded, geometry, tuple kit):
     """
     (host, preference, overrides, strict, place, runnable, fall_back, acquire, release,
      partial, op_info, plan_cls, logger, debug, survive, dynamic, separate) = kit
-    cdef list outs = unit.outputs
-    cdef list ins = unit.inputs
+    if not _learnt:
+        _learn()
+    cdef list outs = slot_get(unit, _Unit, _U_OUTPUTS, "outputs")
+    cdef list ins = slot_get(unit, _Unit, _U_INPUTS, "inputs")
     if folded:
         for t in outs:  # memory only where an unfolded op reads it (Unit.prepare)
-            d = t.describe
-            if d.use_count > d.shape_reads:
-                acquire(host, t, separate if d.content is not None or d.usage in survive
-                        else dynamic)
+            d = _describe(t)
+            if _dget(d, _D_USE, "use_count") > _dget(d, _D_SHAPE, "shape_reads"):
+                acquire(host, t, _storage(d, survive, separate, dynamic))
         for t in ins:
-            d = t.describe
-            d.shape_reads -= 1
-            d.use_count -= 1
-            if d.use_count == 0 and d.backend is not None:
-                release(d.backend, t, separate if d.content is not None or d.usage in survive
-                        else dynamic)
+            d = _describe(t)
+            _dset(d, _D_SHAPE, "shape_reads", _dget(d, _D_SHAPE, "shape_reads") - 1)
+            left = _dget(d, _D_USE, "use_count") - 1
+            _dset(d, _D_USE, "use_count", left)
+            if left == 0 and _dget(d, _D_BACKEND, "backend") is not None:
+                release(d.backend, t, _storage(d, survive, separate, dynamic))
         return _folded_plan(unit, host, plan_cls)
     op = unit.op
     if unit.execution is None:  # executions (and their weights) outlive resizes
@@ -274,7 +337,7 @@ def prepare_unit(unit, bint folded, geometry, tuple kit):
     execution, backend = unit.execution, unit.backend
     assert backend is not None
     for t in ins:
-        if t.describe.backend is not backend:
+        if _dget(_describe(t), _D_BACKEND, "backend") is not backend:
             inputs, copies, edges = unit._wrap_inputs(backend)
             break
     else:  # every input held by ``backend`` (the common case): read in place
@@ -287,18 +350,17 @@ def prepare_unit(unit, bint folded, geometry, tuple kit):
         if backend.on_acquire_inplace(outs[0], ins[0]):
             outputs = outs[1:]
     for t in outputs:
-        d = t.describe
-        acquire(backend, t, separate if d.content is not None or d.usage in survive else dynamic)
+        acquire(backend, t, _storage(_describe(t), survive, separate, dynamic))
     execution.on_resize(inputs, outs)
     for _, _, mirror in copies:  # like scratch: valid during this op's execute
         release(backend, mirror, dynamic)
     for ts in (ins, geometry.sources if geometry is not None else ()):  # _release_inputs
         for t in ts:
-            d = t.describe
-            d.use_count -= 1
-            if d.use_count == 0 and d.backend is not None:
-                release(d.backend, t, separate if d.content is not None or d.usage in survive
-                        else dynamic)
+            d = _describe(t)
+            left = _dget(d, _D_USE, "use_count") - 1
+            _dset(d, _D_USE, "use_count", left)
+            if left == 0 and _dget(d, _D_BACKEND, "backend") is not None:
+                release(d.backend, t, _storage(d, survive, separate, dynamic))
     if logger.isEnabledFor(debug):
         logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
     through = runs.reads_through if runs is not None else ()
