@@ -21,20 +21,29 @@ include "_slots.pxi"
 # _slots.pxi); learnt on the first call (mnnpy.unit and mnnpy.tensor import this module's users)
 cdef bint _learnt = False
 cdef object _Tensor = None, _Describe = None, _Unit = None, _Plan = None
-cdef Py_ssize_t _T_DESCRIBE = -1
+cdef Py_ssize_t _T_DESCRIBE = -1, _T_SHAPE = -1, _T_DTYPE = -1, _T_FORMAT = -1, _T_HOST = -1
 cdef Py_ssize_t _D_USE = -1, _D_SHAPE = -1, _D_BACKEND = -1, _D_CONTENT = -1, _D_USAGE = -1
-cdef Py_ssize_t _U_OUTPUTS = -1, _U_INPUTS = -1, _U_PLAN = -1
+cdef Py_ssize_t _D_STORAGE = -1, _D_INDEX = -1
+cdef Py_ssize_t _U_OUTPUTS = -1, _U_INPUTS = -1, _U_PLAN = -1, _U_OP = -1, _U_EXECUTION = -1
+cdef Py_ssize_t _U_BACKEND = -1, _U_PLACEMENT = -1, _U_SHAPED = -1
 cdef Py_ssize_t _P_EXECUTION = -1, _P_BACKEND = -1
 
 
 cdef void _learn() except *:
     global _learnt, _Tensor, _Describe, _Unit, _Plan, _T_DESCRIBE
     global _D_USE, _D_SHAPE, _D_BACKEND, _D_CONTENT, _D_USAGE, _U_OUTPUTS, _U_INPUTS, _U_PLAN
-    global _P_EXECUTION, _P_BACKEND
+    global _P_EXECUTION, _P_BACKEND, _T_SHAPE, _T_DTYPE, _T_FORMAT, _T_HOST, _D_STORAGE, _D_INDEX
+    global _U_OP, _U_EXECUTION, _U_BACKEND, _U_PLACEMENT, _U_SHAPED
     from mnnpy.tensor import Tensor, TensorDescribe
     from mnnpy.unit import Unit, UnitPlan
 
-    _T_DESCRIBE = slot_offset(Tensor, "describe")
+    _T_DESCRIBE, _T_HOST = slot_offset(Tensor, "describe"), slot_offset(Tensor, "host")
+    _T_SHAPE, _T_DTYPE = slot_offset(Tensor, "shape"), slot_offset(Tensor, "dtype")
+    _T_FORMAT = slot_offset(Tensor, "dimension_format")
+    _D_STORAGE, _D_INDEX = slot_offset(TensorDescribe, "storage_type"), slot_offset(TensorDescribe, "index")
+    _U_OP, _U_EXECUTION = slot_offset(Unit, "op"), slot_offset(Unit, "execution")
+    _U_BACKEND, _U_PLACEMENT = slot_offset(Unit, "backend"), slot_offset(Unit, "placement")
+    _U_SHAPED = slot_offset(Unit, "_shaped")
     _D_USE, _D_SHAPE = slot_offset(TensorDescribe, "use_count"), slot_offset(TensorDescribe, "shape_reads")
     _D_BACKEND, _D_CONTENT = slot_offset(TensorDescribe, "backend"), slot_offset(TensorDescribe, "content")
     _D_USAGE = slot_offset(TensorDescribe, "usage")
@@ -63,10 +72,12 @@ cdef inline void _dset(object d, Py_ssize_t off, str name, object value) except 
 def all_tensors(list units):
     """``Pipeline._all_tensors``: every tensor the units write or read, once, first met first."""
     cdef dict seen = {}
+    if not _learnt:
+        _learn()
     for u in units:
-        for t in u.outputs:
+        for t in slot_get(u, _Unit, _U_OUTPUTS, "outputs"):
             seen[PyLong_FromVoidPtr(<void*>t)] = t
-        for t in u.inputs:
+        for t in slot_get(u, _Unit, _U_INPUTS, "inputs"):
             seen[PyLong_FromVoidPtr(<void*>t)] = t
     return list(seen.values())
 
@@ -170,18 +181,21 @@ def reset_tensors(list tensors, known, acquire, storage, input_usage, constant_u
     Inputs and constants keep their shapes and get host memory again (``acquire(t, storage)``);
     every other tensor's shape starts over, its content the one ``known`` has for its index.
     """
+    if not _learnt:
+        _learn()
+    empty = ()
     for t in tensors:
-        d = t.describe
-        usage = d.usage
-        t.host = None
-        d.backend = None
-        d.storage_type = None
+        d = _describe(t)
+        usage = _dget(d, _D_USAGE, "usage")
+        slot_set(t, _Tensor, _T_HOST, "host", None)
+        _dset(d, _D_BACKEND, "backend", None)
+        _dset(d, _D_STORAGE, "storage_type", None)
         if usage != constant_usage:
-            d.content = known.get(d.index)
+            _dset(d, _D_CONTENT, "content", known.get(_dget(d, _D_INDEX, "index")))
         if usage == input_usage or usage == constant_usage:
             acquire(t, storage)
         else:
-            t.shape = ()
+            slot_set(t, _Tensor, _T_SHAPE, "shape", empty)
 
 
 def unchecked_memory(tensors, ndarray):
@@ -192,18 +206,22 @@ def unchecked_memory(tensors, ndarray):
     """
     cdef list bad = []
     cdef Py_ssize_t size
+    if not _learnt:
+        _learn()
     for t in tensors:
-        owner = t.describe.backend
+        owner = _dget(_describe(t), _D_BACKEND, "backend")
         if owner is None or owner.memory_kind != "host":
             continue
-        host = t.host
+        host = slot_get(t, _Tensor, _T_HOST, "host")
         if type(host) is ndarray:
             dtype = host.dtype
-            if dtype is t.dtype or dtype == t.dtype:
+            tdtype = slot_get(t, _Tensor, _T_DTYPE, "dtype")
+            if dtype is tdtype or dtype == tdtype:
                 size = host.size
                 # the NC4HW4-padded count bounds storage_elements in every layout: asked first,
                 # without the backend's storage_format
-                if size >= _padded_elements(t.shape) or size >= t.storage_elements:
+                shape = slot_get(t, _Tensor, _T_SHAPE, "shape")
+                if size >= _padded_elements(shape) or size >= t.storage_elements:
                     continue
         bad.append(t)
     return bad
@@ -230,16 +248,18 @@ def make_units(ops, tensors, unit_cls):
     """
     cdef list units = []
     cdef list ts = tensors
+    if not _learnt:
+        _learn()
     for op in ops:
         u = unit_cls.__new__(unit_cls)
-        u.op = op
-        u.inputs = [ts[i] for i in op.inputs]
-        u.outputs = [ts[i] for i in op.outputs]
-        u.execution = None
-        u.backend = None
-        u.placement = None
-        u.plan = None
-        u._shaped = None
+        slot_set(u, _Unit, _U_OP, "op", op)
+        slot_set(u, _Unit, _U_INPUTS, "inputs", [ts[i] for i in op.inputs])
+        slot_set(u, _Unit, _U_OUTPUTS, "outputs", [ts[i] for i in op.outputs])
+        slot_set(u, _Unit, _U_EXECUTION, "execution", None)
+        slot_set(u, _Unit, _U_BACKEND, "backend", None)
+        slot_set(u, _Unit, _U_PLACEMENT, "placement", None)
+        slot_set(u, _Unit, _U_PLAN, "plan", None)
+        slot_set(u, _Unit, _U_SHAPED, "_shaped", None)
         units.append(u)
     return units
 
@@ -252,13 +272,16 @@ def model_tensors(infos, tensor_cls, describe_cls, dtype, fmt):
     """
     cdef list tensors = []
     shape = ()
+    if not _learnt:
+        _learn()
+    new = tensor_cls.__new__
     for info in infos:
-        t = tensor_cls.__new__(tensor_cls)
-        t.shape = shape
-        t.dtype = dtype
-        t.dimension_format = fmt
-        t.host = None
-        t.describe = describe_cls(info.name, info.index, info.usage)
+        t = new(tensor_cls)
+        slot_set(t, _Tensor, _T_SHAPE, "shape", shape)
+        slot_set(t, _Tensor, _T_DTYPE, "dtype", dtype)
+        slot_set(t, _Tensor, _T_FORMAT, "dimension_format", fmt)
+        slot_set(t, _Tensor, _T_HOST, "host", None)
+        slot_set(t, _Tensor, _T_DESCRIBE, "describe", describe_cls(info.name, info.index, info.usage))
         tensors.append(t)
     return tensors
 
