@@ -222,25 +222,25 @@ def check_views(view: SubgraphView, views: OptimizationViews) -> None:
         InvalidValueError: naming the backend and the node or substitution.
     """
     name = view.backend.name
-    seen: dict[int, str] = {}
+    seen: dict[Node, str] = {}  # nodes hash by identity; anything else is no node of the view
     parts: list[tuple[str, Sequence[Node]]] = [
         (f"substitution {s.name!r}", s.nodes) for s in views.substitutions
     ]
     parts += [("failed", v.nodes) for v in views.failed]
     parts += [("untouched", v.nodes) for v in views.untouched]
-    mine = {id(n) for n in view.nodes}
+    mine = set(view.nodes)
     for where, nodes in parts:
         for n in nodes:
-            if id(n) not in mine:
+            if not isinstance(n, Node) or n not in mine:
                 raise InvalidValueError(
                     f"{name}.optimize_subgraph: {where} has op {n.op.name!r}, not in its view"
                 )
-            if id(n) in seen:
+            if n in seen:
                 raise InvalidValueError(
-                    f"{name}.optimize_subgraph: op {n.op.name!r} is in {seen[id(n)]} and {where}"
+                    f"{name}.optimize_subgraph: op {n.op.name!r} is in {seen[n]} and {where}"
                 )
-            seen[id(n)] = where
-    missing = [n.op.name for n in view.nodes if id(n) not in seen]
+            seen[n] = where
+    missing = [n.op.name for n in view.nodes if n not in seen]
     if missing:
         raise InvalidValueError(f"{name}.optimize_subgraph lost op(s) {missing!r}")
     for s in views.substitutions:
