@@ -112,6 +112,7 @@ extensions.append(
     Extension(
         "mnnpy.geometry._describe",
         [os.path.join("mnnpy", "geometry", "_describe.pyx")],
+        depends=[SLOTS],
         extra_compile_args=COMPILE_ARGS,
     )
 )

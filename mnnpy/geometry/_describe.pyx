@@ -13,9 +13,40 @@ an ``(output index, piece)`` tuple, a remembered answer a 6-tuple): a wrong one 
 ``TypeError`` / ``ValueError`` the Python code would, before anything is changed.
 """
 
+from cpython.long cimport PyLong_FromVoidPtr
+
 import numpy as np
 
 cdef object _new = object.__new__
+
+
+cdef inline object _id(object o):
+    """``id(o)``, without the call of the builtin."""
+    return PyLong_FromVoidPtr(<void*>o)
+
+
+include "../_slots.pxi"
+
+# Tensor's, TensorDescribe's and Unit's slots read and written in place (see _slots.pxi); learnt
+# on the first call (mnnpy.unit imports the geometry package)
+cdef bint _learnt = False
+cdef object _Tensor = None, _Describe = None, _Unit = None
+cdef Py_ssize_t _T_DESCRIBE = -1, _D_REGIONS = -1, _D_VIRTUAL = -1, _D_BACKEND = -1
+cdef Py_ssize_t _U_INPUTS = -1, _U_OUTPUTS = -1
+
+
+cdef void _learn() except *:
+    global _learnt, _Tensor, _Describe, _Unit, _T_DESCRIBE, _D_REGIONS, _D_VIRTUAL, _D_BACKEND
+    global _U_INPUTS, _U_OUTPUTS
+    from mnnpy.tensor import Tensor, TensorDescribe
+    from mnnpy.unit import Unit
+
+    _T_DESCRIBE = slot_offset(Tensor, "describe")
+    _D_REGIONS, _D_VIRTUAL = slot_offset(TensorDescribe, "regions"), slot_offset(TensorDescribe, "virtual")
+    _D_BACKEND = slot_offset(TensorDescribe, "backend")
+    _U_INPUTS, _U_OUTPUTS = slot_offset(Unit, "inputs"), slot_offset(Unit, "outputs")
+    _Tensor, _Describe, _Unit = Tensor, TensorDescribe, Unit
+    _learnt = True
 
 
 cdef inline object _rows(object p):
@@ -51,7 +82,7 @@ def sources(list placed):
     cdef dict out = {}
     for item in placed:
         source = _pair(item)[1].source
-        out[id(source)] = source
+        out[_id(source)] = source
     return out
 
 
@@ -79,7 +110,7 @@ def through(list placed, object tensor, object writer, dict before, object compo
         for q in got:
             composed.append((j, q))
     for u in writer:
-        fan[id(u.source)] = None
+        fan[_id(u.source)] = None
     fan_in = max(len(before), len(fan))
     after = sources(composed)
     if len(after) > fan_in or not within_budget(composed, limit):
@@ -216,7 +247,7 @@ def copies(list pieces, Py_ssize_t limit):
         if total > limit:
             return None
         src = p.source
-        key = (id(src), pair[0])
+        key = (_id(src), pair[0])
         group = grouped.get(key)
         if group is None:
             grouped[key] = [src, pair[0], rows]
@@ -250,9 +281,9 @@ def decided(object outputs):
 
 def reads_other(list pieces, object inputs):
     """Whether a piece reads a tensor that is none of ``inputs`` (it reads through a writer)."""
-    cdef set read = {id(t) for t in inputs}
+    cdef set read = {_id(t) for t in inputs}
     for item in pieces:
-        if id(_pair(item)[1].source) not in read:
+        if _id(_pair(item)[1].source) not in read:
             return True
     return False
 
@@ -260,12 +291,14 @@ def reads_other(list pieces, object inputs):
 def fresh(object units, dict writer):
     """``_Pass``'s start of a resize: each output's writer in ``writer``, no decisions yet."""
     cdef object d
+    if not _learnt:
+        _learn()
     for u in units:
-        for t in u.outputs:
-            writer[id(t)] = u
-            d = t.describe
-            d.regions = None
-            d.virtual = False
+        for t in slot_get(u, _Unit, _U_OUTPUTS, "outputs"):
+            writer[_id(t)] = u
+            d = slot_get(t, _Tensor, _T_DESCRIBE, "describe")
+            slot_set(d, _Describe, _D_REGIONS, "regions", None)
+            slot_set(d, _Describe, _D_VIRTUAL, "virtual", False)
 
 
 def moved(list known, object inputs, type piece):
@@ -311,10 +344,12 @@ def readers(object units, dict readers):
     """``_Pass``'s unfolded readers: each unit in ``readers[id(t)]`` once per distinct input."""
     cdef dict once
     cdef list known
+    if not _learnt:
+        _learn()
     for u in units:
         once = {}
-        for t in u.inputs:
-            once[id(t)] = t
+        for t in slot_get(u, _Unit, _U_INPUTS, "inputs"):
+            once[_id(t)] = t
         for k in once:
             known = readers.get(k)
             if known is None:
@@ -326,10 +361,10 @@ def readers(object units, dict readers):
 def count(dict seen, object inputs, object extra):
     """``_Pass.count_reads``'s counting: one more read of each of ``inputs`` and ``extra``."""
     for t in inputs:
-        k = id(t)
+        k = _id(t)
         seen[k] = seen.get(k, 0) + 1
     for t in extra:
-        k = id(t)
+        k = _id(t)
         seen[k] = seen.get(k, 0) + 1
 
 
@@ -339,14 +374,14 @@ cdef bint _all_readable(object pas, object tensors, object backend) except -1:
     cdef dict writer = pas.writer, targets = pas.targets
     cdef object host = pas.host, unit, owner
     for t in tensors:
-        k = id(t)
+        k = _id(t)
         if k in taken:
             return False
         unit = writer.get(k)
         if unit is None:
-            owner = t.describe.backend
+            owner = slot_get(slot_get(t, _Tensor, _T_DESCRIBE, "describe"), _Describe, _D_BACKEND, "backend")
         else:
-            owner = targets.get(id(unit))
+            owner = targets.get(_id(unit))
             if not owner:
                 owner = host
         if owner is not backend and (owner is None or not backend.can_share(t, owner)):
@@ -361,7 +396,7 @@ cdef bint _aliases(object pas, object unit, frozenset aliasing, tuple kit) excep
     cdef object backend, src, dst, d, owner, w
     if kind not in aliasing or not inputs:
         return False
-    backend = pas.targets.get(id(unit))
+    backend = pas.targets.get(_id(unit))
     if backend is None or not outputs:
         return False
     src, dst = inputs[0], outputs[0]
@@ -371,15 +406,15 @@ cdef bint _aliases(object pas, object unit, frozenset aliasing, tuple kit) excep
     elif not kit[2](src, dst):
         return False
     d = src.describe
-    if d.use_count - d.shape_reads - (<dict>pas.seen).get(id(src), 0) != 1:
+    if d.use_count - d.shape_reads - (<dict>pas.seen).get(_id(src), 0) != 1:
         return False
     if inputs.count(src) != 1:
         return False
     for t in (src, dst):  # ``_dynamic``
         if t.describe.usage in kit[3] or t.describe.content is not None:
             return False
-    w = (<dict>pas.writer).get(id(src))  # ``owner``
-    owner = d.backend if w is None else (pas.targets.get(id(w)) or pas.host)
+    w = (<dict>pas.writer).get(_id(src))  # ``owner``
+    owner = d.backend if w is None else (pas.targets.get(_id(w)) or pas.host)
     return owner is backend and src.size == dst.size
 
 
@@ -396,7 +431,7 @@ cdef _record(object unit, list placed, object backend, dict written, type writte
                 got.append(pair[1])
         pieces = tuple(got)
         t.describe.regions = pieces
-        written[id(t)] = written_t(unit, j, pieces, backend)
+        written[_id(t)] = written_t(unit, j, pieces, backend)
         j += 1
 
 
@@ -431,13 +466,13 @@ def plan(object pas, list real, object computers, frozenset aliasing, tuple kit,
             g = _describe(pas, u, aliasing, kit, regions_of, compose, limit, written_t,
                           through_t, geometry_t)
             if g is not None:
-                result[id(u)] = g
+                result[_id(u)] = g
         if kind in aliasing:  # the input a reshape takes over in place (``count_reads``)
             known = pas.aliased
             if known[1] if known is not None and known[0] is u else _aliases(pas, u, aliasing,
                                                                              kit):
-                taken.add(id(u.inputs[0]))
-                in_place.add(id(u))
+                taken.add(_id(u.inputs[0]))
+                in_place.add(_id(u))
         count(seen, u.inputs, () if g is None else g.sources)
     return result
 
@@ -447,7 +482,7 @@ cdef object _describe(object pas, object unit, frozenset aliasing, tuple kit,
                       type through_t, type geometry_t):
     cdef dict placed_by = pas.placed, written = pas.written, composed_by = pas.composed
     cdef dict expected = pas.expected, counted = pas.through
-    cdef object backend = pas.targets.get(id(unit))
+    cdef object backend = pas.targets.get(_id(unit))
     cdef object placed, own, before, w, d, got, found
     cdef list decisions = [], new_list, inputs
     cdef tuple key, new
@@ -455,7 +490,7 @@ cdef object _describe(object pas, object unit, frozenset aliasing, tuple kit,
     cdef Py_ssize_t readers
     if backend is None or not backend.supports_regions:
         return None
-    k = id(unit)
+    k = _id(unit)
     if k in placed_by:
         placed = placed_by[k]
     else:
@@ -470,18 +505,18 @@ cdef object _describe(object pas, object unit, frozenset aliasing, tuple kit,
     aliases = unit.op.type in aliasing and _aliases(pas, unit, aliasing, kit)
     pas.aliased = (unit, aliases)
     for t in dict.fromkeys(inputs):
-        w = written.get(id(t))
+        w = written.get(_id(t))
         if w is None or w.backend is not backend:
             continue
-        if aliases and t is inputs[0] and id(w.unit) in pas.in_place:
+        if aliases and t is inputs[0] and _id(w.unit) in pas.in_place:
             continue
         d = t.describe
-        readers = expected.setdefault(id(t), d.use_count - d.shape_reads)
+        readers = expected.setdefault(_id(t), d.use_count - d.shape_reads)
         if readers < 1 or inputs.count(t) != 1:
             continue
         if readers > 1 and not pas.shared(t, backend, readers):
             continue
-        key = (k, id(t))
+        key = (k, _id(t))
         if placed is own and key in composed_by:
             got = composed_by.pop(key)
         else:
@@ -494,8 +529,8 @@ cdef object _describe(object pas, object unit, frozenset aliasing, tuple kit,
         if new and not _all_readable(pas, new, backend):
             continue
         placed, before = found, after
-        n = counted.get(id(t), 0) + 1
-        counted[id(t)] = n
+        n = counted.get(_id(t), 0) + 1
+        counted[_id(t)] = n
         d.virtual = n == readers
         decisions.append(through_t(t, w.unit, w.index, new))
     _record(unit, placed, backend, written, written_t)
