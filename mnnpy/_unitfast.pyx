@@ -44,9 +44,10 @@ cdef void _learn() except *:
     _U_OP, _U_EXECUTION = slot_offset(Unit, "op"), slot_offset(Unit, "execution")
     _U_BACKEND, _U_PLACEMENT = slot_offset(Unit, "backend"), slot_offset(Unit, "placement")
     _U_SHAPED = slot_offset(Unit, "_shaped")
-    _D_USE, _D_SHAPE = slot_offset(TensorDescribe, "use_count"), slot_offset(TensorDescribe, "shape_reads")
-    _D_BACKEND, _D_CONTENT = slot_offset(TensorDescribe, "backend"), slot_offset(TensorDescribe, "content")
-    _D_USAGE = slot_offset(TensorDescribe, "usage")
+    D = TensorDescribe
+    _D_USE, _D_SHAPE = slot_offset(D, "use_count"), slot_offset(D, "shape_reads")
+    _D_BACKEND, _D_CONTENT = slot_offset(D, "backend"), slot_offset(D, "content")
+    _D_USAGE = slot_offset(D, "usage")
     _U_OUTPUTS, _U_INPUTS = slot_offset(Unit, "outputs"), slot_offset(Unit, "inputs")
     _U_PLAN = slot_offset(Unit, "plan")
     _P_EXECUTION, _P_BACKEND = slot_offset(UnitPlan, "execution"), slot_offset(UnitPlan, "backend")
@@ -281,7 +282,8 @@ def model_tensors(infos, tensor_cls, describe_cls, dtype, fmt):
         slot_set(t, _Tensor, _T_DTYPE, "dtype", dtype)
         slot_set(t, _Tensor, _T_FORMAT, "dimension_format", fmt)
         slot_set(t, _Tensor, _T_HOST, "host", None)
-        slot_set(t, _Tensor, _T_DESCRIBE, "describe", describe_cls(info.name, info.index, info.usage))
+        d = describe_cls(info.name, info.index, info.usage)
+        slot_set(t, _Tensor, _T_DESCRIBE, "describe", d)
         tensors.append(t)
     return tensors
 

@@ -42,7 +42,8 @@ cdef void _learn() except *:
     from mnnpy.unit import Unit
 
     _T_DESCRIBE = slot_offset(Tensor, "describe")
-    _D_REGIONS, _D_VIRTUAL = slot_offset(TensorDescribe, "regions"), slot_offset(TensorDescribe, "virtual")
+    _D_REGIONS = slot_offset(TensorDescribe, "regions")
+    _D_VIRTUAL = slot_offset(TensorDescribe, "virtual")
     _D_BACKEND = slot_offset(TensorDescribe, "backend")
     _U_INPUTS, _U_OUTPUTS = slot_offset(Unit, "inputs"), slot_offset(Unit, "outputs")
     _Tensor, _Describe, _Unit = Tensor, TensorDescribe, Unit
@@ -379,7 +380,8 @@ cdef bint _all_readable(object pas, object tensors, object backend) except -1:
             return False
         unit = writer.get(k)
         if unit is None:
-            owner = slot_get(slot_get(t, _Tensor, _T_DESCRIBE, "describe"), _Describe, _D_BACKEND, "backend")
+            d = slot_get(t, _Tensor, _T_DESCRIBE, "describe")
+            owner = slot_get(d, _Describe, _D_BACKEND, "backend")
         else:
             owner = targets.get(_id(unit))
             if not owner:
