@@ -3,7 +3,8 @@
 # the instructions of the shape stage's and the unit loops' C twins went to those look-ups).
 # Only for objects of exactly the class whose offset was learnt (a subclass may put a property
 # over a slot); an unset slot, or a class without that slot (offset -1), goes through
-# getattr / setattr, which raise AttributeError as before.
+# getattr / setattr, which raise AttributeError as before. The offsets are learnt once: a slot
+# the class itself later covers with another attribute (a test's monkeypatch) is not seen here.
 
 from cpython.object cimport PyObject
 

@@ -6,8 +6,9 @@ PyTorch exports): reset the read counts (``Pipeline.prepare``), count the reads 
 fold the units that request no memory (``Unit.fold_quietly``), forget the last resize's memory
 (``Session.resize``), bind the run steps (``Unit.bind``), make the session's tensors and units
 (``Session.__init__``). Each function here does what its Python reference does, in the same order,
-through the same attributes; ``tests/unit/test_unitfast.py`` compares them on random counts and
-whole sessions. Anything that is not the plain case (a unit class with its own ``fold_quietly``)
+through the same attributes (the __slots__ of Tensor, TensorDescribe, Unit and UnitPlan read and
+written in place, ``_slots.pxi``); ``tests/unit/test_unitfast.py`` compares them on random counts
+and whole sessions. Anything that is not the plain case (a unit class with its own ``fold_quietly``)
 calls the Python method; every call back into Python (``prepare``, a backend's hook) raises as
 it would there.
 """
