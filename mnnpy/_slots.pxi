@@ -13,14 +13,14 @@ cdef extern from *:
     """
     #include <structmember.h>
     static Py_ssize_t mnnpy_slot_offset(PyObject *type, PyObject *name) {
-        /* The byte offset in instances of ``type`` of its __slots__ member ``name``: an object
-           member, writable, that raises AttributeError while unset (T_OBJECT_EX); else -1. */
+        /* The byte offset in instances of ``type`` of the __slots__ member ``name`` it has (its
+           own or a base's): an object member, writable, that raises AttributeError while unset
+           (T_OBJECT_EX); else -1. */
         PyObject *d;
         PyMemberDef *m;
-        if (!PyType_Check(type)) return -1;
-        d = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, name);
-        if (d == NULL) { PyErr_Clear(); return -1; }
-        if (Py_TYPE(d) != &PyMemberDescr_Type) return -1;
+        if (!PyType_Check(type) || !PyUnicode_Check(name)) return -1;
+        d = _PyType_Lookup((PyTypeObject *)type, name);  /* through the MRO; borrowed, no error */
+        if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) return -1;
         m = ((PyMemberDescrObject *)d)->d_member;
         if (m->type != T_OBJECT_EX || (m->flags & READONLY)) return -1;
         return m->offset;

@@ -49,7 +49,23 @@ class TensorUsage(IntEnum):
 
 
 @dataclass(slots=True)
-class TensorDescribe:
+class _DescribeFields:
+    """:class:`TensorDescribe`'s fields, as slots (the C twins read and write them in place)."""
+
+    name: str = ""
+    index: int = -1
+    usage: TensorUsage = TensorUsage.NORMAL
+    use_count: int = 0
+    shape_reads: int = 0
+    backend: Backend | None = None
+    storage_type: StorageType | None = None
+    content: np.ndarray | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    regions: tuple[Piece, ...] | None = None
+    virtual: bool = False
+
+
+class TensorDescribe(_DescribeFields):
     """Bookkeeping attached to every session tensor (MNN's ``Tensor::InsideDescribe``).
 
     Attributes:
@@ -69,19 +85,10 @@ class TensorDescribe:
             described its writer as regions (MNN's ``InsideDescribe::regions``); else None.
         virtual: whether it is not written in runs without callbacks, its only reader reading
             its regions' sources (MNN's ``MEMORY_VIRTUAL``; it still gets memory, for callbacks).
-    """
 
-    name: str = ""
-    index: int = -1
-    usage: TensorUsage = TensorUsage.NORMAL
-    use_count: int = 0
-    shape_reads: int = 0
-    backend: Backend | None = None
-    storage_type: StorageType | None = None
-    content: np.ndarray | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    regions: tuple[Piece, ...] | None = None
-    virtual: bool = False
+    The fields are slots of its dataclass base; an instance still takes other attributes (a
+    backend's own bookkeeping), as a plain object does. ``extra`` is the documented place.
+    """
 
 
 class Tensor:

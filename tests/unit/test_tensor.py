@@ -184,3 +184,22 @@ def test_write_contents_checks_as_copy_from() -> None:
     t.describe.content = np.zeros((2, 3), np.int32)
     with pytest.raises(InputDataError, match="dtype"):
         write_contents([t])
+
+
+def test_describe_fields_are_slots_and_other_attributes_still_work() -> None:
+    """The C twins read the describe's fields in place (slots); a backend may still attach its
+    own attributes to a describe, as it could before, and copies and pickles keep both."""
+    import copy
+    import pickle
+
+    from mnnpy.tensor import TensorDescribe
+
+    t = Tensor((2, 3), np.float32, name="x")
+    d = t.describe
+    assert type(d) is TensorDescribe
+    assert "content" not in getattr(d, "__dict__", {})  # a slot, not an instance attribute
+    d.content = np.arange(6, dtype=np.float32).reshape(2, 3)
+    d.device_handle = "xpu:7"  # a backend's own bookkeeping
+    for other in (copy.deepcopy(d), pickle.loads(pickle.dumps(d))):
+        assert other.device_handle == "xpu:7" and other.name == "x"
+        assert np.array_equal(other.content, d.content)
