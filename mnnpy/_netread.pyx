@@ -16,7 +16,8 @@ from posix.mman cimport mmap as c_mmap
 from posix.unistd cimport close as c_close
 from posix.unistd cimport read as c_read
 from cpython.long cimport PyLong_FromLong
-from cpython.ref cimport Py_INCREF
+from cpython.object cimport PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int8_t, int32_t, uint8_t, uint16_t, uint32_t
@@ -51,6 +52,45 @@ cdef extern from *:
     """
     void mnnpy_advise_huge(char* p, Py_ssize_t n) nogil
     int MNNPY_MAP_POPULATE  # MAP_POPULATE on Linux, else 0 (pages then mapped at first touch)
+
+
+cdef extern from *:
+    """
+    /* ``object.__new__(cls)`` then ``obj.__dict__ = d`` for a class whose instances ``object``
+       itself makes (its tp_new is object's): the two C calls those statements end in, without
+       the method look-up and the attribute machinery. 1: done, the new object in *out; 0: any
+       other class (the caller runs the statements); -1: an exception (no ``__dict__``...). */
+    static int mnnpy_plain_new(PyObject *cls, PyObject *d, PyObject **out) {
+        static PyObject *no_args = NULL;
+        PyObject *obj;
+        if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new)
+            return 0;
+        if (no_args == NULL && (no_args = PyTuple_New(0)) == NULL)
+            return -1;
+        obj = PyBaseObject_Type.tp_new((PyTypeObject *)cls, no_args, NULL);
+        if (obj == NULL)
+            return -1;
+        if (PyObject_GenericSetDict(obj, d, NULL) < 0) {
+            Py_DECREF(obj);
+            return -1;
+        }
+        *out = obj;
+        return 1;
+    }
+    """
+    int mnnpy_plain_new(object cls, object d, PyObject** out) except -1
+
+
+cdef inline object _with_dict(object cls, dict d):
+    """``obj = object.__new__(cls); obj.__dict__ = d`` (in C when ``cls`` is a plain class)."""
+    cdef PyObject* got = NULL
+    if mnnpy_plain_new(cls, d, &got):
+        obj = <object>got
+        Py_DECREF(obj)  # ``obj`` took a reference of its own: drop the helper's
+        return obj
+    obj = object.__new__(cls)
+    obj.__dict__ = d
+    return obj
 
 
 cdef extern from "<dirent.h>" nogil:
@@ -366,9 +406,7 @@ cdef class _Buf:
                 start = self.vector(at[k], dtype.itemsize, &n)
                 value = frombuffer(self.data, dtype, n, start)
             d[name] = value
-        obj = object.__new__(cls)
-        obj.__dict__ = d
-        return obj
+        return _with_dict(cls, d)
 
     cdef object text(self, Py_ssize_t at):
         """The string at ``at`` as text ("" when absent); ValueError when not UTF-8."""
@@ -451,7 +489,6 @@ def read_op_defs(object data, Py_ssize_t at, Py_ssize_t n_tensors, object op_cla
     cdef dict classes = {}
     start = b.vector(at, 4, &n)
     ops = [None] * n
-    new = object.__new__
     for i in range(n):
         pos = start + 4 * i
         pos += b.u32(pos)
@@ -485,7 +522,5 @@ def read_op_defs(object data, Py_ssize_t at, Py_ssize_t n_tensors, object op_cla
             raise ValueError(f"op #{i}: defaultDimentionFormat is not a format")
         d["default_format"] = fmt
         b.string(f[7])  # externalPath: not kept, but checked as the object API reads it
-        op = new(op_class)
-        op.__dict__ = d
-        ops[i] = op
+        ops[i] = _with_dict(op_class, d)
     return ops

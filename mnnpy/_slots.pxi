@@ -36,7 +36,20 @@ cdef extern from *:
         *at = v;
         Py_XDECREF(old);
     }
+    /* ``object.__new__(cls)`` for a class whose instances ``object`` itself makes (its tp_new
+       is object's); NotImplemented for any other class; NULL (an exception set) on failure. */
+    static PyObject *mnnpy_object_new(PyObject *cls) {
+        static PyObject *no_args = NULL;
+        if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new) {
+            Py_INCREF(Py_NotImplemented);
+            return Py_NotImplemented;
+        }
+        if (no_args == NULL && (no_args = PyTuple_New(0)) == NULL)
+            return NULL;
+        return PyBaseObject_Type.tp_new((PyTypeObject *)cls, no_args, NULL);
+    }
     """
+    object _c_object_new "mnnpy_object_new"(object cls)
     Py_ssize_t slot_offset "mnnpy_slot_offset"(object type, object name)
     PyObject* _slot "mnnpy_slot"(object o, Py_ssize_t off)
     void _set_slot "mnnpy_set_slot"(object o, Py_ssize_t off, object v)
@@ -58,3 +71,9 @@ cdef inline void slot_set(object o, object cls, Py_ssize_t off, str name, object
         _set_slot(o, off, value)
     else:
         setattr(o, name, value)
+
+
+cdef inline object new_plain(object cls):
+    """``cls.__new__(cls)``: in C when ``cls``'s instances are made by ``object`` itself."""
+    o = _c_object_new(cls)
+    return cls.__new__(cls) if o is NotImplemented else o

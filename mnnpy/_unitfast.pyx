@@ -27,14 +27,17 @@ cdef Py_ssize_t _D_USE = -1, _D_SHAPE = -1, _D_BACKEND = -1, _D_CONTENT = -1, _D
 cdef Py_ssize_t _D_STORAGE = -1, _D_INDEX = -1
 cdef Py_ssize_t _U_OUTPUTS = -1, _U_INPUTS = -1, _U_PLAN = -1, _U_OP = -1, _U_EXECUTION = -1
 cdef Py_ssize_t _U_BACKEND = -1, _U_PLACEMENT = -1, _U_SHAPED = -1
-cdef Py_ssize_t _P_EXECUTION = -1, _P_BACKEND = -1
+cdef Py_ssize_t _P_EXECUTION = -1, _P_BACKEND = -1, _D_NAME = -1
+# TensorDescribe's dataclass fields as (offset, default, factory): what its generated __init__
+# sets, slot by slot (``_new_describe``); None when its construction is not that plain.
+cdef list _D_FIELDS = None
 
 
 cdef void _learn() except *:
     global _learnt, _Tensor, _Describe, _Unit, _Plan, _T_DESCRIBE
     global _D_USE, _D_SHAPE, _D_BACKEND, _D_CONTENT, _D_USAGE, _U_OUTPUTS, _U_INPUTS, _U_PLAN
     global _P_EXECUTION, _P_BACKEND, _T_SHAPE, _T_DTYPE, _T_FORMAT, _T_HOST, _D_STORAGE, _D_INDEX
-    global _U_OP, _U_EXECUTION, _U_BACKEND, _U_PLACEMENT, _U_SHAPED
+    global _U_OP, _U_EXECUTION, _U_BACKEND, _U_PLACEMENT, _U_SHAPED, _D_FIELDS, _D_NAME
     from mnnpy.tensor import Tensor, TensorDescribe
     from mnnpy.unit import Unit, UnitPlan
 
@@ -54,7 +57,62 @@ cdef void _learn() except *:
     _U_PLAN = slot_offset(Unit, "plan")
     _P_EXECUTION, _P_BACKEND = slot_offset(UnitPlan, "execution"), slot_offset(UnitPlan, "backend")
     _Tensor, _Describe, _Unit, _Plan = Tensor, TensorDescribe, Unit, UnitPlan
+    _D_FIELDS, _D_NAME = _describe_fields(D), slot_offset(D, "name")
     _learnt = True
+
+
+cdef object _describe_fields(object cls):
+    """``_D_FIELDS`` for ``cls``: None unless its ``__init__`` is its dataclass's own (no
+    ``__post_init__``), and every field is an ``init`` slot with a default or a factory."""
+    import dataclasses
+
+    if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):
+        return None
+    init = getattr(cls, "__init__", None)
+    if getattr(init, "__qualname__", "") != f"{_dataclass_owner(cls).__qualname__}.__init__":
+        return None
+    fields = []
+    for f in dataclasses.fields(cls):
+        off = slot_offset(cls, f.name)
+        if off < 0 or not f.init:
+            return None
+        if f.default is not dataclasses.MISSING:
+            fields.append((off, f.default, None))
+        elif f.default_factory is not dataclasses.MISSING:
+            fields.append((off, None, f.default_factory))
+        else:
+            return None
+    return fields
+
+
+cdef object _dataclass_owner(object cls):
+    """The class in ``cls``'s MRO that defines its ``__init__``."""
+    for base in cls.__mro__:
+        if "__init__" in base.__dict__:
+            return base
+    return object
+
+
+cdef object _new_describe(object describe_cls, object name, object index, object usage):
+    """``describe_cls(name, index, usage)``: for TensorDescribe, its fields set slot by slot."""
+    cdef tuple f
+    if describe_cls is not _Describe or _D_FIELDS is None or _D_NAME < 0 or _D_INDEX < 0 \
+            or _D_USAGE < 0:
+        return describe_cls(name, index, usage)
+    d = new_plain(describe_cls)
+    for f in _D_FIELDS:
+        factory = f[2]
+        if factory is None:
+            value = f[1]
+        elif factory is dict:
+            value = {}
+        else:
+            value = factory()
+        _set_slot(d, <Py_ssize_t>f[0], value)
+    _set_slot(d, _D_NAME, name)
+    _set_slot(d, _D_INDEX, index)
+    _set_slot(d, _D_USAGE, usage)
+    return d
 
 
 cdef inline object _describe(object t):
@@ -277,14 +335,13 @@ def model_tensors(infos, tensor_cls, describe_cls, dtype, fmt):
     shape = ()
     if not _learnt:
         _learn()
-    new = tensor_cls.__new__
     for info in infos:
-        t = new(tensor_cls)
+        t = new_plain(tensor_cls)
         slot_set(t, _Tensor, _T_SHAPE, "shape", shape)
         slot_set(t, _Tensor, _T_DTYPE, "dtype", dtype)
         slot_set(t, _Tensor, _T_FORMAT, "dimension_format", fmt)
         slot_set(t, _Tensor, _T_HOST, "host", None)
-        d = describe_cls(info.name, info.index, info.usage)
+        d = _new_describe(describe_cls, info.name, info.index, info.usage)
         slot_set(t, _Tensor, _T_DESCRIBE, "describe", d)
         tensors.append(t)
     return tensors

@@ -9,6 +9,7 @@ plan the same memory and compute the same outputs as one built with the twins.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 from pathlib import Path
 from types import SimpleNamespace
@@ -302,6 +303,23 @@ def test_model_tensors_is_the_reference() -> None:
             assert getattr(a, slot) == getattr(b, slot), slot
             assert type(getattr(a, slot)) is type(getattr(b, slot)), slot
     assert made[0].describe.extra is not made[1].describe.extra
+    assert type(made[0].describe) is TensorDescribe and made[0].describe.__dict__ == {}
+
+
+def test_model_tensors_call_any_other_describe_class() -> None:
+    """Only TensorDescribe itself is made slot by slot; a subclass's constructor runs."""
+    calls = []
+
+    class Counted(TensorDescribe):
+        def __init__(self, *args: object) -> None:
+            calls.append(args)
+            super().__init__(*args)
+
+    infos = [SimpleNamespace(name="a", index=0, usage=TensorUsage.INPUT)]
+    made = fast.model_tensors(infos, Tensor, Counted, np.dtype(np.float32), DimensionFormat.NCHW)
+    assert calls == [("a", 0, TensorUsage.INPUT)] and type(made[0].describe) is Counted
+    want = TensorDescribe("a", 0, TensorUsage.INPUT)
+    assert dataclasses.astuple(made[0].describe) == dataclasses.astuple(want)
 
 
 @pytest.mark.parametrize("seed", range(300))
