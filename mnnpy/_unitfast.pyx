@@ -13,7 +13,7 @@ calls the Python method; every call back into Python (``prepare``, a backend's h
 it would there.
 """
 
-from cpython.long cimport PyLong_FromVoidPtr
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromVoidPtr
 from cpython.object cimport PyObject, PyObject_GenericSetAttr
 
 include "_slots.pxi"
@@ -488,3 +488,102 @@ def scan_ops(ops, Py_ssize_t n, sources):
                 i = x
                 reads[i] = <object>reads[i] + 1
     return runs, reads, sourced
+
+
+# -- Tensor's accessors (``tensor.py`` makes these its properties when built) ------------------
+# Asked thousands of times per session creation (a Python property costs a frame each). Set by
+# ``tensor_accessors``: the set of backend classes that keep the base ``storage_format``, the
+# Python ``_format_of``, NC4HW4, and the Python ``buffer`` getter (which raises when unset).
+cdef object _KEEPS = None, _FORMAT_OF = None, _NC4 = None, _FORMAT_CLS = None, _BUFFER_PY = None
+
+
+def tensor_accessors(keeps, format_of, nc4hw4, buffer_py):
+    """Learn what the accessors below read; ``tensor.py`` calls this once."""
+    global _KEEPS, _FORMAT_OF, _NC4, _FORMAT_CLS, _BUFFER_PY
+    _KEEPS, _FORMAT_OF, _NC4, _FORMAT_CLS = keeps, format_of, nc4hw4, type(nc4hw4)
+    _BUFFER_PY = buffer_py
+
+
+cdef inline object _stored(object t):
+    """``tensor._stored_format(t)``."""
+    if not _learnt:
+        _learn()
+    backend = _dget(_describe(t), _D_BACKEND, "backend")
+    if backend is None:
+        return slot_get(t, _Tensor, _T_FORMAT, "dimension_format")
+    if type(backend) in _KEEPS and "storage_format" not in backend.__dict__:
+        return slot_get(t, _Tensor, _T_FORMAT, "dimension_format")
+    return _FORMAT_OF(backend, t)
+
+
+cdef inline bint _is_nc4(object fmt) except -1:
+    """``fmt == NC4HW4`` (identity for the enum's own members)."""
+    if fmt is _NC4:
+        return True
+    if type(fmt) is _FORMAT_CLS:
+        return False
+    return fmt == _NC4
+
+
+def stored_format(t):
+    """``tensor._stored_format(t)``: the format the owning backend stores ``t`` in."""
+    return _stored(t)
+
+
+def is_packed(t):
+    """``Tensor.is_packed``: NC4HW4 storage of at least two dimensions."""
+    return _is_nc4(_stored(t)) and len(slot_get(t, _Tensor, _T_SHAPE, "shape")) >= 2
+
+
+cdef object _elements(object t):
+    """``Tensor.storage_elements`` (Python ints throughout, as ``math.prod``)."""
+    cdef Py_ssize_t i, n
+    cdef long long v, total = 1
+    cdef int overflow = 0
+    shape = slot_get(t, _Tensor, _T_SHAPE, "shape")
+    packed = _is_nc4(_stored(t)) and len(shape) >= 2
+    if type(shape) is tuple:
+        n = len(shape)
+        for i in range(n):
+            item = (<tuple>shape)[i]
+            if type(item) is not int:
+                break
+            v = PyLong_AsLongLongAndOverflow(item, &overflow)
+            if overflow:  # a huge one: the Python product below
+                break
+            if packed and i == 1:
+                v = (v + 3) // 4 * 4
+            if v < 0 or (v and total > 0x7FFFFFFFFFFFFFFF // v):
+                break
+            total *= v
+        else:
+            return total
+    if packed:
+        return shape[0] * ((shape[1] + 3) // 4) * 4 * _prod(shape[2:])
+    return _prod(shape)
+
+
+cdef object _prod(object values):
+    """``math.prod(values)``."""
+    out = 1
+    for v in values:
+        out = out * v
+    return out
+
+
+def storage_elements(t):
+    """``Tensor.storage_elements``: elements of its storage (NC4HW4 channels padded to 4)."""
+    return _elements(t)
+
+
+def storage_size(t):
+    """``Tensor.size``: bytes of its storage."""
+    return _elements(t) * slot_get(t, _Tensor, _T_DTYPE, "dtype").itemsize
+
+
+def buffer(t):
+    """``Tensor.buffer``: its storage array (the Python getter raises when there is none)."""
+    if not _learnt:
+        _learn()
+    host = slot_get(t, _Tensor, _T_HOST, "host")
+    return _BUFFER_PY(t) if host is None else host

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from mnnpy import layout
+from mnnpy import tensor as tensor_module
 from mnnpy.backend.cpu.kernels import pack as K
 from mnnpy.errors import ErrorCode, InputDataError, MNNError
 from mnnpy.schedule import TensorInfo
@@ -147,6 +148,58 @@ def test_storage_format_asks_the_backend_unless_it_keeps_the_base_one():
     t.describe.backend = own
     assert t.storage_format == DimensionFormat.NC4HW4
     assert t.is_packed and t.storage_elements == 48 and t.size == 192
+
+
+def _accessor_cases() -> list[Tensor]:
+    """Tensors of every kind the accessors tell apart: formats, odd shapes, owning backends."""
+    from mnnpy.backend.base import Backend
+
+    class Keeps(Backend):
+        pass
+
+    class Packs(Backend):
+        def storage_format(self, tensor: Tensor) -> DimensionFormat:
+            return DimensionFormat.NC4HW4
+
+    class Plain:  # no Backend: asked every time; answers a plain int
+        def storage_format(self, tensor: Tensor) -> int:
+            return 2
+
+    own = Keeps()
+    own.storage_format = lambda tensor: DimensionFormat.NC4HW4  # type: ignore[method-assign]
+    shapes: list[tuple[Any, ...]] = [(), (7,), (1, 5), (2, 5, 3, 3), (1, 0, 4), (3, 1, 2, 2, 2)]
+    shapes += [(1, -3, 2), (2, 1 << 40, 1 << 30), (1, np.int64(6), 2), (True, 5)]
+    tensors = []
+    for fmt in DimensionFormat:
+        for backend in (None, Keeps(), Packs(), Plain(), own):
+            for shape in shapes:
+                for dtype in (np.float32, np.int8):
+                    t = Tensor((), dtype, fmt)
+                    t.shape, t.describe.backend = shape, backend  # as the shape stage sets it
+                    tensors.append(t)
+    held = Tensor((2, 3), np.float32)
+    held.host = np.zeros(6, np.float32)
+    return [*tensors, held]
+
+
+@pytest.mark.skipif(not tensor_module._C_ACCESSORS, reason="mnnpy._unitfast is not built")
+def test_c_accessors_are_the_python_ones() -> None:
+    """Tensor's accessors in C (``_unitfast``) give what their Python references give."""
+    python = tensor_module._PYTHON_ACCESSORS
+    for t in _accessor_cases():
+        for name, reference in python.items():
+            try:
+                want: Any = reference.fget(t)
+            except MNNError as e:
+                with pytest.raises(type(e), match="has no memory"):
+                    getattr(t, name)
+                continue
+            got = getattr(t, name)
+            if name == "buffer":
+                assert got is want
+                continue
+            assert got == want and type(got) is type(want), (name, t.shape, t.describe.backend)
+        assert tensor_module._stored_format_python(t) == tensor_module._stored_format(t)
 
 
 def _with_memory(shape: tuple[int, ...], dtype: Any, fmt: DimensionFormat) -> Tensor:
