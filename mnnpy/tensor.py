@@ -9,6 +9,7 @@ NumPy array. Data moves between the two with :meth:`Tensor.copy_from_host_tensor
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mnnpy import layout
+from mnnpy import layout, tensor_access
 from mnnpy.backend.contract import copy_buffer
 from mnnpy.errors import InputDataError, NoExecutionError
 from mnnpy.tensor_format import DataType, DimensionFormat, DimensionType, format_of, type_of
@@ -388,37 +389,6 @@ def _format_of(backend: Any, tensor: Tensor) -> DimensionFormat:
     return backend.storage_format(tensor)
 
 
-# Tensor's accessors above, in Python: the reference of their C twins (``_unitfast``), which
-# replace them where built (a property calling C costs no Python frame: thousands of calls per
-# session creation). ``tests/unit/test_tensor.py`` compares both.
-_PYTHON_ACCESSORS = {
-    name: Tensor.__dict__[name]
-    for name in ("storage_format", "is_packed", "storage_elements", "size", "buffer")
-}
-_stored_format_python = _stored_format
-
-
-def _use_c_accessors() -> bool:
-    """Make Tensor's accessors and ``_stored_format`` the C twins, where built."""
-    global _stored_format
-    try:
-        from mnnpy import _unitfast as fast
-    except ImportError:  # not built: the Python ones
-        return False
-    fast.tensor_accessors(
-        _KEEPS_FORMAT, _format_of, DimensionFormat.NC4HW4, _PYTHON_ACCESSORS["buffer"].fget
-    )
-    c = {
-        "storage_format": fast.stored_format,
-        "is_packed": fast.is_packed,
-        "storage_elements": fast.storage_elements,
-        "size": fast.storage_size,
-        "buffer": fast.buffer,
-    }
-    for name, getter in c.items():
-        setattr(Tensor, name, property(getter, doc=_PYTHON_ACCESSORS[name].__doc__))
-    _stored_format = fast.stored_format
-    return True
-
-
-_C_ACCESSORS = _use_c_accessors()
+# Tensor's accessors and ``_stored_format`` in C where built (mnnpy.tensor_access)
+NC4HW4_FORMAT = DimensionFormat.NC4HW4
+_C_ACCESSORS = tensor_access.use_c_accessors(sys.modules[__name__])

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mnnpy import layout
+from mnnpy import layout, tensor_access
 from mnnpy import tensor as tensor_module
 from mnnpy.backend.cpu.kernels import pack as K
 from mnnpy.errors import ErrorCode, InputDataError, MNNError
@@ -185,7 +185,7 @@ def _accessor_cases() -> list[Tensor]:
 @pytest.mark.skipif(not tensor_module._C_ACCESSORS, reason="mnnpy._unitfast is not built")
 def test_c_accessors_are_the_python_ones() -> None:
     """Tensor's accessors in C (``_unitfast``) give what their Python references give."""
-    python = tensor_module._PYTHON_ACCESSORS
+    python = tensor_access.PYTHON_ACCESSORS
     for t in _accessor_cases():
         for name, reference in python.items():
             try:
