@@ -587,3 +587,43 @@ def buffer(t):
         _learn()
     host = slot_get(t, _Tensor, _T_HOST, "host")
     return _BUFFER_PY(t) if host is None else host
+
+
+def save_states(units):
+    """``unit_loops.save_states_python``: each output once, with its state as a tuple."""
+    cdef dict seen = {}
+    cdef list saved = []
+    if not _learnt:
+        _learn()
+    for u in units:
+        for t in slot_get(u, _Unit, _U_OUTPUTS, "outputs"):
+            key = PyLong_FromVoidPtr(<void*>t)
+            if key in seen:
+                continue
+            seen[key] = t
+            d = _describe(t)
+            state = (slot_get(t, _Tensor, _T_SHAPE, "shape"),
+                     slot_get(t, _Tensor, _T_DTYPE, "dtype"),
+                     slot_get(t, _Tensor, _T_FORMAT, "dimension_format"),
+                     slot_get(t, _Tensor, _T_HOST, "host"), _dget(d, _D_CONTENT, "content"),
+                     _dget(d, _D_BACKEND, "backend"), _dget(d, _D_STORAGE, "storage_type"))
+            saved.append((t, state))
+    return saved
+
+
+def restore_states(saved, bint shaped):
+    """``unit_loops.restore_states_python``: the saved states back (some of them, ``shaped``)."""
+    cdef tuple state
+    if not _learnt:
+        _learn()
+    for t, state in saved:
+        d = _describe(t)
+        if not shaped:
+            slot_set(t, _Tensor, _T_SHAPE, "shape", state[0])
+            slot_set(t, _Tensor, _T_DTYPE, "dtype", state[1])
+            slot_set(t, _Tensor, _T_FORMAT, "dimension_format", state[2])
+        slot_set(t, _Tensor, _T_HOST, "host", state[3])
+        if not shaped:
+            _dset(d, _D_CONTENT, "content", state[4])
+        _dset(d, _D_BACKEND, "backend", state[5])
+        _dset(d, _D_STORAGE, "storage_type", state[6])

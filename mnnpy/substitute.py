@@ -17,7 +17,7 @@ from collections.abc import Generator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mnnpy.backend import Backend, StorageType
 from mnnpy.backend.contract import acquire_buffer, release_buffer
@@ -29,6 +29,7 @@ from mnnpy.optimization import Node, SubgraphView, Substitution, check_views
 from mnnpy.placement import Placement, candidates, place
 from mnnpy.shape_stage import shape_units
 from mnnpy.unit import OpInfo, Unit, UnitPlan, Waiting, storage_type_of
+from mnnpy.unit_loops import restore_states, save_states
 
 if TYPE_CHECKING:
     from mnnpy.execution import Execution
@@ -280,8 +281,7 @@ def optimize_units(
     types = {u.op.type for u in pipeline.units}
     if not _ENABLED.get() or not any(_may_substitute(b, types) for b in pipeline.backends):
         return None, None
-    outs = dict.fromkeys(t for u in pipeline.units for t in u.outputs)  # once (by identity)
-    saved = [(t, _state(t)) for t in outs]
+    saved = save_states(pipeline.units)  # each output once (by identity)
     folded: set[int] | None = set()
     try:
         placed = _place_all(pipeline, folded)
@@ -293,8 +293,7 @@ def optimize_units(
         folded = None
         raise
     finally:
-        for t, state in saved:
-            _restore(t, state, shaped=folded is not None)
+        restore_states(saved, folded is not None)
     if not changed:
         return None, folded
     return _ordered(_in_place(pipeline.units, fused), None, {id(f) for f in fused}), folded
@@ -383,17 +382,3 @@ def _node(
     d = node.__dict__
     d["op"], d["inputs"], d["outputs"], d["execution"] = op, inputs, outputs, execution
     return node
-
-
-def _state(t: Tensor) -> tuple[Any, ...]:
-    d = t.describe
-    return (t.shape, t.dtype, t.dimension_format, t.host, d.content, d.backend, d.storage_type)
-
-
-def _restore(t: Tensor, state: tuple[Any, ...], shaped: bool = False) -> None:
-    """Undo the pass on ``t``; with ``shaped``, keep its shape, dtype, format and content."""
-    d = t.describe
-    if shaped:
-        t.host, d.backend, d.storage_type = state[3], state[5], state[6]
-    else:
-        t.shape, t.dtype, t.dimension_format, t.host, d.content, d.backend, d.storage_type = state

@@ -32,6 +32,8 @@ __all__ = [
     "prepare_units",
     "reset_reads",
     "reset_tensors",
+    "restore_states",
+    "save_states",
     "scan_ops",
     "unchecked_memory",
 ]
@@ -174,6 +176,32 @@ def model_tensors_python(
     return model_tensors(infos)
 
 
+def save_states_python(units: Iterable[Unit]) -> list[tuple[Tensor, tuple[Any, ...]]]:
+    """Each output of ``units`` (once, by identity) with what a substitution pass may change.
+
+    ``(shape, dtype, dimension_format, host, content, backend, storage_type)``, for
+    :func:`restore_states_python` (``substitute.optimize_units``).
+    """
+    outs = dict.fromkeys(t for u in units for t in u.outputs)
+    saved = []
+    for t in outs:
+        d = t.describe
+        saved.append((t, (t.shape, t.dtype, t.dimension_format, t.host, d.content, d.backend,
+                          d.storage_type)))  # fmt: skip
+    return saved
+
+
+def restore_states_python(saved: Iterable[tuple[Tensor, tuple[Any, ...]]], shaped: bool) -> None:
+    """Undo the pass on the tensors; with ``shaped``, keep their shape, dtype, format, content."""
+    for t, state in saved:
+        d = t.describe
+        if shaped:
+            t.host, d.backend, d.storage_type = state[3], state[5], state[6]
+        else:
+            t.shape, t.dtype, t.dimension_format, t.host = state[:4]
+            d.content, d.backend, d.storage_type = state[4:]
+
+
 try:  # the C twins (setup.py builds them); else the references
     from mnnpy._unitfast import (
         all_tensors,
@@ -183,6 +211,8 @@ try:  # the C twins (setup.py builds them); else the references
         prepare_units,
         reset_reads,
         reset_tensors,
+        restore_states,
+        save_states,
         scan_ops,
         unchecked_memory,
     )
@@ -198,5 +228,7 @@ except ImportError:  # not built
     unchecked_memory = unchecked_memory_python
     prepare_units = prepare_units_python
     reset_reads = reset_reads_python
+    restore_states = restore_states_python
+    save_states = save_states_python
     reset_tensors = reset_tensors_python
     scan_ops = scan_ops_python

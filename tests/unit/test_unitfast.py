@@ -30,7 +30,8 @@ from mnnpy.unit import Unit, UnitPlan
 fast = pytest.importorskip("mnnpy._unitfast")
 DATA = Path(__file__).resolve().parents[1] / "data"
 NAMES = ["all_tensors", "count_shape_reads", "make_units", "prepare_units", "reset_reads"]
-NAMES += ["reset_tensors", "unchecked_memory", "model_tensors", "scan_ops"]
+NAMES += ["reset_tensors", "unchecked_memory", "model_tensors", "scan_ops", "save_states"]
+NAMES += ["restore_states"]
 
 
 def test_built_and_used() -> None:
@@ -83,6 +84,43 @@ def _twins(
     graph = _graph(seed, host)
     other = copy.deepcopy((graph, host))  # the same graph, the same host, other objects
     return (host, other[1]), graph, other[0]
+
+
+def _view(t: Tensor, host: Any) -> tuple[Any, ...]:
+    """A tensor's slots and the describe fields a pass sets, comparable across twin graphs."""
+    d, backend = t.describe, t.describe.backend
+    where = "none" if backend is None else "host" if backend is host else "other"
+    content = None if d.content is None else d.content.tolist()
+    memory = None if t.host is None else t.host.tolist()
+    return (t.shape, t.dtype, t.dimension_format, memory, content, where, d.storage_type)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_save_and_restore_states_are_the_reference(seed: int) -> None:
+    """``save_states`` / ``restore_states``: the same tensors once each, the same states back."""
+    from mnnpy.backend import StorageType
+
+    (host_c, host_py), (units_c, ts_c), (units_py, ts_py) = _twins(seed)
+    saved_c, saved_py = fast.save_states(units_c), loops.save_states_python(units_py)
+    assert [ts_c.index(t) for t, _ in saved_c] == [ts_py.index(t) for t, _ in saved_py]
+    outputs = {id(t) for u in units_c for t in u.outputs}
+    assert {id(t) for t, _ in saved_c} == outputs and len(saved_c) == len(outputs)
+    before = [_view(t, host_c) for t in ts_c]
+    shaped = random.Random(seed).random() < 0.5
+    for ts, host in ((ts_c, host_c), (ts_py, host_py)):  # what a pass does to them
+        for i, t in enumerate(ts):
+            t.shape, t.host = (i + 5, 2), np.zeros(2, np.float32)
+            d = t.describe
+            d.content, d.backend, d.storage_type = np.ones(1), host, StorageType.DYNAMIC
+    fast.restore_states(saved_c, shaped)
+    loops.restore_states_python(saved_py, shaped)
+    after_c, after_py = [_view(t, host_c) for t in ts_c], [_view(t, host_py) for t in ts_py]
+    assert after_c == after_py
+    for t, now, old in zip(ts_c, after_c, before, strict=True):
+        if id(t) in outputs:  # memory undone; shape and content kept only when ``shaped``
+            assert now[3] == old[3] and now[5:] == old[5:]
+            assert (now[0] == old[0] and now[4] == old[4]) or shaped
+            assert now[0] != old[0] or not shaped
 
 
 @pytest.mark.parametrize("seed", range(300))
