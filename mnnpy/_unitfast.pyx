@@ -210,16 +210,27 @@ def fold_quietly(unit, host, plan_cls):
     return _folded_plan(unit, host, plan_cls)
 
 
-def prepare_units(list units, list flags, host, prepare, quiet, plan_cls):
+def prepare_units(list units, list flags, host, prepare, quiet, plan_cls, direct=None):
     """``Pipeline.prepare``'s loop: each unit's plan, quietly folded or ``prepare(unit, fold)``.
 
     ``quiet`` is ``Unit.fold_quietly``: a unit whose class has its own is asked through it.
+    ``direct``, when not None, is what ``Pipeline._prepare_unit`` does for a plain unit with one
+    backend whose ``resize_scope`` is the base one: ``(unit class, that backend, geometry by
+    unit id, prepare_unit's kit, error)``. Such a unit is then prepared here, its op set as the
+    backend's scope around :func:`prepare_unit` and put back after, and an exception raised
+    ``from`` as there: ``error(e, unit)`` (the MNNError naming the op), chained to ``e`` unless
+    ``e`` is an MNNError itself (``mnn_error``, the class, is the last item). Every other unit
+    goes through ``prepare``.
     Returns the units that run (their plan has an execution).
     """
     cdef list active = []
     cdef Py_ssize_t i, n = len(units)
+    cdef object unit_cls = None, scope = None, geometry = None, kit = None, error = None
+    cdef object mnn_error = None
     if len(flags) != n:
         raise ValueError(f"{len(flags)} fold flags for {n} units")
+    if direct is not None:
+        unit_cls, scope, geometry, kit, error, mnn_error = direct
     for i in range(n):
         unit, fold = units[i], flags[i]
         plan = None
@@ -229,11 +240,30 @@ def prepare_units(list units, list flags, host, prepare, quiet, plan_cls):
             else:
                 plan = unit.fold_quietly(host)
         if plan is None:
-            plan = prepare(unit, fold)
+            if unit_cls is not None and type(unit) is unit_cls:
+                plan = _prepare_direct(unit, fold, scope, geometry, kit, error, mnn_error)
+            else:
+                plan = prepare(unit, fold)
         unit.plan = plan
         if plan.execution is not None:
             active.append(unit)
     return active
+
+
+cdef object _prepare_direct(unit, fold, scope, dict geometry, tuple kit, error, mnn_error):
+    """``Pipeline._prepare_unit`` for a plain unit with one base-scoped backend (see above)."""
+    try:
+        outer = scope._scope_op
+        scope._scope_op = unit.op
+        try:
+            return prepare_unit(unit, fold, geometry.get(PyLong_FromVoidPtr(<void*>unit)), kit)
+        finally:
+            scope._scope_op = outer
+    except Exception as e:
+        wrapped = error(e, unit)
+        if isinstance(e, mnn_error):
+            raise wrapped from None
+        raise wrapped from e
 
 
 def reset_tensors(list tensors, known, acquire, storage, input_usage, constant_usage):

@@ -131,8 +131,13 @@ class Pipeline:
             return self._prepare_unit(unit, fold, geometry.of(unit))
 
         # create, acquire, resize, release; a folded unit with no memory request: no scope
+        direct = None  # _prepare_unit's plain case, done by the C loop itself (_unitfast)
+        if self._plain_scope is not None and prepare_unit_c is not None:
+            if type(geometry.units) is dict:
+                kit, scope, error = self._kit, self._plain_scope, self._resize_error
+                direct = (Unit, scope, geometry.units, kit, error, MNNError)
         self._active = prepare_units(
-            self.units, flags, self.host, prepare, Unit.fold_quietly, UnitPlan
+            self.units, flags, self.host, prepare, Unit.fold_quietly, UnitPlan, direct
         )
         if any(_verifies(b) for b in self.backends):  # each backend may refuse its ops
             verify_backends(subgraphs_of(self._active))

@@ -74,11 +74,13 @@ def prepare_units_python(
     prepare: Callable[[Unit, bool], UnitPlan],
     quiet: Callable[..., Any],
     plan_cls: type,
+    direct: tuple[Any, ...] | None = None,
 ) -> list[Unit]:
     """Each unit's plan for this resize, in order; the units that run (their plan executes).
 
     A folded unit that requests no memory is folded quietly (``Unit.fold_quietly``), every other
-    unit is ``prepare(unit, fold)``. ``quiet`` and ``plan_cls`` are what the C twin inlines.
+    unit is ``prepare(unit, fold)``. ``quiet``, ``plan_cls`` and ``direct`` (what ``prepare``
+    does for a plain unit, see the twin) are what the C twin inlines.
     """
     if len(flags) != len(units):
         raise ValueError(f"{len(flags)} fold flags for {len(units)} units")
