@@ -657,3 +657,53 @@ def restore_states(saved, bint shaped):
             _dset(d, _D_CONTENT, "content", state[4])
         _dset(d, _D_BACKEND, "backend", state[5])
         _dset(d, _D_STORAGE, "storage_type", state[6])
+
+
+# TensorInfo's slots (index, name, usage, use_count), learnt by ``tensor_infos`` for its class
+cdef object _INFO_CLS = None
+cdef Py_ssize_t _I_OFFS[4]
+
+
+cdef bint _info_plain(object cls) except -1:
+    """Whether ``cls`` is a slotted dataclass of exactly those four fields, its own __init__."""
+    global _INFO_CLS
+    import dataclasses
+
+    if cls is _INFO_CLS:
+        return True
+    if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):
+        return False
+    owner = _dataclass_owner(cls).__qualname__
+    if getattr(cls.__init__, "__qualname__", "") != f"{owner}.__init__":
+        return False
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    if names != ["index", "name", "usage", "use_count"] or len(dataclasses.fields(cls)) != 4:
+        return False
+    for k in range(4):
+        _I_OFFS[k] = slot_offset(cls, names[k])
+        if _I_OFFS[k] < 0:
+            return False
+    _INFO_CLS = cls
+    return True
+
+
+def tensor_infos(cls, names_in, usage, reads_in):
+    """``unit_loops.tensor_infos_python``: ``cls(i, names[i], usage, reads[i])`` per tensor,
+    its four slots set in place when ``cls`` is a plain slotted dataclass of those fields."""
+    cdef list names = names_in if type(names_in) is list else list(names_in)
+    cdef list reads = reads_in if type(reads_in) is list else list(reads_in)
+    cdef Py_ssize_t i, n = len(names)
+    cdef list out
+    if len(reads) != n:
+        raise ValueError(f"{len(reads)} read counts for {n} tensors")
+    if not _info_plain(cls):
+        return [cls(i, names[i], usage, reads[i]) for i in range(n)]
+    out = [None] * n
+    for i in range(n):
+        info = new_plain(cls)
+        _set_slot(info, _I_OFFS[0], i)
+        _set_slot(info, _I_OFFS[1], names[i])
+        _set_slot(info, _I_OFFS[2], usage)
+        _set_slot(info, _I_OFFS[3], reads[i])
+        out[i] = info
+    return out

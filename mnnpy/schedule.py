@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,7 +18,7 @@ from mnnpy.net import Net, OpDef, OpType
 from mnnpy.quant import QuantPlan, plan_quant
 from mnnpy.tensor import TensorUsage
 from mnnpy.tensor_format import DataType, DimensionFormat, runtime_dtype
-from mnnpy.unit_loops import scan_ops
+from mnnpy.unit_loops import scan_ops, tensor_infos
 from mnnpy.weights import blob_values
 
 if TYPE_CHECKING:
@@ -33,7 +32,7 @@ _SOURCES = frozenset(int(t) for t in _SOURCE_OPS)
 _MAX_RANK = 16
 
 
-@dataclass
+@dataclass(slots=True)
 class TensorInfo:
     """A tensor's role and how many executable ops read it (outputs count one extra)."""
 
@@ -114,7 +113,7 @@ def schedule(net: Net, configs: Sequence[ScheduleConfig]) -> ScheduleInfo:
         else:
             constants.append(_const_info(op))
     normal = TensorUsage.NORMAL
-    tensors = list(map(TensorInfo, range(len(names)), names, repeat(normal), reads))
+    tensors = tensor_infos(TensorInfo, names, normal, reads)  # one per tensor (C where built)
     for i in sourced:
         tensors[i].usage = TensorUsage.INPUT
     for const in constants:

@@ -35,6 +35,7 @@ __all__ = [
     "restore_states",
     "save_states",
     "scan_ops",
+    "tensor_infos",
     "unchecked_memory",
 ]
 
@@ -178,6 +179,13 @@ def model_tensors_python(
     return model_tensors(infos)
 
 
+def tensor_infos_python(
+    cls: type, names: Sequence[str], usage: Any, reads: Sequence[int]
+) -> list[Any]:
+    """``schedule``'s ``cls(index, name, usage, use_count)`` per tensor (``TensorInfo``)."""
+    return [cls(i, name, usage, r) for i, (name, r) in enumerate(zip(names, reads, strict=True))]
+
+
 def save_states_python(units: Iterable[Unit]) -> list[tuple[Tensor, tuple[Any, ...]]]:
     """Each output of ``units`` (once, by identity) with what a substitution pass may change.
 
@@ -216,6 +224,7 @@ try:  # the C twins (setup.py builds them); else the references
         restore_states,
         save_states,
         scan_ops,
+        tensor_infos,
         unchecked_memory,
     )
     from mnnpy._unitfast import bind_unit as bind_unit_c  # Unit.bind is its reference
@@ -232,5 +241,6 @@ except ImportError:  # not built
     reset_reads = reset_reads_python
     restore_states = restore_states_python
     save_states = save_states_python
+    tensor_infos = tensor_infos_python
     reset_tensors = reset_tensors_python
     scan_ops = scan_ops_python

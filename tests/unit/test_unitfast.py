@@ -31,7 +31,7 @@ fast = pytest.importorskip("mnnpy._unitfast")
 DATA = Path(__file__).resolve().parents[1] / "data"
 NAMES = ["all_tensors", "count_shape_reads", "make_units", "prepare_units", "reset_reads"]
 NAMES += ["reset_tensors", "unchecked_memory", "model_tensors", "scan_ops", "save_states"]
-NAMES += ["restore_states"]
+NAMES += ["restore_states", "tensor_infos"]
 
 
 def test_built_and_used() -> None:
@@ -342,6 +342,25 @@ def test_model_tensors_is_the_reference() -> None:
             assert type(getattr(a, slot)) is type(getattr(b, slot)), slot
     assert made[0].describe.extra is not made[1].describe.extra
     assert type(made[0].describe) is TensorDescribe and made[0].describe.__dict__ == {}
+
+
+def test_tensor_infos_are_the_reference() -> None:
+    """Slot by slot for TensorInfo; any other class is called; lengths must agree."""
+    from mnnpy.schedule import TensorInfo
+
+    names, reads = [f"t{i}" for i in range(7)], [3, 0, 1, 2, 0, 5, 1]
+    for cls in (
+        TensorInfo,
+        dataclasses.make_dataclass("Plain", ["index", "name", "usage", "use_count"]),
+    ):
+        made = fast.tensor_infos(cls, tuple(names), TensorUsage.NORMAL, reads)
+        want = loops.tensor_infos_python(cls, names, TensorUsage.NORMAL, reads)
+        assert made == want and all(type(m) is cls for m in made)
+    assert not hasattr(made[0], "__slots__")  # the plain one: made by its constructor
+    with pytest.raises(ValueError):
+        fast.tensor_infos(TensorInfo, names, TensorUsage.NORMAL, reads[:-1])
+    with pytest.raises(ValueError):
+        loops.tensor_infos_python(TensorInfo, names, TensorUsage.NORMAL, reads[:-1])
 
 
 def test_model_tensors_call_any_other_describe_class() -> None:
