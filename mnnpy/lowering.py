@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -201,6 +202,7 @@ def _attention(b: Builder) -> bool:
     return decompose_attention(b)
 
 
+_type_of = attrgetter("type")  # an op's type, read in C (lower_schedule's check of every op)
 _DECOMPOSERS: dict[int, Callable[[Builder], bool]] = {
     OpType.LayerNorm: _single(_layer_norm),
     OpType.Softmax: _single(_softmax),
@@ -280,6 +282,8 @@ def lower_schedule(info: ScheduleInfo, should_lower: Callable[[OpDef], bool]) ->
     """
     ask = (lambda op: True) if _forced[0] else should_lower
     for pipeline in info.pipelines:  # an op of no composite type stays as it is (no refusal)
+        if _DECOMPOSERS.keys().isdisjoint(map(_type_of, pipeline.ops)):
+            continue  # none to lower (the common case): the list as it is
         pipeline.ops = [
             q
             for op in pipeline.ops
