@@ -707,3 +707,24 @@ def tensor_infos(cls, names_in, usage, reads_in):
         _set_slot(info, _I_OFFS[3], reads[i])
         out[i] = info
     return out
+
+
+def late_readers(list units, suspects):
+    """``unit_loops.late_readers_python``: each tensor's writer index, and the late readers."""
+    cdef dict made = {}
+    cdef set late = set()
+    cdef Py_ssize_t i, n = len(units)
+    if not _learnt:
+        _learn()
+    for i in range(n):
+        for t in slot_get(units[i], _Unit, _U_OUTPUTS, "outputs"):
+            made[t] = i
+    for i in range(n):
+        u = units[i]
+        if suspects is not None and PyLong_FromVoidPtr(<void*>u) not in suspects:
+            continue
+        for t in slot_get(u, _Unit, _U_INPUTS, "inputs"):
+            w = made.get(t)
+            if w is not None and <Py_ssize_t>w > i:
+                late.add(i)
+    return made, late

@@ -29,7 +29,7 @@ from mnnpy.optimization import Node, SubgraphView, Substitution, check_views
 from mnnpy.placement import Placement, candidates, place
 from mnnpy.shape_stage import shape_units
 from mnnpy.unit import OpInfo, Unit, UnitPlan, Waiting, storage_type_of
-from mnnpy.unit_loops import restore_states, save_states
+from mnnpy.unit_loops import late_readers, restore_states, save_states
 
 if TYPE_CHECKING:
     from mnnpy.execution import Execution
@@ -223,15 +223,8 @@ def _ordered(
         keys = [key[id(u)] for u in units]
         if any(b < a for a, b in zip(keys, keys[1:], strict=False)):  # walk in (key, index) order
             units = [units[i] for i in sorted(range(len(units)), key=keys.__getitem__)]
-    made = {t: i for i, u in enumerate(units) for t in u.outputs}  # tensors: by identity
+    made, late = late_readers(units, suspects)
     get, n = made.get, len(units)
-    late = {
-        i
-        for i, u in enumerate(units)
-        if suspects is None or id(u) in suspects
-        for t in u.inputs
-        if get(t, i) > i
-    }
     if not late:
         return list(units)
     out: list[Unit] = []

@@ -13,7 +13,7 @@ built). ``tests/unit/test_unitfast.py`` compares both.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,6 +26,7 @@ __all__ = [
     "all_tensors",
     "bind_unit_c",
     "count_shape_reads",
+    "late_readers",
     "make_units",
     "model_tensors",
     "prepare_unit_c",
@@ -186,6 +187,26 @@ def tensor_infos_python(
     return [cls(i, name, usage, r) for i, (name, r) in enumerate(zip(names, reads, strict=True))]
 
 
+def late_readers_python(
+    units: Sequence[Unit], suspects: Collection[int] | None
+) -> tuple[dict[Tensor, int], set[int]]:
+    """``substitute._ordered``'s first pass: each tensor's writer, and the late readers.
+
+    The writer's index per tensor (keyed by identity), and the units that read a tensor a later
+    unit writes: of the ``suspects`` (unit ids) only, or of all units when None.
+    """
+    made = {t: i for i, u in enumerate(units) for t in u.outputs}
+    get = made.get
+    late = {
+        i
+        for i, u in enumerate(units)
+        if suspects is None or id(u) in suspects
+        for t in u.inputs
+        if get(t, i) > i
+    }
+    return made, late
+
+
 def save_states_python(units: Iterable[Unit]) -> list[tuple[Tensor, tuple[Any, ...]]]:
     """Each output of ``units`` (once, by identity) with what a substitution pass may change.
 
@@ -216,6 +237,7 @@ try:  # the C twins (setup.py builds them); else the references
     from mnnpy._unitfast import (
         all_tensors,
         count_shape_reads,
+        late_readers,
         make_units,
         model_tensors,
         prepare_units,
@@ -234,6 +256,7 @@ except ImportError:  # not built
     prepare_unit_c = None
     all_tensors = all_tensors_python
     count_shape_reads = count_shape_reads_python
+    late_readers = late_readers_python
     make_units = make_units_python
     model_tensors = model_tensors_python
     unchecked_memory = unchecked_memory_python

@@ -31,7 +31,7 @@ fast = pytest.importorskip("mnnpy._unitfast")
 DATA = Path(__file__).resolve().parents[1] / "data"
 NAMES = ["all_tensors", "count_shape_reads", "make_units", "prepare_units", "reset_reads"]
 NAMES += ["reset_tensors", "unchecked_memory", "model_tensors", "scan_ops", "save_states"]
-NAMES += ["restore_states", "tensor_infos"]
+NAMES += ["restore_states", "tensor_infos", "late_readers"]
 
 
 def test_built_and_used() -> None:
@@ -342,6 +342,26 @@ def test_model_tensors_is_the_reference() -> None:
             assert type(getattr(a, slot)) is type(getattr(b, slot)), slot
     assert made[0].describe.extra is not made[1].describe.extra
     assert type(made[0].describe) is TensorDescribe and made[0].describe.__dict__ == {}
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_late_readers_are_the_reference(seed: int) -> None:
+    """The writer of each tensor and the units reading a later unit's output, of the suspects."""
+    (_, _), (units_c, ts_c), (units_py, ts_py) = _twins(seed)
+    rng = random.Random(seed)
+    rng.shuffle(units_c)  # some read what a later unit writes
+    by_name = {u.op.name: u for u in units_py}  # the twin graph in the same order
+    units_py = [by_name[u.op.name] for u in units_c]
+    picked = {k for k in range(len(units_c)) if rng.random() < 0.5}
+    for which in (None, picked):
+        s_c = None if which is None else {id(units_c[k]) for k in which}
+        s_py = None if which is None else {id(units_py[k]) for k in which}
+        made_c, late_c = fast.late_readers(units_c, s_c)
+        made_py, late_py = loops.late_readers_python(units_py, s_py)
+        assert late_c == late_py
+        assert {ts_c.index(t): i for t, i in made_c.items()} == {
+            ts_py.index(t): i for t, i in made_py.items()
+        }
 
 
 def test_tensor_infos_are_the_reference() -> None:
