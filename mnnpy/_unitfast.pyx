@@ -667,6 +667,7 @@ cdef Py_ssize_t _I_OFFS[4]
 cdef bint _info_plain(object cls) except -1:
     """Whether ``cls`` is a slotted dataclass of exactly those four fields, its own __init__."""
     global _INFO_CLS
+    cdef Py_ssize_t offs[4]
     import dataclasses
 
     if cls is _INFO_CLS:
@@ -679,10 +680,12 @@ cdef bint _info_plain(object cls) except -1:
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     if names != ["index", "name", "usage", "use_count"] or len(dataclasses.fields(cls)) != 4:
         return False
-    for k in range(4):
-        _I_OFFS[k] = slot_offset(cls, names[k])
-        if _I_OFFS[k] < 0:
+    for k in range(4):  # the learnt offsets change only once all four are known
+        offs[k] = slot_offset(cls, names[k])
+        if offs[k] < 0:
             return False
+    for k in range(4):
+        _I_OFFS[k] = offs[k]
     _INFO_CLS = cls
     return True
 

@@ -377,6 +377,9 @@ def test_tensor_infos_are_the_reference() -> None:
         want = loops.tensor_infos_python(cls, names, TensorUsage.NORMAL, reads)
         assert made == want and all(type(m) is cls for m in made)
     assert not hasattr(made[0], "__slots__")  # the plain one: made by its constructor
+    # after a class it refused, TensorInfo's learnt slots still hold (they were overwritten once)
+    again = fast.tensor_infos(TensorInfo, names, TensorUsage.INPUT, reads)
+    assert again == loops.tensor_infos_python(TensorInfo, names, TensorUsage.INPUT, reads)
     with pytest.raises(ValueError):
         fast.tensor_infos(TensorInfo, names, TensorUsage.NORMAL, reads[:-1])
     with pytest.raises(ValueError):
