@@ -178,7 +178,7 @@ cdef object _folded_plan(unit, host, plan_cls):
         and slot_get(last, _Plan, _P_BACKEND, "backend") is host
     ):
         return last
-    plan = plan_cls.__new__(plan_cls)  # a frozen dataclass: its slots set as object's are
+    plan = new_plain(plan_cls)  # a frozen dataclass: its slots set as object's are
     PyObject_GenericSetAttr(plan, "execution", None)
     PyObject_GenericSetAttr(plan, "backend", host)
     PyObject_GenericSetAttr(plan, "inputs", tuple(unit.inputs))
@@ -342,7 +342,7 @@ def make_units(ops, tensors, unit_cls):
     if not _learnt:
         _learn()
     for op in ops:
-        u = unit_cls.__new__(unit_cls)
+        u = new_plain(unit_cls)
         slot_set(u, _Unit, _U_OP, "op", op)
         slot_set(u, _Unit, _U_INPUTS, "inputs", [ts[i] for i in op.inputs])
         slot_set(u, _Unit, _U_OUTPUTS, "outputs", [ts[i] for i in op.outputs])
@@ -398,7 +398,7 @@ def bind_unit(unit, check_memory, ndarray, step_cls):
     call = ex.bind(inputs, outputs)
     edges = plan.edges
     syncs = tuple([e.sync for e in edges if e.sync is not None]) if edges else ()
-    step = step_cls.__new__(step_cls)  # a frozen dataclass: its slots set as object's are
+    step = new_plain(step_cls)  # a frozen dataclass: its slots set as object's are
     PyObject_GenericSetAttr(step, "copies", copies)
     PyObject_GenericSetAttr(step, "call", call)
     PyObject_GenericSetAttr(step, "execution", ex)
@@ -478,7 +478,7 @@ def prepare_unit(unit, bint folded, geometry, tuple kit):
     if logger.isEnabledFor(debug):
         logger.debug("prepared %s %r on %s", op.type_name, op.name, backend.name)
     through = runs.reads_through if runs is not None else ()
-    plan = plan_cls.__new__(plan_cls)  # a frozen dataclass: its slots set as object's are
+    plan = new_plain(plan_cls)  # a frozen dataclass: its slots set as object's are
     PyObject_GenericSetAttr(plan, "execution", execution)
     PyObject_GenericSetAttr(plan, "backend", backend)
     PyObject_GenericSetAttr(plan, "inputs", inputs)

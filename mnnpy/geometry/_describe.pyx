@@ -17,8 +17,6 @@ from cpython.long cimport PyLong_FromVoidPtr
 
 import numpy as np
 
-cdef object _new = object.__new__
-
 
 cdef inline object _id(object o):
     """``id(o)``, without the call of the builtin."""
@@ -26,6 +24,13 @@ cdef inline object _id(object o):
 
 
 include "../_slots.pxi"
+
+
+cdef inline object _new(object cls):
+    """``object.__new__(cls)`` (in C when ``cls``'s instances are made by ``object`` itself)."""
+    o = _c_object_new(cls)
+    return object.__new__(cls) if o is NotImplemented else o
+
 
 # Tensor's, TensorDescribe's and Unit's slots read and written in place (see _slots.pxi); learnt
 # on the first call (mnnpy.unit imports the geometry package)
