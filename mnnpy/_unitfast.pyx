@@ -607,7 +607,11 @@ def storage_elements(t):
 
 
 def storage_size(t):
-    """``Tensor.size``: bytes of its storage."""
+    """``Tensor.size``: bytes of its storage (a subclass's own ``storage_elements`` is asked)."""
+    if not _learnt:
+        _learn()
+    if type(t) is not _Tensor:
+        return t.storage_elements * t.dtype.itemsize
     return _elements(t) * slot_get(t, _Tensor, _T_DTYPE, "dtype").itemsize
 
 

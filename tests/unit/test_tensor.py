@@ -202,6 +202,19 @@ def test_c_accessors_are_the_python_ones() -> None:
         assert tensor_module._stored_format_python(t) == tensor_module._stored_format(t)
 
 
+def test_size_asks_a_subclass_for_its_storage_elements() -> None:
+    """``size`` is ``storage_elements`` times the item size, a subclass's own included."""
+
+    class Wider(Tensor):
+        __slots__ = ()
+
+        @property
+        def storage_elements(self) -> int:
+            return 100
+
+    assert Wider((2, 3), np.float32).size == 400 and Tensor((2, 3), np.float32).size == 24
+
+
 def _with_memory(shape: tuple[int, ...], dtype: Any, fmt: DimensionFormat) -> Tensor:
     t = Tensor(shape, dtype, fmt)
     spare = 0 if t.is_packed else 3  # an unpacked tensor's spare elements stay as they are
