@@ -79,16 +79,19 @@ extensions = [
     )
     for path in sorted(glob.glob(os.path.join(KERNELS, "*.pyx")))
 ]
+# the __slots__ read/written at their offsets by the C twins (included by their .pyx)
+SLOTS = os.path.join("mnnpy", "_slots.pxi")
 # the op-list reader of net.py (pure Python fallback there when it is not built)
 extensions.append(
     Extension(
-        "mnnpy._netread", [os.path.join("mnnpy", "_netread.pyx")], extra_compile_args=COMPILE_ARGS
+        "mnnpy._netread",
+        [os.path.join("mnnpy", "_netread.pyx")],
+        depends=[SLOTS],
+        extra_compile_args=COMPILE_ARGS,
     )
 )
 # checked integer arithmetic shared by the geometry planners
 CHECKED_INT = os.path.join("mnnpy", "geometry", "checked_int.h")
-# the __slots__ read/written at their offsets by the C twins (included by their .pyx)
-SLOTS = os.path.join("mnnpy", "_slots.pxi")
 # the region planner's C twin (regions.py keeps the Python planner as reference and fallback)
 extensions.append(
     Extension(

@@ -16,8 +16,7 @@ from posix.mman cimport mmap as c_mmap
 from posix.unistd cimport close as c_close
 from posix.unistd cimport read as c_read
 from cpython.long cimport PyLong_FromLong
-from cpython.object cimport PyObject
-from cpython.ref cimport Py_DECREF, Py_INCREF
+from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int8_t, int32_t, uint8_t, uint16_t, uint32_t
@@ -54,42 +53,21 @@ cdef extern from *:
     int MNNPY_MAP_POPULATE  # MAP_POPULATE on Linux, else 0 (pages then mapped at first touch)
 
 
-cdef extern from *:
-    """
-    /* ``object.__new__(cls)`` then ``obj.__dict__ = d`` for a class whose instances ``object``
-       itself makes (its tp_new is object's): the two C calls those statements end in, without
-       the method look-up and the attribute machinery. 1: done, the new object in *out; 0: any
-       other class (the caller runs the statements); -1: an exception (no ``__dict__``...). */
-    static int mnnpy_plain_new(PyObject *cls, PyObject *d, PyObject **out) {
-        static PyObject *no_args = NULL;
-        PyObject *obj;
-        if (!PyType_Check(cls) || ((PyTypeObject *)cls)->tp_new != PyBaseObject_Type.tp_new)
-            return 0;
-        if (no_args == NULL && (no_args = PyTuple_New(0)) == NULL)
-            return -1;
-        obj = PyBaseObject_Type.tp_new((PyTypeObject *)cls, no_args, NULL);
-        if (obj == NULL)
-            return -1;
-        if (PyObject_GenericSetDict(obj, d, NULL) < 0) {
-            Py_DECREF(obj);
-            return -1;
-        }
-        *out = obj;
-        return 1;
-    }
-    """
-    int mnnpy_plain_new(object cls, object d, PyObject** out) except -1
+include "_slots.pxi"
+
+
+cdef extern from "Python.h":
+    int PyObject_GenericSetDict(object o, object value, void* context) except -1
 
 
 cdef inline object _with_dict(object cls, dict d):
     """``obj = object.__new__(cls); obj.__dict__ = d`` (in C when ``cls`` is a plain class)."""
-    cdef PyObject* got = NULL
-    if mnnpy_plain_new(cls, d, &got):
-        obj = <object>got
-        Py_DECREF(obj)  # ``obj`` took a reference of its own: drop the helper's
+    obj = _c_object_new(cls)  # _slots.pxi: object's tp_new, or NotImplemented
+    if obj is NotImplemented:
+        obj = object.__new__(cls)
+        obj.__dict__ = d
         return obj
-    obj = object.__new__(cls)
-    obj.__dict__ = d
+    PyObject_GenericSetDict(obj, d, NULL)  # what ``obj.__dict__ = d`` ends in
     return obj
 
 

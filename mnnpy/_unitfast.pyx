@@ -61,9 +61,11 @@ cdef void _learn() except *:
     _learnt = True
 
 
-cdef object _describe_fields(object cls):
-    """``_D_FIELDS`` for ``cls``: None unless its ``__init__`` is its dataclass's own (no
-    ``__post_init__``), and every field is an ``init`` slot with a default or a factory."""
+cdef object _plain_fields(object cls):
+    """A slotted dataclass's fields as ``(name, offset, default, factory)``, in order; None
+    unless ``cls``'s ``__init__`` is its dataclass's own (no ``__post_init__``) and every field
+    is an ``init`` slot. A field with neither default nor factory has ``dataclasses.MISSING``
+    as both."""
     import dataclasses
 
     if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):
@@ -76,10 +78,24 @@ cdef object _describe_fields(object cls):
         off = slot_offset(cls, f.name)
         if off < 0 or not f.init:
             return None
-        if f.default is not dataclasses.MISSING:
-            fields.append((off, f.default, None))
-        elif f.default_factory is not dataclasses.MISSING:
-            fields.append((off, None, f.default_factory))
+        fields.append((f.name, off, f.default, f.default_factory))
+    return fields
+
+
+cdef object _describe_fields(object cls):
+    """``_D_FIELDS`` for ``cls``: its plain fields (``_plain_fields``) as ``(offset, default,
+    factory)``, each with a default or a factory; else None."""
+    import dataclasses
+
+    plain = _plain_fields(cls)
+    if plain is None:
+        return None
+    fields = []
+    for _, off, default, factory in plain:
+        if default is not dataclasses.MISSING:
+            fields.append((off, default, None))
+        elif factory is not dataclasses.MISSING:
+            fields.append((off, None, factory))
         else:
             return None
     return fields
@@ -669,27 +685,16 @@ cdef Py_ssize_t _I_OFFS[4]
 
 
 cdef bint _info_plain(object cls) except -1:
-    """Whether ``cls`` is a slotted dataclass of exactly those four fields, its own __init__."""
+    """Whether ``cls`` is a plain slotted dataclass (``_plain_fields``) of exactly the fields
+    index, name, usage, use_count; their offsets are then learnt."""
     global _INFO_CLS
-    cdef Py_ssize_t offs[4]
-    import dataclasses
-
     if cls is _INFO_CLS:
         return True
-    if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__"):
+    plain = _plain_fields(cls)
+    if plain is None or [f[0] for f in plain] != ["index", "name", "usage", "use_count"]:
         return False
-    owner = _dataclass_owner(cls).__qualname__
-    if getattr(cls.__init__, "__qualname__", "") != f"{owner}.__init__":
-        return False
-    names = [f.name for f in dataclasses.fields(cls) if f.init]
-    if names != ["index", "name", "usage", "use_count"] or len(dataclasses.fields(cls)) != 4:
-        return False
-    for k in range(4):  # the learnt offsets change only once all four are known
-        offs[k] = slot_offset(cls, names[k])
-        if offs[k] < 0:
-            return False
-    for k in range(4):
-        _I_OFFS[k] = offs[k]
+    for k in range(4):  # all four valid (``_plain_fields``): the learnt offsets change together
+        _I_OFFS[k] = plain[k][1]
     _INFO_CLS = cls
     return True
 
