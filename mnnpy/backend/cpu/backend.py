@@ -12,6 +12,7 @@ import numpy as np
 from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType
 from mnnpy.backend.allocator import allocate_block, free_block
 from mnnpy.backend.cpu.concat_slices import assemble
+from mnnpy.backend.cpu.kernels.panels import PanelFills
 from mnnpy.backend.cpu.kernels.steps import CallLoop as CCallLoop
 from mnnpy.backend.cpu.static_allocator import Piece, StaticAllocator
 from mnnpy.backend.cpu.thread_governor import RunGovernor
@@ -39,6 +40,23 @@ def _default_budget() -> int:
     except (ValueError, OSError, AttributeError):  # not POSIX: no cap we can compute
         return 1 << 62
 
+
+def _pack_thread() -> bool:
+    """Whether a resize packs convolution weights on a helper thread (``PanelFills``).
+
+    ``MNNPY_PACK_THREAD=0`` (or ``false`` / ``no`` / ``off``) says no; by default yes where this
+    process may run on more than one CPU (on one, the thread would only take turns with it).
+    """
+    if os.environ.get("MNNPY_PACK_THREAD", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return cpus > 1
+
+
+PACK_THREAD = _pack_thread()
 
 # The CPU's memory as a tensor-handle factory (mnnpy.backend.handles): host arrays, exported to
 # backends that import host memory (OpenCL on a device sharing the host's memory reads them in
@@ -132,11 +150,14 @@ class CPUBackend(Backend):
         # not under a budget the user set or in LOW memory: there the bytes held must be the plan's
         self._reuse = self.allocator is None and budget is None and not self.low_memory
         # there too, executions' weights are carved from big chunks (static_empty)
-        self._statics = StaticAllocator(_ALIGN) if self._reuse else None
+        self._statics = StaticAllocator(_ALIGN, huge_pages=not PACK_THREAD) if self._reuse else None
         # id(weak reference to an owner) -> (it, bytes, piece): released when the owner dies
         self._owned: dict[int, tuple[weakref.ref, int, Piece]] = {}
         # True once the first chunk's size was hinted (static_reserve), or with no chunks
         self.static_hinted = self._statics is None
+        # during a resize: the helper thread convolutions queue their weight copies to
+        # (``PackedWeight._keep_panels``); waited for and ended when the resize ends
+        self.panel_fills: PanelFills | None = None
 
     def _pool_bytes(self, nbytes: int, what: str) -> np.ndarray:
         """``nbytes`` 64-byte aligned, from the allocator (zeroed NumPy bytes without one).
@@ -189,11 +210,28 @@ class CPUBackend(Backend):
 
     # -- memory hooks -------------------------------------------------------------------------
     def on_resize_begin(self) -> None:
-        """New shapes: the run governor's times no longer apply."""
+        """New shapes: the run governor's times no longer apply.
+
+        Convolution weights are packed on a helper thread until the resize ends (``PACK_THREAD``).
+        """
         self.governor.reset()
+        if PACK_THREAD and self.panel_fills is None:
+            self.panel_fills = PanelFills()
+
+    def on_resize_end(self) -> None:
+        """Every weight copy queued during the resize is done, and the helper thread ended."""
+        self.end_panel_fills()
+
+    def end_panel_fills(self) -> None:
+        """Wait for the queued weight copies and end their thread (also a failed resize's)."""
+        fills, self.panel_fills = self.panel_fills, None
+        if fills is not None:
+            fills.close()
 
     def on_execute_begin(self) -> None:
         """A run starts (the governor may run its regions serially, see ``thread_governor``)."""
+        if self.panel_fills is not None:  # a resize that did not end (nothing reads unwritten)
+            self.end_panel_fills()
         self.governor.begin()
 
     def on_execute_end(self) -> None:
@@ -295,6 +333,7 @@ class CPUBackend(Backend):
 
     def on_clear_buffer(self) -> None:
         """Drop both arenas and every DYNAMIC / DYNAMIC_SEPERATE tensor's memory."""
+        self.end_panel_fills()  # a resize that failed or waits for run-time values
         for tensor in list(self._dynamic.values()) + self._separate:
             tensor.host = None
         self._planner = MemoryPlanner(_ALIGN)

@@ -10,7 +10,7 @@ from mnnpy.backend import StorageType
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.chunked_run import ChunkedRun, chain
 from mnnpy.backend.cpu.executions.convolution_limit import CompressedPanels
-from mnnpy.backend.cpu.kernels import panels as P
+from mnnpy.backend.cpu.executions.packed_weight import PackedWeight
 from mnnpy.errors import ComputeSizeError
 from mnnpy.execution import Execution
 from mnnpy.net import OpDef
@@ -68,7 +68,7 @@ def kernel_shape(
     return (geo.batch, geo.in_channels, *geo.in_hw, geo.out_channels, *geo.out_hw), geo.window
 
 
-class CPUConvolutionBase(Execution):
+class CPUConvolutionBase(PackedWeight, Execution):
     """Shared by the CPU convolutions (NC4HW4).
 
     Checks shapes in ``on_resize``, keeps the kernels' ``shape`` / ``window`` tuples and the fused
@@ -79,7 +79,7 @@ class CPUConvolutionBase(Execution):
     ``CPUConvolutionGemmLimit`` goes chunk by chunk).
     """
 
-    weight: np.ndarray  # packed by the subclass (``_keep_weight``); empty when compressed
+    # ``weight`` (PackedWeight): packed by the subclass (``_keep_weight``); empty when compressed
     bias: np.ndarray  # padded to the subclass's lanes, in STATIC memory
 
     def __init__(self, backend: CPUBackend, op: OpDef, in_channels: int) -> None:
@@ -136,22 +136,6 @@ class CPUConvolutionBase(Execution):
 
         self.weight = pack(weight, empty)
         self.bias[: bias.size] = bias.reshape(-1)
-
-    def _keep_panels(self, weight: np.ndarray, bias: np.ndarray, taps: int, lanes: int) -> None:
-        """``_keep`` of float32 weights ``[rows][cols][taps]`` packed as one group's panels.
-
-        Weight panels of ``lanes`` and the bias padded to ``lanes``, in one STATIC piece, filled
-        by one kernel call (``panels.fill_conv_f32``; the subclass's ``pack_weight`` through
-        ``_keep`` is its reference, bit for bit).
-        """
-        rows, cols = weight.shape[0], weight.shape[1]
-        sizes = (-(-rows // lanes) * lanes * cols * taps, -(-bias.size // lanes) * lanes)
-        backend = self.backend  # ``cpu_backend``'s check, without the call:
-        backend = backend if isinstance(backend, CPUBackend) else cpu_backend(backend)
-        if not backend.static_hinted:  # the first chunk sized for the model's weights
-            backend.static_reserve(weight)
-        self.weight, self.bias = w, b = backend.static_floats(sizes, self)
-        P.fill_conv_f32(weight.reshape(-1), bias.reshape(-1), w, b, rows, cols, taps, lanes)
 
     def _keep_bias(self, bias: np.ndarray, lanes: int) -> np.ndarray:
         """``pad_to(bias, lanes)`` written straight into STATIC memory (one copy)."""

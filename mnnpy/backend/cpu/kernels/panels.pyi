@@ -16,3 +16,25 @@ def fill_conv_f32(
     taps: int,
     lanes: int,
 ) -> None: ...
+
+class PanelFills:
+    @property
+    def threaded(self) -> bool: ...
+    @property
+    def pending(self) -> int: ...
+    def add(
+        self,
+        weight: np.ndarray,
+        bias: np.ndarray,
+        out_weight: np.ndarray,
+        out_bias: np.ndarray,
+        rows: int,
+        cols: int,
+        taps: int,
+        lanes: int,
+        owner: object = None,
+    ) -> int: ...
+    def wait(self, k: int = -1) -> None: ...
+    def close(self) -> None: ...
+
+def small_pages(memory: np.ndarray) -> bool: ...

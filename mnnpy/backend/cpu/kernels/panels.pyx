@@ -8,8 +8,15 @@ with no transposed copy in between (full 16-row panels of 4-byte words, one tap:
 transposes at a time). The rows past ``O`` in the last panel are left as they are
 (zero). Elements are copied as unsigned integers of their width, so
 every bit pattern (NaN payloads included) is kept. Sizes are checked before the ``nogil`` loop.
+
+:class:`PanelFills` does ``fill_conv_f32``'s weight copies on a helper thread of its own (plain
+C, never the interpreter), in the order they were added, while the caller goes on; ``wait``
+returns once a given copy (or all) is done. Every size is checked, and the bias copied, in
+``add``, before the copy is queued; the arrays are held until ``close``.
 """
 
+from libc.stdint cimport uintptr_t
+from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
 
@@ -48,6 +55,95 @@ cdef extern from *:
     }
     """
     void mnnpy_panel16_words(const unsigned int* s, unsigned int* d, Py_ssize_t k) noexcept nogil
+
+
+cdef extern from *:
+    """
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #include <unistd.h>
+    /* 0 when the kernel takes the advice (Linux with transparent huge pages), else -1. */
+    static int mnnpy_no_huge_pages(uintptr_t start, size_t n) {
+    #if defined(MADV_NOHUGEPAGE)
+        long page = sysconf(_SC_PAGESIZE);
+        if (page <= 0) return -1;
+        uintptr_t lo = (start + page - 1) / page * page, hi = (start + n) / page * page;
+        if (hi <= lo) return -1;
+        return madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
+    #else
+        (void)start; (void)n; return -1;
+    #endif
+    }
+    #else
+    static int mnnpy_no_huge_pages(uintptr_t start, size_t n) { (void)start; (void)n; return -1; }
+    #endif
+    """
+    int mnnpy_no_huge_pages(uintptr_t start, size_t n) noexcept nogil
+
+
+def small_pages(unsigned char[::1] memory):
+    """Ask that ``memory`` (its whole pages) be mapped in small pages, not transparent huge ones.
+
+    NumPy advises huge pages for big blocks; a block that a :class:`PanelFills` thread fills
+    faults 4 KiB at a time instead, each fault short (a 2 MiB fault zeroes the whole page while
+    it holds the address-space lock other threads need). Returns whether the kernel took it.
+    """
+    if memory.shape[0] == 0:
+        return False
+    return mnnpy_no_huge_pages(<uintptr_t>&memory[0], <size_t>memory.shape[0]) == 0
+
+
+cdef extern from *:
+    """
+    /* A mutex, a condition and a thread: POSIX threads; none on Windows (PanelFills then
+       copies in ``add``). */
+    #if defined(_WIN32)
+    typedef struct { int unused; } mnnpy_sync;
+    static int mnnpy_sync_init(mnnpy_sync *s) { (void)s; return -1; }
+    static void mnnpy_sync_destroy(mnnpy_sync *s) { (void)s; }
+    static int mnnpy_sync_start(mnnpy_sync *s, void *(*fn)(void *), void *arg) {
+        (void)s; (void)fn; (void)arg; return -1; }
+    static void mnnpy_lock(mnnpy_sync *s) { (void)s; }
+    static void mnnpy_unlock(mnnpy_sync *s) { (void)s; }
+    static void mnnpy_sleep(mnnpy_sync *s) { (void)s; }
+    static void mnnpy_wake(mnnpy_sync *s) { (void)s; }
+    #else
+    #include <pthread.h>
+    typedef struct { pthread_mutex_t mu; pthread_cond_t cv; } mnnpy_sync;
+    static int mnnpy_sync_init(mnnpy_sync *s) {
+        if (pthread_mutex_init(&s->mu, NULL)) return -1;
+        if (pthread_cond_init(&s->cv, NULL)) { pthread_mutex_destroy(&s->mu); return -1; }
+        return 0;
+    }
+    static void mnnpy_sync_destroy(mnnpy_sync *s) {
+        pthread_cond_destroy(&s->cv); pthread_mutex_destroy(&s->mu); }
+    /* A detached thread: nobody waits for its exit (the queue it reads is reference-counted). */
+    static int mnnpy_sync_start(mnnpy_sync *s, void *(*fn)(void *), void *arg) {
+        pthread_t th;
+        pthread_attr_t attr;
+        int err;
+        (void)s;
+        if (pthread_attr_init(&attr)) return -1;
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        err = pthread_create(&th, &attr, fn, arg);
+        pthread_attr_destroy(&attr);
+        return err ? -1 : 0;
+    }
+    static void mnnpy_lock(mnnpy_sync *s) { pthread_mutex_lock(&s->mu); }
+    static void mnnpy_unlock(mnnpy_sync *s) { pthread_mutex_unlock(&s->mu); }
+    static void mnnpy_sleep(mnnpy_sync *s) { pthread_cond_wait(&s->cv, &s->mu); }
+    static void mnnpy_wake(mnnpy_sync *s) { pthread_cond_broadcast(&s->cv); }
+    #endif
+    """
+    ctypedef struct mnnpy_sync:
+        pass
+    int mnnpy_sync_init(mnnpy_sync* s) noexcept nogil
+    void mnnpy_sync_destroy(mnnpy_sync* s) noexcept nogil
+    int mnnpy_sync_start(mnnpy_sync* s, void* (*fn)(void*) noexcept nogil, void* arg) noexcept nogil
+    void mnnpy_lock(mnnpy_sync* s) noexcept nogil
+    void mnnpy_unlock(mnnpy_sync* s) noexcept nogil
+    void mnnpy_sleep(mnnpy_sync* s) noexcept nogil
+    void mnnpy_wake(mnnpy_sync* s) noexcept nogil
 
 
 ctypedef unsigned int uint_t
@@ -167,3 +263,233 @@ def fill_conv_f32(const float[::1] weight, const float[::1] bias, float[::1] out
             _fill(s, d, 1, rows, cols, taps, 4)
         else:
             _fill(s, d, 1, rows, cols, taps, lanes)
+
+
+cdef inline void _fill_f32(const uint_t* s, uint_t* d, Py_ssize_t rows, Py_ssize_t cols,
+                           Py_ssize_t taps, Py_ssize_t lanes) noexcept nogil:
+    """One group's weight panels (``fill_conv_f32``'s copy; sizes checked by the caller)."""
+    if lanes == 16:
+        _fill(s, d, 1, rows, cols, taps, 16)
+    elif lanes == 4:
+        _fill(s, d, 1, rows, cols, taps, 4)
+    else:
+        _fill(s, d, 1, rows, cols, taps, lanes)
+
+
+cdef struct _Job:
+    const uint_t* s
+    uint_t* d
+    Py_ssize_t rows, cols, taps, lanes
+
+
+cdef struct _Queue:
+    mnnpy_sync sync
+    _Job* jobs
+    Py_ssize_t n, cap, done
+    Py_ssize_t waiting_bytes  # of the copies queued and not taken by the thread yet
+    int closed
+    int refs  # the PanelFills and the thread: the last to let go frees the queue
+    int worker_asleep, caller_asleep
+
+
+# The thread is woken for new copies once this many bytes wait (a wake-up costs the caller a
+# system call, and the thread a trip through the scheduler), or by ``wait`` / ``close``.
+cdef enum:
+    WAKE_BYTES = 256 * 1024
+
+
+cdef void _let_go(_Queue* q) noexcept nogil:
+    """Drop one reference to ``q`` (locked by the caller); the last frees it."""
+    q.refs -= 1
+    if q.refs:
+        mnnpy_unlock(&q.sync)
+        return
+    mnnpy_unlock(&q.sync)
+    mnnpy_sync_destroy(&q.sync)
+    free(q.jobs)
+    free(q)
+
+
+cdef void* _drain(void* arg) noexcept nogil:
+    """The helper thread: the queued copies in order, until the queue is closed and empty."""
+    cdef _Queue* q = <_Queue*>arg
+    cdef _Job job
+    mnnpy_lock(&q.sync)
+    while True:
+        while q.done == q.n and not q.closed:
+            q.worker_asleep = 1
+            mnnpy_sleep(&q.sync)
+            q.worker_asleep = 0
+        if q.done == q.n:
+            break
+        job = q.jobs[q.done]
+        q.waiting_bytes -= job.rows * job.cols * job.taps * 4
+        mnnpy_unlock(&q.sync)
+        _fill_f32(job.s, job.d, job.rows, job.cols, job.taps, job.lanes)
+        mnnpy_lock(&q.sync)
+        q.done += 1
+        if q.caller_asleep:
+            mnnpy_wake(&q.sync)
+    _let_go(q)  # unlocks
+    return NULL
+
+
+cdef class PanelFills:
+    """Convolution weight panels filled on a helper thread while the caller goes on.
+
+    ``add`` is ``fill_conv_f32`` with the weight copy queued (its number returned, -1 when it
+    was done at once); ``wait(k)`` returns when copy ``k`` is done (all of them: no argument);
+    ``close`` waits for all and lets the thread end. The thread starts with the first copy; where
+    none can start (no POSIX threads, or the system refuses one) ``add`` copies at once. The
+    arrays given to ``add`` and their owner are held until ``close``; the caller reads the panels
+    only after ``wait``. Only the caller's thread may call ``add``, ``wait`` and ``close``.
+    """
+
+    cdef _Queue* q
+    cdef bint ready, started, stopped
+    cdef list held
+
+    def __cinit__(self):
+        self.q = <_Queue*>malloc(sizeof(_Queue))
+        if self.q == NULL:
+            raise MemoryError()
+        self.q.jobs = NULL
+        self.q.n = self.q.cap = self.q.done = self.q.waiting_bytes = 0
+        self.q.closed = self.q.worker_asleep = self.q.caller_asleep = 0
+        self.q.refs = 1
+        self.ready = mnnpy_sync_init(&self.q.sync) == 0
+        self.held = []
+
+    def __dealloc__(self):
+        cdef _Queue* q = self.q
+        if q == NULL:
+            return
+        self.q = NULL
+        if not self.ready:
+            free(q.jobs)
+            free(q)
+            return
+        with nogil:  # copies still queued run to the end: the arrays are not freed before
+            mnnpy_lock(&q.sync)
+            while q.done < q.n:
+                q.caller_asleep = 1
+                mnnpy_wake(&q.sync)
+                mnnpy_sleep(&q.sync)
+                q.caller_asleep = 0
+            q.closed = 1
+            if q.worker_asleep:
+                mnnpy_wake(&q.sync)
+            _let_go(q)  # unlocks
+
+    @property
+    def threaded(self) -> bool:
+        """Whether copies run on the helper thread (False: ``add`` copies at once)."""
+        return self.ready and not self.stopped
+
+    @property
+    def pending(self) -> int:
+        """Copies queued and not done yet."""
+        cdef Py_ssize_t n
+        if not self.started:
+            return 0
+        with nogil:
+            mnnpy_lock(&self.q.sync)
+            n = self.q.n - self.q.done
+            mnnpy_unlock(&self.q.sync)
+        return n
+
+    def add(self, weight, bias, out_weight, out_bias, Py_ssize_t rows, Py_ssize_t cols,
+            Py_ssize_t taps, Py_ssize_t lanes, owner=None):
+        """``fill_conv_f32(weight, bias, out_weight, out_bias, ...)``, the weights queued.
+
+        ``owner``: held with the arrays until ``close`` (the owner of the STATIC piece
+        ``out_weight`` is in, so the piece is not handed out again while the copy is queued).
+        Returns the copy's number for ``wait``, or -1 when it was done at once (nothing to
+        copy, no thread, or after ``close``).
+
+        Raises:
+            ValueError: as ``fill_conv_f32`` (before anything is queued).
+        """
+        cdef const float[::1] w = weight
+        cdef const float[::1] b = bias
+        cdef float[::1] ow = out_weight
+        cdef float[::1] ob = out_bias
+        cdef Py_ssize_t nb = b.shape[0], k
+        cdef _Queue* q = self.q
+        cdef _Job* grown
+        if ob.shape[0] < nb:
+            raise ValueError(f"bias buffer too small: {ob.shape[0]} for {nb} values")
+        if not _check(w.shape[0], ow.shape[0], 1, rows, cols, taps, lanes):
+            rows = 0
+        if nb:
+            memcpy(&ob[0], &b[0], nb * sizeof(float))
+        if rows == 0:
+            return -1
+        cdef const uint_t* s = <const uint_t*>&w[0]
+        cdef uint_t* d = <uint_t*>&ow[0]
+        if not self.ready or self.stopped:
+            with nogil:
+                _fill_f32(s, d, rows, cols, taps, lanes)
+            return -1
+        if q.n == q.cap:  # only this thread adds: the thread reads jobs under the lock
+            mnnpy_lock(&q.sync)
+            grown = <_Job*>realloc(q.jobs, (2 * q.cap + 16) * sizeof(_Job))
+            if grown != NULL:
+                q.jobs, q.cap = grown, 2 * q.cap + 16
+            mnnpy_unlock(&q.sync)
+            if grown == NULL:
+                with nogil:
+                    _fill_f32(s, d, rows, cols, taps, lanes)
+                return -1
+        if not self.started:
+            q.refs += 1  # the thread's
+            if mnnpy_sync_start(&q.sync, _drain, q) != 0:
+                q.refs -= 1
+                self.ready = False  # no thread: every copy at once
+                with nogil:
+                    _fill_f32(s, d, rows, cols, taps, lanes)
+                return -1
+            self.started = True
+        self.held.append((weight, out_weight, owner))
+        mnnpy_lock(&q.sync)
+        k = q.n
+        q.jobs[k].s, q.jobs[k].d = s, d
+        q.jobs[k].rows, q.jobs[k].cols, q.jobs[k].taps, q.jobs[k].lanes = rows, cols, taps, lanes
+        q.n = k + 1
+        q.waiting_bytes += rows * cols * taps * 4
+        if q.worker_asleep and (k == 0 or q.waiting_bytes >= WAKE_BYTES):
+            mnnpy_wake(&q.sync)
+        mnnpy_unlock(&q.sync)
+        return k
+
+    def wait(self, Py_ssize_t k=-1):
+        """Return once copy ``k`` is done (-1: every copy added so far)."""
+        cdef _Queue* q = self.q
+        if not self.started:
+            return
+        with nogil:
+            mnnpy_lock(&q.sync)
+            if k < 0 or k >= q.n:
+                k = q.n - 1
+            while q.done <= k:
+                q.caller_asleep = 1
+                if q.worker_asleep:
+                    mnnpy_wake(&q.sync)
+                mnnpy_sleep(&q.sync)
+                q.caller_asleep = 0
+            mnnpy_unlock(&q.sync)
+
+    def close(self):
+        """Wait for every copy and let the thread end (it does not wait for it to exit), and
+        let the arrays go; later copies run at once."""
+        cdef _Queue* q = self.q
+        if self.started and not self.stopped:
+            self.wait()
+            with nogil:
+                mnnpy_lock(&q.sync)
+                q.closed = 1
+                if q.worker_asleep:
+                    mnnpy_wake(&q.sync)
+                mnnpy_unlock(&q.sync)
+        self.stopped = True
+        self.held = []

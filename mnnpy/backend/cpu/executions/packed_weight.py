@@ -1,0 +1,66 @@
+"""A convolution's packed float32 weights, which a helper thread may still be writing.
+
+``_keep_panels`` packs a convolution's weight panels and bias into one STATIC piece. While a
+session is being created (between the CPU backend's ``on_resize_begin`` and ``on_resize_end``),
+the backend holds a ``panels.PanelFills`` and the weight copy is queued to its helper thread,
+so the copying (and the first touch of the STATIC pages) overlaps the rest of the creation:
+shapes, geometry, memory planning. ``weight`` is then a property that waits for that copy on
+first read, so whoever reads the panels (a fusion copying them, a kernel bound to them, a test)
+sees them written; the backend waits for all of them when the resize ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
+from mnnpy.backend.cpu.kernels import panels as P
+
+__all__ = ["PackedWeight"]
+
+
+class PackedWeight:
+    """``weight`` that waits for its queued copy; ``_keep_panels`` that may queue it."""
+
+    _weight: np.ndarray
+    _pending: tuple[Any, int] | None = None  # (the PanelFills, the copy's number) until read
+    backend: Any
+
+    @property
+    def weight(self) -> np.ndarray:
+        """The packed weights (written: a copy still queued is waited for)."""
+        pending = self._pending
+        if pending is not None:
+            self._pending = None
+            pending[0].wait(pending[1])
+        return self._weight
+
+    @weight.setter
+    def weight(self, value: np.ndarray) -> None:
+        self._weight = value
+        self._pending = None
+
+    def _keep_panels(self, weight: np.ndarray, bias: np.ndarray, taps: int, lanes: int) -> None:
+        """Float32 weights ``[rows][cols][taps]`` packed as one group's panels of ``lanes``.
+
+        Weight panels and the bias padded to ``lanes``, in one STATIC piece, filled by one
+        kernel call (``panels.fill_conv_f32``; the subclass's ``pack_weight`` through ``_keep``
+        is its reference, bit for bit), or by the backend's helper thread (``PanelFills``).
+        """
+        rows, cols = weight.shape[0], weight.shape[1]
+        sizes = (-(-rows // lanes) * lanes * cols * taps, -(-bias.size // lanes) * lanes)
+        backend = self.backend  # ``cpu_backend``'s check, without the call:
+        backend = backend if isinstance(backend, CPUBackend) else cpu_backend(backend)
+        if not backend.static_hinted:  # the first chunk sized for the model's weights
+            backend.static_reserve(weight)
+        w, b = backend.static_floats(sizes, self)
+        self._weight, self._pending, self.bias = w, None, b
+        fills = backend.panel_fills
+        if fills is None:
+            P.fill_conv_f32(weight.reshape(-1), bias.reshape(-1), w, b, rows, cols, taps, lanes)
+            return
+        k = fills.add(weight.reshape(-1), bias.reshape(-1), w, b, rows, cols, taps, lanes, self)
+        if k >= 0:
+            self._pending = (fills, k)

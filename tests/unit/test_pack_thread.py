@@ -1,0 +1,149 @@
+"""Convolution weights packed on the CPU backend's helper thread while a session is created
+(``panels.PanelFills``, ``packed_weight.PackedWeight``): the same panels and outputs as packed
+in line, a read of ``weight`` never before its copy, and the thread ended by what ends a resize."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import mnnpy
+from mnnpy.backend.cpu import backend as B
+from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase
+from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup as Group
+from mnnpy.backend.cpu.executions.packed_weight import PackedWeight
+from mnnpy.backend.cpu.kernels import panels as P
+from tests.ops.test_conv_split_group import _net
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+THREADS = P.PanelFills().threaded  # POSIX threads here (not on Windows)
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The numbers ``PanelFills.add`` returned (-1: copied at once), with PACK_THREAD on."""
+    monkeypatch.setattr(B, "PACK_THREAD", True)
+    numbers: list[int] = []
+
+    class Spy:
+        def __init__(self) -> None:
+            self.fills = P.PanelFills()
+
+        def add(self, *args: Any) -> int:
+            numbers.append(self.fills.add(*args))
+            return numbers[-1]
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.fills, name)
+
+    monkeypatch.setattr(B, "PanelFills", Spy)
+    return numbers
+
+
+def _convs(session: Any) -> list[Any]:
+    units = session.pipelines[0].units
+    return [u.execution for u in units if isinstance(u.execution, CPUConvolutionBase)]
+
+
+def _model_run(pack: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[np.ndarray, list[bytes]]:
+    monkeypatch.setattr(B, "PACK_THREAD", pack)
+    interp = mnnpy.Interpreter(DATA / "conv_relu_pool_fc.mnn")
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    assert all(b.panel_fills is None for b in session.backends)  # ended with the resize
+    with np.load(DATA / "conv_relu_pool_fc.npz") as z:
+        x, want = z["input:x"], z["output:prob"]
+    interp.get_session_input(session, "x").copy_from(x)
+    interp.run_session(session)
+    out = interp.get_session_output(session, "prob").numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-4)  # MNN's own output
+    return out, [ex.weight.tobytes() + ex.bias.tobytes() for ex in _convs(session)]
+
+
+def test_a_model_is_the_same_with_and_without_the_thread(
+    queued: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, panels = _model_run(True, monkeypatch)
+    assert queued and (all(k >= 0 for k in queued) if THREADS else set(queued) == {-1})
+    ref_out, ref_panels = _model_run(False, monkeypatch)
+    assert np.array_equal(out.view(np.uint32), ref_out.view(np.uint32))
+    assert panels == ref_panels and len(panels) >= 2
+
+
+def test_a_fusion_reads_queued_weights_once_written(queued: list[int]) -> None:
+    """``CPUConvolutionGroup.from_parts`` copies the parts' panels during the resize, while
+    their copies may still be queued: it reads them through ``weight``, which waits."""
+    group, icg, ocg, k = 4, 8, 4, (3, 3)
+    model, params = _net(group, icg, ocg, k, [1, 1, 1, 1], (2, 32, 9, 7))
+    session = mnnpy.Interpreter.from_buffer(model).create_session(mnnpy.ScheduleConfig())
+    (ex,) = [u.execution for u in session.pipelines[0].units if type(u.execution) is Group]
+    assert len([n for n in queued if n >= 0]) == (group if THREADS else 0)
+    w = np.concatenate([p.weight.reshape(ocg, icg, *k) for p in params])
+    assert np.array_equal(ex.weight, Group.pack_weight(w, group))
+
+
+class _Holder(PackedWeight):
+    def __init__(self, backend: B.CPUBackend) -> None:
+        self.backend = backend
+
+
+@pytest.mark.parametrize(("rows", "cols", "taps", "lanes"), [(40, 24, 9, 16), (12, 1, 9, 4)])
+def test_weight_waits_for_its_copy(
+    rows: int, cols: int, taps: int, lanes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(B, "PACK_THREAD", True)
+    backend = B.CPUBackend(1)
+    backend.on_resize_begin()
+    assert backend.panel_fills is not None
+    rng = np.random.default_rng(rows)
+    weight = rng.standard_normal((rows, cols, taps)).astype(np.float32)
+    bias = rng.standard_normal(rows).astype(np.float32)
+    held = [_Holder(backend) for _ in range(8)]  # several queued, read in reverse order
+    for h in held:
+        h._keep_panels(weight, bias, taps, lanes)
+        assert (h._pending is not None) is THREADS
+    blocks = -(-rows // lanes) * lanes
+    want_w, want_b = np.zeros(blocks * cols * taps, np.float32), np.zeros(blocks, np.float32)
+    P.fill_conv_f32(weight.reshape(-1), bias, want_w, want_b, rows, cols, taps, lanes)
+    for h in reversed(held):
+        assert np.array_equal(h.weight, want_w) and np.array_equal(h.bias, want_b)
+        assert h._pending is None
+    held[0].weight = want_w  # set: nothing to wait for
+    assert held[0].weight is want_w and held[0]._pending is None
+    backend.on_resize_end()
+    assert backend.panel_fills is None
+
+
+@pytest.mark.parametrize("end", ["on_resize_end", "on_clear_buffer", "on_execute_begin"])
+def test_what_ends_a_resize_ends_the_thread(end: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(B, "PACK_THREAD", True)
+    backend = B.CPUBackend(1)
+    backend.on_resize_begin()
+    fills = backend.panel_fills
+    assert fills is not None
+    backend.on_resize_begin()  # a nested resize keeps the same queue
+    assert backend.panel_fills is fills
+    getattr(backend, end)()
+    assert backend.panel_fills is None and not fills.threaded
+    backend.end_panel_fills()  # nothing open: nothing to do
+
+
+def test_off_switch_and_the_statics_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    for value in ("0", "off", " No ", "false"):
+        monkeypatch.setenv("MNNPY_PACK_THREAD", value)
+        assert B._pack_thread() is False
+    monkeypatch.setenv("MNNPY_PACK_THREAD", "1")
+    monkeypatch.setattr(B.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert B._pack_thread() is False  # one CPU: the thread would only take turns with us
+    monkeypatch.setattr(B.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert B._pack_thread() is True
+    monkeypatch.setattr(B, "PACK_THREAD", False)
+    backend = B.CPUBackend(1)
+    backend.on_resize_begin()
+    assert backend.panel_fills is None  # weights packed in line, into huge pages
+    assert backend._statics is not None and backend._statics.huge_pages
+    monkeypatch.setattr(B, "PACK_THREAD", True)
+    backend = B.CPUBackend(1)
+    assert backend._statics is not None and not backend._statics.huge_pages
