@@ -4,6 +4,7 @@ in line, a read of ``weight`` never before its copy, and the thread ended by wha
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup as Group
 from mnnpy.backend.cpu.executions.packed_weight import PackedWeight
 from mnnpy.backend.cpu.kernels import panels as P
+from mnnpy.net_lean import pack_thread_enabled
 from tests.ops.test_conv_split_group import _net
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -133,12 +135,12 @@ def test_what_ends_a_resize_ends_the_thread(end: str, monkeypatch: pytest.Monkey
 def test_off_switch_and_the_statics_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     for value in ("0", "off", " No ", "false"):
         monkeypatch.setenv("MNNPY_PACK_THREAD", value)
-        assert B._pack_thread() is False
+        assert pack_thread_enabled() is False
     monkeypatch.setenv("MNNPY_PACK_THREAD", "1")
-    monkeypatch.setattr(B.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert B._pack_thread() is False  # one CPU: the thread would only take turns with us
-    monkeypatch.setattr(B.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
-    assert B._pack_thread() is True
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert pack_thread_enabled() is False  # one CPU: the thread would only take turns with us
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert pack_thread_enabled() is True
     monkeypatch.setattr(B, "PACK_THREAD", False)
     backend = B.CPUBackend(1)
     backend.on_resize_begin()

@@ -20,6 +20,7 @@ from mnnpy.backend.handles import TensorHandleFactory, TensorHandleFactoryRegist
 from mnnpy.errors import NotSupportError, OutOfMemoryError
 from mnnpy.execution import CallLoop
 from mnnpy.memory import MemoryPlan, MemoryPlanner, align
+from mnnpy.net_lean import PACK_THREAD  # weights packed on a helper thread during a resize
 from mnnpy.tensor import Tensor
 
 __all__ = ["CPUBackend", "MemoryInfo", "cpu_backend"]
@@ -40,23 +41,6 @@ def _default_budget() -> int:
     except (ValueError, OSError, AttributeError):  # not POSIX: no cap we can compute
         return 1 << 62
 
-
-def _pack_thread() -> bool:
-    """Whether a resize packs convolution weights on a helper thread (``PanelFills``).
-
-    ``MNNPY_PACK_THREAD=0`` (or ``false`` / ``no`` / ``off``) says no; by default yes where this
-    process may run on more than one CPU (on one, the thread would only take turns with it).
-    """
-    if os.environ.get("MNNPY_PACK_THREAD", "1").strip().lower() in ("0", "false", "no", "off"):
-        return False
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cpus = os.cpu_count() or 1
-    return cpus > 1
-
-
-PACK_THREAD = _pack_thread()
 
 # The CPU's memory as a tensor-handle factory (mnnpy.backend.handles): host arrays, exported to
 # backends that import host memory (OpenCL on a device sharing the host's memory reads them in
