@@ -43,12 +43,11 @@ def test_queued_copies_are_the_kernels(seed: int) -> None:
     numbers = [fills.add(c[0], c[1], w, b, *c[2:]) for c, (w, b) in zip(cases, outs, strict=True)]
     if fills.threaded:
         assert numbers == list(range(40))
-    for c, (_, b) in zip(cases, outs, strict=True):  # the bias at once, before any wait
-        assert np.array_equal(b[: c[2]], c[1]) and not b[c[2] :].any()
     middle = 17
     fills.wait(numbers[middle])  # that copy and every one before it
-    for c, (w, _) in zip(cases[: middle + 1], outs, strict=False):
+    for c, (w, b) in zip(cases[: middle + 1], outs, strict=False):
         assert np.array_equal(w.view(np.uint32), _expected(c)[0].view(np.uint32))
+        assert np.array_equal(b[: c[2]], c[1]) and not b[c[2] :].any()  # the bias too
     fills.close()
     assert fills.pending == 0 and not fills.threaded
     for c, (w, b) in zip(cases, outs, strict=True):
@@ -103,8 +102,11 @@ def test_sizes_are_checked_before_anything_is_queued() -> None:
         ro = w.copy()
         ro.flags.writeable = False
         fills.add(weight, bias, ro, b, rows, cols, taps, lanes)
-    assert fills.pending == 0 and not w.any()
-    assert fills.add(weight[:0], bias, w, b, 0, cols, taps, lanes) == -1  # nothing to copy
+    assert fills.pending == 0 and not w.any() and not b.any()
+    assert fills.add(weight[:0], bias[:0], w, b, 0, cols, taps, lanes) == -1  # nothing to copy
+    k = fills.add(weight[:0], bias, w, b, 0, cols, taps, lanes)  # the bias alone
+    fills.wait(k)
+    assert np.array_equal(b[:rows], bias) and not w.any()
     fills.close()
 
 

@@ -80,7 +80,7 @@ class CPUConvolutionBase(PackedWeight, Execution):
     """
 
     # ``weight`` (PackedWeight): packed by the subclass (``_keep_weight``); empty when compressed
-    bias: np.ndarray  # padded to the subclass's lanes, in STATIC memory
+    # ``bias`` (PackedWeight): padded to the subclass's lanes, in STATIC memory
 
     def __init__(self, backend: CPUBackend, op: OpDef, in_channels: int) -> None:
         super().__init__(backend)

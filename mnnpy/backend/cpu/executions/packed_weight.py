@@ -6,7 +6,8 @@ the backend holds a ``panels.PanelFills`` and the weight copy is queued to its h
 so the copying (and the first touch of the STATIC pages) overlaps the rest of the creation:
 shapes, geometry, memory planning. ``weight`` is then a property that waits for that copy on
 first read, so whoever reads the panels (a fusion copying them, a kernel bound to them, a test)
-sees them written; the backend waits for all of them when the resize ends.
+sees them written (so is ``bias``, which the thread copies too); the backend waits for all of
+them when the resize ends.
 """
 
 from __future__ import annotations
@@ -22,25 +23,43 @@ __all__ = ["PackedWeight"]
 
 
 class PackedWeight:
-    """``weight`` that waits for its queued copy; ``_keep_panels`` that may queue it."""
+    """``weight`` and ``bias`` that wait for their queued copy; ``_keep_panels`` that may queue it."""
 
     _weight: np.ndarray
+    _bias: np.ndarray
     _pending: tuple[Any, int] | None = None  # (the PanelFills, the copy's number) until read
     backend: Any
 
-    @property
-    def weight(self) -> np.ndarray:
-        """The packed weights (written: a copy still queued is waited for)."""
+    def _written(self) -> None:
+        """Wait for the copy of ``_weight`` and ``_bias`` when it is still queued."""
         pending = self._pending
         if pending is not None:
             self._pending = None
             pending[0].wait(pending[1])
+
+    @property
+    def weight(self) -> np.ndarray:
+        """The packed weights (a copy still queued is waited for)."""
+        if self._pending is not None:
+            self._written()
         return self._weight
 
     @weight.setter
     def weight(self, value: np.ndarray) -> None:
+        self._written()  # the queued copy, if any, ends before the array is replaced
         self._weight = value
-        self._pending = None
+
+    @property
+    def bias(self) -> np.ndarray:
+        """The bias padded to the panels' lanes (a copy still queued is waited for)."""
+        if self._pending is not None:
+            self._written()
+        return self._bias
+
+    @bias.setter
+    def bias(self, value: np.ndarray) -> None:
+        self._written()
+        self._bias = value
 
     def _keep_panels(self, weight: np.ndarray, bias: np.ndarray, taps: int, lanes: int) -> None:
         """Float32 weights ``[rows][cols][taps]`` packed as one group's panels of ``lanes``.
@@ -56,7 +75,8 @@ class PackedWeight:
         if not backend.static_hinted:  # the first chunk sized for the model's weights
             backend.static_reserve(weight)
         w, b = backend.static_floats(sizes, self)
-        self._weight, self._pending, self.bias = w, None, b
+        self._written()
+        self._weight, self._bias = w, b
         fills = backend.panel_fills
         if fills is None:
             P.fill_conv_f32(weight.reshape(-1), bias.reshape(-1), w, b, rows, cols, taps, lanes)

@@ -280,6 +280,16 @@ cdef struct _Job:
     const uint_t* s
     uint_t* d
     Py_ssize_t rows, cols, taps, lanes
+    const float* bs  # the bias, copied by the thread too (the caller touches no panel page)
+    float* bd
+    Py_ssize_t nb
+
+
+cdef inline void _run(const _Job* job) noexcept nogil:
+    if job.nb:
+        memcpy(job.bd, job.bs, job.nb * sizeof(float))
+    if job.rows:
+        _fill_f32(job.s, job.d, job.rows, job.cols, job.taps, job.lanes)
 
 
 cdef struct _Queue:
@@ -323,9 +333,9 @@ cdef void* _drain(void* arg) noexcept nogil:
         if q.done == q.n:
             break
         job = q.jobs[q.done]
-        q.waiting_bytes -= job.rows * job.cols * job.taps * 4
+        q.waiting_bytes -= (job.rows * job.cols * job.taps + job.nb) * 4
         mnnpy_unlock(&q.sync)
-        _fill_f32(job.s, job.d, job.rows, job.cols, job.taps, job.lanes)
+        _run(&job)
         mnnpy_lock(&q.sync)
         q.done += 1
         if q.caller_asleep:
@@ -400,12 +410,13 @@ cdef class PanelFills:
 
     def add(self, weight, bias, out_weight, out_bias, Py_ssize_t rows, Py_ssize_t cols,
             Py_ssize_t taps, Py_ssize_t lanes, owner=None):
-        """``fill_conv_f32(weight, bias, out_weight, out_bias, ...)``, the weights queued.
+        """``fill_conv_f32(weight, bias, out_weight, out_bias, ...)``, queued.
 
-        ``owner``: held with the arrays until ``close`` (the owner of the STATIC piece
-        ``out_weight`` is in, so the piece is not handed out again while the copy is queued).
-        Returns the copy's number for ``wait``, or -1 when it was done at once (nothing to
-        copy, no thread, or after ``close``).
+        Both copies (panels and bias) are the thread's, so the caller touches none of the
+        pages written. ``owner``: held with the arrays until ``close`` (the owner of the
+        STATIC piece the outputs are in, so the piece is not handed out again while the copy
+        is queued). Returns the copy's number for ``wait``, or -1 when it was done at once
+        (nothing to copy, no thread, or after ``close``).
 
         Raises:
             ValueError: as ``fill_conv_f32`` (before anything is queued).
@@ -414,22 +425,23 @@ cdef class PanelFills:
         cdef const float[::1] b = bias
         cdef float[::1] ow = out_weight
         cdef float[::1] ob = out_bias
-        cdef Py_ssize_t nb = b.shape[0], k
         cdef _Queue* q = self.q
+        cdef _Job job
         cdef _Job* grown
-        if ob.shape[0] < nb:
-            raise ValueError(f"bias buffer too small: {ob.shape[0]} for {nb} values")
+        cdef Py_ssize_t k
+        job.nb = b.shape[0]
+        if ob.shape[0] < job.nb:
+            raise ValueError(f"bias buffer too small: {ob.shape[0]} for {job.nb} values")
         if not _check(w.shape[0], ow.shape[0], 1, rows, cols, taps, lanes):
             rows = 0
-        if nb:
-            memcpy(&ob[0], &b[0], nb * sizeof(float))
-        if rows == 0:
-            return -1
-        cdef const uint_t* s = <const uint_t*>&w[0]
-        cdef uint_t* d = <uint_t*>&ow[0]
-        if not self.ready or self.stopped:
+        job.rows, job.cols, job.taps, job.lanes = rows, cols, taps, lanes
+        job.s = <const uint_t*>&w[0] if rows else NULL
+        job.d = <uint_t*>&ow[0] if rows else NULL
+        job.bs = &b[0] if job.nb else NULL
+        job.bd = &ob[0] if job.nb else NULL
+        if (rows == 0 and job.nb == 0) or not self.ready or self.stopped:
             with nogil:
-                _fill_f32(s, d, rows, cols, taps, lanes)
+                _run(&job)
             return -1
         if q.n == q.cap:  # only this thread adds: the thread reads jobs under the lock
             mnnpy_lock(&q.sync)
@@ -439,7 +451,7 @@ cdef class PanelFills:
             mnnpy_unlock(&q.sync)
             if grown == NULL:
                 with nogil:
-                    _fill_f32(s, d, rows, cols, taps, lanes)
+                    _run(&job)
                 return -1
         if not self.started:
             q.refs += 1  # the thread's
@@ -447,16 +459,15 @@ cdef class PanelFills:
                 q.refs -= 1
                 self.ready = False  # no thread: every copy at once
                 with nogil:
-                    _fill_f32(s, d, rows, cols, taps, lanes)
+                    _run(&job)
                 return -1
             self.started = True
-        self.held.append((weight, out_weight, owner))
+        self.held.append((weight, bias, out_weight, out_bias, owner))
         mnnpy_lock(&q.sync)
         k = q.n
-        q.jobs[k].s, q.jobs[k].d = s, d
-        q.jobs[k].rows, q.jobs[k].cols, q.jobs[k].taps, q.jobs[k].lanes = rows, cols, taps, lanes
+        q.jobs[k] = job
         q.n = k + 1
-        q.waiting_bytes += rows * cols * taps * 4
+        q.waiting_bytes += (rows * cols * taps + job.nb) * 4
         if q.worker_asleep and (k == 0 or q.waiting_bytes >= WAKE_BYTES):
             mnnpy_wake(&q.sync)
         mnnpy_unlock(&q.sync)
