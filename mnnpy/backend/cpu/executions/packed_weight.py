@@ -23,7 +23,7 @@ __all__ = ["PackedWeight"]
 
 
 class PackedWeight:
-    """``weight`` and ``bias`` that wait for their queued copy; ``_keep_panels`` that may queue it."""
+    """``weight`` and ``bias`` that wait for their queued copy; ``_keep_panels`` may queue it."""
 
     _weight: np.ndarray
     _bias: np.ndarray
