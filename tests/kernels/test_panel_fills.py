@@ -4,9 +4,6 @@ kernel called directly (the same bytes), whatever order they are waited for in."
 from __future__ import annotations
 
 import gc
-import os
-import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -120,28 +117,3 @@ def test_after_close_a_copy_is_made_at_once() -> None:
     assert np.array_equal(w.view(np.uint32), _expected(case)[0].view(np.uint32))
     fills.wait()  # nothing queued: returns
     fills.close()  # twice: nothing more
-
-
-@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux /proc")
-def test_small_pages_asks_for_no_huge_pages() -> None:
-    memory = np.zeros(8 << 20, np.uint8)  # NumPy advises huge pages for a block this big
-    taken = P.small_pages(memory)
-    start = memory.ctypes.data
-    flags = _vma_flags(start + (4 << 20))
-    if not taken:
-        pytest.skip("the kernel has no MADV_NOHUGEPAGE")
-    assert "nh" in flags.split()
-    assert P.small_pages(memory[:0]) is False
-
-
-def _vma_flags(address: int) -> str:
-    """The VmFlags of the mapping of this process that holds ``address``."""
-    text = Path(f"/proc/{os.getpid()}/smaps").read_text()
-    inside = False
-    for line in text.splitlines():
-        head = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
-        if head:
-            inside = int(head.group(1), 16) <= address < int(head.group(2), 16)
-        elif inside and line.startswith("VmFlags:"):
-            return line.split(":", 1)[1]
-    return ""

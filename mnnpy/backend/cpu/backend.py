@@ -134,7 +134,7 @@ class CPUBackend(Backend):
         # not under a budget the user set or in LOW memory: there the bytes held must be the plan's
         self._reuse = self.allocator is None and budget is None and not self.low_memory
         # there too, executions' weights are carved from big chunks (static_empty)
-        self._statics = StaticAllocator(_ALIGN, huge_pages=not PACK_THREAD) if self._reuse else None
+        self._statics = StaticAllocator(_ALIGN) if self._reuse else None
         # id(weak reference to an owner) -> (it, bytes, piece): released when the owner dies
         self._owned: dict[int, tuple[weakref.ref, int, Piece]] = {}
         # True once the first chunk's size was hinted (static_reserve), or with no chunks

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from mnnpy.backend.allocator import allocate_block
-from mnnpy.backend.cpu.kernels.panels import small_pages
 from mnnpy.errors import OutOfMemoryError
 
 __all__ = ["CHUNK_BYTES", "FIRST_BYTES", "RESERVE_AFTER", "RESERVE_MAX", "Piece", "StaticAllocator"]
@@ -68,16 +67,11 @@ class StaticAllocator:
         align: the alignment of every piece (and of its size), in bytes.
         chunk_bytes: what a new chunk holds after the first (``FIRST_BYTES``, or this if
             less); a larger request gets a chunk of its own size.
-        huge_pages: big chunks start on a 2 MiB boundary, in huge pages; False: small pages
-            (``panels.small_pages``), for chunks a helper thread fills while the caller goes on.
     """
 
-    def __init__(
-        self, align: int = 64, chunk_bytes: int = CHUNK_BYTES, huge_pages: bool = True
-    ) -> None:
+    def __init__(self, align: int = 64, chunk_bytes: int = CHUNK_BYTES) -> None:
         self.align = align
         self.chunk_bytes = chunk_bytes
-        self.huge_pages = huge_pages
         self.chunks: list[_Chunk] = []
         self._lock = threading.Lock()
         self._pending: list[Piece] = []
@@ -122,14 +116,16 @@ class StaticAllocator:
                 if self._first or not self.chunks:  # a reserved size once, or the small first
                     first, self._first = self._first or min(FIRST_BYTES, self.chunk_bytes), 0
                 whole = max(size, first or self.chunk_bytes)
+                align = HUGE_PAGE if whole >= 2 * HUGE_PAGE else self.align
                 what = what if isinstance(what, str) else what()
                 try:
-                    memory = self._chunk_memory(whole, what)
+                    memory = allocate_block(None, whole, max(align, self.align), what)[0]
                 except OutOfMemoryError:
                     if first <= FIRST_BYTES or size >= first:
                         raise
                     whole = max(size, self.chunk_bytes)  # a reservation refused: a plain chunk
-                    memory = self._chunk_memory(whole, what)
+                    align = HUGE_PAGE if whole >= 2 * HUGE_PAGE else self.align
+                    memory = allocate_block(None, whole, max(align, self.align), what)[0]
                 chunk, offset = _Chunk(memory, [(size, whole - size)] if whole > size else []), 0
                 self.chunks.append(chunk)
             chunk.used += size
@@ -140,14 +136,6 @@ class StaticAllocator:
         if self._pending:  # frees queued while the lock was held
             self._drain()
         return view, Piece(chunk, offset, size)
-
-    def _chunk_memory(self, whole: int, what: str) -> np.ndarray:
-        """A new chunk's ``whole`` bytes: huge pages from 4 MiB (``huge_pages``), else small."""
-        huge = self.huge_pages and whole >= 2 * HUGE_PAGE
-        memory = allocate_block(None, whole, HUGE_PAGE if huge else self.align, what)[0]
-        if not self.huge_pages:
-            small_pages(memory)
-        return memory
 
     def free(self, piece: Piece) -> None:
         """Give ``piece`` back (a second call for the same piece does nothing)."""

@@ -15,7 +15,6 @@ returns once a given copy (or all) is done. Every size is checked, and the bias 
 ``add``, before the copy is queued; the arrays are held until ``close``.
 """
 
-from libc.stdint cimport uintptr_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcpy
 
@@ -55,42 +54,6 @@ cdef extern from *:
     }
     """
     void mnnpy_panel16_words(const unsigned int* s, unsigned int* d, Py_ssize_t k) noexcept nogil
-
-
-cdef extern from *:
-    """
-    #if defined(__linux__)
-    #include <sys/mman.h>
-    #include <unistd.h>
-    /* 0 when the kernel takes the advice (Linux with transparent huge pages), else -1. */
-    static int mnnpy_no_huge_pages(uintptr_t start, size_t n) {
-    #if defined(MADV_NOHUGEPAGE)
-        long page = sysconf(_SC_PAGESIZE);
-        if (page <= 0) return -1;
-        uintptr_t lo = (start + page - 1) / page * page, hi = (start + n) / page * page;
-        if (hi <= lo) return -1;
-        return madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
-    #else
-        (void)start; (void)n; return -1;
-    #endif
-    }
-    #else
-    static int mnnpy_no_huge_pages(uintptr_t start, size_t n) { (void)start; (void)n; return -1; }
-    #endif
-    """
-    int mnnpy_no_huge_pages(uintptr_t start, size_t n) noexcept nogil
-
-
-def small_pages(unsigned char[::1] memory):
-    """Ask that ``memory`` (its whole pages) be mapped in small pages, not transparent huge ones.
-
-    NumPy advises huge pages for big blocks; a block that a :class:`PanelFills` thread fills
-    faults 4 KiB at a time instead, each fault short (a 2 MiB fault zeroes the whole page while
-    it holds the address-space lock other threads need). Returns whether the kernel took it.
-    """
-    if memory.shape[0] == 0:
-        return False
-    return mnnpy_no_huge_pages(<uintptr_t>&memory[0], <size_t>memory.shape[0]) == 0
 
 
 cdef extern from *:
