@@ -198,6 +198,17 @@ def fill_panels_f32(const float[::1] src, float[::1] dst, Py_ssize_t groups, Py_
             _fill(s, d, groups, rows, cols, taps, lanes)
 
 
+cdef inline void _fill_f32(const uint_t* s, uint_t* d, Py_ssize_t rows, Py_ssize_t cols,
+                           Py_ssize_t taps, Py_ssize_t lanes) noexcept nogil:
+    """One group's weight panels (``fill_conv_f32``'s copy; sizes checked by the caller)."""
+    if lanes == 16:
+        _fill(s, d, 1, rows, cols, taps, 16)
+    elif lanes == 4:
+        _fill(s, d, 1, rows, cols, taps, 4)
+    else:
+        _fill(s, d, 1, rows, cols, taps, lanes)
+
+
 def fill_conv_f32(const float[::1] weight, const float[::1] bias, float[::1] out_weight,
                   float[::1] out_bias, Py_ssize_t rows, Py_ssize_t cols, Py_ssize_t taps,
                   Py_ssize_t lanes):
@@ -218,25 +229,8 @@ def fill_conv_f32(const float[::1] weight, const float[::1] bias, float[::1] out
     with nogil:
         if nb:
             memcpy(&out_bias[0], &bias[0], nb * sizeof(float))
-        if rows == 0:
-            pass
-        elif lanes == 16:
-            _fill(s, d, 1, rows, cols, taps, 16)
-        elif lanes == 4:
-            _fill(s, d, 1, rows, cols, taps, 4)
-        else:
-            _fill(s, d, 1, rows, cols, taps, lanes)
-
-
-cdef inline void _fill_f32(const uint_t* s, uint_t* d, Py_ssize_t rows, Py_ssize_t cols,
-                           Py_ssize_t taps, Py_ssize_t lanes) noexcept nogil:
-    """One group's weight panels (``fill_conv_f32``'s copy; sizes checked by the caller)."""
-    if lanes == 16:
-        _fill(s, d, 1, rows, cols, taps, 16)
-    elif lanes == 4:
-        _fill(s, d, 1, rows, cols, taps, 4)
-    else:
-        _fill(s, d, 1, rows, cols, taps, lanes)
+        if rows:
+            _fill_f32(s, d, rows, cols, taps, lanes)
 
 
 cdef struct _Job:
