@@ -9,10 +9,10 @@ transposes at a time). The rows past ``O`` in the last panel are left as they ar
 (zero). Elements are copied as unsigned integers of their width, so
 every bit pattern (NaN payloads included) is kept. Sizes are checked before the ``nogil`` loop.
 
-:class:`PanelFills` does ``fill_conv_f32``'s weight copies on a helper thread of its own (plain
-C, never the interpreter), in the order they were added, while the caller goes on; ``wait``
-returns once a given copy (or all) is done. Every size is checked, and the bias copied, in
-``add``, before the copy is queued; the arrays are held until ``close``.
+:class:`PanelFills` does ``fill_conv_f32``'s copies (panels and bias) on a helper thread of its
+own (plain C, never the interpreter), in the order they were added, while the caller goes on;
+``wait`` returns once a given copy (or all) is done. Every size is checked in ``add``, before the
+copy is queued; the arrays are held until ``close``.
 """
 
 from libc.stdlib cimport free, malloc, realloc
@@ -304,9 +304,9 @@ cdef void* _drain(void* arg) noexcept nogil:
 cdef class PanelFills:
     """Convolution weight panels filled on a helper thread while the caller goes on.
 
-    ``add`` is ``fill_conv_f32`` with the weight copy queued (its number returned, -1 when it
-    was done at once); ``wait(k)`` returns when copy ``k`` is done (all of them: no argument);
-    ``close`` waits for all and lets the thread end. The thread starts with the first copy; where
+    ``add`` is ``fill_conv_f32`` queued (its number returned, -1 when it was done at once);
+    ``wait(k)`` returns when copy ``k`` is done (all of them: no argument); ``close`` waits
+    for all and lets the thread end. The thread starts with the first copy; where
     none can start (no POSIX threads, or the system refuses one) ``add`` copies at once. The
     arrays given to ``add`` and their owner are held until ``close``; the caller reads the panels
     only after ``wait``. Only the caller's thread may call ``add``, ``wait`` and ``close``.
