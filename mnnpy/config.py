@@ -14,6 +14,7 @@ from typing import Any
 
 from mnnpy.backend.base import ForwardType
 from mnnpy.errors import InvalidValueError
+from mnnpy.net_lean import env_switch
 
 __all__ = [
     "BackendConfig",
@@ -22,24 +23,46 @@ __all__ = [
     "PrecisionMode",
     "ScheduleConfig",
     "default_num_thread",
+    "pack_thread_enabled",
+    "usable_cores",
 ]
 
 # MNN's default (ScheduleConfig::numThread) is 4; more threads than usable cores only wait.
 MAX_DEFAULT_THREADS = 4
 
 
+def usable_cores() -> int:
+    """The cores this process may run on, at least 1.
+
+    ``os.sched_getaffinity``, which honours ``taskset`` and container CPU sets, else
+    ``os.cpu_count()``.
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not Linux: no affinity call
+        return os.cpu_count() or 1
+
+
+def pack_thread_enabled() -> bool:
+    """Whether the CPU backend packs weights on a helper thread while a session is created.
+
+    ``MNNPY_PACK_THREAD=0`` (or ``false`` / ``no`` / ``off``) says no; by default yes where this
+    process may run on more than one core (on one, the thread would only take turns with it).
+    """
+    return env_switch("MNNPY_PACK_THREAD") and usable_cores() > 1
+
+
+# Read once: the CPU backend's choice, and whether a model's mapping is populated at load.
+PACK_THREAD = pack_thread_enabled()
+
+
 def default_num_thread() -> int:
     """Threads per op when none are asked for: the usable cores, at most 4.
 
-    Usable cores are those this process may run on (``os.sched_getaffinity``, which honours
-    ``taskset`` and container CPU sets), else ``os.cpu_count()``. MNN's own default is 4, slower
-    than 1 on a 2-core machine where 4 threads contend for 2 cores.
+    MNN's own default is 4, slower than 1 on a 2-core machine where 4 threads contend for 2
+    cores.
     """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux: no affinity call
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, MAX_DEFAULT_THREADS))
+    return min(usable_cores(), MAX_DEFAULT_THREADS)
 
 
 class MemoryMode(IntEnum):

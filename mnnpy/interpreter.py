@@ -13,10 +13,16 @@ from contextlib import contextmanager
 from enum import IntEnum
 from typing import Any
 
-from mnnpy import net_lean
 from mnnpy.backend.context import config_forward_types, new_network_id, notify
 from mnnpy.backend.plugins import RuntimeOptions, load_default_plugins, load_plugins
-from mnnpy.config import BackendConfig, MemoryMode, PowerMode, PrecisionMode, ScheduleConfig
+from mnnpy.config import (
+    PACK_THREAD,
+    BackendConfig,
+    MemoryMode,
+    PowerMode,
+    PrecisionMode,
+    ScheduleConfig,
+)
 from mnnpy.errors import ErrorCode, FileNotExistError, InvalidModelError, InvalidValueError
 from mnnpy.model_format import identify
 from mnnpy.net import Net, load_net
@@ -109,7 +115,7 @@ class Interpreter:
         try:
             with open(path, "rb", buffering=0) as f:
                 # not populated when a helper thread packs the weights: it takes the faults
-                data = read_model(f, mapped, populate=not net_lean.PACK_THREAD)
+                data = read_model(f, mapped, populate=not PACK_THREAD)
         except OSError as e:
             raise FileNotExistError(f"cannot read model file {os.fspath(path)!r}: {e}") from e
         kind = identify(data, os.fspath(path))  # an ONNX / TFLite... file: named, with its command

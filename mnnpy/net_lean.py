@@ -54,6 +54,14 @@ if sys.byteorder == "little":
 _OFF = ("0", "false", "no", "off")
 
 
+def env_switch(name: str) -> bool:
+    """Whether the environment leaves switch ``name`` on.
+
+    On when unset or anything but ``0`` / ``false`` / ``no`` / ``off`` (any case, spaces ignored).
+    """
+    return os.environ.get(name, "1").strip().lower() not in _OFF
+
+
 def mmap_enabled(enable_mmap: bool | None = None) -> bool:
     """Whether model and weight files are mapped (``enable_mmap``, else ``MNNPY_MMAP``, else yes).
 
@@ -61,26 +69,7 @@ def mmap_enabled(enable_mmap: bool | None = None) -> bool:
     """
     if enable_mmap is not None:
         return bool(enable_mmap)
-    return os.environ.get("MNNPY_MMAP", "1").strip().lower() not in _OFF
-
-
-def pack_thread_enabled() -> bool:
-    """Whether the CPU backend packs weights on a helper thread while a session is created.
-
-    ``MNNPY_PACK_THREAD=0`` (or ``false`` / ``no`` / ``off``) says no; by default yes where this
-    process may run on more than one CPU (on one, the thread would only take turns with it).
-    """
-    if os.environ.get("MNNPY_PACK_THREAD", "1").strip().lower() in _OFF:
-        return False
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cpus = os.cpu_count() or 1
-    return cpus > 1
-
-
-# Read once: the CPU backend's choice, and whether a model's mapping is populated at load.
-PACK_THREAD = pack_thread_enabled()
+    return env_switch("MNNPY_MMAP")
 
 
 def read_model(f: BinaryIO, mapped: bool = False, populate: bool = True) -> Any:
@@ -95,8 +84,8 @@ def read_model(f: BinaryIO, mapped: bool = False, populate: bool = True) -> Any:
     model: a few page faults instead of 4000); whatever the file gained since is read after it.
     ``populate``: a mapping's pages are all mapped at once (a model, whose weights are packed
     when a session is made); False: at their first touch (a large weight file, of which a
-    session may decode a part; a model whose weights a helper thread packs, ``PACK_THREAD``:
-    that thread takes the faults, not the caller).
+    session may decode a part; a model whose weights a helper thread packs,
+    ``config.PACK_THREAD``: that thread takes the faults, not the caller).
 
     Raises:
         OSError: the file cannot be read.

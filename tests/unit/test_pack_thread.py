@@ -17,7 +17,7 @@ from mnnpy.backend.cpu.executions.convolution_base import CPUConvolutionBase
 from mnnpy.backend.cpu.executions.convolution_group import CPUConvolutionGroup as Group
 from mnnpy.backend.cpu.executions.packed_weight import PackedWeight
 from mnnpy.backend.cpu.kernels import panels as P
-from mnnpy.net_lean import pack_thread_enabled
+from mnnpy.config import pack_thread_enabled
 from tests.ops.test_conv_split_group import _net
 
 DATA = Path(__file__).resolve().parents[1] / "data"

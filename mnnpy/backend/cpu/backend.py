@@ -17,10 +17,10 @@ from mnnpy.backend.cpu.kernels.steps import CallLoop as CCallLoop
 from mnnpy.backend.cpu.static_allocator import Piece, StaticAllocator
 from mnnpy.backend.cpu.thread_governor import RunGovernor
 from mnnpy.backend.handles import TensorHandleFactory, TensorHandleFactoryRegistry
+from mnnpy.config import PACK_THREAD  # weights packed on a helper thread during a resize
 from mnnpy.errors import NotSupportError, OutOfMemoryError
 from mnnpy.execution import CallLoop
 from mnnpy.memory import MemoryPlan, MemoryPlanner, align
-from mnnpy.net_lean import PACK_THREAD  # weights packed on a helper thread during a resize
 from mnnpy.tensor import Tensor
 
 __all__ = ["CPUBackend", "MemoryInfo", "cpu_backend"]
