@@ -55,6 +55,21 @@ def pack_thread_enabled() -> bool:
 # Read once: the CPU backend's choice, and whether a model's mapping is populated at load.
 PACK_THREAD = pack_thread_enabled()
 
+# libgomp's own thread placement: with any of these set, it places the threads itself
+OMP_PLACEMENT_VARS = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY")
+
+
+def pin_threads_enabled() -> bool:
+    """Whether the CPU backend gives each OpenMP worker a CPU of its own during a parallel run.
+
+    ``MNNPY_PIN_THREADS=0`` (or ``false`` / ``no`` / ``off``) says no, and so does a user's own
+    placement through libgomp (:data:`OMP_PLACEMENT_VARS`); see ``kernels/team.pyx``.
+    """
+    return env_switch("MNNPY_PIN_THREADS") and not any(v in os.environ for v in OMP_PLACEMENT_VARS)
+
+
+PIN_THREADS = pin_threads_enabled()  # read once, as PACK_THREAD
+
 
 def default_num_thread() -> int:
     """Threads per op when none are asked for: the usable cores, at most 4.

@@ -12,12 +12,16 @@ import numpy as np
 from mnnpy.backend import Backend, ForwardType, MemoryInfo, StorageType
 from mnnpy.backend.allocator import allocate_block, free_block
 from mnnpy.backend.cpu.concat_slices import assemble
+from mnnpy.backend.cpu.kernels import team
 from mnnpy.backend.cpu.kernels.panels import PanelFills
 from mnnpy.backend.cpu.kernels.steps import CallLoop as CCallLoop
 from mnnpy.backend.cpu.static_allocator import Piece, StaticAllocator
 from mnnpy.backend.cpu.thread_governor import RunGovernor
 from mnnpy.backend.handles import TensorHandleFactory, TensorHandleFactoryRegistry
-from mnnpy.config import PACK_THREAD  # weights packed on a helper thread during a resize
+from mnnpy.config import (
+    PACK_THREAD,  # weights packed on a helper thread during a resize
+    PIN_THREADS,  # workers placed on CPUs of their own during a run
+)
 from mnnpy.errors import NotSupportError, OutOfMemoryError
 from mnnpy.execution import CallLoop
 from mnnpy.memory import MemoryPlan, MemoryPlanner, align
@@ -127,6 +131,7 @@ class CPUBackend(Backend):
         self.allocator = getattr(config, "allocator", None)
         self._blocks: dict[int, Any] = {}  # id(STATIC tensor) or id(arena) -> allocator block
         self.governor = RunGovernor(self.num_thread)  # serial regions while cores are taken
+        self._placed = False  # this run's workers were placed (team.place) and await release
         # Without an allocator, the arenas a resize cleared, kept for its plan (see _arena_bytes),
         # and the whole block each arena was cut from.
         self._spares: list[np.ndarray] = []
@@ -217,10 +222,16 @@ class CPUBackend(Backend):
         if self.panel_fills is not None:  # a resize that did not end (nothing reads unwritten)
             self.end_panel_fills()
         self.governor.begin()
+        self._placed = PIN_THREADS and self.num_thread > 1 and not self.governor.serial_run
+        if self._placed:  # each worker on a CPU of its own (kernels/team.pyx)
+            team.place(self.num_thread)
 
     def on_execute_end(self) -> None:
-        """A run ended: the governor times it."""
+        """A run ended: the governor times it; the workers get back the CPUs they had."""
         self.governor.end()
+        if self._placed:
+            team.release()
+            self._placed = False
 
     def on_acquire_buffer(self, tensor: Tensor, storage_type: StorageType) -> None:
         """Record (DYNAMIC, DYNAMIC_SEPERATE) or allocate now (STATIC) ``tensor``'s memory."""

@@ -77,6 +77,11 @@ class RunGovernor:
         self._saved: int | None = None
         self._this_serial = False
 
+    @property
+    def serial_run(self) -> bool:
+        """Whether the run that :meth:`begin` started runs its regions serially."""
+        return self.lib is not None and self._this_serial
+
     def begin(self) -> None:
         """A run starts: serialise its regions if this run is to be serial."""
         if self.lib is None:
