@@ -92,7 +92,7 @@ def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     """The creator's own choice, or Winograd F(2,3) / F(4,3) wherever it is allowed."""
     if request.param != "model":
         unit = int(request.param[-1])
-        monkeypatch.setattr(C, "choose", lambda geo, low: unit * winograd_eligible(geo, low))
+        monkeypatch.setattr(C, "choose", lambda geo, low, *_: unit * winograd_eligible(geo, low))
     return request.param
 
 

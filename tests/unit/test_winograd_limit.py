@@ -96,7 +96,7 @@ def test_limit_matches_normal_winograd(monkeypatch, unit, bits, asym, block, bat
     table = quantize(w, bits, asym, block)
     param = conv_param(c, oc, 3, 1, table, padX=1, padY=1)
     x = rng.standard_normal((batch, c, *hw)).astype(np.float32)
-    monkeypatch.setattr(C, "choose", lambda geo, low: unit * (not low))
+    monkeypatch.setattr(C, "choose", lambda geo, low, *_: unit * (not low))
     monkeypatch.setattr(C, "choose_limit", lambda geo, threads: unit)
     if chunked:
         monkeypatch.setattr(WL, "_CHUNK_FLOATS", 1)

@@ -145,7 +145,7 @@ def _build(
             direct.pack_weight,
             lambda b: pad_to(b, 16, b.dtype),
         )
-    unit = 0 if len(op.inputs) > 1 else choose(geo, backend.low_memory)
+    unit = 0 if len(op.inputs) > 1 else choose(geo, backend.low_memory, backend.num_thread)
     if unit:
         assert isinstance(weight, np.ndarray)
         return CPUConvolutionWinograd(backend, op, weight, bias, unit), _none, _none

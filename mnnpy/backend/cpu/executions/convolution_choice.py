@@ -40,6 +40,12 @@ def _gemm_seconds(pixels: int, k: int, oc: int) -> float:
     return pixels * oc * (k + _GEMM_EPILOGUE) / _GEMM_MACS
 
 
+def _stream(weight_bytes: int) -> float:
+    """Seconds to stream one pass over ``weight_bytes`` of weights (whatever the threads)."""
+    big = weight_bytes > _CACHED_WEIGHTS
+    return weight_bytes / (_DRAM_WEIGHT_BYTES if big else _WEIGHT_BYTES)
+
+
 def winograd_eligible(geo: ConvGeometry, low_memory: bool) -> bool:
     """Dense 3x3, stride-1, dilation-1, and not in LIMIT mode (Winograd weights grow)."""
     dense_3x3 = geo.group == 1 and geo.kernel == (3, 3)
@@ -71,33 +77,41 @@ def direct_eligible(geo: ConvGeometry) -> bool:
     return fast and geo.group == 1 and geo.in_channels < 4 and not small
 
 
-def choose(geo: ConvGeometry, low_memory: bool) -> int:
+def choose(geo: ConvGeometry, low_memory: bool, num_thread: int = 1) -> int:
     """0 for im2col + GEMM, else the Winograd unit (2 or 4) with the lowest modeled time.
 
     The model adds GEMM time, transform time and the time to stream the weights once per
     block of tiles, slower when they do not fit the cache (what makes F(4,3) lose on 7x7 maps
-    with 512 channels). It is evaluated for
-    the shape seen at creation; a resized session keeps the execution.
+    with 512 channels). The threads share the arithmetic but not the stream: the cores draw
+    the weights through one L3 and memory, so with ``num_thread`` threads the GEMM and the
+    transforms take ``1 / num_thread`` of their time and the weights all of theirs (for
+    im2col + GEMM, whose fit includes the stream, that part of its time). Measured at
+    two threads on SqueezeNet's 13x13 layers (48 -> 192 and 64 -> 256 channels, where this makes
+    F(2,3) win), with 5 runs after each 100 ms pause: 0.17-0.21 ms for F(4,3) against 0.17 for
+    F(2,3) on the first runs, as fast on the fifth; ResNet-18's 14x14 layers, where F(2,3)
+    wins too, ran as fast or slightly faster (10.25 -> 10.20 ms a run). It is evaluated for the
+    shape seen at creation; a resized session keeps the execution.
     """
     if not winograd_eligible(geo, low_memory):
         return 0
     ic, oc, (oh, ow) = geo.in_channels, geo.out_channels, geo.out_hw
     pixels = geo.batch * oh * ow
-    best, best_cost = 0, _gemm_seconds(pixels, 9 * ic, oc)
+    share = 1 / max(1, num_thread)
+    # im2col's fit (_GEMM_MACS) holds its weight stream (one pass; the later tiles find small
+    # weights in L2): that part of its time is not shared
+    stream = _stream(9 * ic * oc * 4)
+    best_cost = _gemm_seconds(pixels, 9 * ic, oc) * share + stream * (1 - share)
     if ic % 4:
-        best_cost += pixels * 9 * ic * _IM2COL_VALUE
+        best_cost += pixels * 9 * ic * _IM2COL_VALUE * share
+    best = 0
     for unit, per_block in _TRANSFORM.items():
         a2 = (unit + 2) ** 2
         tiles = -(-oh // unit) * -(-ow // unit)
         blocks = geo.batch * -(-tiles // winograd_block(unit, ic, oc, tiles))
         tiles *= geo.batch
-        weights = a2 * ic * oc * 4
-        rate = _WEIGHT_BYTES if weights <= _CACHED_WEIGHTS else _DRAM_WEIGHT_BYTES
         cost = (
-            _gemm_seconds(tiles * a2, ic, oc)
-            + tiles * (c4(ic) + c4(oc)) * per_block
-            + blocks * weights / rate
-        )
+            _gemm_seconds(tiles * a2, ic, oc) + tiles * (c4(ic) + c4(oc)) * per_block
+        ) * share + blocks * _stream(a2 * ic * oc * 4)
         if cost < best_cost:
             best, best_cost = unit, cost
     return best

@@ -34,7 +34,7 @@ __all__ = ["create_common", "inline_weights"]
 
 _F32 = np.dtype(np.float32)
 Make = Callable[[CPUBackend, OpDef, np.ndarray, np.ndarray], CPUConvolutionBase]
-Choose = Callable[[ConvGeometry, bool], int]
+Choose = Callable[[ConvGeometry, bool, int], int]
 
 
 def inline_weights(
@@ -94,7 +94,7 @@ def create_common(
         execution = depthwise(backend, op, w.reshape(dims), b)
     elif g == 1 and direct_eligible(geo):  # a first layer: 1-3 input channels
         execution = CPUConvolutionDirect(backend, op, w.reshape(dims), b)
-    elif g == 1 and not choose(geo, False):
+    elif g == 1 and not choose(geo, False, backend.num_thread):
         execution = CPUConvolutionGemm(backend, op, w.reshape(dims), b)
     if execution is None:
         keep((op, shape, None), geo)  # for the generic path's ``take``
