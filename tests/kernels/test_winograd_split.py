@@ -1,4 +1,5 @@
-"""Winograd work split across threads: few whole-block items are made a multiple of the threads."""
+"""Winograd work split across threads: few whole-block items are made a multiple of the threads,
+and one image's channel chunks become blocks of tiles where each thread can stream all weights."""
 
 from __future__ import annotations
 
@@ -22,9 +23,24 @@ def test_plan_balances_few_blocks() -> None:
     assert WG.plan(SQUEEZE, (1, 1), 4, 45, 3) == (33, 6, 1, 6)
 
 
+def test_plan_takes_tiles_over_channel_chunks() -> None:
+    """SqueezeNet's 13x13 layer: one thread chunks its channels (one block, all tiles, two
+    chunks); two threads take a block of tiles each and all channels; ResNet-18's 7x7 x 512
+    layer (16.8 MB of F(2,3) weights) keeps chunks; 4 threads on 16 tiles keep chunks, and so
+    does a batch (its images are the split)."""
+    assert WG.plan((1, 64, 13, 13, 256, 13, 13), (1, 1), 2, 49, 1) == (49, 1, 2, 2)
+    assert WG.plan((1, 64, 13, 13, 256, 13, 13), (1, 1), 2, 49, 2) == (25, 2, 1, 2)
+    assert WG.plan((1, 512, 7, 7, 512, 7, 7), (1, 1), 2, 16, 2) == (16, 1, 4, 4)
+    assert WG.plan((1, 128, 16, 16, 128, 16, 16), (1, 1), 4, 16, 2) == (8, 2, 1, 2)
+    assert WG.plan((1, 128, 16, 16, 128, 16, 16), (1, 1), 4, 16, 4) == (16, 1, 8, 8)
+    assert WG.plan((2, 64, 13, 13, 256, 13, 13), (1, 1), 2, 49, 2) == (49, 1, 2, 4)  # 2 images
+
+
 @pytest.mark.parametrize(
     "shape, unit, block, threads",
     [
+        ((1, 8, 13, 13, 64, 13, 13), 2, 49, 2),  # channel chunks -> blocks of tiles
+        ((1, 8, 27, 27, 128, 27, 27), 4, 49, 3),  # three threads, 17 tiles each
         (SQUEEZE, 4, 45, 2),  # rebalanced
         ((1, 8, 10, 10, 8, 10, 10), 2, 10, 2),  # 25 tiles: 3 blocks of 9 -> 4 of 7
         ((2, 8, 10, 10, 8, 10, 10), 2, 10, 2),  # 2 images x 3 blocks: already even
