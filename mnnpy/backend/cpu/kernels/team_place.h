@@ -3,7 +3,7 @@
  *
  * libgomp keeps one pool of worker threads per thread that starts teams, and gives team member i
  * the same pool thread every time; so the state here is per starting thread (thread-local): the
- * workers' thread ids, gathered once by a parallel region, and the CPUs they were placed on.
+ * workers' thread ids, gathered once by a parallel region, and how many the last place pinned.
  * Linux with OpenMP only; elsewhere every call does nothing and says so.
  */
 #ifndef MNNPY_TEAM_PLACE_H
@@ -17,7 +17,6 @@
 #endif
 #include <omp.h>
 #include <sched.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 

@@ -81,8 +81,8 @@ cdef void _by_tiles(Plan* g, int num_thread) noexcept:
     2.41-2.51 (its 64 -> 256 13x13 F(2,3) layers 0.165-0.172 -> 0.137 each), ResNet-18 10.46-10.56
     -> 9.89-9.99, the small U-Net (16 tiles a layer at 16x16) 3.49-3.52 -> 3.26-3.28. ResNet-18's
     7x7 layers (16.8 MB of F(2,3) weights) split by tiles made its run 1.4 ms slower: they keep
-    their chunks.
-    Blocks stay under TILE_SPLIT_SLOT_BYTES of scratch each, a multiple of the threads."""
+    their chunks. The blocks are equal, about m per thread for the fewest m that keeps a
+    thread's slot of scratch under TILE_SPLIT_SLOT_BYTES."""
     cdef Py_ssize_t weights = g.a * g.a * g.n16 * 16 * g.ic * 4, m = 1, nb
     if g.tiles < TILE_SPLIT_TILES * num_thread or weights > TILE_SPLIT_WEIGHT_BYTES:
         return
