@@ -115,6 +115,7 @@ def bench_model(
         bench_state.finish(row, {e: w.ready for e, w in live.items()})
         _compare(live, row)
         if do_profile and "mnnpy" in live:
+            time.sleep(SETTLE_S)  # as before a turn: the last engine's threads may still spin
             row["profile"] = live["mnnpy"].ask(op="profile", n=max(5, runs // 3))["profile"]
     finally:
         for w in workers.values():
