@@ -65,8 +65,19 @@ TILE_SPLIT_WEIGHT_BYTES = 8 << 20
 TILE_SPLIT_SLOT_BYTES = 1 << 20
 
 
+cdef inline Py_ssize_t _xs_in(const Plan* g, Py_ssize_t block) noexcept:
+    # a position's panels, one cache line apart from a multiple of 4 KB: the 36 lines a
+    # transform touches otherwise share one L1 set when ic4 * block is a multiple of 64
+    return g.ic4 * block * 4 + 16
+
+
+cdef inline Py_ssize_t _xs_out(Py_ssize_t cp, Py_ssize_t block) noexcept:
+    return 4 * cp * block * 4 + 16
+
+
 cdef Py_ssize_t _slot_floats(const Plan* g, Py_ssize_t block, Py_ssize_t cp) noexcept:
-    return g.a * g.a * (g.ic4 * block * 4 + 16 + 4 * cp * block * 4 + 16)
+    """A thread's scratch: the transformed inputs and outputs of ``block`` tiles."""
+    return g.a * g.a * (_xs_in(g, block) + _xs_out(cp, block))
 
 
 cdef void _by_tiles(Plan* g, int num_thread) noexcept:
@@ -119,11 +130,9 @@ cdef Plan _plan(tuple shape, tuple pad, Py_ssize_t unit, Py_ssize_t block,
         _by_tiles(&g, num_thread)
     g.items = g.batch * g.nblock * g.nchunk
     _balance(&g, num_thread)
-    # a position's panels, one cache line apart from a multiple of 4 KB: the 36 lines a
-    # transform touches otherwise share one L1 set when ic4 * block is a multiple of 64
-    g.xs_in = g.ic4 * g.block * 4 + 16
-    g.xs_out = 4 * g.cp * g.block * 4 + 16
-    g.slot = g.a * g.a * (g.xs_in + g.xs_out)
+    g.xs_in = _xs_in(&g, g.block)
+    g.xs_out = _xs_out(g.cp, g.block)
+    g.slot = _slot_floats(&g, g.block, g.cp)
     g.isa = current_isa()
     return g
 
