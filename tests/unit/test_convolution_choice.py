@@ -36,3 +36,11 @@ def test_large_maps_keep_f4_and_low_memory_keeps_gemm() -> None:
     for t in (1, 2, 4):
         assert choose(_geo(64, 64, 56), False, t) == 4
         assert choose(_geo(64, 64, 56), True, t) == 0
+
+
+def test_weights_past_8_mb_stream_from_memory() -> None:
+    """256 x 256 channels: F(4,3)'s 9.4 MB of weights come from memory in a model run, so
+    ResNet-style 7x7 and 14x14 layers take F(2,3) (4.2 MB) at one thread as well."""
+    for hw in (7, 14):
+        assert choose(_geo(256, 256, hw), False, 1) == 2
+    assert choose(_geo(128, 128, 28), False, 1) == 4  # 2.4 MB: still F(4,3)

@@ -16,18 +16,20 @@ from mnnpy.ops.convolution import ConvGeometry
 
 # The cost model of ``choose``, fit to per-layer times of this package's kernels inside ResNet-18,
 # SqueezeNet and a small U-Net (AVX-512, one thread): GEMM multiply-adds per second, less an
-# epilogue worth 4 k steps per output; bytes per second of weights streaming from L3 (once per
-# block of tiles), or from memory when they are larger than about half the L3 (16 MB: F(4,3)'s
-# 37.7 MB for 512 x 512 channels, where F(2,3) measured as fast at one thread and 25% faster
-# at two, 0.92 vs 1.22 ms); seconds per (tile, 4-channel block) for an input or output
-# transform, by Winograd unit (measured with the transforms on 4 tiles per AVX-512 register:
-# F(4,3) about 38 ns in and 30 ns out, F(2,3) 12 and 10); seconds per value im2col copies one at
-# a time (input channels not a multiple of 4, where the GEMM path cannot read shifted panels in
-# place).
+# epilogue worth 4 k steps per output; bytes per second of weights streaming from L3 (once per block
+# of tiles), or from memory when they are larger than 8 MB (F(4,3)'s 37.7 MB for 512 x 512 channels,
+# where F(2,3) measured as fast at one thread and 25% faster at two, 0.92 vs 1.22 ms; its 9.4 MB for
+# 256 x 256, where a model with such layers holds more weights than the cache keeps from one run to
+# the next: F(4,3) drew them at about 12 GB/s in a ResNet-50-style model, 0.78 ms a 7x7 layer
+# against 0.46 with F(2,3), and ResNet-18 ran 0.2-0.5 ms faster at one thread with F(2,3) on its
+# 14x14 layers); seconds per (tile, 4-channel block) for an input or output transform, by Winograd
+# unit (measured with the transforms on 4 tiles per AVX-512 register: F(4,3) about 38 ns in and 30
+# ns out, F(2,3) 12 and 10); seconds per value im2col copies one at a time (input channels not a
+# multiple of 4, where the GEMM path cannot read shifted panels in place).
 _GEMM_MACS = 57e9
 _GEMM_EPILOGUE = 4
 _WEIGHT_BYTES = 40e9
-_CACHED_WEIGHTS = 16 * 2**20
+_CACHED_WEIGHTS = 8 * 2**20
 _DRAM_WEIGHT_BYTES = 20e9
 _TRANSFORM = {2: 11e-9, 4: 34e-9}
 _IM2COL_VALUE = 0.5e-9
@@ -98,9 +100,12 @@ def choose(geo: ConvGeometry, low_memory: bool, num_thread: int = 1) -> int:
     pixels = geo.batch * oh * ow
     share = 1 / max(1, num_thread)
     # im2col's fit (_GEMM_MACS) holds its weight stream (one pass; the later tiles find small
-    # weights in L2): that part of its time is not shared
+    # weights in L2): that part of its time is not shared. Its micro-kernel takes 16 pixels at a
+    # time, so an image's last partial block costs a whole one (7x7: 64 pixels' time for 49;
+    # measured in ResNet-18, 512 channels: 3.3 ms a layer where the fit says 2.0)
+    blocks16 = geo.batch * -(-oh * ow // 16) * 16
     stream = _stream(9 * ic * oc * 4)
-    best_cost = _gemm_seconds(pixels, 9 * ic, oc) * share + stream * (1 - share)
+    best_cost = _gemm_seconds(blocks16, 9 * ic, oc) * share + stream * (1 - share)
     if ic % 4:
         best_cost += pixels * 9 * ic * _IM2COL_VALUE * share
     best = 0
