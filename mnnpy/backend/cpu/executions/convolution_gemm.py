@@ -177,8 +177,12 @@ class CPUConvolutionGemm(CPUConvolutionBase):
         return G.bind_conv2d(
             inputs[0].buffer, outputs[0].buffer, self.weight, self.bias, scratch, self._shape,
             self._window, self.lo, self.hi, self._tile, self.backend.num_thread, self._gather,
-            self._shift, self.act,
+            self._shift, self.act, *self._residual(inputs),
         )  # fmt: skip
+
+    def _residual(self, inputs: Sequence[Tensor]) -> tuple[Any, ...]:
+        """``bind_conv2d``'s residual arguments (none: a plain convolution)."""
+        return ()
 
     def on_execute(self, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
         if self._linear:

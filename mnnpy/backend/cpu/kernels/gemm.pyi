@@ -48,6 +48,9 @@ def bind_conv2d(
     gather: bool = False,
     shift: bool = False,
     act: int = -1,
+    residual: np.ndarray | None = None,
+    residual_first: bool = False,
+    residual_relu: bool = False,
 ) -> Conv2dCall: ...
 def groups_shift(shape: tuple[int, ...], window: tuple[int, ...], group: int) -> bool: ...
 def bind_conv2d_groups(

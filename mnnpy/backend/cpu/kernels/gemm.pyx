@@ -51,6 +51,10 @@ BCAST_MAX_PIXELS = 2048
 cdef extern from "unary_kernels.h" nogil:
     int mnnpy_unary_simd(int isa, int op, const float* src, float* dst, ptrdiff_t n)
 
+cdef extern from "eltwise_kernels.h" nogil:
+    void mnnpy_ew_row(int isa, int op, const float* a, const float* b, int b_step, float* o,
+                      ptrdiff_t n, int relu)
+
 # UnaryOp codes ``act`` may name: TANH, HARDSWISH, GELU, GELU_STANDARD, SILU (f(0) = 0)
 FUSED_ACTS = frozenset({30, 31, 32, 33, 34})
 
@@ -124,6 +128,10 @@ cdef struct Plan:
     bint shifted
     Py_ssize_t oh, ihp, iwp, top, left
     int act  # the fused activation's UnaryOp code, -1 for none
+    # the fused residual Add (``residual`` of ``bind_conv2d``): NULL for none
+    const float* res
+    bint res_first  # the residual is the Add's first operand
+    bint res_relu  # the Add's ReLU (activationType 1)
 
 
 cdef (Py_ssize_t, Py_ssize_t, Py_ssize_t, Py_ssize_t) split_work(
@@ -188,6 +196,9 @@ cdef Plan _plan(tuple shape, tuple window, Py_ssize_t tile, int num_thread,
         # 2 threads: 2+3 | 2+3 instead of 3+3 | 3+1)
         g.nchunk = min(cdiv(g.oc, 16), cdiv(want, g.ntile))
     g.items = g.batch * g.ntile * g.nchunk
+    g.act = -1
+    g.res = NULL
+    g.res_first = g.res_relu = False
     return g
 
 
@@ -294,12 +305,31 @@ def conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
 def bind_conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
                 const float[::1] bias, float[::1] scratch, tuple shape, tuple window,
                 float lo, float hi, Py_ssize_t tile, int num_thread=1, bint gather=False,
-                bint shift=False, int act=-1):
+                bint shift=False, int act=-1, residual=None, bint residual_first=False,
+                bint residual_relu=False):
     """``conv2d`` on these buffers, checked and planned now: a ``Conv2dCall`` that runs it
     when called with no arguments (a session's prepared step, ``Execution.bind``); ``act``
-    fuses an activation (module docstring)."""
-    return _bind(src, dst, weight, bias, scratch, shape, window, lo, hi, tile, num_thread,
-                 gather, shift, act)
+    fuses an activation (module docstring).
+
+    ``residual`` (not with ``gather``): a float32 buffer laid out as ``dst`` that a BinaryOp
+    ADD adds to the convolution's output (its first operand when ``residual_first``, then
+    its ReLU when ``residual_relu``): each output tile gets the add while in cache, with the
+    BinaryOp's own loop, so the bits are those of the convolution and the Add run apart.
+    """
+    cdef Conv2dCall call = _bind(src, dst, weight, bias, scratch, shape, window, lo, hi, tile,
+                                 num_thread, gather, shift, act)
+    cdef const float[::1] r
+    if residual is None:
+        return call
+    if gather:
+        raise ValueError("a residual add cannot be fused into a gathered convolution")
+    r = residual
+    if r.shape[0] < call.g.batch * call.g.oc4 * call.g.ohw * 4:
+        raise ValueError(f"residual buffer too small: {r.shape[0]} for shape {shape!r}")
+    call.buffers = (call.buffers, residual)
+    call.g.res = &r[0]
+    call.g.res_first, call.g.res_relu = residual_first, residual_relu
+    return call
 
 
 def groups_shift(tuple shape, tuple window, Py_ssize_t group):
@@ -433,6 +463,8 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
                 cw, lo, hi)
             post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4,
                      cdiv(cw, 4), g.ohw * 4, g.ow * 4)
+            post_add(g, dst, (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4,
+                     cdiv(cw, 4), g.ohw * 4, g.ow * 4)
             r = r + 1
 
 
@@ -499,6 +531,8 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
                       cw, lo, hi)
     post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4,
              cdiv(cw, 4), g.ohw * 4, pixels * 4)
+    post_add(g, dst, (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, cdiv(cw, 4), g.ohw * 4,
+             pixels * 4)
 
 
 cdef inline Py_ssize_t _chunk0(const Plan* g, Py_ssize_t c) noexcept nogil:
@@ -514,3 +548,23 @@ cdef inline void post_act(int act, float* d, Py_ssize_t blocks, Py_ssize_t strid
     if act >= 0:
         for j in range(blocks):
             mnnpy_unary_simd(_isa, act, d + j * stride, d + j * stride, n)
+
+
+cdef inline void post_add(const Plan* g, float* dst, Py_ssize_t off, Py_ssize_t blocks,
+                          Py_ssize_t stride, Py_ssize_t n) noexcept nogil:
+    """The fused residual Add (``g.res`` not NULL) in place on the ``blocks`` runs of ``n``
+    floats at ``dst + off`` (the residual at the same offset, same layout): the BinaryOp's
+    own row loop (``eltwise_kernels.h``) with its operands in the Add's order, so the bits
+    are those of the two ops run apart."""
+    cdef Py_ssize_t j
+    cdef float* d
+    cdef const float* r
+    if g.res == NULL:
+        return
+    for j in range(blocks):
+        d = dst + off + j * stride
+        r = g.res + off + j * stride
+        if g.res_first:
+            mnnpy_ew_row(_isa, 0, r, d, 1, d, n, g.res_relu)
+        else:
+            mnnpy_ew_row(_isa, 0, d, r, 1, d, n, g.res_relu)
