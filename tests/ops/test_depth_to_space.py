@@ -16,7 +16,7 @@ from tests.helpers import run_op
 
 D2S, S2D = OpType.DepthToSpace, OpType.SpaceToDepth
 DCR, CRD = 0, 1
-NCHW, NHWC = DimensionFormat.NCHW, DimensionFormat.NHWC
+NCHW, NHWC, NC4HW4 = DimensionFormat.NCHW, DimensionFormat.NHWC, DimensionFormat.NC4HW4
 
 
 def param(block: int, mode: int) -> DepthSpaceParamT:
@@ -68,7 +68,7 @@ def data(shape: tuple[int, ...], dtype: Any = np.float32) -> np.ndarray:
     return np.arange(np.prod(shape)).reshape(shape).astype(dtype)
 
 
-@pytest.mark.parametrize("fmt", [NCHW, NHWC])
+@pytest.mark.parametrize("fmt", [NCHW, NHWC, NC4HW4])
 @pytest.mark.parametrize("mode", [DCR, CRD])
 @pytest.mark.parametrize("c", [1, 3, 4, 5, 17])
 def test_depth_to_space(c: int, mode: int, fmt: Any) -> None:
@@ -87,6 +87,22 @@ def test_space_to_depth_inverts(c: int, mode: int, fmt: Any) -> None:
     out = check(S2D, p, x, fmt)
     assert out.shape == (2, c * 4, 3, 2)
     np.testing.assert_array_equal(loop_d2s(out, 2, mode), x)
+
+
+@pytest.mark.parametrize("mode", [DCR, CRD])
+@pytest.mark.parametrize("c", [1, 5])
+def test_space_to_depth_nc4hw4(c: int, mode: int) -> None:
+    """A float32 NC4HW4 input (a convolution's output): through the logical NCHW view."""
+    x = data((2, c, 6, 4))
+    out = check(S2D, param(2, mode), x, NC4HW4)
+    np.testing.assert_array_equal(loop_d2s(out, 2, mode), x)
+
+
+def test_packed_int_is_refused() -> None:
+    """NC4HW4 storage of another dtype is not run (an MNNError, not a wrong copy)."""
+    with pytest.raises(MNNError) as info:
+        run(S2D, param(2, DCR), data((1, 4, 2, 2), np.int32), NC4HW4)
+    assert info.value.code == ErrorCode.NOT_SUPPORT
 
 
 @pytest.mark.parametrize(
