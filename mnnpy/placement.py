@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from mnnpy import format_wrap
 from mnnpy.errors import InvalidValueError, MNNError, NotSupportError
+from mnnpy.execution import Unsupported
 from mnnpy.net import OpType
 from mnnpy.tensor import Tensor
 from mnnpy.user_warning import warn
@@ -111,17 +113,11 @@ def place(
             if o is not None and o is not backend:
                 seen = [as_seen_by(t, backend) for t in inputs]
                 break
-        if not backend.is_op_supported(op, seen):
-            tried.append(f"{backend.name}: is_op_supported said no")
-            continue
         try:
-            execution: Any = backend.on_create(op, seen, outputs)
+            execution = _create(op, seen, outputs, backend, tried)
         except MNNError as e:  # name the backend whose creator failed (out of memory, say)
             raise e.with_op(op.type_name, op.name, backend=backend.name, phase="resize") from None
-        if not execution:  # None, or an Unsupported that says which parameter was refused
-            why = getattr(execution, "reason", None)
-            why = why or "its creator returned None for these parameters"
-            tried.append(f"{backend.name}: {why}")
+        if execution is None:
             continue
         fell_back = backend is not order[0]
         if fell_back and strict:
@@ -135,6 +131,33 @@ def place(
             _placement(op.name, op.type_name, backend.name, fell_back, reason),
         )
     raise NotSupportError(f"no backend can run op type {op.type_name}: {'; '.join(tried)}")
+
+
+def _create(
+    op: OpDef, seen: Sequence[Tensor], outputs: Sequence[Tensor], backend: Backend, tried: list
+) -> Any:
+    """``backend``'s execution for ``op``, or None with what it answered appended to ``tried``.
+
+    An op MNN runs on an NC4HW4 copy of its input (``format_wrap``) that the backend cannot run
+    on the input's own layout runs between two conversions, as MNN's geometry stage has it.
+    """
+    if backend.is_op_supported(op, seen):
+        execution: Any = backend.on_create(op, seen, outputs)
+        if execution:
+            return execution
+        # None, or an Unsupported that says which parameter was refused
+        why = getattr(execution, "reason", None) or "its creator returned None for these parameters"
+    else:
+        why = "is_op_supported said no"
+    tried.append(f"{backend.name}: {why}")
+    if not format_wrap.applies(op, seen, outputs):
+        return None
+    wrapped = format_wrap.create(op, seen, outputs, backend)
+    if isinstance(wrapped, Unsupported):
+        tried.append(f"{backend.name}: with input 0 converted to NC4HW4: {wrapped.reason}")
+        return None
+    tried.append(f"{backend.name}: runs it with input 0 converted to NC4HW4 and back")
+    return wrapped
 
 
 def check_op_backend(keys: Iterable[str], op_names: Iterable[str]) -> None:

@@ -349,9 +349,16 @@ def test_bias_wrong_length() -> None:
     assert error_code(param, data((1, 3, 5, 5))) == ErrorCode.INVALID_VALUE
 
 
-def test_nchw_input_not_supported() -> None:
-    code = error_code(deconv(3, 4), data((1, 3, 5, 5)), fmt=DimensionFormat.NCHW)
-    assert code == ErrorCode.NOT_SUPPORT
+def test_nchw_input_runs_converted() -> None:
+    """An NCHW input runs between conversions to and from NC4HW4, as in MNN's geometry."""
+    x, param = data((2, 3, 5, 5)), deconv(3, 4, strideX=2, strideY=2)
+    one, two = (
+        run_op(DECONV, [x], param, OpParameter.Convolution2D, fmt=DimensionFormat.NCHW,
+               num_thread=t)[0]
+        for t in (1, 2)
+    )  # fmt: skip
+    np.testing.assert_array_equal(one, two)
+    assert_close(one, reference(param, x))
 
 
 @pytest.mark.parametrize("memory", ["NORMAL", "LOW"])

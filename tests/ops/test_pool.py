@@ -230,13 +230,16 @@ def test_bad_params(kw: dict) -> None:
 
 
 def test_not_supported() -> None:
-    """The refusal names the op type, the op and the refused parameter."""
+    """The refusal names the op type, the op and the refused parameter.
+
+    (An NCHW input is no refusal: it runs converted to NC4HW4, ``tests/unit/test_format_wrap``.)
+    """
     x = data((1, 3, 5, 5))
     with pytest.raises(MNNError) as info:
-        run_op(OpType.Pooling, [x], pool(), OpParameter.Pool, fmt=DimensionFormat.NCHW)
+        run_op(OpType.Pooling, [x.astype(np.int32)], pool(AVG), OpParameter.Pool)
     msg = str(info.value)
     assert info.value.code == ErrorCode.NOT_SUPPORT
-    assert "Pooling" in msg and "'op'" in msg and "packed=False" in msg, msg
+    assert "Pooling" in msg and "'op'" in msg and "dtype=int32" in msg, msg
     non_global = Pool3DT(type=MAX, kernels=[1, 2, 2], strides=[1, 2, 2], pads=[0, 0, 0])
     assert error_code(non_global, x) == ErrorCode.COMPUTE_SIZE_ERROR  # needs 5-D
 
