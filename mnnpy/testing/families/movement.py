@@ -133,3 +133,13 @@ def unsqueeze() -> list[OpCase]:
             "axes_1_3_c17_nchw", OpType.Unsqueeze, (x,), SqueezeParamT(squeezeDims=[1, 3]), fmt=NCHW
         ),
     ]
+
+
+@family("Reverse")
+def reverse() -> list[OpCase]:
+    def rev(name: str, c: int, axis: int, **kw: Any) -> OpCase:
+        ax = np.array([axis], np.int32)
+        return OpCase(name, OpType.Reverse, (data((2, c, 3, 5), c), ax), consts={1: ax}, **kw)
+
+    cases = [rev(f"channels_c{c}", c, 1) for c in CHANNELS]
+    return cases + [rev("height_c5_nchw", 5, 2, fmt=NCHW), rev("batch_c3_nhwc", 3, 0, fmt=NHWC)]
