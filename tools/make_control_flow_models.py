@@ -18,6 +18,10 @@ Session API refuses these files ("The model has subgraphs, please use MNN::Expre
 ``if_conv_ext`` is ``if_conv`` converted with ``--saveExternalData`` (weights, those of the
 subgraphs included, in ``if_conv_ext.mnn.weight``).
 
+``rnn_*`` are ONNX GRU / LSTM nodes (hidden 16) as PyTorch exports ``nn.GRU`` / ``nn.LSTM``
+with ``batch_first=True`` and a Linear after; the converter turns each into While loops with
+subgraphs (see the README's findings for the forms it cannot convert correctly).
+
 Integer inputs (ONNX int64) are stored as int32, as MNN's converter makes them; onnxruntime gets
 them as int64.
 
@@ -317,6 +321,102 @@ def build_scan() -> tuple:
     return m, cases, _scan_graph()
 
 
+RNN_IN, RNN_HIDDEN, RNN_OUT = 8, 16, 4
+
+
+def _rnn_model(name: str, layers: list[tuple], states: list[str], to_rows: list) -> tuple:
+    """x [batch, seq, RNN_IN] -> Transpose -> ONNX GRU / LSTM ``layers`` -> Transpose -> Linear,
+    as PyTorch exports ``nn.GRU`` / ``nn.LSTM`` (``batch_first=True``) and a Linear after.
+
+    ``layers``: ``(op, inputs after X W R B, gates, directions, attributes)`` per node, chained
+    through a Squeeze of the direction axis; the last one writes ``y_last`` ``[seq, dirs, batch,
+    hidden]``, which the ``to_rows`` nodes turn into ``rows`` ``[seq, batch, dirs * hidden]``.
+    ``states``: graph inputs ``[dirs, batch, hidden]`` (initial states of the first layer, or of
+    each layer). Three cases: batch 2 and seq 5, another trip count (seq 3), another batch (1).
+    """
+    rng = np.random.RandomState(41 + len(name))
+    limit = 1 / np.sqrt(RNN_HIDDEN)
+    nodes, inits, x = [_node("Transpose", ["x"], ["xt"], perm=[1, 0, 2])], [], "xt"
+    for k, (op, extra, gates, dirs, attrs) in enumerate(layers):
+        rows = gates * RNN_HIDDEN
+        shapes = [(dirs, rows, RNN_IN if k == 0 else RNN_HIDDEN), (dirs, rows, RNN_HIDDEN)]
+        shapes.append((dirs, 2 * rows))
+        names = [f"w{k}", f"r{k}", f"b{k}"]
+        inits += [(n, rng.uniform(-limit, limit, sh).astype(np.float32))
+                  for n, sh in zip(names, shapes, strict=True)]  # fmt: skip
+        y = "y_last" if k == len(layers) - 1 else f"y{k}"
+        outs = [y, f"{y}_h", f"{y}_c"][: 3 if op == "LSTM" else 1]  # the converter needs Y_c
+        nodes.append(_node(op, [x, *names, *extra], outs, hidden_size=RNN_HIDDEN, **attrs))
+        if y != "y_last":
+            nodes.append(_node("Squeeze", [y, "one"], [f"s{k}"]))
+            x = f"s{k}"
+    dirs = layers[0][3]
+    nodes += to_rows
+    nodes += [
+        _node("Transpose", ["rows"], ["bt"], perm=[1, 0, 2]),
+        _node("MatMul", ["bt", "fc_w"], ["mm"]),
+        _node("Add", ["mm", "fc_b"], ["y"]),
+    ]
+    inits += [
+        ("one", np.array([1], np.int64)),
+        ("rows_shape", np.array([0, 0, -1], np.int64)),
+        ("fc_w", rng.uniform(-0.3, 0.3, (dirs * RNN_HIDDEN, RNN_OUT)).astype(np.float32)),
+        ("fc_b", rng.uniform(-0.3, 0.3, RNN_OUT).astype(np.float32)),
+    ]
+    used = {i for n in nodes for i in n.input}
+    inits = [(k, v) for k, v in inits if k in used]
+    ins = [_vi("x", F, ["b", "s", RNN_IN])]
+    ins += [_vi(t, F, [dirs, "b", RNN_HIDDEN]) for t in states]
+    m = _model(nodes, name, ins, [_vi("y", F, ["b", "s", RNN_OUT])], inits)
+    cases = []
+    for batch, seq in ((2, 5), (2, 3), (1, 4)):
+        case = {"x": rng.randn(batch, seq, RNN_IN).astype(np.float32)}
+        for t in states:
+            case[t] = (rng.randn(dirs, batch, RNN_HIDDEN) * 0.5).astype(np.float32)
+        cases.append(case)
+    return m, cases
+
+
+def _squeezed() -> list:
+    """Y ``[seq, 1, batch, hidden]`` of one direction as rows ``[seq, batch, hidden]``."""
+    return [_node("Squeeze", ["y_last", "one"], ["rows"])]
+
+
+def build_rnn_gru2() -> tuple:
+    """2-layer GRU (linear_before_reset=1 as PyTorch's nn.GRU, 8 -> 16, each layer's initial
+    state an input), then a Linear (16 -> 4): the converter makes each GRU a While loop whose
+    body convolves the NCHW hidden state with no ConvertTensor (mnnpy: format_wrap)."""
+    lbr = {"linear_before_reset": 1}
+    layers = [("GRU", ["", "h0"], 3, 1, lbr), ("GRU", ["", "h1"], 3, 1, lbr)]
+    return _rnn_model("rnn_gru2", layers, ["h0", "h1"], _squeezed())
+
+
+def build_rnn_gru1() -> tuple:
+    """1-layer GRU (linear_before_reset=1) with no initial state, then a Linear: the While
+    body's Convolution reads an NCHW tensor. (With ONNX's default linear_before_reset=0 MNN's
+    converter writes a graph whose outputs differ from onnxruntime's by 1e-2: not used.)"""
+    return _rnn_model("rnn_gru1", [("GRU", [], 3, 1, {"linear_before_reset": 1})], [], _squeezed())
+
+
+def build_rnn_lstm() -> tuple:
+    """1-layer LSTM (8 -> 16, initial h and c inputs), then a Linear: a While loop whose body
+    convolves the NCHW hidden state."""
+    layers = [("LSTM", ["", "h0", "c0"], 4, 1, {})]
+    return _rnn_model("rnn_lstm", layers, ["h0", "c0"], _squeezed())
+
+
+def build_rnn_bilstm() -> tuple:
+    """Bidirectional LSTM (8 -> 2 x 16, initial h and c inputs), PyTorch's Transpose + Reshape
+    of Y to [seq, batch, 32], then a Linear: the converter's backward While loop is followed by
+    a Reverse along the sequence axis."""
+    layers = [("LSTM", ["", "h0", "c0"], 4, 2, {"direction": "bidirectional"})]
+    to_rows = [
+        _node("Transpose", ["y_last"], ["yt"], perm=[0, 2, 1, 3]),
+        _node("Reshape", ["yt", "rows_shape"], ["rows"]),
+    ]
+    return _rnn_model("rnn_bilstm", layers, ["h0", "c0"], to_rows)
+
+
 MODELS: dict[str, Callable[[], tuple]] = {
     "if_branches": build_if,
     "if_conv": build_if_conv,
@@ -326,6 +426,10 @@ MODELS: dict[str, Callable[[], tuple]] = {
     "loop_grow": build_loop_grow,
     "loop_cond": build_loop_cond,
     "scan": build_scan,
+    "rnn_gru2": build_rnn_gru2,
+    "rnn_gru1": build_rnn_gru1,
+    "rnn_lstm": build_rnn_lstm,
+    "rnn_bilstm": build_rnn_bilstm,
 }
 
 _MODULE_RUNNER = """
@@ -412,6 +516,14 @@ Findings: MNN's converter refuses ONNX `Scan` ("These Op Not Support: ONNX::Scan
 is converted from `scan_loop.onnx` (the same computation as a Loop) and checked against
 `scan.onnx`; MNN's Module API crashes (SIGSEGV) on a Loop with scan outputs that runs no
 iteration (`loop_count` case 3, M = 0), so that case has onnxruntime outputs only.
+
+The `rnn_*` files are ONNX GRU / LSTM nodes shaped as PyTorch exports them, which the converter
+turns into While loops (a bidirectional one into two, the backward one followed by a `Reverse`);
+their bodies convolve the NCHW hidden state without the ConvertTensor ops it writes around a
+main graph's convolutions. The converter crashes (SIGSEGV / SIGABRT) on an ONNX LSTM node that
+lacks its `Y_h` and `Y_c` outputs, so the LSTMs declare all three; for a GRU with ONNX's default
+`linear_before_reset=0` it writes a graph whose outputs differ from onnxruntime's by about 1e-2
+(mnnpy's equal MNN's), so the GRUs use `linear_before_reset=1`, as PyTorch does.
 """
 
 

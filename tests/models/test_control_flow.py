@@ -243,3 +243,27 @@ def test_subgraph_weights_in_the_external_file() -> None:
         net = load_net(f.read())
     in_subgraphs = {id(o) for sub in net.subgraphs.values() for o in sub.net.ops}
     assert sum(id(op) in in_subgraphs for op in net.external_ops) == 2  # one Conv per branch
+
+
+@pytest.mark.parametrize("name", ["rnn_gru2", "rnn_gru1", "rnn_lstm", "rnn_bilstm"])
+def test_rnn_loop_bodies_convolve_a_plain_hidden_state(name: str) -> None:
+    """The converter's GRU / LSTM While bodies convolve an NCHW hidden state (it writes no
+    ConvertTensor there): each runs that Convolution converted to NC4HW4 and back
+    (``mnnpy.format_wrap``, MNN's geometry); the bidirectional LSTM's backward loop is followed
+    by a Reverse. The values are checked by the tests above."""
+    from mnnpy.format_wrap import FormatWrap
+
+    net = mnnpy.Interpreter(os.path.join(DATA, name + ".mnn"))
+    session = net.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    _run(net, session, _cases(name)[0]["input"])
+    units = [u for p in session.pipelines for u in p.units]
+    loops = [u for u in units if u.op.type_name == "While"]
+    assert len(loops) == {"rnn_gru2": 2, "rnn_bilstm": 2}.get(name, 1)
+    for loop in loops:
+        (body,) = loop.execution.sessions.values()
+        convs = [
+            u for p in body.session.pipelines for u in p.units if u.op.type_name == "Convolution"
+        ]
+        assert len(convs) == 1 and not convs[0].inputs[0].is_packed
+        assert isinstance(convs[0].execution, FormatWrap)
+    assert ("Reverse" in {u.op.type_name for u in units}) == (name == "rnn_bilstm")
