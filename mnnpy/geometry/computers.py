@@ -136,6 +136,8 @@ def _movement(
     data = inputs if op.type == OpType.Concat else inputs[:1]
     if mixes_nhwc([*data, *outputs]):
         return None
+    if op.type == OpType.SliceTf and inputs[1].describe.content is None:
+        return None  # a begin known at run time: the execution reads it (slice_tf_at_run.py)
     found = boxes(op, inputs, outputs)
     # the sides depend on the boxes and the layouts alone: remembered (networks repeat blocks)
     key = move_key(found, (*data, *outputs))

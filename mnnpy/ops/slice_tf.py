@@ -1,7 +1,9 @@
 """SliceTf: ``x[begin : begin + size]`` per dim.
 
-``begin`` and ``size`` are inputs 1 and 2 (their content must be known while resizing); a
-negative begin counts from the end, size -1 means to the end.
+``begin`` and ``size`` are inputs 1 and 2; a negative begin counts from the end, size -1 means to
+the end. The output shape needs ``size``'s values, and ``begin``'s only where a size is -1: a
+begin computed at run time (the gate slice at a While body's loop counter, which MNN's converter
+writes for ONNX GRU / LSTM) leaves the plan as it is, and the execution reads it when it runs.
 """
 
 from __future__ import annotations
@@ -40,16 +42,38 @@ def index(shape: Sequence[int], begin: np.ndarray, size: np.ndarray) -> tuple[sl
     return tuple(slice(b, b + n) for b, n in region(shape, begin, size))
 
 
-@register_shape(OpType.SliceTf, content=(1, 2))
-def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> None:
-    """Sliced dims; dtype and format of input 0."""
+def sizes_alone(shape: Sequence[int], size: np.ndarray) -> tuple[int, ...] | None:
+    """The output shape from ``size`` alone (any begin), or None when a size is -1.
+
+    Raises:
+        ComputeSizeError: when ``size`` does not fit ``shape`` whatever the begin.
+    """
+    sizes = np.asarray(size).ravel().tolist()
+    fits = len(sizes) == len(shape) and all(
+        -1 <= n <= dim for n, dim in zip(sizes, shape, strict=True)
+    )
+    if not fits:
+        raise ComputeSizeError(f"SliceTf size {sizes!r} for shape {tuple(shape)!r}")
+    return None if -1 in sizes else tuple(int(n) for n in sizes)
+
+
+@register_shape(OpType.SliceTf, content=(2,))
+def shape(op: OpDef, inputs: Sequence[Tensor], outputs: Sequence[Tensor]) -> Tensor | None:
+    """Sliced dims; dtype and format of input 0. Needs ``begin`` only for a size of -1."""
     if len(inputs) != 3:
         raise ComputeSizeError(f"SliceTf needs 3 inputs, has {len(inputs)}")
     src, begin, size = inputs
-    starts, sizes = content_of(begin, "SliceTf's begin"), content_of(size, "SliceTf's size")
+    sizes = content_of(size, "SliceTf's size")
     out = outputs[0]
-    out.shape = tuple(n for _, n in region(src.shape, starts, sizes))
+    if begin.describe.content is None:
+        found = sizes_alone(src.shape, sizes)
+        if found is None:
+            return begin  # a size to the end: the shape needs the begin's values
+        out.shape = found
+    else:
+        out.shape = tuple(n for _, n in region(src.shape, begin.describe.content, sizes))
     out.dtype, out.dimension_format = src.dtype, src.dimension_format
+    return None
 
 
 @register_reference(OpType.SliceTf)

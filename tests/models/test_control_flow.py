@@ -267,3 +267,45 @@ def test_rnn_loop_bodies_convolve_a_plain_hidden_state(name: str) -> None:
         assert len(convs) == 1 and not convs[0].inputs[0].is_packed
         assert isinstance(convs[0].execution, FormatWrap)
     assert ("Reverse" in {u.op.type_name for u in units}) == (name == "rnn_bilstm")
+
+
+@pytest.mark.parametrize("name", ["rnn_gru2", "rnn_lstm", "rnn_bilstm"])
+def test_rnn_bodies_keep_their_plan_across_iterations(name: str, monkeypatch) -> None:
+    """The gate slice's begin follows the loop counter but its shape does not: each body is
+    planned once per input shape, not per iteration, and the loops' output shapes come from the
+    shape functions, not from a NumPy run of the loop (``ops/control_flow_run.py``)."""
+    from mnnpy.ops import control_flow_run
+
+    net = mnnpy.Interpreter(os.path.join(DATA, name + ".mnn"))
+    session = net.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    cases = _cases(name)
+    _run(net, session, cases[0]["input"])
+    bodies = [b for loop in _nested_all(session) for b in loop.values()]
+    resizes: list[str] = []
+    for body in bodies:
+        plain = body.session.resize
+        body.session.resize = lambda *a, _p=plain, _n=body.graph.name, **k: (
+            resizes.append(_n),
+            _p(*a, **k),
+        )
+    reference_runs: list[int] = []
+    plain_run = control_flow_run.run_subgraph
+    monkeypatch.setattr(
+        control_flow_run, "run_subgraph", lambda *a: (reference_runs.append(1), plain_run(*a))[1]
+    )
+    for _ in range(2):  # one plan per body, reused by every iteration of every run
+        got = _run(net, session, cases[0]["input"])
+        _check(got, cases[0]["ort"], f"{name} again:")
+    assert resizes == [] and reference_runs == []
+    for c, case in enumerate(cases[1:], 1):  # another trip count, then another batch
+        resizes.clear()
+        got = _run(net, session, case["input"])
+        _check(got, case["ort"], f"{name} case {c}:")
+        # a new shape, then the new shape vector's values: two plans per body, not one per step
+        assert len(resizes) <= 2 * len(bodies), resizes
+    assert reference_runs == []
+
+
+def _nested_all(session) -> list[dict]:
+    units = [u for p in session.pipelines for u in p.units if u.op.type_name == "While"]
+    return [u.execution.sessions for u in units]

@@ -71,3 +71,28 @@ def test_begin_out_of_range_at_run_time_is_an_error() -> None:
             fmt=DimensionFormat.NCHW,
         )
     assert e.value.code in (ErrorCode.COMPUTE_SIZE_ERROR, ErrorCode.INVALID_VALUE)
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW])
+@pytest.mark.parametrize("size", [[1, 3, 2, -1], [1, 2, 2, 3]])
+def test_run_time_begin_with_and_without_size_to_the_end(
+    fmt: DimensionFormat, size: list[int]
+) -> None:
+    """Sizes alone give the shape (the begin is read when the op runs); a size of -1 still
+    needs the begin's values for the shape."""
+    x = np.random.default_rng(5).standard_normal((2, 5, 4, 5)).astype(np.float32)
+    b, s = np.array([1, 2, 1, 2], np.int32), np.array(size, np.int32)
+    (got,) = run_op(OpType.SliceTf, [x, b, s], consts={2: s}, fmt=fmt)
+    n = [x.shape[d] - b[d] if v == -1 else v for d, v in enumerate(size)]
+    np.testing.assert_array_equal(got, x[1 : 1 + n[0], 2 : 2 + n[1], 1 : 1 + n[2], 2 : 2 + n[3]])
+
+
+def test_size_that_cannot_fit_is_an_error_before_the_begin_is_known() -> None:
+    with pytest.raises(MNNError) as e:
+        run_op(
+            OpType.SliceTf,
+            [np.zeros((2, 3), np.float32), np.zeros(2, np.int32), np.array([1, 4], np.int32)],
+            consts={2: np.array([1, 4], np.int32)},
+            fmt=DimensionFormat.NCHW,
+        )
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR

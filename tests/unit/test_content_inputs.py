@@ -36,7 +36,7 @@ def _deconv(has_output_shape: bool) -> OpDef:
 def test_declared_indexes() -> None:
     assert content_inputs(_op(OpType.Reshape), 2) == (1,)
     assert content_inputs(_op(OpType.Reshape), 1) == ()  # the optional input is absent
-    assert content_inputs(_op(OpType.SliceTf), 3) == (1, 2)
+    assert content_inputs(_op(OpType.SliceTf), 3) == (2,)  # the begin only for a size of -1
     assert content_inputs(_op(OpType.Range), 3) == (0, 1, 2)
     assert content_inputs(_op(OpType.Where), 1) == (0,)
     assert content_inputs(_op(OpType.ReLU), 1) == ()

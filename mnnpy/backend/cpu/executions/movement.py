@@ -14,6 +14,7 @@ from mnnpy.backend import Backend
 from mnnpy.backend.cpu.backend import CPUBackend, cpu_backend
 from mnnpy.backend.cpu.executions.logical_io import LogicalIO, mixes_nhwc
 from mnnpy.backend.cpu.executions.raster import CPURaster
+from mnnpy.backend.cpu.executions.slice_tf_at_run import CPUSliceTfAtRun
 from mnnpy.execution import Execution, Unsupported
 from mnnpy.geometry.computers import Placed, boxes, regions_of
 from mnnpy.net import OpDef, OpType
@@ -68,11 +69,14 @@ def create(
 
     A Concat is remembered by the backend, which may make its inputs slabs of its output when
     it acquires the output (``concat_slices``; the copies are then onto themselves).
-    Refuses NHWC tensors mixed with NCHW-ordered ones.
+    A SliceTf whose begin is known only at run time places its box when it runs. Refuses NHWC
+    tensors mixed with NCHW-ordered ones.
     """
     data = inputs if op.type == OpType.Concat else inputs[:1]
     if mixes_nhwc([*data, *outputs]):
         return Unsupported("NHWC tensors mixed with NCHW / NC4HW4 ones")
+    if op.type == OpType.SliceTf and inputs[1].describe.content is None:
+        return CPUSliceTfAtRun(backend)  # the begin is read when the op runs
     if op.type == OpType.Concat and len(outputs) == 1:  # its inputs may be written in place
         cpu_backend(backend).concats[op.index] = (op, tuple(inputs), outputs[0])
     return CPUMovement(backend, op)
