@@ -19,11 +19,19 @@ from mnnpy.tensor import TensorUsage
 if TYPE_CHECKING:
     from mnnpy.session import Session
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "unchanged"]
 
 
-def evaluate(session: Session, indexes: Iterable[int]) -> dict[int, np.ndarray]:
+def evaluate(
+    session: Session, indexes: Iterable[int], read: dict[int, np.ndarray] | None = None
+) -> dict[int, np.ndarray]:
     """Values of the tensors ``indexes`` for the data now in the session's inputs.
+
+    Args:
+        session: the session.
+        indexes: the tensors to compute.
+        read: filled with the values of the inputs the computation read, by tensor index: the
+            same values give the same results (see :func:`unchanged`).
 
     Raises:
         NotSupportError: when an op on the way has no reference.
@@ -40,6 +48,8 @@ def evaluate(session: Session, indexes: Iterable[int]) -> dict[int, np.ndarray]:
             cache[index] = t.describe.content
         elif t.describe.usage == TensorUsage.INPUT:
             cache[index] = t.numpy()
+            if read is not None:
+                read[index] = cache[index]
         else:
             if not producers:
                 producers.update(
@@ -65,3 +75,12 @@ def evaluate(session: Session, indexes: Iterable[int]) -> dict[int, np.ndarray]:
         return cache[index]
 
     return {i: value(i) for i in indexes}
+
+
+def unchanged(session: Session, read: dict[int, np.ndarray]) -> bool:
+    """Whether the session's inputs still hold the values ``read`` (from :func:`evaluate`).
+
+    A loop body whose shapes depend on a value it passes through (the shape vector of an RNN's
+    input) checks that value instead of evaluating the tensors again at every iteration.
+    """
+    return all(np.array_equal(session.tensors[i].numpy(), v) for i, v in read.items())

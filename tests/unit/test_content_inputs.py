@@ -81,3 +81,39 @@ def test_a_shape_function_may_answer_with_the_tensor_it_needs(
 
     monkeypatch.setitem(ops._SHAPES, OpType.ReLU, needs_own_output)
     assert compute_shape(_op(OpType.ReLU), [x], [out]) is out
+
+
+def test_run_time_values_are_evaluated_again_only_when_the_inputs_they_read_change(
+    monkeypatch,
+) -> None:
+    """A loop body re-runs with the same shape vector at every iteration: the session checks the
+    inputs the values were computed from instead of evaluating them again."""
+    import mnnpy
+    from mnnpy import session as session_module
+    from tests.helpers import make_single_op_net
+
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    net = make_single_op_net(
+        OpType.Reshape, [x, np.array([3, 2], np.int32)], ReshapeT(), OpParameter.Reshape, fmt=NCHW
+    )
+    interp = mnnpy.Interpreter.from_buffer(net)
+    session = interp.create_session(mnnpy.ScheduleConfig(num_thread=1))
+    calls: list[int] = []
+    plain = session_module.evaluate
+    monkeypatch.setattr(session_module, "evaluate", lambda *a: (calls.append(1), plain(*a))[1])
+    shape_in, x_in = (interp.get_session_input(session, n) for n in ("in1", "in0"))
+    # new values: evaluated, planned with them, evaluated again to see they settled
+    for shape, value, evaluated in (
+        ([3, 2], x, 2),
+        ([3, 2], x + 1, 0),
+        ([6, 1], x, 2),
+        ([6, 1], x, 0),
+        ([3, 2], x, 2),
+    ):
+        calls.clear()
+        shape_in.copy_from(np.array(shape, np.int32))
+        x_in.copy_from(value)
+        interp.run_session(session)
+        got = interp.get_session_output(session, "out0").numpy()
+        np.testing.assert_array_equal(got, value.reshape(shape))
+        assert len(calls) == evaluated, (shape, calls)
