@@ -84,3 +84,56 @@ def test_same_bits_in_every_isa() -> None:
         finally:
             G.set_isa("best")
         assert all(np.array_equal(outs[0], o) for o in outs[1:])
+
+
+# (batch, ic, h, w, oc, window, shift): GEMMs with K >= MNNPY_BCAST_MIN_K (128) that take the
+# kernel too: an im2col tile (3x3 stride 2, K 144), a shifted row (3x3 stride 1, K 144); and two
+# that do not: a direct 1x1 on a map over BCAST_MAX_PIXELS (K 128), K under the threshold (3x3,
+# 12 channels: 108)
+TILES = [
+    (1, 16, 9, 11, 20, (3, 3, 2, 2, 1, 1, 1, 1), False),
+    (2, 16, 8, 9, 33, (3, 3, 1, 1, 1, 1, 1, 1), True),
+    (1, 128, 46, 46, 24, DIRECT, False),
+    (1, 12, 7, 7, 16, (3, 3, 1, 1, 1, 1, 1, 1), True),
+]
+
+
+def _run_tile(x, w, b, window, shift, tile, threads) -> np.ndarray:
+    n, c, h, wd = x.shape
+    oc, (ky, kx, sy, sx, dy, dx, top, left) = w.shape[0], window
+    oh, ow = (
+        (h + 2 * top - dy * (ky - 1) - 1) // sy + 1,
+        (wd + 2 * left - dx * (kx - 1) - 1) // sx + 1,
+    )
+    shape = (n, c, h, wd, oc, oh, ow)
+    scratch = np.zeros(
+        max(1, G.scratch_size(shape, window, tile, threads, False, shift)), np.float32
+    )
+    dst = np.full(n * layout.c4(oc) * 4 * oh * ow, 7, np.float32)
+    G.conv2d(
+        packed(x), dst, CPUConvolutionGemm.pack_weight(w), pad_to(b, 16), scratch, shape,
+        window, -1.5, 2.0, tile, threads, False, shift,
+    )  # fmt: skip
+    return dst
+
+
+@pytest.mark.parametrize("case", TILES)
+def test_tiles_same_bits_in_every_isa(case: tuple) -> None:
+    """im2col tiles, shifted rows and large direct maps: the AVX-512 blocking above the K
+    threshold gives the bits of the AVX2 GEMM, for 1 and 3 threads; close to NumPy."""
+    n, c, h, wd, oc, window, shift = case
+    rng = np.random.default_rng(c + oc)
+    x = rng.standard_normal((n, c, h, wd)).astype(np.float32)
+    w = (rng.standard_normal((oc, c, *window[:2])) / np.sqrt(c * 9)).astype(np.float32)
+    b = rng.standard_normal(oc).astype(np.float32)
+    outs = []
+    try:
+        for name in G.available_isas()[1:]:  # the portable C GEMM may contract differently
+            G.set_isa(name)
+            outs += [_run_tile(x, w, b, window, shift, 32, t) for t in (1, 3)]
+    finally:
+        G.set_isa("best")
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    ref = np.clip(conv_reference(x, w, b, window), -1.5, 2.0)
+    got = layout.unpack_nc4hw4(outs[0], ref.shape)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

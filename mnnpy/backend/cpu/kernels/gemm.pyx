@@ -43,6 +43,9 @@ cdef extern from "gemm_bcast512.h" nogil:
     void mnnpy_gemm_c4_bcast(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P,
                              ptrdiff_t K, const float* w, const float* bias, float* d,
                              ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
+    void mnnpy_gemm_c4_tile(int isa, const float* a, ptrdiff_t a_stride, const ptrdiff_t* koff,
+                            ptrdiff_t P, ptrdiff_t K, const float* w, const float* bias, float* d,
+                            ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
 
 # direct 1x1 convolutions on maps up to this many pixels use gemm_bcast512.h's blocking (same
 # bits; 0.7-0.85x per GEMM on MobileNetV2's 7x7-28x28 layers, neutral at 56x56)
@@ -456,8 +459,8 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
         o0 = _chunk0(g, c)
         cw = _chunk0(g, c + 1) - o0
         while r < r1:
-            mnnpy_gemm_c4_panels(
-                _isa, padded + (n * g.ic4 * plane) + r * g.iwp * 4, koff, g.ow, g.k,
+            mnnpy_gemm_c4_tile(
+                _isa, padded + (n * g.ic4 * plane) + r * g.iwp * 4, 0, koff, g.ow, g.k,
                 w + (gi * ws + o0) * g.k, bias + gi * ws + o0,
                 dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4, g.ohw * 4,
                 cw, lo, hi)
@@ -525,10 +528,14 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
         mnnpy_gemm_c4_bcast(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
                             dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
                             cw, lo, hi)
-    else:
+    elif g.direct:  # a direct tile of a large map (the AVX-512 blocking measured 2% slower there)
         mnnpy_gemm_c4(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
                       dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
                       cw, lo, hi)
+    else:  # an im2col tile
+        mnnpy_gemm_c4_tile(_isa, a, a_stride, NULL, pixels, g.k, w + o0 * g.k, bias + o0,
+                           dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
+                           cw, lo, hi)
     post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4,
              cdiv(cw, 4), g.ohw * 4, pixels * 4)
     post_add(g, dst, (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, cdiv(cw, 4), g.ohw * 4,

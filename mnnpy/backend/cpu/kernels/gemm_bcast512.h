@@ -32,16 +32,19 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_bstore512(__m512 v, float* d, ptrdiff_t ds, p
     if (rem > 12) _mm_storeu_ps(d + 3 * ds, _mm512_extractf32x4_ps(v, 3));
 }
 
-MNNPY_INLINE MNNPY_T512 void mnnpy_mkb512(const float* a, ptrdiff_t as, ptrdiff_t K,
-                                          const float* w, const float* bias, float* d,
-                                          ptrdiff_t ds, ptrdiff_t rem, float lo, float hi,
-                                          const float* pf, const int R, const int NB) {
+MNNPY_INLINE MNNPY_T512 void mnnpy_mkb512(const float* a, ptrdiff_t as, const ptrdiff_t* koff,
+                                          ptrdiff_t K, const float* w, const float* bias,
+                                          float* d, ptrdiff_t ds, ptrdiff_t rem, float lo,
+                                          float hi, const float* pf, const int R,
+                                          const int NB) {
     __m512 acc[MNNPY_B_R][2];
     for (int j = 0; j < NB; ++j) {
         __m512 b = bias ? _mm512_loadu_ps(bias + 16 * j) : _mm512_setzero_ps();
         for (int r = 0; r < R; ++r) acc[r][j] = b;
     }
     const float* w1 = w + 16 * K;
+    const float* a0 = a; /* koff: k-panel kq of these pixels at a0 + koff[kq] */
+    if (koff) a = a0 + koff[0];
 #define MNNPY_BSTEP(j)                                                              \
     do {                                                                            \
         __m512 w0v = _mm512_loadu_ps(w + 16 * (j)), w1v = w0v;                      \
@@ -52,8 +55,8 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_mkb512(const float* a, ptrdiff_t as, ptrdiff_
             if (NB > 1) acc[r][1] = _mm512_fmadd_ps(x, w1v, acc[r][1]);             \
         }                                                                           \
     } while (0)
-    ptrdiff_t k = 4;
-    for (; k <= K; k += 4, a += as, w += 64, w1 += 64) {
+    ptrdiff_t k = 4, kq = 1;
+    for (; k <= K; k += 4, ++kq, w += 64, w1 += 64) {
         if (pf) { /* the next panel pair's rows k - 4 .. k - 1 into L2 (weights are cold) */
             for (int i = 0; i < 4; ++i) {
                 _mm_prefetch((const char*)(pf + 16 * i), _MM_HINT_T1);
@@ -65,6 +68,7 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_mkb512(const float* a, ptrdiff_t as, ptrdiff_
         MNNPY_BSTEP(1);
         MNNPY_BSTEP(2);
         MNNPY_BSTEP(3);
+        a = koff ? a0 + koff[kq] : a + as;
     }
     for (int j = 0; j < (int)(K & 3); ++j) MNNPY_BSTEP(j);
 #undef MNNPY_BSTEP
@@ -76,7 +80,8 @@ MNNPY_INLINE MNNPY_T512 void mnnpy_mkb512(const float* a, ptrdiff_t as, ptrdiff_
 
 /* mnnpy_gemm_c4's contract (no koff) with the blocking above: pairs of 16-channel panels
  * outside, blocks of R pixels inside (the pair's weights stay in L1/L2 across the pixels). */
-MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_bcast512(const float* a, ptrdiff_t as, ptrdiff_t P,
+MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_bcast512(const float* a, ptrdiff_t as,
+                                                 const ptrdiff_t* koff, ptrdiff_t P,
                                                  ptrdiff_t K, const float* w,
                                                  const float* bias, float* d, ptrdiff_t ds,
                                                  ptrdiff_t oc, float lo, float hi) {
@@ -91,10 +96,10 @@ MNNPY_STATIC MNNPY_T512 void mnnpy_gemm_bcast512(const float* a, ptrdiff_t as, p
 #define MNNPY_MK(r_)                                                                      \
     do {                                                                                  \
         if (rem > 16)                                                                     \
-            mnnpy_mkb512(a + 4 * p, as, K, wp, bo, dp + 4 * p, ds, rem, lo, hi,            \
+            mnnpy_mkb512(a + 4 * p, as, koff, K, wp, bo, dp + 4 * p, ds, rem, lo, hi,      \
                          p ? NULL : next, r_, 2);                                         \
         else                                                                              \
-            mnnpy_mkb512(a + 4 * p, as, K, wp, bo, dp + 4 * p, ds, rem, lo, hi,            \
+            mnnpy_mkb512(a + 4 * p, as, koff, K, wp, bo, dp + 4 * p, ds, rem, lo, hi,      \
                          p ? NULL : next, r_, 1);                                         \
     } while (0)
         /* even blocks of at most MNNPY_B_R pixels (57 = 12+12+11+11+11, not 14+14+14+14+1:
@@ -132,11 +137,38 @@ MNNPY_STATIC void mnnpy_gemm_c4_bcast(int isa, const float* a, ptrdiff_t a_strid
                                       ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi) {
 #if MNNPY_X86
     if (isa == MNNPY_ISA_AVX512 && P > 1) {
-        mnnpy_gemm_bcast512(a, a_stride, P, K, w, bias, d, d_stride, oc, lo, hi);
+        mnnpy_gemm_bcast512(a, a_stride, NULL, P, K, w, bias, d, d_stride, oc, lo, hi);
         return;
     }
 #endif
     mnnpy_gemm_c4(isa, a, a_stride, P, K, w, bias, d, d_stride, oc, lo, hi);
+}
+
+/* The GEMM of a convolution's im2col tile, a Winograd position or a shifted row (A's 4-row
+ * panels at a + koff[j] when koff is not NULL; K then a multiple of 4): the kernel above where the
+ * ISA has it, there is more than one pixel and K >= MNNPY_BCAST_MIN_K, else gemm_kernels.h's;
+ * the same bits either way. With fewer k its per-pixel stores (four 16-byte ones for 16 channels)
+ * outweigh the permutes it saves: SqueezeNet's 13x13 Winograd GEMMs (K 64, 16 tiles) ran 0.17 ms
+ * with gemm_kernels.h's kernel and 0.21 with this one, ResNet-18's 14x14 ones (K 256) 0.86 and
+ * 0.76. In models (one thread, medians of 3 alternations of 40 turns): ResNet-18 19.0 -> 17.4
+ * ms, a ResNet-50-style model 15.6 -> 14.6, a DeepLab-style one 9.3 -> 8.5, a small U-Net 6.00
+ * -> 6.03. Direct 1x1 tiles of large maps keep gemm_kernels.h's kernel (MobileNetV2's 56x56
+ * projections, K 144, ran 2% slower with this one). */
+#define MNNPY_BCAST_MIN_K 128
+MNNPY_STATIC void mnnpy_gemm_c4_tile(int isa, const float* a, ptrdiff_t a_stride,
+                                     const ptrdiff_t* koff, ptrdiff_t P, ptrdiff_t K,
+                                     const float* w, const float* bias, float* d,
+                                     ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi) {
+#if MNNPY_X86
+    if (isa == MNNPY_ISA_AVX512 && P > 1 && K >= MNNPY_BCAST_MIN_K) {
+        mnnpy_gemm_bcast512(a, a_stride, koff, P, K, w, bias, d, d_stride, oc, lo, hi);
+        return;
+    }
+#endif
+    if (koff)
+        mnnpy_gemm_c4_panels(isa, a, koff, P, K, w, bias, d, d_stride, oc, lo, hi);
+    else
+        mnnpy_gemm_c4(isa, a, a_stride, P, K, w, bias, d, d_stride, oc, lo, hi);
 }
 
 #endif /* MNNPY_GEMM_BCAST512_H */

@@ -20,7 +20,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.stdlib cimport malloc
 
 from mnnpy.backend.cpu.kernels.gemm cimport (
-    KernelCall, cdiv, current_isa, mnnpy_gemm_c4, split_work)
+    KernelCall, cdiv, current_isa, split_work)
 
 
 cdef extern from "winograd_kernels.h" nogil:
@@ -30,6 +30,12 @@ cdef extern from "winograd_kernels.h" nogil:
     void mnnpy_wino_output(int isa, int a, const float* m, ptrdiff_t xs, const float* bias,
                            float* plane, ptrdiff_t oh, ptrdiff_t ow, ptrdiff_t tw,
                            ptrdiff_t t0, ptrdiff_t nt, ptrdiff_t lanes, float lo, float hi)
+
+
+cdef extern from "gemm_bcast512.h" nogil:
+    void mnnpy_gemm_c4_tile(int isa, const float* a, ptrdiff_t a_stride, const ptrdiff_t* koff,
+                            ptrdiff_t P, ptrdiff_t K, const float* w, const float* bias, float* d,
+                            ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
 
 
 cdef extern from "winograd_weight.h" nogil:
@@ -240,9 +246,9 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
                              g.left, t0, nt, tin + cb * ts, xs_in)
         last[tid] = piece
     for xi in range(a2):
-        mnnpy_gemm_c4(g.isa, tin + xi * xs_in, ts, nt, g.ic,
-                      w + (xi * g.n16 * 16 + o0) * g.ic, NULL, tout + xi * xs_out, ts, ocn,
-                      -INFINITY, INFINITY)
+        mnnpy_gemm_c4_tile(g.isa, tin + xi * xs_in, ts, NULL, nt, g.ic,
+                           w + (xi * g.n16 * 16 + o0) * g.ic, NULL, tout + xi * xs_out, ts, ocn,
+                           -INFINITY, INFINITY)
     for cb in range(cdiv(ocn, 4)):
         mnnpy_wino_output(g.isa, g.a, tout + cb * ts, xs_out, bias + o0 + 4 * cb,
                           out + (o0 // 4 + cb) * g.oh * g.ow * 4, g.oh, g.ow, g.tw, t0, nt,
