@@ -73,13 +73,18 @@ def test_gemm_conv_with_residual(isa: str, case: int, first: bool, relu: bool) -
 
 
 def test_residual_checks() -> None:
-    """A short residual buffer and a gathered convolution are refused before any run."""
+    """A short residual buffer, output channels not in whole blocks of 4 and a gathered
+    convolution are refused before any run."""
     src = np.zeros(64, np.float32)
     shape, window = (1, 4, 4, 4, 4, 4, 4), (1, 1, 1, 1, 1, 1, 0, 0)
     w, b, t = np.zeros(64, np.float32), np.zeros(16, np.float32), np.zeros(1, np.float32)
     with pytest.raises(ValueError, match="residual buffer too small"):
         G.bind_conv2d(src, src.copy(), w, b, t, shape, window, -1, 1, 16, 1, False, False, -1,
                       np.zeros(63, np.float32))  # fmt: skip
+    odd = (1, 4, 4, 4, 6, 4, 4)  # 6 output channels: the last block's padding lanes
+    with pytest.raises(ValueError, match="whole blocks of 4"):
+        G.bind_conv2d(src, np.zeros(128, np.float32), w, b, t, odd, window, -1, 1, 16, 1, False,
+                      False, -1, np.zeros(128, np.float32))  # fmt: skip
     big = (4, 4, 1, 1, 4, 1, 1)
     t = np.zeros(G.scratch_size(big, window, 16, 1, True, False), np.float32)
     with pytest.raises(ValueError, match="gathered"):

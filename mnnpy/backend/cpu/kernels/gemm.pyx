@@ -314,10 +314,11 @@ def bind_conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
     when called with no arguments (a session's prepared step, ``Execution.bind``); ``act``
     fuses an activation (module docstring).
 
-    ``residual`` (not with ``gather``): a float32 buffer laid out as ``dst`` that a BinaryOp
-    ADD adds to the convolution's output (its first operand when ``residual_first``, then
-    its ReLU when ``residual_relu``): each output tile gets the add while in cache, with the
-    BinaryOp's own loop, so the bits are those of the convolution and the Add run apart.
+    ``residual`` (not with ``gather``; output channels a multiple of 4): a float32 buffer laid
+    out as ``dst`` that a BinaryOp ADD adds to the convolution's output (its first operand
+    when ``residual_first``, then its ReLU when ``residual_relu``): each output tile gets the
+    add while in cache, with the BinaryOp's own loop, so the bits are those of the
+    convolution and the Add run apart.
     """
     cdef Conv2dCall call = _bind(src, dst, weight, bias, scratch, shape, window, lo, hi, tile,
                                  num_thread, gather, shift, act)
@@ -326,6 +327,9 @@ def bind_conv2d(const float[::1] src, float[::1] dst, const float[::1] weight,
         return call
     if gather:
         raise ValueError("a residual add cannot be fused into a gathered convolution")
+    if call.g.oc % 4:  # the add would run on the last block's padding lanes too
+        raise ValueError(f"a residual add needs output channels in whole blocks of 4, not "
+                         f"{call.g.oc}")
     r = residual
     if r.shape[0] < call.g.batch * call.g.oc4 * call.g.ohw * 4:
         raise ValueError(f"residual buffer too small: {r.shape[0]} for shape {shape!r}")
