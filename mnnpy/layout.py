@@ -39,6 +39,15 @@ def is_packed(shape: Sequence[int], fmt: DimensionFormat) -> bool:
     return fmt == DimensionFormat.NC4HW4 and len(shape) >= 2
 
 
+def packed_as_plain(shape: Sequence[int]) -> bool:
+    """Whether NC4HW4 storage of this NCHW shape holds its values in plain (C) order.
+
+    True for ``[N, C, 1, ..., 1]`` with ``C`` a multiple of 4 (a token's or an RNN state's
+    ``[1, C, 1, 1]``): each block's 4 lanes are 4 consecutive channels, with no padding.
+    """
+    return len(shape) >= 2 and shape[1] % 4 == 0 and math.prod(shape[2:]) == 1
+
+
 def storage_elements(shape: Sequence[int], fmt: DimensionFormat) -> int:
     """Number of elements the storage of a tensor needs (NC4HW4 pads channels to 4)."""
     if is_packed(shape, fmt):

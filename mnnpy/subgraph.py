@@ -21,6 +21,7 @@ from mnnpy.errors import InvalidModelError, MNNError
 from mnnpy.schedule import schedule
 from mnnpy.session import Session
 from mnnpy.tensor import Tensor, TensorUsage
+from mnnpy.tensor_format import DimensionFormat
 
 if TYPE_CHECKING:
     from mnnpy.net import SubGraph
@@ -28,16 +29,28 @@ if TYPE_CHECKING:
 __all__ = ["SubgraphSession", "copy_value"]
 
 
+def _storage_order(t: Tensor) -> DimensionFormat | None:
+    """The logical order ``t``'s storage holds its values in; None for NC4HW4 blocks.
+
+    A packed ``[N, C, 1, 1]`` with ``C`` a multiple of 4 (an RNN state) is NCHW order.
+    """
+    if t.is_packed:
+        return DimensionFormat.NCHW if layout.packed_as_plain(t.shape) else None
+    return t.dimension_format
+
+
 def copy_value(dst: Tensor, src: Tensor, offset: int = 0) -> None:
     """Copy ``src``'s values into ``dst`` (at element ``offset`` of a plain ``dst``).
 
-    Plain layouts of one dtype copy storage to storage, once; others convert through NumPy.
+    Storages holding the values in one order (plain layouts, a packed ``[N, C, 1, 1]``) of one
+    dtype copy storage to storage, once; others convert through NumPy.
     """
     n = src.element_size
-    plain = not src.is_packed and not dst.is_packed and src.dtype == dst.dtype
-    if plain and src.dimension_format == dst.dimension_format and src.host is not None:
-        np.copyto(dst.buffer[offset : offset + n], src.buffer[:n])
-        return
+    order = _storage_order(src)
+    if order is not None and order == _storage_order(dst) and src.dtype == dst.dtype:
+        if src.host is not None and (not dst.is_packed or dst.shape == src.shape):
+            np.copyto(dst.buffer[offset : offset + n], src.buffer[:n])
+            return
     value = layout.to_format(src.numpy(), src.dimension_format, dst.dimension_format)
     if offset or dst.element_size != n:
         dst.buffer[offset : offset + n] = value.astype(dst.dtype, copy=False).reshape(-1)

@@ -96,3 +96,25 @@ def test_size_that_cannot_fit_is_an_error_before_the_begin_is_known() -> None:
             fmt=DimensionFormat.NCHW,
         )
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+@pytest.mark.parametrize("fmt", [NC4HW4, NCHW, NHWC])
+@pytest.mark.parametrize("c", [3, 4, 5, 17])
+@pytest.mark.parametrize("first", [0, 2, 3, -1, -4])
+def test_run_time_begin_of_whole_rows(c: int, fmt: DimensionFormat, first: int) -> None:
+    """A GRU / LSTM body's gate slice (only dim 0 cut, begin read at run time) is one storage
+    copy of the rows (``CPUSliceTfAtRun.bind``); negative begins go through the checks."""
+    x = np.random.default_rng(c).standard_normal((4, c, 1, 3)).astype(np.float32)
+    b, s = np.array([first, 0, 0, 0], np.int32), np.array([1, c, 1, 3], np.int32)
+    for t in (1, 2):
+        (got,) = run_op(OpType.SliceTf, [x, b, s], consts={2: s}, fmt=fmt, num_thread=t)
+        np.testing.assert_array_equal(got, x[first % 4 : first % 4 + 1])
+
+
+@pytest.mark.parametrize("begin", [[4, 0], [-5, 0], [1, 1], [0, -1]])
+def test_run_time_begin_of_whole_rows_out_of_range(begin: list[int]) -> None:
+    x, b, s = np.zeros((4, 3), np.float32), np.array(begin, np.int32), np.array([1, 3], np.int32)
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.SliceTf, [x, b, s], consts={2: s}, fmt=DimensionFormat.NCHW)
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+    assert "SliceTf" in str(e.value)

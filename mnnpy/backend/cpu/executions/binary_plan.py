@@ -11,7 +11,9 @@ import numpy as np
 
 from mnnpy.backend.cpu.kernels import eltwise as K
 from mnnpy.errors import NotSupportError
+from mnnpy.layout import packed_as_plain
 from mnnpy.tensor import Tensor
+from mnnpy.tensor_format import DimensionFormat
 
 __all__ = ["broadcast_plan", "channel_broadcast", "lane_compatible"]
 
@@ -23,8 +25,15 @@ def lane_compatible(t: Tensor, out: Tensor) -> bool:
     if t.element_size != out.element_size:
         return False
     packed, out_packed = t.is_packed, out.is_packed  # each asked once (it asks the backend)
-    if packed or out_packed:
-        return packed and out_packed and t.shape == out.shape
+    if packed and out_packed:
+        return t.shape == out.shape
+    if packed or out_packed:  # one packed: its storage must be the other's plain order
+        plain = out if packed else t
+        return (
+            t.shape == out.shape
+            and plain.dimension_format != DimensionFormat.NHWC
+            and packed_as_plain(t.shape)
+        )
     return True  # plain storage is the C order of the logical array; extra 1-dims do not move it
 
 
