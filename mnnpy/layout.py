@@ -77,6 +77,22 @@ def unpack_nc4hw4(buf: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     return np.array(out, order="C").reshape(tuple(shape))
 
 
+def unpack_into(buf: np.ndarray, shape: Sequence[int], out: np.ndarray) -> None:
+    """Unpack flat NC4HW4 storage into ``out``, the flat plain storage of ``(N, C, *spatial)``.
+
+    No temporary: strided copies of the full 4-channel blocks, then of the last partial one.
+    """
+    n, c = shape[0], shape[1]
+    area, full = math.prod(shape[2:]), c // 4
+    packed = buf[: n * c4(c) * area * 4].reshape(n, c4(c), area, 4)
+    dst = out[: n * c * area].reshape(n, c, area)
+    if full:  # splitting dim 1 of a C-ordered view is always a view
+        blocks = dst[:, : full * 4].reshape(n, full, 4, area)
+        np.copyto(blocks, packed[:, :full].transpose(0, 1, 3, 2))
+    if c > full * 4:
+        np.copyto(dst[:, full * 4 :], packed[:, full, :, : c - full * 4].transpose(0, 2, 1))
+
+
 def unpack_mnn_const(values: np.ndarray, dims: Sequence[int]) -> np.ndarray:
     """The logical (NCHW-ordered) array of a model constant stored in NC4HW4 (rank >= 2).
 

@@ -43,13 +43,18 @@ def copy_value(dst: Tensor, src: Tensor, offset: int = 0) -> None:
     """Copy ``src``'s values into ``dst`` (at element ``offset`` of a plain ``dst``).
 
     Storages holding the values in one order (plain layouts, a packed ``[N, C, 1, 1]``) of one
-    dtype copy storage to storage, once; others convert through NumPy.
+    dtype copy storage to storage, once; NC4HW4 into NCHW unpacks without a temporary; others
+    convert through NumPy.
     """
     n = src.element_size
     order = _storage_order(src)
     if order is not None and order == _storage_order(dst) and src.dtype == dst.dtype:
         if src.host is not None and (not dst.is_packed or dst.shape == src.shape):
             np.copyto(dst.buffer[offset : offset + n], src.buffer[:n])
+            return
+    if src.is_packed and _storage_order(dst) == DimensionFormat.NCHW and src.host is not None:
+        if src.dtype == dst.dtype and (offset or dst.element_size != n or dst.shape == src.shape):
+            layout.unpack_into(src.buffer, src.shape, dst.buffer[offset : offset + n])
             return
     value = layout.to_format(src.numpy(), src.dimension_format, dst.dimension_format)
     if offset or dst.element_size != n:

@@ -65,3 +65,17 @@ def test_copy_value_between_packed_and_plain(shape: tuple[int, ...]) -> None:
     rows = tensor((3, *shape[1:]), NCHW)  # a scan output's row
     copy_value(rows, tensor(shape, NC4HW4, x), x.size)
     np.testing.assert_array_equal(rows.numpy()[1:2], x)
+
+
+@pytest.mark.parametrize(
+    "shape", [(1, 1, 256), (2, 5, 3, 2), (1, 16, 1, 1), (3, 4), (2, 7), (1, 9, 4)]
+)
+def test_unpack_into_matches_unpack(shape: tuple[int, ...]) -> None:
+    """NC4HW4 -> plain without a temporary (an LSTM's packed ``[1, 1, 256]`` state): the values
+    of ``unpack_nc4hw4``, nothing written past the tensor."""
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    buf = layout.pack_nc4hw4(x)
+    out = np.full(x.size + 5, 7, np.float32)
+    layout.unpack_into(buf, shape, out)
+    np.testing.assert_array_equal(out[: x.size], layout.unpack_nc4hw4(buf, shape).ravel())
+    assert (out[x.size :] == 7).all()
