@@ -68,13 +68,9 @@ def pack_nc4hw4(x: np.ndarray) -> np.ndarray:
 
 def unpack_nc4hw4(buf: np.ndarray, shape: Sequence[int]) -> np.ndarray:
     """Unpack flat NC4HW4 storage into a new logical ``(N, C, *spatial)`` array."""
-    n, c = shape[0], shape[1]
-    area = math.prod(shape[2:])
-    blocks = c4(c)
-    packed = buf[: n * blocks * area * 4].reshape(n, blocks, area, 4)
-    out = packed.transpose(0, 1, 3, 2).reshape(n, blocks * 4, area)[:, :c, :]
-    # always a copy: with one spatial element ``out`` can already be a contiguous view of ``buf``
-    return np.array(out, order="C").reshape(tuple(shape))
+    out = np.empty(math.prod(shape), dtype=buf.dtype)
+    unpack_into(buf, shape, out)
+    return out.reshape(tuple(shape))
 
 
 def unpack_into(buf: np.ndarray, shape: Sequence[int], out: np.ndarray) -> None:

@@ -437,7 +437,7 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
     image ``n * group + gi`` of the plan in the input, the padded copy and the output, and its
     weight / bias panels are the gi-th; one parallel loop runs all groups' items."""
     cdef Py_ssize_t rows = g.batch * group * g.ic4 * g.ihp, it, y, iy, n, o0, c, piece, r, r1, cw
-    cdef Py_ssize_t gi, ws = cdiv(g.oc, 16) * 16
+    cdef Py_ssize_t gi, ws = cdiv(g.oc, 16) * 16, off
     cdef Py_ssize_t x0 = min(g.left, g.iwp), x1 = min(g.left + g.iw, g.iwp), plane
     cdef const float* s
     cdef float* t
@@ -463,15 +463,12 @@ cdef void _shifted(const Plan* g, const float* src, float* dst, const float* w,
         o0 = _chunk0(g, c)
         cw = _chunk0(g, c + 1) - o0
         while r < r1:
+            off = (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4  # the row in dst
             mnnpy_gemm_c4_tile(
                 _isa, padded + (n * g.ic4 * plane) + r * g.iwp * 4, 0, koff, g.ow, g.k,
-                w + (gi * ws + o0) * g.k, bias + gi * ws + o0,
-                dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4, g.ohw * 4,
-                cw, lo, hi)
-            post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4,
-                     cdiv(cw, 4), g.ohw * 4, g.ow * 4)
-            post_add(g, dst, (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + r * g.ow) * 4,
-                     cdiv(cw, 4), g.ohw * 4, g.ow * 4)
+                w + (gi * ws + o0) * g.k, bias + gi * ws + o0, dst + off, g.ohw * 4, cw, lo, hi)
+            post_act(g.act, dst + off, cdiv(cw, 4), g.ohw * 4, g.ow * 4)
+            post_add(g, dst, off, cdiv(cw, 4), g.ohw * 4, g.ow * 4)
             r = r + 1
 
 
@@ -516,6 +513,7 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
     cdef Py_ssize_t n = piece // g.ntile, p0 = (piece % g.ntile) * g.tile
     cdef Py_ssize_t pixels = min(g.tile, g.ohw - p0), o0 = _chunk0(g, c)
     cdef Py_ssize_t cw = _chunk0(g, c + 1) - o0
+    cdef Py_ssize_t off = (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4  # the tile in dst
     cdef const float* a
     cdef Py_ssize_t a_stride
     if g.direct:
@@ -529,21 +527,16 @@ cdef void _item(const Plan* g, const float* src, float* dst, const float* w,
                          pixels, <float*>a, g.tile)
             last[tid] = piece
     if g.bcast:
-        mnnpy_gemm_c4_bcast(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
-                            dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
-                            cw, lo, hi)
+        mnnpy_gemm_c4_bcast(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0, dst + off,
+                            g.ohw * 4, cw, lo, hi)
     elif g.direct:  # a direct tile of a large map (the AVX-512 blocking measured 2% slower there)
-        mnnpy_gemm_c4(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0,
-                      dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
-                      cw, lo, hi)
+        mnnpy_gemm_c4(_isa, a, a_stride, pixels, g.k, w + o0 * g.k, bias + o0, dst + off,
+                      g.ohw * 4, cw, lo, hi)
     else:  # an im2col tile
         mnnpy_gemm_c4_tile(_isa, a, a_stride, NULL, pixels, g.k, w + o0 * g.k, bias + o0,
-                           dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, g.ohw * 4,
-                           cw, lo, hi)
-    post_act(g.act, dst + (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4,
-             cdiv(cw, 4), g.ohw * 4, pixels * 4)
-    post_add(g, dst, (n * g.oc4 * g.ohw + (o0 // 4) * g.ohw + p0) * 4, cdiv(cw, 4), g.ohw * 4,
-             pixels * 4)
+                           dst + off, g.ohw * 4, cw, lo, hi)
+    post_act(g.act, dst + off, cdiv(cw, 4), g.ohw * 4, pixels * 4)
+    post_add(g, dst, off, cdiv(cw, 4), g.ohw * 4, pixels * 4)
 
 
 cdef inline Py_ssize_t _chunk0(const Plan* g, Py_ssize_t c) noexcept nogil:
