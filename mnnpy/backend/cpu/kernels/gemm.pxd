@@ -15,6 +15,15 @@ cdef extern from "gemm_kernels.h" nogil:
                       ptrdiff_t ow, const ptrdiff_t* win, ptrdiff_t p0, ptrdiff_t n,
                       float* t, ptrdiff_t T)
 
+# gemm_bcast512.h's blocking (direct 1x1 on small maps; tiles and Winograd positions, K >= 128)
+cdef extern from "gemm_bcast512.h" nogil:
+    void mnnpy_gemm_c4_bcast(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P,
+                             ptrdiff_t K, const float* w, const float* bias, float* d,
+                             ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
+    void mnnpy_gemm_c4_tile(int isa, const float* a, ptrdiff_t a_stride, const ptrdiff_t* koff,
+                            ptrdiff_t P, ptrdiff_t K, const float* w, const float* bias, float* d,
+                            ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
+
 cdef int current_isa() noexcept nogil
 
 

@@ -39,14 +39,6 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 
-cdef extern from "gemm_bcast512.h" nogil:
-    void mnnpy_gemm_c4_bcast(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P,
-                             ptrdiff_t K, const float* w, const float* bias, float* d,
-                             ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
-    void mnnpy_gemm_c4_tile(int isa, const float* a, ptrdiff_t a_stride, const ptrdiff_t* koff,
-                            ptrdiff_t P, ptrdiff_t K, const float* w, const float* bias, float* d,
-                            ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
-
 # direct 1x1 convolutions on maps up to this many pixels use gemm_bcast512.h's blocking (same
 # bits; 0.7-0.85x per GEMM on MobileNetV2's 7x7-28x28 layers, neutral at 56x56)
 BCAST_MAX_PIXELS = 2048

@@ -16,15 +16,10 @@ The reference is ``gemm.conv2d`` followed by ``pool.avg_pool`` (tests/kernels/te
 from cython.parallel cimport prange, threadid
 from libc.stddef cimport ptrdiff_t
 
-from mnnpy.backend.cpu.kernels.gemm cimport KernelCall, cdiv, current_isa
+from mnnpy.backend.cpu.kernels.gemm cimport (
+    KernelCall, cdiv, current_isa, mnnpy_gemm_c4_bcast)
 
 from mnnpy.backend.cpu.kernels.gemm import BCAST_MAX_PIXELS, FUSED_ACTS
-
-
-cdef extern from "gemm_bcast512.h" nogil:
-    void mnnpy_gemm_c4_bcast(int isa, const float* a, ptrdiff_t a_stride, ptrdiff_t P,
-                             ptrdiff_t K, const float* w, const float* bias, float* d,
-                             ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
 
 
 cdef extern from "unary_kernels.h" nogil:

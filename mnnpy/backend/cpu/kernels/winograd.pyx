@@ -20,7 +20,7 @@ from libc.stddef cimport ptrdiff_t
 from libc.stdlib cimport malloc
 
 from mnnpy.backend.cpu.kernels.gemm cimport (
-    KernelCall, cdiv, current_isa, split_work)
+    KernelCall, cdiv, current_isa, mnnpy_gemm_c4_tile, split_work)
 
 
 cdef extern from "winograd_kernels.h" nogil:
@@ -30,12 +30,6 @@ cdef extern from "winograd_kernels.h" nogil:
     void mnnpy_wino_output(int isa, int a, const float* m, ptrdiff_t xs, const float* bias,
                            float* plane, ptrdiff_t oh, ptrdiff_t ow, ptrdiff_t tw,
                            ptrdiff_t t0, ptrdiff_t nt, ptrdiff_t lanes, float lo, float hi)
-
-
-cdef extern from "gemm_bcast512.h" nogil:
-    void mnnpy_gemm_c4_tile(int isa, const float* a, ptrdiff_t a_stride, const ptrdiff_t* koff,
-                            ptrdiff_t P, ptrdiff_t K, const float* w, const float* bias, float* d,
-                            ptrdiff_t d_stride, ptrdiff_t oc, float lo, float hi)
 
 
 cdef extern from "winograd_weight.h" nogil:
