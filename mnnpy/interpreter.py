@@ -14,7 +14,7 @@ from enum import IntEnum
 from typing import Any
 
 from mnnpy.backend.context import config_forward_types, new_network_id, notify
-from mnnpy.backend.plugins import RuntimeOptions, load_default_plugins, load_plugins
+from mnnpy.backend.plugins import RuntimeOptions, load_plugins
 from mnnpy.config import (
     PACK_THREAD,
     BackendConfig,
@@ -87,8 +87,9 @@ class Interpreter:
 
     Args:
         path: a ``.mnn`` file.
-        runtime_options: how plugin backends are discovered (default: entry points and
-            ``MNNPY_BACKEND_PATH``, once per process).
+        runtime_options: how plugin backends are discovered, loaded now. Default: the
+            entry points and ``MNNPY_BACKEND_PATH``, once per process, when a session first
+            asks for a forward type that no backend has registered (or the types are listed).
         external: the weight file of a model converted with ``--saveExternalData`` (a path or
             its bytes); by default ``<path>.weight`` beside the model, as MNN looks for it.
         enable_mmap: map the model file and the weight file read-only instead of reading them
@@ -110,7 +111,8 @@ class Interpreter:
         external: ExternalSource | None = None,
         enable_mmap: bool | None = None,
     ) -> None:
-        load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
+        if runtime_options is not None:  # else the default plugins load on first use
+            load_plugins(runtime_options)
         mapped = mmap_enabled(enable_mmap)
         try:
             with open(path, "rb", buffering=0) as f:
@@ -146,7 +148,8 @@ class Interpreter:
         ``external`` is the weight file (a path or its bytes) of a model converted with
         ``--saveExternalData``.
         """
-        load_plugins(runtime_options) if runtime_options is not None else load_default_plugins()
+        if runtime_options is not None:  # else the default plugins load on first use
+            load_plugins(runtime_options)
         self = cls.__new__(cls)
         with _gc_paused():
             net = load_net(data)
