@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mnnpy.tooling.bench_worker import ENGINES, PEERS
-from mnnpy.tooling.benchmark import _Worker, bench_model, print_table, runtime_report
+from mnnpy.tooling.benchmark import CREATES, _Worker, bench_model, print_table, runtime_report
 from mnnpy.tooling.benchmark import main as bench_main
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -34,11 +34,11 @@ def test_bench_mnnpy_alone_and_against_mnn(capsys):
 
 
 def test_runtime_create_is_the_median_of_fresh_processes():
-    report = runtime_report([DATA / "batch2.mnn"], None, 1, 0, ["mnnpy"])  # CREATES: 3
+    report = runtime_report([DATA / "batch2.mnn"], None, 1, 0, ["mnnpy"])
     got = report["models"][0]["mnnpy"]
     runs = got["create_ms_runs"]
-    assert len(runs) == 3 and all(ms > 0 for ms in runs)
-    assert got["create_ms"] == sorted(runs)[1]  # the middle one of three processes
+    assert CREATES % 2 == 1 and len(runs) == CREATES and all(ms > 0 for ms in runs)
+    assert got["create_ms"] == sorted(runs)[CREATES // 2]  # the middle one of the processes
     assert got["resize_ms"] > 0 or "resize_error" in got  # the last process times the resizes
 
 
