@@ -100,6 +100,7 @@ def test_weights_count_and_free_in_every_mode(memory: MemoryMode) -> None:
     assert backend.static_bytes == 0
     if pooled:
         assert backend._statics is not None and backend._statics.chunks == []
+        assert backend._small_statics is not None and backend._small_statics.chunks == []
 
 
 @pytest.mark.parametrize("memory", [MemoryMode.NORMAL, MemoryMode.LOW])
@@ -118,13 +119,48 @@ def test_static_empties_share_one_piece(memory: MemoryMode) -> None:
     assert all(x.ctypes.data % 64 == 0 and not x.any() for x in (w, b, h))
     spans = sorted((x.ctypes.data, x.ctypes.data + x.nbytes) for x in (w, b, h))
     assert all(e <= s for (_, e), (s, _) in zip(spans, spans[1:], strict=False))
-    if memory == MemoryMode.NORMAL:  # one piece of one chunk
-        assert backend._statics is not None and len(backend._statics.chunks) == 1
+    if memory == MemoryMode.NORMAL:  # one piece of one small-page chunk
+        assert backend._small_statics is not None and len(backend._small_statics.chunks) == 1
         assert spans[-1][0] - spans[0][0] == 192 + 64  # 148 bytes padded to 192, then 20 to 64
     w[:], b[:], h[:] = 1, 2, 3
     del owner, w, b, h
     gc.collect()
     assert backend.static_bytes == 0
+
+
+def test_small_pieces_the_caller_writes_stay_out_of_huge_page_chunks() -> None:
+    """static_empties up to SMALL_PIECE bytes: chunks under NumPy's 4 MiB huge-page advice;
+    bigger ones, and static_floats (the panels the helper thread writes), the big chunks."""
+    from mnnpy.backend.cpu import backend as B
+
+    backend = CPUBackend(1, BackendConfig())
+    backend.static_reserve(np.frombuffer(bytes(CHUNK_BYTES), np.uint8)[:64].view(np.float32))
+
+    class Owner:
+        pass
+
+    owners = [Owner() for _ in range(4)]
+    norm = backend.static_empties(((256, np.float32), (256, np.float32)), owners[0])
+    big = backend.static_empty(B.SMALL_PIECE // 4 + 1, np.float32, owners[1])
+    panels = backend.static_floats((16, 16), owners[2])
+    small, large = backend._small_statics, backend._statics
+    assert small is not None and large is not None
+    assert small.held_bytes < 4 << 20 and all(c.memory.size < 4 << 20 for c in small.chunks)
+
+    def home(a: np.ndarray) -> StaticAllocator:
+        at = a.ctypes.data
+        found = [s for s in (small, large) for c in s.chunks if
+                 c.memory.ctypes.data <= at < c.memory.ctypes.data + c.memory.size]  # fmt: skip
+        assert len(found) == 1
+        return found[0]
+
+    assert home(norm[0]) is small and home(norm[1]) is small
+    assert home(big) is large and home(panels[0]) is large
+    assert backend.static_bytes == 2048 + big.nbytes + 128
+    del norm, big, panels
+    owners.clear()
+    gc.collect()
+    assert backend.static_bytes == 0 and small.chunks == [] and large.chunks == []
 
 
 @pytest.mark.parametrize("sizes", [(37, 5), (16 * 9, 16), (0, 3), (1,)])

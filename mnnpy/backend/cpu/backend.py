@@ -30,6 +30,10 @@ from mnnpy.tensor import Tensor
 __all__ = ["CPUBackend", "MemoryInfo", "cpu_backend"]
 
 _ALIGN = 64
+# static_empties pieces of up to this many bytes come from chunks of SMALL_CHUNK bytes, under
+# the 4 MiB from which NumPy asks for huge pages: 4 KiB pages, faulted one at a time
+SMALL_PIECE = 64 << 10
+SMALL_CHUNK = 2 << 20
 _F32 = np.dtype(np.float32)
 _DYNAMIC, _STATIC = StorageType.DYNAMIC, StorageType.STATIC
 
@@ -138,8 +142,12 @@ class CPUBackend(Backend):
         self._whole: dict[int, np.ndarray] = {}
         # not under a budget the user set or in LOW memory: there the bytes held must be the plan's
         self._reuse = self.allocator is None and budget is None and not self.low_memory
-        # there too, executions' weights are carved from big chunks (static_empty)
+        # there too, executions' weights are carved from big chunks (static_floats: the helper
+        # thread writes them); the small pieces the caller writes (static_empties: norms'
+        # weights, biases) from chunks too small for huge pages, so that no op's creation is
+        # the first to touch a 2 MiB page (a fault that zeroes it: 0.3-0.7 ms, more on a VM)
         self._statics = StaticAllocator(_ALIGN) if self._reuse else None
+        self._small_statics = StaticAllocator(_ALIGN, SMALL_CHUNK) if self._reuse else None
         # id(weak reference to an owner) -> (it, bytes, piece): released when the owner dies
         self._owned: dict[int, tuple[weakref.ref, int, Piece]] = {}
         # True once the first chunk's size was hinted (static_reserve), or with no chunks
@@ -427,8 +435,7 @@ class CPUBackend(Backend):
         Carved from one piece (each 64-byte aligned): one allocation and one release for an
         execution's weight and bias. They count as their own bytes, as ``static_empty`` would.
         """
-        statics = self._statics
-        if statics is None:  # a buffer each, from on_acquire_buffer
+        if self._statics is None:  # a buffer each, from on_acquire_buffer
             return [self.static_empty(n, dtype, owner) for n, dtype in arrays]
         dtypes, starts, nbytes, total = [], [], 0, 0
         for n, dtype in arrays:
@@ -441,6 +448,8 @@ class CPUBackend(Backend):
         held = self.static_bytes + self.dynamic_bytes + self.separate_bytes
         if held + nbytes > self.memory_budget:  # the message only when it fails
             self._check_budget(nbytes, f"static buffer 'static:{type(owner).__name__}'")
+        statics = self._small_statics if total <= SMALL_PIECE else self._statics
+        assert statics is not None
         raw, piece = statics.alloc(total, lambda: self._static_what(owner))
         self.static_bytes += nbytes
         ref = weakref.ref(owner, self._owner_gone)  # lighter than weakref.finalize, per op
@@ -508,8 +517,7 @@ class CPUBackend(Backend):
     def _release_static(self, nbytes: int, block: Any = None) -> None:
         self.static_bytes -= nbytes
         if isinstance(block, Piece):
-            assert self._statics is not None
-            self._statics.free(block)
+            block.home.free(block)
         else:
             free_block(self.allocator, block)
 

@@ -51,13 +51,14 @@ class _Chunk:
 class Piece:
     """A piece handed out by :meth:`StaticAllocator.alloc`: give it to ``free`` once."""
 
-    __slots__ = ("chunk", "freed", "offset", "size")
+    __slots__ = ("chunk", "freed", "home", "offset", "size")
 
-    def __init__(self, chunk: _Chunk, offset: int, size: int) -> None:
+    def __init__(self, chunk: _Chunk, offset: int, size: int, home: StaticAllocator) -> None:
         self.chunk = chunk
         self.offset = offset
         self.size = size
         self.freed = False
+        self.home = home  # the allocator to give it back to
 
 
 class StaticAllocator:
@@ -135,7 +136,7 @@ class StaticAllocator:
             chunk.top = max(chunk.top, offset + size)
         if self._pending:  # frees queued while the lock was held
             self._drain()
-        return view, Piece(chunk, offset, size)
+        return view, Piece(chunk, offset, size, self)
 
     def free(self, piece: Piece) -> None:
         """Give ``piece`` back (a second call for the same piece does nothing)."""
