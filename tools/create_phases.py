@@ -27,7 +27,7 @@ from pathlib import Path
 
 # (module, attribute path, label): the phases of Interpreter(path) and create_session
 PHASES = [
-    ("mnnpy.interpreter", "load_default_plugins", "plugin discovery"),
+    ("mnnpy.backend.lookup", "load_default_plugins", "plugin discovery (first use)"),
     ("mnnpy.interpreter", "load_net", "load_net (parse)"),
     ("mnnpy.interpreter", "schedule", "schedule"),
     ("mnnpy.session", "Session.__init__", "Session.__init__"),
