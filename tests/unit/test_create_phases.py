@@ -37,7 +37,8 @@ def test_two_creations_per_process_with_nested_phases(phases) -> None:
         assert r["total"] >= r["create_session"] > 0
         assert r["create_session"] >= r["optimize_units"] >= r["  _place_all"] > 0
         assert r["  _place_all"] >= r["    place (on_create)"] > 0
-    assert "plugin discovery" in runs[0][0]  # once per process: timed in the first only
+    # plugins load on a forward type's first use: a CPU session does not scan for them
+    assert not any(label.startswith("plugin discovery") for r in runs[0] for label in r)
     text = phases.table(MODEL, runs)
     assert text.splitlines()[0].startswith("conv_relu_pool_fc (1 fresh processes")
     assert any(line.split()[0] == "plan_geometry" for line in text.splitlines()[2:])
