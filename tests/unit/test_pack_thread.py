@@ -76,12 +76,13 @@ def test_a_model_is_the_same_with_and_without_the_thread(
 
 def test_a_fusion_reads_queued_weights_once_written(queued: list[int]) -> None:
     """``CPUConvolutionGroup.from_parts`` copies the parts' panels during the resize, while
-    their copies may still be queued: it reads them through ``weight``, which waits."""
+    their copies may still be queued: it queues its copies after theirs (on the same thread, in
+    order), and its ``weight`` waits for them."""
     group, icg, ocg, k = 4, 8, 4, (3, 3)
     model, params = _net(group, icg, ocg, k, [1, 1, 1, 1], (2, 32, 9, 7))
     session = mnnpy.Interpreter.from_buffer(model).create_session(mnnpy.ScheduleConfig())
     (ex,) = [u.execution for u in session.pipelines[0].units if type(u.execution) is Group]
-    assert len([n for n in queued if n >= 0]) == (group if THREADS else 0)
+    assert len([n for n in queued if n >= 0]) == (2 * group if THREADS else 0)  # parts, group
     w = np.concatenate([p.weight.reshape(ocg, icg, *k) for p in params])
     assert np.array_equal(ex.weight, Group.pack_weight(w, group))
 

@@ -122,9 +122,10 @@ def _grouped(view: SubgraphView, sl: Node, convs: list[Node], cat: Node) -> Subs
     if conv_geometry(grouped, x.shape).out_channels != cat.outputs[0].shape[1]:
         return None
     parts = [m.execution for m in convs if isinstance(m.execution, CPUConvolutionGemm)]
-    sizes = (parts[0].weight.size, parts[0].bias.size)
+    # their arrays, not ``weight``: a copy still queued is not waited for (from_parts queues)
+    sizes = (parts[0]._weight.size, parts[0]._bias.size)
     if len(parts) != group or any(
-        p.weight.dtype != np.float32 or (p.weight.size, p.bias.size) != sizes for p in parts
+        p._weight.dtype != np.float32 or (p._weight.size, p._bias.size) != sizes for p in parts
     ):
         return None  # not float32 panels of one size: left apart
     ex = CPUConvolutionGroup.from_parts(backend, grouped, parts, g.out_channels)

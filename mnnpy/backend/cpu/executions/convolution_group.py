@@ -78,16 +78,27 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         ``pack_bias`` pads each group's bias to 16 as the parts' ``_keep`` did: so the parts'
         packed weights, one after another, are this execution's, and so are their biases. They
         are copied into one STATIC piece, not packed again (``op``: the grouped Convolution;
-        ``ocg``: each part's output channels).
+        ``ocg``: each part's output channels). While the backend's helper thread packs (a
+        resize), the copies are queued there after the parts' own, so the caller does not wait
+        for those; ``weight`` and ``bias`` wait for them on first read.
         """
         first, group = parts[0], len(parts)
         self = cls.__new__(cls)
         CPUConvolutionBase.__init__(self, backend, op, first.in_channels * group)
         self.group, self.icg, self.ocg = group, first.in_channels, ocg
-        sizes = ((group * first.weight.size, _F32), (group * first.bias.size, _F32))
-        self.weight, self.bias = backend.static_empties(sizes, self)
-        np.concatenate([p.weight for p in parts], out=self.weight)
-        np.concatenate([p.bias for p in parts], out=self.bias)
+        n, m = first._weight.size, first._bias.size  # (their copies may still be queued)
+        sizes = ((group * n, _F32), (group * m, _F32))
+        self._weight, self._bias = backend.static_empties(sizes, self)
+        fills = backend.panel_fills
+        if fills is None:
+            np.concatenate([p.weight for p in parts], out=self._weight)
+            np.concatenate([p.bias for p in parts], out=self._bias)
+        else:  # queued after the parts' own copies (one lane, one tap: a plain copy)
+            k = -1
+            for i, p in enumerate(parts):
+                w, b = self._weight[i * n : (i + 1) * n], self._bias[i * m : (i + 1) * m]
+                k = fills.add(p._weight, p._bias, w, b, 1, n, 1, 1, (self, p))
+            self._pending = (fills, k) if k >= 0 else None
         self._tile = 0
         self._scratch_tensor = None
         self._shift = None

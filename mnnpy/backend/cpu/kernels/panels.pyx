@@ -12,7 +12,8 @@ every bit pattern (NaN payloads included) is kept. Sizes are checked before the 
 :class:`PanelFills` does ``fill_conv_f32``'s copies (panels and bias) on a helper thread of its
 own (plain C, never the interpreter), in the order they were added, while the caller goes on;
 ``wait`` returns once a given copy (or all) is done. Every size is checked in ``add``, before the
-copy is queued; the arrays are held until ``close``.
+copy is queued; the arrays are held until ``close``. A copy starts only after those added before
+it ended (also one ``add`` does at once), so a copy may read what an earlier one writes.
 """
 
 from libc.stdlib cimport free, malloc, realloc
@@ -406,7 +407,8 @@ cdef class PanelFills:
             if grown != NULL:
                 q.jobs, q.cap = grown, 2 * q.cap + 16
             mnnpy_unlock(&q.sync)
-            if grown == NULL:
+            if grown == NULL:  # at once, after the copies queued before it (their order kept)
+                self.wait()
                 with nogil:
                     _run(&job)
                 return -1
