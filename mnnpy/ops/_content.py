@@ -15,15 +15,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from mnnpy.errors import ComputeSizeError
+import numpy as np
+
+from mnnpy.errors import ComputeSizeError, NotSupportError
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from mnnpy.net import OpDef
     from mnnpy.tensor import Tensor
 
-__all__ = ["ContentInputs", "content_inputs", "content_of", "declare_content", "waiting_on"]
+__all__ = [
+    "ContentInputs",
+    "axis_in_values",
+    "content_inputs",
+    "content_of",
+    "declare_content",
+    "waiting_on",
+]
 
 # The input indexes whose values a shape function reads: fixed, or chosen from the op and its
 # number of inputs (a Deconvolution reads its last input only with ``hasOutputShape``).
@@ -95,3 +102,27 @@ def content_of(tensor: Tensor, what: str = "") -> np.ndarray:
             "function reading them must declare the input in register_shape(..., content=...)"
         )
     return tensor.describe.content
+
+
+def axis_in_values(rank: int, values: np.ndarray, op_name: str, single: bool = False) -> int:
+    """The axis an input's values name, in ``0..rank-1`` (negative counts from the end).
+
+    MNN reads the first value; ``single``: more than one value is refused instead (an op that
+    would otherwise act along one of several axes).
+
+    Raises:
+        ComputeSizeError: for a non-integer or empty tensor, or an axis out of range.
+        NotSupportError: for more than one value, with ``single``.
+    """
+    flat = np.asarray(values).ravel()
+    if flat.dtype.kind not in "iu":
+        raise ComputeSizeError(f"{op_name} needs an integer axis, got dtype {flat.dtype.name}")
+    if flat.size == 0 or (single and flat.size != 1):
+        raise (NotSupportError if flat.size else ComputeSizeError)(
+            f"{op_name} takes exactly one axis, got {flat.tolist()!r}"
+        )
+    axis = int(flat[0])
+    resolved = axis + rank if axis < 0 else axis
+    if not 0 <= resolved < rank:
+        raise ComputeSizeError(f"{op_name} axis {axis} is out of range for rank {rank}")
+    return resolved

@@ -15,6 +15,7 @@ import numpy as np
 from mnnpy.errors import ComputeSizeError
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import content_of, register_reference, register_shape
+from mnnpy.ops._content import axis_in_values
 from mnnpy.tensor import Tensor
 
 
@@ -25,12 +26,8 @@ def flags(op: OpDef) -> tuple[bool, bool]:
 
 
 def axis_of(rank: int, axis_value: np.ndarray) -> int:
-    """The axis in ``0..rank-1``."""
-    axis = int(np.asarray(axis_value).ravel()[0])
-    resolved = axis + rank if axis < 0 else axis
-    if not 0 <= resolved < rank:
-        raise ComputeSizeError(f"CumSum axis {axis} is out of range for rank {rank}")
-    return resolved
+    """The axis in ``0..rank-1``: the first value, as MNN reads it (``axis_in_values``'s errors)."""
+    return axis_in_values(rank, axis_value, "CumSum")
 
 
 def dims(shape: Sequence[int], axis_value: np.ndarray) -> tuple[int, int, int]:

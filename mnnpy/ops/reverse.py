@@ -16,31 +16,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.errors import ComputeSizeError, NotSupportError
+from mnnpy.errors import ComputeSizeError
 from mnnpy.net import OpDef, OpType
 from mnnpy.ops import content_of, register_reference, register_shape
+from mnnpy.ops._content import axis_in_values
 from mnnpy.tensor import Tensor
 
 
 def axis_of(rank: int, axis_value: np.ndarray) -> int:
-    """The axis in ``0..rank-1``.
-
-    Raises:
-        ComputeSizeError: for a non-integer or empty axis tensor, or an axis out of range.
-        NotSupportError: for more than one axis.
-    """
-    values = np.asarray(axis_value)
-    if values.dtype.kind not in "iu":
-        raise ComputeSizeError(f"Reverse needs an integer axis, got dtype {values.dtype.name}")
-    if values.size != 1:
-        raise (NotSupportError if values.size else ComputeSizeError)(
-            f"Reverse takes exactly one axis, got {values.ravel().tolist()!r}"
-        )
-    axis = int(values.ravel()[0])
-    resolved = axis + rank if axis < 0 else axis
-    if not 0 <= resolved < rank:
-        raise ComputeSizeError(f"Reverse axis {axis} is out of range for rank {rank}")
-    return resolved
+    """The axis in ``0..rank-1``; one axis only (``axis_in_values``'s errors)."""
+    return axis_in_values(rank, axis_value, "Reverse", single=True)
 
 
 @register_shape(OpType.Reverse, content=(1,))

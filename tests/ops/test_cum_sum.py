@@ -66,3 +66,16 @@ def test_bad_axis() -> None:
     with pytest.raises(MNNError) as e:
         check(np.zeros((2, 3), np.float32), 2, False, False)
     assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR
+
+
+@pytest.mark.parametrize(
+    "axis, text",
+    [(np.zeros(0, np.int32), "exactly one axis"), (np.ones(1, np.float32), "integer axis")],
+)
+def test_empty_or_float_axis_is_a_compute_size_error(axis: np.ndarray, text: str) -> None:
+    """Read by the helper Reverse shares (``_content.axis_in_values``), not a bare IndexError."""
+    x = np.zeros((2, 3), np.float32)
+    with pytest.raises(MNNError) as e:
+        run_op(OpType.CumSum, [x, axis], consts={1: axis})
+    assert e.value.code == ErrorCode.COMPUTE_SIZE_ERROR and text in str(e.value)
+    assert "CumSum" in str(e.value)
