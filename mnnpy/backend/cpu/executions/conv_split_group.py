@@ -122,10 +122,11 @@ def _grouped(view: SubgraphView, sl: Node, convs: list[Node], cat: Node) -> Subs
     if conv_geometry(grouped, x.shape).out_channels != cat.outputs[0].shape[1]:
         return None
     parts = [m.execution for m in convs if isinstance(m.execution, CPUConvolutionGemm)]
-    # their arrays, not ``weight``: a copy still queued is not waited for (from_parts queues)
-    sizes = (parts[0]._weight.size, parts[0]._bias.size)
+    # ``unwritten``: a copy still queued is not waited for (from_parts queues its own after)
+    arrays = [p.unwritten for p in parts]
+    sizes = (arrays[0][0].size, arrays[0][1].size)
     if len(parts) != group or any(
-        p._weight.dtype != np.float32 or (p._weight.size, p._bias.size) != sizes for p in parts
+        w.dtype != np.float32 or (w.size, b.size) != sizes for w, b in arrays
     ):
         return None  # not float32 panels of one size: left apart
     ex = CPUConvolutionGroup.from_parts(backend, grouped, parts, g.out_channels)

@@ -86,7 +86,7 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         self = cls.__new__(cls)
         CPUConvolutionBase.__init__(self, backend, op, first.in_channels * group)
         self.group, self.icg, self.ocg = group, first.in_channels, ocg
-        n, m = first._weight.size, first._bias.size  # (their copies may still be queued)
+        n, m = (a.size for a in first.unwritten)  # (their copies may still be queued)
         sizes = ((group * n, _F32), (group * m, _F32))
         self._weight, self._bias = backend.static_empties(sizes, self)
         fills = backend.panel_fills
@@ -97,7 +97,7 @@ class CPUConvolutionGroup(CPUConvolutionBase):
             k = -1
             for i, p in enumerate(parts):
                 w, b = self._weight[i * n : (i + 1) * n], self._bias[i * m : (i + 1) * m]
-                k = fills.add(p._weight, p._bias, w, b, 1, n, 1, 1, (self, p))
+                k = fills.add(*p.unwritten, w, b, 1, n, 1, 1, (self, p))
             self._pending = (fills, k) if k >= 0 else None
         self._tile = 0
         self._scratch_tensor = None

@@ -50,6 +50,15 @@ class PackedWeight:
         self._weight = value
 
     @property
+    def unwritten(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(weight, bias)`` without waiting for a copy still queued.
+
+        Their sizes and dtypes, and the arrays for a copy queued after theirs on the same
+        ``PanelFills`` (which runs copies in order); their values only once ``weight`` was read.
+        """
+        return self._weight, self._bias
+
+    @property
     def bias(self) -> np.ndarray:
         """The bias padded to the panels' lanes (a copy still queued is waited for)."""
         if self._pending is not None:
