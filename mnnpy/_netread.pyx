@@ -439,8 +439,11 @@ def read_op_defs(object data, Py_ssize_t at, Py_ssize_t n_tensors, object op_cla
                  object frombuffer):
     """The ops of the vector whose offset is at ``at``, as ``net.OpDef`` objects.
 
-    What ``net._build_op`` makes of ``net_lean._lean_op``, in one pass: each op's ``__dict__``
-    is a copy of ``template`` (every field of ``op_class``, in order) with the header set.
+    What ``net._build_op`` makes of ``net_lean._lean_op``, in one pass. ``op_class`` with
+    ``__slots__`` (``OpDef``): each op is ``object.__new__(op_class)`` with every slot set at its
+    offset (the header read here, the other fields ``template``'s defaults); a class with a
+    ``__dict__``: a copy of ``template`` (every field of ``op_class``, in order) with the header
+    set, as its ``__dict__``.
 
     Args:
         data: the model bytes.
@@ -462,21 +465,39 @@ def read_op_defs(object data, Py_ssize_t at, Py_ssize_t n_tensors, object op_cla
     cdef _Buf b = _Buf(data)
     cdef Py_ssize_t f[8]
     cdef Py_ssize_t start, n, i, pos, table
-    cdef int tag
+    cdef int tag, k
     cdef dict d
     cdef dict classes = {}
+    # a class with __slots__ (OpDef): each op made by object.__new__, its slots set at their
+    # offsets (no dict per op); any other class: a copy of ``template`` as its __dict__
+    cdef Py_ssize_t offs[8]
+    cdef Py_ssize_t rest_offs[MAX_FIELDS]
+    cdef int n_rest = 0
+    cdef bint slotted = all(name in template for name in _OP_SET) and (
+        len(template) - len(_OP_SET) <= MAX_FIELDS
+    )
+    rest_defaults = []
+    if slotted:
+        for k, name in enumerate(_OP_SET):
+            offs[k] = slot_offset(op_class, name)
+            slotted = slotted and offs[k] >= 0
+        for name, value in template.items():
+            if name not in _OP_SET:
+                rest_offs[n_rest] = slot_offset(op_class, name)
+                slotted = slotted and rest_offs[n_rest] >= 0
+                rest_defaults.append(value)
+                n_rest += 1
+        slotted = slotted and _c_object_new(op_class) is not NotImplemented
     start = b.vector(at, 4, &n)
     ops = [None] * n
     for i in range(n):
         pos = start + 4 * i
         pos += b.u32(pos)
         b.slots(pos, 8, f)
-        d = template.copy()
-        d["index"] = i
-        d["type"] = b.i32(f[5]) if f[5] else 0
-        d["name"] = b.text(f[3])
-        d["inputs"] = b.indexes(f[0], n_tensors)
-        d["outputs"] = b.indexes(f[4], n_tensors)
+        op_type = b.i32(f[5]) if f[5] else 0
+        name = b.text(f[3])
+        inputs = b.indexes(f[0], n_tensors)
+        outputs = b.indexes(f[4], n_tensors)
         if f[1]:
             b.check(f[1], 1)
             tag = b.p[f[1]]
@@ -493,12 +514,36 @@ def read_op_defs(object data, Py_ssize_t at, Py_ssize_t n_tensors, object op_cla
                 param = b.table(cls, spec, table, vectors, frombuffer)
             elif cls is not None:
                 param = cls.InitFromBuf(data, table)
-        d["param"] = param
-        d["param_type"] = tag
         fmt = formats.get(b.i8(f[6]) if f[6] else 1)
         if fmt is None:
             raise ValueError(f"op #{i}: defaultDimentionFormat is not a format")
-        d["default_format"] = fmt
         b.string(f[7])  # externalPath: not kept, but checked as the object API reads it
+        if slotted:
+            op = _c_object_new(op_class)
+            _set_slot(op, offs[0], i)
+            _set_slot(op, offs[1], op_type)
+            _set_slot(op, offs[2], name)
+            _set_slot(op, offs[3], inputs)
+            _set_slot(op, offs[4], outputs)
+            _set_slot(op, offs[5], param)
+            _set_slot(op, offs[6], tag)
+            _set_slot(op, offs[7], fmt)
+            for k in range(n_rest):
+                _set_slot(op, rest_offs[k], rest_defaults[k])
+            ops[i] = op
+            continue
+        d = template.copy()
+        d["index"] = i
+        d["type"] = op_type
+        d["name"] = name
+        d["inputs"] = inputs
+        d["outputs"] = outputs
+        d["param"] = param
+        d["param_type"] = tag
+        d["default_format"] = fmt
         ops[i] = _with_dict(op_class, d)
     return ops
+
+
+# the OpDef fields read_op_defs sets per op, in the order of its ``offs``
+_OP_SET = ("index", "type", "name", "inputs", "outputs", "param", "param_type", "default_format")

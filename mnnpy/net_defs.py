@@ -25,7 +25,7 @@ def op_type_name(op_type: int) -> str:
     return name if name is not None else f"OpType({op_type})"
 
 
-@dataclass
+@dataclass(slots=True)
 class OpDef:
     """One op of the model.
 

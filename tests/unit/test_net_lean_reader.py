@@ -12,6 +12,7 @@ API rejects, and must produce the same ``NetT`` where both succeed.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import flatbuffers
@@ -65,6 +66,10 @@ def _same(a: object, b: object, where: str, seen: set[int] | None = None) -> Non
         assert list(a) == list(b), where  # type: ignore[call-overload]
         for key, value in a.items():
             _same(value, b[key], f"{where}[{key!r}]", seen)  # type: ignore[index]
+    elif dataclasses.is_dataclass(a) and not hasattr(a, "__dict__"):  # OpDef: slots
+        seen.add(id(a))
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}", seen)
     elif hasattr(a, "__dict__") and type(a).__module__.startswith(("mnnpy._schema", "mnnpy.net")):
         seen.add(id(a))
         assert list(vars(a)) == list(vars(b)), where  # the same fields, in the same order
@@ -225,3 +230,27 @@ def test_lean_table_specs_match_the_generated_code(name: str) -> None:
         _same(_lean_table(cls(), spec, data, pos), full, name)
         if _netread is not None:
             _same(_netread.read_table(data, cls, spec, pos, _VECTORS, np.frombuffer), full, name)
+
+
+def test_c_reader_fills_slots_or_a_dict_alike() -> None:
+    """``OpDef`` has slots (set at their offsets, no dict per op); a class with a ``__dict__``
+    and the same fields gets the same values through a copy of the template."""
+    _c_reader()
+    from mnnpy.net import _C_ARGS, _FORMATS, _OP_TEMPLATE, OpDef
+
+    assert not hasattr(OpDef(0, 0, "", (), (), None, 0, _FORMATS[1]), "__dict__")
+    plain = dataclasses.make_dataclass(
+        "PlainOpDef", [(f.name, object, f) for f in dataclasses.fields(OpDef)]
+    )
+    data = (DATA / "conv_relu_pool_fc.mnn").read_bytes()
+    fb = FbNet.GetRootAs(data, 0)
+    at, n = fb._tab.Offset(10), fb.TensorNameLength()  # the oplists field: vtable slot 10
+    assert at
+    at += fb._tab.Pos
+    slotted = net_lean._read_op_defs(data, at, n, OpDef, _OP_TEMPLATE, _FORMATS, *_C_ARGS)
+    dicts = net_lean._read_op_defs(data, at, n, plain, _OP_TEMPLATE, _FORMATS, *_C_ARGS)
+    assert len(slotted) == len(dicts) > 3
+    for a, b in zip(slotted, dicts, strict=True):
+        assert list(vars(b)) == list(_OP_TEMPLATE)
+        for name in _OP_TEMPLATE:
+            _same(getattr(a, name), getattr(b, name), f"{a.name}.{name}")
