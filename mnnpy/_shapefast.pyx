@@ -80,15 +80,15 @@ cdef extern from *:
 
 cdef extern from *:
     """
-    static PyObject *mnnpy_shaped(PyObject *cls, PyObject *fold, PyObject *key, PyObject *values,
+    static PyObject *mnnpy_shaped(PyObject *cls, PyObject *fold, PyObject *key,
                                   PyObject *outputs, PyObject *folded) {
-        /* cls(fold, key, values, outputs, folded) for a tuple subclass of five fields (the
-           NamedTuple Shaped): allocated with its five items and filled before anything else
+        /* cls(fold, key, outputs, folded) for a tuple subclass of four fields (the
+           NamedTuple Shaped): allocated with its four items and filled before anything else
            runs, as tuple.__new__(cls, items) gives it without the copy of the items */
-        PyObject *t = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 5);
+        PyObject *t = ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 4);
         if (t == NULL) return NULL;
-        PyObject *items[5] = {fold, key, values, outputs, folded};
-        for (int i = 0; i < 5; i++) {
+        PyObject *items[4] = {fold, key, outputs, folded};
+        for (int i = 0; i < 4; i++) {
             Py_INCREF(items[i]);
             PyTuple_SET_ITEM(t, i, items[i]);
         }
@@ -96,7 +96,7 @@ cdef extern from *:
     }
     """
     object _shaped "mnnpy_shaped"(
-        object cls, object fold, object key, object values, object outputs, object folded
+        object cls, object fold, object key, object outputs, object folded
     )
 
 include "_slots.pxi"
@@ -157,8 +157,8 @@ cdef inline object _unit_get(object u, Py_ssize_t off, str name):
     return slot_get(u, _Unit, off, name)
 
 
-if not issubclass(Shaped, tuple) or len(Shaped._fields) != 5:  # what _shaped makes
-    raise ImportError("mnnpy.shape_stage.Shaped is not the five-field NamedTuple _shaped fills")
+if not issubclass(Shaped, tuple) or len(Shaped._fields) != 4:  # what _shaped makes
+    raise ImportError("mnnpy.shape_stage.Shaped is not the four-field NamedTuple _shaped fills")
 
 DEF NPY_ARRAY_C_CONTIGUOUS = 0x0001  # NumPy's flag (the same in 1.x and 2.x)
 
@@ -257,7 +257,7 @@ def shape_units(list units, Py_ssize_t start, host, folded, unit_shape, waiting)
                 )
                 if isinstance(shaped, Shaped):
                     _unit_set(unit, _U_SHAPED, "_shaped", shaped)
-                    answer = (<tuple>shaped)[4]  # .folded
+                    answer = (<tuple>shaped)[3]  # .folded
                 else:
                     _unit_set(unit, _U_SHAPED, "_shaped", None)
                     answer = waiting(shaped)
@@ -276,14 +276,32 @@ def shape_units(list units, Py_ssize_t start, host, folded, unit_shape, waiting)
     return n, True
 
 
+cdef bint _same_key(object old, tuple key, Py_ssize_t n_in) except -1:
+    """``shape_stage._same_key``: per input its shape, dtype and format equal and its values the
+    same object; per output its values the same object."""
+    cdef Py_ssize_t i, n = len(key)
+    if type(old) is not tuple or len(<tuple>old) != n:
+        return False
+    for i in range(n):
+        a = (<tuple>old)[i]
+        b = key[i]
+        if a is b:
+            continue
+        if i >= 4 * n_in or i % 4 == 3:  # values: the same object only
+            return False
+        if not (a == b):
+            return False
+    return True
+
+
 cdef object _shape_op(op, inputs, outputs, bint fold, last):
     """:func:`shape_op`."""
     cdef list ins = []  # per input: shape, dtype, format, values (read once, for _small)
     cdef bint folded = False
-    cdef Py_ssize_t i, n_in = len(inputs), n = n_in + len(outputs)
-    # the key and the values, made at their size and filled in place (no lists to copy)
-    cdef tuple tkey = PyTuple_New(n)
-    cdef tuple values = PyTuple_New(n)
+    cdef Py_ssize_t i, j, n_in = len(inputs), n = n_in + len(outputs)
+    # the key (shape_stage._key's layout), made at its size and filled in place
+    cdef tuple tkey = PyTuple_New(4 * n_in + n - n_in)
+    j = 0
     for i in range(n):
         t = inputs[i] if i < n_in else outputs[i - n_in]
         c = _content(t)
@@ -291,15 +309,15 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
             shape = _tensor_get(t, _T_SHAPE, "shape")
             dtype = _tensor_get(t, _T_DTYPE, "dtype")
             fmt = _tensor_get(t, _T_FORMAT, "dimension_format")
-            item = (shape, dtype, fmt, PyLong_FromVoidPtr(<void*>c))
             ins.append((shape, dtype, fmt, c))
-        else:  # run-time values If / While read
-            item = (PyLong_FromVoidPtr(<void*>c),)
-        Py_INCREF(item)
-        PyTuple_SET_ITEM(tkey, i, item)
-        Py_INCREF(c)
-        PyTuple_SET_ITEM(values, i, c)
-    if last is not None and last.fold == fold and last.key == tkey:
+            for item in (shape, dtype, fmt):
+                Py_INCREF(item)
+                PyTuple_SET_ITEM(tkey, j, item)
+                j += 1
+        Py_INCREF(c)  # run-time values If / While read, for an output
+        PyTuple_SET_ITEM(tkey, j, c)
+        j += 1
+    if last is not None and last.fold == fold and _same_key(last.key, tkey, n_in):
         for out, state in zip(outputs, last.outputs, strict=True):
             _set_state(out, state)
             if last.folded:  # else a run-time value the session set stays
@@ -314,7 +332,7 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
             _set_state(out, state)
             _set_content(out, state[3])
             if last is None or not last.folded:
-                return _shaped(Shaped, fold, tkey, values, (state,), True)
+                return _shaped(Shaped, fold, tkey, (state,), True)
             folded = True
         else:
             small = _registered(_SMALL, op.type)  # ops._small.small_function
@@ -348,7 +366,7 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
                 _content(t) if folded else None,
             )
         )
-    return _shaped(Shaped, fold, tkey, values, tuple(states), folded)
+    return _shaped(Shaped, fold, tkey, tuple(states), folded)
 
 
 def small(op, inputs, outputs):

@@ -39,17 +39,16 @@ class Shaped(NamedTuple):
 
     Attributes:
         fold: whether folding was tried.
-        key: per input, its shape, dtype, format and the id of its values (``describe.content``);
-            then per output, the id of the values it had before (run-time values the session
-            set, which If and While shape from).
-        values: those values, held so that their ids stay theirs.
+        key: one flat tuple (no tuple per tensor: one is kept per op, for every op): per input
+            its shape, dtype, format and values (``describe.content``); then per output the
+            values it had before (run-time values the session set, which If and While shape
+            from). Values are compared by identity (:func:`_same_key`), the rest by equality.
         outputs: per output, its shape, dtype, format and folded values (None when not folded).
         folded: whether the op folded.
     """
 
     fold: bool
-    key: tuple[tuple[Any, ...], ...]
-    values: tuple[Any, ...]
+    key: tuple[Any, ...]
     outputs: tuple[tuple[Any, ...], ...]
     folded: bool
 
@@ -74,17 +73,12 @@ def shape_op_python(
         MNNError: the shapes are inconsistent (the op's shape function says why).
     """
     # one pass per side (this runs for every op of every resize: no comprehension frames)
-    key: list[tuple[Any, ...]] = []
-    values: list[Any] = []  # holds the ids in ``key``
+    key: list[Any] = []
     for t in inputs:
-        c = t.describe.content
-        key.append((t.shape, t.dtype, t.dimension_format, id(c)))
-        values.append(c)
+        key += (t.shape, t.dtype, t.dimension_format, t.describe.content)
     for t in outputs:  # run-time values If / While read
-        c = t.describe.content
-        key.append((id(c),))
-        values.append(c)
-    if last is not None and last.fold == fold and last.key == tuple(key):
+        key.append(t.describe.content)
+    if last is not None and last.fold == fold and _same_key(last.key, key, len(inputs)):
         for out, (shape, dtype, fmt, content) in zip(outputs, last.outputs, strict=True):
             out.shape, out.dtype, out.dimension_format = shape, dtype, fmt
             if last.folded:  # else a run-time value the session set stays
@@ -105,7 +99,23 @@ def shape_op_python(
         states.append(
             (t.shape, t.dtype, t.dimension_format, t.describe.content if folded else None)
         )
-    return Shaped(fold, tuple(key), tuple(values), tuple(states), folded)
+    return Shaped(fold, tuple(key), tuple(states), folded)
+
+
+def _same_key(old: Sequence[Any], key: Sequence[Any], n_in: int) -> bool:
+    """Whether ``key`` is ``old`` (:attr:`Shaped.key`) for an op of ``n_in`` inputs.
+
+    Each input's shape, dtype and format are equal and its values the same object; each
+    output's values are the same object.
+    """
+    if len(old) != len(key):
+        return False
+    for i, (a, b) in enumerate(zip(old, key, strict=True)):
+        if a is b:
+            continue
+        if i >= 4 * n_in or i % 4 == 3 or not a == b:  # values: by identity only
+            return False
+    return True
 
 
 def shape_units_python(
