@@ -58,6 +58,7 @@ include "_slots.pxi"
 
 cdef extern from "Python.h":
     int PyObject_GenericSetDict(object o, object value, void* context) except -1
+    int PyObject_GenericSetAttr(object o, object name, object value) except -1
 
 
 cdef inline object _with_dict(object cls, dict d):
@@ -348,7 +349,7 @@ cdef class _Buf:
     cdef object table(self, object cls, tuple spec, Py_ssize_t pos, dict vectors,
                       object frombuffer):
         """``net_lean._lean_table`` on a new ``cls()``: the fields of ``spec`` (absent: the
-        default), which are all the fields of ``cls``, set in its ``__dict__`` in their order."""
+        default), which are all the fields of ``cls``, set as its attributes in their order."""
         cdef Py_ssize_t at[MAX_FIELDS]
         cdef Py_ssize_t k, n, start
         cdef float fv
@@ -356,6 +357,9 @@ cdef class _Buf:
         cdef dict d = {}
         if count > MAX_FIELDS:
             raise ValueError("table spec too long")
+        # a plain class: its attributes set on a new object, in the order of ``spec`` (its
+        # __init__'s), so they share the class's keys (no dict per object); else a dict
+        obj = _c_object_new(cls)
         self.slots(pos, count, at)
         for k in range(count):
             name, kind, default = spec[k]
@@ -383,8 +387,11 @@ cdef class _Buf:
                 dtype = vectors[kind]
                 start = self.vector(at[k], dtype.itemsize, &n)
                 value = frombuffer(self.data, dtype, n, start)
-            d[name] = value
-        return _with_dict(cls, d)
+            if obj is NotImplemented:
+                d[name] = value
+            else:
+                PyObject_GenericSetAttr(obj, name, value)
+        return _with_dict(cls, d) if obj is NotImplemented else obj
 
     cdef object text(self, Py_ssize_t at):
         """The string at ``at`` as text ("" when absent); ValueError when not UTF-8."""
