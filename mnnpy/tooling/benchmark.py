@@ -227,14 +227,16 @@ def runtime_report(
 
     1 thread; resizes between batch 1 and 2. Creation is the median of :data:`CREATES` fresh
     processes per engine (each in ``create_ms_runs``): one alone may take twice as long when the
-    system is slow to give a process memory. ``tiny`` is a chain of element-wise ops on 16
-    floats, so kernels are next to free.
+    system is slow to give a process memory. mnnpy's processes also say how long creation
+    waited at its end for weight copies (``copy_wait_ms_runs``): the state a slow one saw.
+    ``tiny`` is a chain of element-wise ops on 16 floats, so kernels are next to free.
     """
     report: dict[str, Any] = {"models": []}
     for model in models:
         row: dict[str, Any] = {"model": model.stem}
         for e in (e for e in engines if e in ("mnnpy", "mnn")):
             created: list[float] = []
+            waits: list[float] = []  # mnnpy: each process's wait for weight copies
             for k in range(CREATES, 0, -1):  # the last process also times the resizes
                 w = _Worker(e, model, 1, 1)
                 try:
@@ -244,12 +246,12 @@ def runtime_report(
                 if not got:
                     break
                 created.append(got["create_ms"])
+                waits += [got["copy_wait_ms"]] if "copy_wait_ms" in got else []
                 if k == 1:
-                    row[e] = {
-                        **got,
-                        "create_ms": statistics.median(created),
-                        "create_ms_runs": created,
-                    }
+                    row[e] = {**got, "create_ms": statistics.median(created)}
+                    row[e]["create_ms_runs"] = created
+                    if len(waits) == len(created):
+                        row[e]["copy_wait_ms_runs"] = waits
         report["models"].append(row)
     if tiny is not None:
         from mnnpy import Interpreter

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mnnpy.tooling.bench_print import print_runtime
 from mnnpy.tooling.bench_worker import ENGINES, PEERS
 from mnnpy.tooling.benchmark import CREATES, _Worker, bench_model, print_table, runtime_report
 from mnnpy.tooling.benchmark import main as bench_main
@@ -40,6 +42,15 @@ def test_runtime_create_is_the_median_of_fresh_processes():
     assert CREATES % 2 == 1 and len(runs) == CREATES and all(ms > 0 for ms in runs)
     assert got["create_ms"] == sorted(runs)[CREATES // 2]  # the middle one of the processes
     assert got["resize_ms"] > 0 or "resize_error" in got  # the last process times the resizes
+    waits = got["copy_wait_ms_runs"]  # each process: creation's wait for weight copies
+    assert len(waits) == CREATES and all(
+        0 <= ms <= run for ms, run in zip(waits, runs, strict=True)
+    )
+    out = io.StringIO()
+    print_runtime(report, out)
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("batch2"))
+    wait = sorted(waits)
+    assert f"{wait[CREATES // 2]:5.1f} / {wait[-1]:5.1f}" in line
 
 
 def test_missing_onnx_file_is_reported_not_fatal():

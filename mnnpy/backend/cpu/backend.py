@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -155,6 +156,9 @@ class CPUBackend(Backend):
         # during a resize: the helper thread convolutions queue their weight copies to
         # (``PackedWeight._keep_panels``); waited for and ended when the resize ends
         self.panel_fills: PanelFills | None = None
+        # milliseconds resizes waited at their end for weight copies still queued (the helper
+        # thread's share of creation that the caller did not overlap: ``end_panel_fills``)
+        self.weight_copy_wait_ms = 0.0
 
     def _pool_bytes(self, nbytes: int, what: str) -> np.ndarray:
         """``nbytes`` 64-byte aligned, from the allocator (zeroed NumPy bytes without one).
@@ -220,10 +224,16 @@ class CPUBackend(Backend):
         self.end_panel_fills()
 
     def end_panel_fills(self) -> None:
-        """Wait for the queued weight copies and end their thread (also a failed resize's)."""
+        """Wait for the queued weight copies and end their thread (also a failed resize's).
+
+        The wait is added to ``weight_copy_wait_ms`` (on a VM slow to give fresh huge pages,
+        the copies outlast the caller's planning: ``bench --runtime`` reports it).
+        """
         fills, self.panel_fills = self.panel_fills, None
         if fills is not None:
+            start = time.perf_counter()
             fills.close()
+            self.weight_copy_wait_ms += (time.perf_counter() - start) * 1e3
 
     def on_execute_begin(self) -> None:
         """A run starts (the governor may run its regions serially, see ``thread_governor``)."""
