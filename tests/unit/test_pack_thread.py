@@ -34,8 +34,8 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         def __init__(self) -> None:
             self.fills = P.PanelFills()
 
-        def add(self, *args: Any) -> int:
-            numbers.append(self.fills.add(*args))
+        def add(self, *args: Any, **kwargs: Any) -> int:
+            numbers.append(self.fills.add(*args, **kwargs))
             return numbers[-1]
 
         def __getattr__(self, name: str) -> Any:
@@ -76,8 +76,8 @@ def test_a_model_is_the_same_with_and_without_the_thread(
 
 def test_a_fusion_reads_queued_weights_once_written(queued: list[int]) -> None:
     """``CPUConvolutionGroup.from_parts`` copies the parts' panels during the resize, while
-    their copies may still be queued: it queues its copies after theirs (on the same thread, in
-    order), and its ``weight`` waits for them."""
+    their copies may still be queued: it queues its copies after theirs, started once theirs
+    ended (``after``), and its ``weight`` waits for them."""
     group, icg, ocg, k = 4, 8, 4, (3, 3)
     model, params = _net(group, icg, ocg, k, [1, 1, 1, 1], (2, 32, 9, 7))
     session = mnnpy.Interpreter.from_buffer(model).create_session(mnnpy.ScheduleConfig())
@@ -146,3 +146,67 @@ def test_off_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     backend = B.CPUBackend(1)
     backend.on_resize_begin()
     assert backend.panel_fills is None  # weights packed in line
+
+
+def test_large_copies_in_pieces_and_dependent_copies_in_order() -> None:
+    """Copies of more than SPLIT_BYTES are queued as pieces of whole panels; copies added with
+    ``after`` read what earlier ones wrote; ``wait`` runs queued copies on the caller's thread
+    too. Every panel bit for bit as ``fill_conv_f32`` in line, over many random queues."""
+    rng = np.random.default_rng(7)
+    for trial in range(12):
+        fills = P.PanelFills()
+        made: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []  # number, out, want, b
+        for _ in range(int(rng.integers(1, 12))):
+            lanes = int(rng.choice([4, 16]))
+            rows, taps = int(rng.integers(1, 70)), int(rng.choice([1, 9]))
+            big = rng.random() < 0.3  # past SPLIT_BYTES: several pieces
+            cols = (
+                int(
+                    rng.integers(
+                        P.SPLIT_BYTES // (4 * rows * taps) + 1,
+                        2 * P.SPLIT_BYTES // (4 * rows * taps) + 2,
+                    )
+                )
+                if big
+                else int(rng.integers(1, 40))
+            )
+            w = rng.standard_normal(rows * cols * taps).astype(np.float32)
+            b = rng.standard_normal(rows).astype(np.float32)
+            size = -(-rows // lanes) * lanes * cols * taps
+            out, ob = np.zeros(size, np.float32), np.zeros(-(-rows // lanes) * lanes, np.float32)
+            want, wb = np.zeros_like(out), np.zeros_like(ob)
+            P.fill_conv_f32(w, b, want, wb, rows, cols, taps, lanes)
+            k = fills.add(w, b, out, ob, rows, cols, taps, lanes)
+            if THREADS:
+                assert k >= 0 and fills.pending >= 1
+            made.append((k, out, want, ob))
+            if made and rng.random() < 0.4:  # a plain copy of an earlier output, after it
+                src = made[int(rng.integers(len(made)))][1]
+                dst, none = np.zeros_like(src), np.zeros(0, np.float32)
+                k2 = fills.add(src, none, dst, none, 1, src.size, 1, 1, after=True)
+                made.append((k2, dst, src, none))
+            if rng.random() < 0.3:
+                fills.wait(int(rng.integers(-1, max(1, k + 1))))
+        fills.wait()
+        assert fills.pending == 0
+        for k, out, want, _ in made:
+            assert out.tobytes() == want.tobytes(), (trial, k)
+        fills.close()
+
+
+@pytest.mark.skipif(not THREADS, reason="no helper thread here: copies run in add")
+def test_a_large_copy_is_queued_as_pieces_of_whole_panels() -> None:
+    rows, taps, lanes = 40, 1, 16
+    cols = 3 * P.SPLIT_BYTES // (4 * rows)  # three times SPLIT_BYTES of weights
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal(rows * cols).astype(np.float32)
+    b = rng.standard_normal(rows).astype(np.float32)
+    out, ob = np.zeros(48 * cols, np.float32), np.zeros(48, np.float32)
+    fills = P.PanelFills()
+    last = fills.add(w, b, out, ob, rows, cols, taps, lanes)
+    panel = 4 * cols * lanes  # bytes of one panel: pieces hold whole panels of about SPLIT_BYTES
+    assert last + 1 == -(-3 // max(1, P.SPLIT_BYTES // panel))  # one piece per panel here
+    fills.close()
+    want, wb = np.zeros_like(out), np.zeros_like(ob)
+    P.fill_conv_f32(w, b, want, wb, rows, cols, taps, lanes)
+    assert out.tobytes() == want.tobytes() and ob.tobytes() == wb.tobytes()

@@ -93,11 +93,11 @@ class CPUConvolutionGroup(CPUConvolutionBase):
         if fills is None:
             np.concatenate([p.weight for p in parts], out=self._weight)
             np.concatenate([p.bias for p in parts], out=self._bias)
-        else:  # queued after the parts' own copies (one lane, one tap: a plain copy)
+        else:  # started once the parts' own copies ended (one lane, one tap: a plain copy)
             k = -1
             for i, p in enumerate(parts):
                 w, b = self._weight[i * n : (i + 1) * n], self._bias[i * m : (i + 1) * m]
-                k = fills.add(*p.unwritten, w, b, 1, n, 1, 1, (self, p))
+                k = fills.add(*p.unwritten, w, b, 1, n, 1, 1, (self, p), after=True)
             self._pending = (fills, k) if k >= 0 else None
         self._tile = 0
         self._scratch_tensor = None

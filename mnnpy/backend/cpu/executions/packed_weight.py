@@ -54,7 +54,8 @@ class PackedWeight:
         """``(weight, bias)`` without waiting for a copy still queued.
 
         Their sizes and dtypes, and the arrays for a copy queued after theirs on the same
-        ``PanelFills`` (which runs copies in order); their values only once ``weight`` was read.
+        ``PanelFills`` with ``after=True`` (it starts once theirs ended); their values only once
+        ``weight`` was read.
         """
         return self._weight, self._bias
 

@@ -17,6 +17,8 @@ def fill_conv_f32(
     lanes: int,
 ) -> None: ...
 
+SPLIT_BYTES: int
+
 class PanelFills:
     @property
     def threaded(self) -> bool: ...
@@ -33,6 +35,7 @@ class PanelFills:
         taps: int,
         lanes: int,
         owner: object = None,
+        after: bool = False,
     ) -> int: ...
     def wait(self, k: int = -1) -> None: ...
     def close(self) -> None: ...

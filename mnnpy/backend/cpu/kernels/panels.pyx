@@ -10,10 +10,14 @@ transposes at a time). The rows past ``O`` in the last panel are left as they ar
 every bit pattern (NaN payloads included) is kept. Sizes are checked before the ``nogil`` loop.
 
 :class:`PanelFills` does ``fill_conv_f32``'s copies (panels and bias) on a helper thread of its
-own (plain C, never the interpreter), in the order they were added, while the caller goes on;
-``wait`` returns once a given copy (or all) is done. Every size is checked in ``add``, before the
-copy is queued; the arrays are held until ``close``. A copy starts only after those added before
-it ended (also one ``add`` does at once), so a copy may read what an earlier one writes.
+own (plain C, never the interpreter), started in the order they were added, while the caller goes
+on; ``wait`` returns once a given copy (or all) is done. Every size is checked in ``add``, before
+the copy is queued; the arrays are held until ``close``. A waiting caller does not sleep while
+copies it waits for are still queued: it runs them itself, so two threads copy (where fresh
+memory is slow to come, each new page stalls the thread that touches it; two stall side by side).
+Copies may thus end out of order: one added with ``after`` starts only once every copy added
+before it ended (it may read what they write). A copy of more than :data:`SPLIT_BYTES` of
+weights is queued as pieces of whole panels (each about that size), so both threads share it.
 """
 
 from libc.stdlib cimport free, malloc, realloc
@@ -241,6 +245,7 @@ cdef struct _Job:
     const float* bs  # the bias, copied by the thread too (the caller touches no panel page)
     float* bd
     Py_ssize_t nb
+    int after  # starts only once every earlier copy ended (it reads what they write)
 
 
 cdef inline void _run(const _Job* job) noexcept nogil:
@@ -253,7 +258,10 @@ cdef inline void _run(const _Job* job) noexcept nogil:
 cdef struct _Queue:
     mnnpy_sync sync
     _Job* jobs
-    Py_ssize_t n, cap, done
+    unsigned char* finished  # per copy: ended (two threads take copies: they end out of order)
+    Py_ssize_t n, cap
+    Py_ssize_t taken  # copies started (by either thread), in order
+    Py_ssize_t done  # the copies before this one have all ended
     Py_ssize_t waiting_bytes  # of the copies queued and not taken by the thread yet
     int closed
     int refs  # the PanelFills and the thread: the last to let go frees the queue
@@ -265,6 +273,9 @@ cdef struct _Queue:
 cdef enum:
     WAKE_BYTES = 256 * 1024
 
+# Copies of more weight bytes than this are queued as pieces of whole panels of about this size.
+SPLIT_BYTES = 1 << 20
+
 
 cdef void _let_go(_Queue* q) noexcept nogil:
     """Drop one reference to ``q`` (locked by the caller); the last frees it."""
@@ -275,29 +286,44 @@ cdef void _let_go(_Queue* q) noexcept nogil:
     mnnpy_unlock(&q.sync)
     mnnpy_sync_destroy(&q.sync)
     free(q.jobs)
+    free(q.finished)
     free(q)
 
 
+cdef inline bint _can_take(_Queue* q) noexcept nogil:
+    """Whether the next queued copy may start now (locked by the caller)."""
+    return q.taken < q.n and (not q.jobs[q.taken].after or q.done == q.taken)
+
+
+cdef void _take_and_run(_Queue* q) noexcept nogil:
+    """Start the next copy, run it unlocked, record its end (locked on entry and on return)."""
+    cdef Py_ssize_t i = q.taken
+    cdef _Job job = q.jobs[i]
+    q.taken = i + 1
+    q.waiting_bytes -= (job.rows * job.cols * job.taps + job.nb) * 4
+    mnnpy_unlock(&q.sync)
+    _run(&job)
+    mnnpy_lock(&q.sync)
+    q.finished[i] = 1
+    while q.done < q.taken and q.finished[q.done]:
+        q.done += 1
+    if q.caller_asleep or q.worker_asleep:  # a waiter, or a copy that waited for this one
+        mnnpy_wake(&q.sync)
+
+
 cdef void* _drain(void* arg) noexcept nogil:
-    """The helper thread: the queued copies in order, until the queue is closed and empty."""
+    """The helper thread: queued copies as they may start, until the queue is closed and all
+    were taken."""
     cdef _Queue* q = <_Queue*>arg
-    cdef _Job job
     mnnpy_lock(&q.sync)
     while True:
-        while q.done == q.n and not q.closed:
+        while not _can_take(q) and not (q.closed and q.taken == q.n):
             q.worker_asleep = 1
             mnnpy_sleep(&q.sync)
             q.worker_asleep = 0
-        if q.done == q.n:
+        if not _can_take(q):
             break
-        job = q.jobs[q.done]
-        q.waiting_bytes -= (job.rows * job.cols * job.taps + job.nb) * 4
-        mnnpy_unlock(&q.sync)
-        _run(&job)
-        mnnpy_lock(&q.sync)
-        q.done += 1
-        if q.caller_asleep:
-            mnnpy_wake(&q.sync)
+        _take_and_run(q)
     _let_go(q)  # unlocks
     return NULL
 
@@ -322,7 +348,8 @@ cdef class PanelFills:
         if self.q == NULL:
             raise MemoryError()
         self.q.jobs = NULL
-        self.q.n = self.q.cap = self.q.done = self.q.waiting_bytes = 0
+        self.q.finished = NULL
+        self.q.n = self.q.cap = self.q.done = self.q.taken = self.q.waiting_bytes = 0
         self.q.closed = self.q.worker_asleep = self.q.caller_asleep = 0
         self.q.refs = 1
         self.ready = mnnpy_sync_init(&self.q.sync) == 0
@@ -335,6 +362,7 @@ cdef class PanelFills:
         self.q = NULL
         if not self.ready:
             free(q.jobs)
+            free(q.finished)
             free(q)
             return
         with nogil:  # copies still queued run to the end: the arrays are not freed before
@@ -367,14 +395,16 @@ cdef class PanelFills:
         return n
 
     def add(self, weight, bias, out_weight, out_bias, Py_ssize_t rows, Py_ssize_t cols,
-            Py_ssize_t taps, Py_ssize_t lanes, owner=None):
+            Py_ssize_t taps, Py_ssize_t lanes, owner=None, bint after=False):
         """``fill_conv_f32(weight, bias, out_weight, out_bias, ...)``, queued.
 
-        Both copies (panels and bias) are the thread's, so the caller touches none of the
-        pages written. ``owner``: held with the arrays until ``close`` (the owner of the
-        STATIC piece the outputs are in, so the piece is not handed out again while the copy
-        is queued). Returns the copy's number for ``wait``, or -1 when it was done at once
-        (nothing to copy, no thread, or after ``close``).
+        Both copies (panels and bias) are the thread's (or a waiting caller's), so the caller
+        does not touch the pages written while it goes on. ``owner``: held with the arrays
+        until ``close`` (the owner of the STATIC piece the outputs are in, so the piece is not
+        handed out again while the copy is queued). ``after``: the copy reads what copies added
+        before it write; it starts once they all ended. Returns the copy's number for ``wait``
+        (its last piece's), or -1 when it was done at once (nothing to copy, no thread, or after
+        ``close``).
 
         Raises:
             ValueError: as ``fill_conv_f32`` (before anything is queued).
@@ -385,8 +415,11 @@ cdef class PanelFills:
         cdef float[::1] ob = out_bias
         cdef _Queue* q = self.q
         cdef _Job job
+        cdef _Job piece
         cdef _Job* grown
-        cdef Py_ssize_t k
+        cdef unsigned char* marks
+        cdef Py_ssize_t k, i, cap, pieces = 1, per = 1, width
+        job.after = after
         job.nb = b.shape[0]
         if ob.shape[0] < job.nb:
             raise ValueError(f"bias buffer too small: {ob.shape[0]} for {job.nb} values")
@@ -401,13 +434,21 @@ cdef class PanelFills:
             with nogil:
                 _run(&job)
             return -1
-        if q.n == q.cap:  # only this thread adds: the thread reads jobs under the lock
+        width = cols * taps * lanes * 4  # weight bytes of one panel (lanes rows)
+        if rows and width and (rows * cols * taps * 4 > SPLIT_BYTES):
+            per = max(1, SPLIT_BYTES // width)  # whole panels per piece
+            pieces = ((rows + lanes - 1) // lanes + per - 1) // per
+        if q.n + pieces > q.cap:  # only this thread adds: the thread reads jobs under the lock
+            cap = 2 * q.cap + 16 + pieces
             mnnpy_lock(&q.sync)
-            grown = <_Job*>realloc(q.jobs, (2 * q.cap + 16) * sizeof(_Job))
+            grown = <_Job*>realloc(q.jobs, cap * sizeof(_Job))
             if grown != NULL:
-                q.jobs, q.cap = grown, 2 * q.cap + 16
+                q.jobs = grown
+                marks = <unsigned char*>realloc(q.finished, cap)
+                if marks != NULL:
+                    q.finished, q.cap = marks, cap
             mnnpy_unlock(&q.sync)
-            if grown == NULL:  # at once, after the copies queued before it (their order kept)
+            if q.n + pieces > q.cap:  # at once, after the copies queued before it (order kept)
                 self.wait()
                 with nogil:
                     _run(&job)
@@ -424,16 +465,27 @@ cdef class PanelFills:
         self.held.append((weight, bias, out_weight, out_bias, owner))
         mnnpy_lock(&q.sync)
         k = q.n
-        q.jobs[k] = job
-        q.n = k + 1
+        for i in range(pieces):  # whole panels each, the bias with the first
+            piece = job
+            if pieces > 1:
+                piece.s = job.s + i * per * lanes * cols * taps
+                piece.d = job.d + i * per * lanes * cols * taps
+                piece.rows = min(rows - i * per * lanes, per * lanes)
+                piece.nb = job.nb if i == 0 else 0
+            q.jobs[q.n] = piece
+            q.finished[q.n] = 0
+            q.n += 1
         q.waiting_bytes += (rows * cols * taps + job.nb) * 4
         if q.worker_asleep and (k == 0 or q.waiting_bytes >= WAKE_BYTES):
             mnnpy_wake(&q.sync)
         mnnpy_unlock(&q.sync)
-        return k
+        return q.n - 1
 
     def wait(self, Py_ssize_t k=-1):
-        """Return once copy ``k`` is done (-1: every copy added so far)."""
+        """Return once copy ``k`` and those before it are done (-1: every copy added so far).
+
+        Copies up to ``k`` that the thread has not started yet are run here meanwhile.
+        """
         cdef _Queue* q = self.q
         if not self.started:
             return
@@ -441,7 +493,12 @@ cdef class PanelFills:
             mnnpy_lock(&q.sync)
             if k < 0 or k >= q.n:
                 k = q.n - 1
+            if q.worker_asleep and q.taken <= k:  # it takes the next while this one copies
+                mnnpy_wake(&q.sync)
             while q.done <= k:
+                if q.taken <= k and _can_take(q):
+                    _take_and_run(q)
+                    continue
                 q.caller_asleep = 1
                 if q.worker_asleep:
                     mnnpy_wake(&q.sync)
