@@ -299,7 +299,7 @@ cdef object _shape_op(op, inputs, outputs, bint fold, last):
     cdef list ins = []  # per input: shape, dtype, format, values (read once, for _small)
     cdef bint folded = False
     cdef Py_ssize_t i, j, n_in = len(inputs), n = n_in + len(outputs)
-    # the key (shape_stage._key's layout), made at its size and filled in place
+    # the key (``Shaped.key``'s layout), made at its size and filled in place
     cdef tuple tkey = PyTuple_New(4 * n_in + n - n_in)
     j = 0
     for i in range(n):
