@@ -178,7 +178,7 @@ def test_large_copies_in_pieces_and_dependent_copies_in_order() -> None:
             P.fill_conv_f32(w, b, want, wb, rows, cols, taps, lanes)
             k = fills.add(w, b, out, ob, rows, cols, taps, lanes)
             if THREADS:
-                assert k >= 0 and fills.pending >= 1
+                assert k >= 0  # queued (it may already have run)
             made.append((k, out, want, ob))
             if made and rng.random() < 0.4:  # a plain copy of an earlier output, after it
                 src = made[int(rng.integers(len(made)))][1]
