@@ -18,7 +18,7 @@ typecheck:
 	mypy
 
 cython-lint:
-	cython-lint mnnpy/backend/cpu/kernels mnnpy/_netread.pyx mnnpy/_memplan.pyx mnnpy/_shapefast.pyx mnnpy/_unitfast.pyx mnnpy/geometry/_regions.pyx mnnpy/geometry/_compose.pyx mnnpy/geometry/_describe.pyx
+	cython-lint mnnpy/backend/cpu/kernels mnnpy/_netread.pyx mnnpy/_memplan.pyx mnnpy/_arenas.pyx mnnpy/_shapefast.pyx mnnpy/_unitfast.pyx mnnpy/geometry/_regions.pyx mnnpy/geometry/_compose.pyx mnnpy/geometry/_describe.pyx
 
 test:
 	pytest

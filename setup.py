@@ -140,6 +140,13 @@ extensions.append(
     )
 )
 
+# Python's object arenas made ahead on a helper thread (mnnpy.arena_reserve)
+extensions.append(
+    Extension(
+        "mnnpy._arenas", [os.path.join("mnnpy", "_arenas.pyx")], extra_compile_args=COMPILE_ARGS
+    )
+)
+
 # the memory planner's C twin (memory.py keeps the Python planner as reference and fallback)
 extensions.append(
     Extension(

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from enum import IntEnum
 from typing import Any
 
+from mnnpy.arena_reserve import for_session, reserved
 from mnnpy.backend.context import config_forward_types, new_network_id, notify
 from mnnpy.backend.plugins import RuntimeOptions, load_plugins
 from mnnpy.config import (
@@ -197,7 +198,7 @@ class Interpreter:
         network, types = new_network_id(), config_forward_types(configs)
         notify(types, "before_load_network", network)
         try:
-            with _gc_paused():
+            with _gc_paused(), reserved(for_session(len(self.net.ops))):
                 session = Session(self.net, schedule(self.net, configs))
                 session.resize()
             notify(types, "after_load_network", network)

@@ -28,6 +28,7 @@ from mnnpy._schema.MNN.OpParameter import OpParameter
 from mnnpy._schema.MNN.OpType import OpType
 from mnnpy._schema.MNN.SubGraphProto import SubGraphProtoT
 from mnnpy._schema.MNN.TensorDescribe import TensorDescribeT
+from mnnpy.arena_reserve import for_load, reserved
 from mnnpy.errors import InvalidModelError
 from mnnpy.model_format import identify, read_error
 from mnnpy.net_defs import (
@@ -89,7 +90,8 @@ def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
         raise InvalidModelError(identify(data) or f"model is {len(data)} bytes: too short")
     net = None
     try:  # the lean reader, or None: then the object API reads the bytes and names what is broken
-        net = _build(*_lean_net(data, in_c=net_lean._read_op_defs is not None), len(data))
+        with reserved(for_load(net_lean.op_count(data))):  # arenas made ahead (arena_reserve)
+            net = _build(*_lean_net(data, in_c=net_lean._read_op_defs is not None), len(data))
     except (*_READ_ERRORS, InvalidModelError):
         pass
     if net is None:

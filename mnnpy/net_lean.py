@@ -113,6 +113,15 @@ def _slots(data: bytes, pos: int, n: int) -> tuple[int, ...]:
     return tuple(pos + o if o else 0 for o in found) + (0,) * (n - k)
 
 
+def op_count(data: Any) -> int:
+    """The length of the model's op vector as its bytes give it; 0 when they do not say."""
+    try:
+        f = _slots(data, _U32(data, 0)[0], 4)
+        return _vector(data, f[3])[1] if f[3] else 0
+    except (struct.error, ValueError, OverflowError, TypeError):
+        return 0
+
+
 def _string(data: bytes, at: int) -> bytes | None:
     if not at:
         return None

@@ -1,0 +1,70 @@
+"""Python's object arenas made ahead on a helper thread while a model loads or a session is made.
+
+A 1000-op model's load and session creation fill two or three of CPython's 1 MiB object arenas,
+whose pages the main thread would otherwise fault in one by one (``mnnpy._arenas`` says how and
+why). :func:`reserved` has a helper thread make about as many as the op count needs, in the
+scope of one load or one creation; arenas not taken are unmapped when it ends.
+
+``MNNPY_ARENA_RESERVE=0`` (or ``false`` / ``no`` / ``off``, read at the first load) turns it
+off; it is off where this process runs on one core (the helper would take turns with the main
+thread) or where the C module is not built.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from mnnpy.net_lean import env_switch
+
+try:
+    from mnnpy import _arenas
+except ImportError:  # not built: nothing is made ahead
+    _arenas = None  # type: ignore[assignment]
+
+__all__ = ["enabled", "for_load", "for_session", "reserved"]
+
+# CPython's arena size: 1 MiB on 64-bit builds since 3.10 (256 KiB before). The C module learns
+# the size Python really asks for at its first arena and uses that from then on.
+ARENA_BYTES = 1 << 20 if sys.maxsize > 2**32 else 1 << 18
+
+_ENABLED: list[bool] = []  # decided at the first use (mnnpy.config imports this module)
+
+
+def enabled() -> bool:
+    """Whether arenas are made ahead: the C module built, the switch on, more than one core."""
+    if not _ENABLED:
+        from mnnpy.config import usable_cores
+
+        on = _arenas is not None and _arenas.AVAILABLE and env_switch("MNNPY_ARENA_RESERVE")
+        _ENABLED.append(bool(on) and usable_cores() > 1)
+    return _ENABLED[0]
+
+
+# Measured on the benchmark's models (CPython 3.11): a load takes a new arena per ~700 ops, a
+# session creation one per ~500 ops, and one already from ~80 ops.
+_LOAD_OPS_PER_ARENA = 700
+_SESSION_OPS_PER_ARENA = 500
+_SESSION_MIN_OPS = 64
+
+
+def for_load(n_ops: int) -> int:
+    """Arenas to make ahead for loading a model of ``n_ops`` ops."""
+    return n_ops // _LOAD_OPS_PER_ARENA
+
+
+def for_session(n_ops: int) -> int:
+    """Arenas to make ahead for creating a session of a model of ``n_ops`` ops."""
+    return 0 if n_ops < _SESSION_MIN_OPS else 1 + n_ops // _SESSION_OPS_PER_ARENA
+
+
+@contextmanager
+def reserved(n: int) -> Iterator[None]:
+    """Within the scope, up to ``n`` arenas made ahead by a helper thread (when enabled)."""
+    started = n > 0 and enabled() and _arenas.reserve(n, ARENA_BYTES)
+    try:
+        yield
+    finally:
+        if started:
+            _arenas.release()
