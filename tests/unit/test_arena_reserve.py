@@ -139,3 +139,20 @@ def test_numpy_and_sessions_inside_a_reserve() -> None:
     with arena_reserve.reserved(2):
         a = [np.arange(i % 7 + 1) for i in range(5_000)]
     assert sum(int(x.sum()) for x in a) == sum((i % 7) * (i % 7 + 1) // 2 for i in range(5_000))
+
+
+def test_op_count_reads_the_op_vector_and_bounds_corrupted_bytes() -> None:
+    import mnnpy
+    from mnnpy.models import DEFAULT_MODEL
+    from mnnpy.net_lean import op_count
+
+    data = DEFAULT_MODEL.read_bytes()
+    assert op_count(data) == len(mnnpy.Interpreter(DEFAULT_MODEL).net.ops) > 0
+    rng = np.random.default_rng(3)
+    for n in (0, 3, 8, 64, 4096):
+        junk = rng.integers(0, 256, n, dtype=np.uint8).tobytes()
+        assert 0 <= op_count(junk) <= n // 16
+    assert op_count(data[:7]) == 0
+    big = bytearray(data)
+    big[:4] = (len(data) - 4).to_bytes(4, "little")  # the root table moved to the end
+    assert 0 <= op_count(bytes(big)) <= len(data) // 16
