@@ -114,8 +114,10 @@ def _slots(data: bytes, pos: int, n: int) -> tuple[int, ...]:
 
 
 def op_count(data: Any) -> int:
-    """The length of the model's op vector as its bytes give it (at most one op per 16 bytes:
-    corrupted bytes may say anything); 0 when they do not say."""
+    """The length of the model's op vector as its bytes give it; 0 when they do not say.
+
+    At most one op per 16 bytes of ``data``: corrupted bytes may give any count.
+    """
     try:
         f = _slots(data, _U32(data, 0)[0], 4)
         return min(_vector(data, f[3])[1], len(data) // 16) if f[3] else 0
