@@ -11,7 +11,8 @@ the creation of a model such as a PyTorch-exported ShuffleNet.
 :func:`reserve` asks a helper thread (plain C, no Python) for ``n`` arenas: each is mapped and
 every page written, so the main thread gets arenas whose pages are there. This module's arena
 allocator hands them out while there are any, and otherwise asks the allocator that was there
-before it; :func:`release` stops the helper and unmaps the arenas nobody took. The allocator
+before it; :func:`release` stops the helper and unmaps the arenas nobody took (or all but a
+few, which the next :func:`reserve` counts as made). The allocator
 is put in place at the first :func:`reserve` and stays: with no reserve it only forwards. An
 arena it handed out is freed by it (``munmap``) whenever Python frees it; any other goes to the
 previous allocator's ``free``. So nothing changes for arenas it did not make.
@@ -125,7 +126,7 @@ cdef extern from *:
         mnnpy_arenas.wanted = 0;
     }
 
-    static long mnnpy_arenas_release(void);
+    static long mnnpy_arenas_release(int keep);
 
     static void mnnpy_arenas_init(void) {
         PyObject_GetArenaAllocator(&mnnpy_at_import);
@@ -147,13 +148,20 @@ cdef extern from *:
             PyObject_SetArenaAllocator(&mine);
             s->installed = 1;
         }
-        mnnpy_arenas_release();  /* a reserve still running is replaced */
         pthread_mutex_lock(&s->lock);
-        s->size = s->learnt ? s->learnt : size;  /* Python's own size once it asked */
+        size_t want = s->learnt ? s->learnt : size;  /* Python's own size once it asked */
+        int same = want == s->size;
+        pthread_mutex_unlock(&s->lock);
+        /* a helper still running stops; the arenas it made stay ready (of the size wanted) */
+        mnnpy_arenas_release(same ? MNNPY_MAX_READY : 0);
+        pthread_mutex_lock(&s->lock);
+        s->size = want;
         s->generation++;
-        s->wanted = n < MNNPY_MAX_READY ? n : MNNPY_MAX_READY;
+        int more = (n < MNNPY_MAX_READY ? n : MNNPY_MAX_READY) - s->n_ready;
+        s->wanted = more > 0 ? more : 0;
         unsigned long generation = s->generation;
         pthread_mutex_unlock(&s->lock);
+        if (more <= 0) return 1;  /* as many ready already */
         pthread_t t;
         pthread_attr_t attr;
         if (pthread_attr_init(&attr) != 0) return 0;
@@ -164,16 +172,17 @@ cdef extern from *:
         return rc == 0;
     }
 
-    /* stop the helper, unmap the arenas nobody took; how many were taken since the reserve */
-    static long mnnpy_arenas_release(void) {
+    /* stop the helper, unmap the arenas nobody took but the first keep of them; how many were
+       handed out since the module was imported */
+    static long mnnpy_arenas_release(int keep) {
         mnnpy_arena_state *s = &mnnpy_arenas;
         void *left[MNNPY_MAX_READY];
         pthread_mutex_lock(&s->lock);
         s->generation++;
         s->wanted = 0;
-        int n = s->n_ready;
-        for (int i = 0; i < n; i++) left[i] = s->ready[i];
-        s->n_ready = 0;
+        if (keep < 0) keep = 0;
+        int n = 0;
+        while (s->n_ready > keep) left[n++] = s->ready[--s->n_ready];
         size_t size = s->size;
         long served = s->served;
         pthread_mutex_unlock(&s->lock);
@@ -192,7 +201,7 @@ cdef extern from *:
     #else
     static void mnnpy_arenas_init(void) {}
     static int mnnpy_arenas_reserve(int n, size_t size) { return 0; }
-    static long mnnpy_arenas_release(void) { return 0; }
+    static long mnnpy_arenas_release(int keep) { return 0; }
     static void mnnpy_arenas_counts(long *served, long *asked, long *made, int *ready,
                                      int *installed) {
         *served = *asked = *made = 0; *ready = *installed = 0;
@@ -202,7 +211,7 @@ cdef extern from *:
     int MNNPY_ARENAS
     void mnnpy_arenas_init()
     int mnnpy_arenas_reserve(int n, size_t size)
-    long mnnpy_arenas_release()
+    long mnnpy_arenas_release(int keep)
     void mnnpy_arenas_counts(long* served, long* asked, long* made, int* ready, int* installed)
 
 
@@ -212,22 +221,24 @@ AVAILABLE = bool(MNNPY_ARENAS)
 
 
 def reserve(int n, size_t size):
-    """Have a helper thread make ``n`` (at most 16) arenas of ``size`` bytes, pages written.
+    """Have ``n`` (at most 16) arenas of ``size`` bytes ready, pages written: those still ready
+    count, a helper thread makes the rest.
 
-    Returns whether a helper started (False: not possible here, or another arena allocator was
-    put in place after this module was imported). A reserve made while one runs replaces it.
+    Returns whether they are or will be (False: not possible here, or another arena allocator
+    was put in place after this module was imported). A helper still running stops first.
     """
     if n <= 0:
         return False
     return bool(mnnpy_arenas_reserve(min(n, 16), size))
 
 
-def release():
-    """Stop the helper and unmap the arenas it made that Python did not take.
+def release(int keep=0):
+    """Stop the helper and unmap the arenas it made that Python did not take, but ``keep`` of
+    them (ready for the next reserve).
 
     Returns the number of arenas handed out since the module was imported.
     """
-    return mnnpy_arenas_release()
+    return mnnpy_arenas_release(keep)
 
 
 def counts():

@@ -3,7 +3,8 @@
 A 1000-op model's load and session creation fill two or three of CPython's 1 MiB object arenas,
 whose pages the main thread would otherwise fault in one by one (``mnnpy._arenas`` says how and
 why). :func:`reserved` has a helper thread make about as many as the op count needs, in the
-scope of one load or one creation; arenas not taken are unmapped when it ends.
+scope of one load or one creation; arenas not taken are unmapped when it ends, but those a
+load makes for the creation that follows it.
 
 ``MNNPY_ARENA_RESERVE=0`` (or ``false`` / ``no`` / ``off``, read at the first load) turns it
 off; it is off where this process runs on one core (the helper would take turns with the main
@@ -49,9 +50,16 @@ _SESSION_OPS_PER_ARENA = 500
 _SESSION_MIN_OPS = 64
 
 
-def for_load(n_ops: int) -> int:
-    """Arenas to make ahead for loading a model of ``n_ops`` ops."""
-    return n_ops // _LOAD_OPS_PER_ARENA
+def for_load(n_ops: int) -> tuple[int, int]:
+    """Arenas to make ahead for loading a model of ``n_ops`` ops, and how many to keep ready.
+
+    The load also makes those a session of the model will take (:func:`for_session`), kept
+    ready at its end: they are there when that creation starts (a helper started then would not
+    have its first arena done before the creation takes it, and would share the two cores of a
+    small machine with the weight-packing thread). They stay mapped until then.
+    """
+    carry = for_session(n_ops)
+    return n_ops // _LOAD_OPS_PER_ARENA + carry, carry
 
 
 def for_session(n_ops: int) -> int:
@@ -60,11 +68,14 @@ def for_session(n_ops: int) -> int:
 
 
 @contextmanager
-def reserved(n: int) -> Iterator[None]:
-    """Within the scope, up to ``n`` arenas made ahead by a helper thread (when enabled)."""
+def reserved(n: int, keep: int = 0) -> Iterator[None]:
+    """Within the scope, up to ``n`` arenas made ahead by a helper thread (when enabled).
+
+    Those still ready at its end are unmapped, but ``keep`` of them, for the next scope.
+    """
     started = n > 0 and enabled() and _arenas.reserve(n, ARENA_BYTES)
     try:
         yield
     finally:
         if started:
-            _arenas.release()
+            _arenas.release(keep)

@@ -90,7 +90,7 @@ def load_net(buf: bytes | bytearray | memoryview, external: Any = None) -> Net:
         raise InvalidModelError(identify(data) or f"model is {len(data)} bytes: too short")
     net = None
     try:  # the lean reader, or None: then the object API reads the bytes and names what is broken
-        with reserved(for_load(net_lean.op_count(data))):  # arenas made ahead (arena_reserve)
+        with reserved(*for_load(net_lean.op_count(data))):  # arenas made ahead (arena_reserve)
             net = _build(*_lean_net(data, in_c=net_lean._read_op_defs is not None), len(data))
     except (*_READ_ERRORS, InvalidModelError):
         pass

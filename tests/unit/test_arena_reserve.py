@@ -56,12 +56,20 @@ def test_arenas_are_handed_out_and_objects_in_them_live_and_die() -> None:
     assert _child(_HANDED_OUT) == "True"
 
 
-def test_a_new_reserve_replaces_the_running_one_and_release_is_idempotent() -> None:
+def test_a_new_reserve_counts_the_ready_ones_and_release_keeps_what_it_is_told() -> None:
+    _arenas.release()
     assert _arenas.reserve(3, arena_reserve.ARENA_BYTES)
-    assert _arenas.reserve(1, arena_reserve.ARENA_BYTES)
-    assert _wait_ready(1) >= 1
+    assert _wait_ready(3) == 3
+    made = _arenas.counts()[2]
+    assert _arenas.reserve(2, arena_reserve.ARENA_BYTES)  # three ready: no helper, none made
     time.sleep(0.05)
-    assert _arenas.counts()[3] <= 1  # the first helper stopped: its arenas were dropped
+    assert _arenas.counts()[2] == made and _arenas.counts()[3] == 3
+    _arenas.release(1)
+    assert _arenas.counts()[3] == 1
+    assert _arenas.reserve(2, arena_reserve.ARENA_BYTES)  # one ready: one more made
+    assert _wait_ready(2) == 2
+    time.sleep(0.05)
+    assert _arenas.counts()[2] == made + 1 and _arenas.counts()[3] == 2
     _arenas.release()
     _arenas.release()
     assert _arenas.counts()[3] == 0
@@ -69,13 +77,19 @@ def test_a_new_reserve_replaces_the_running_one_and_release_is_idempotent() -> N
 
 
 def test_the_scope_sizes_and_switch() -> None:
-    assert arena_reserve.for_load(100) == 0 and arena_reserve.for_load(1400) == 2
+    assert arena_reserve.for_load(40) == (0, 0) and arena_reserve.for_load(100) == (1, 1)
+    assert arena_reserve.for_load(1400) == (5, 3)
     assert arena_reserve.for_session(40) == 0 and arena_reserve.for_session(1052) == 3
     with arena_reserve.reserved(0):
         pass
     with arena_reserve.reserved(2):
         [str(i) for i in range(10_000)]
     assert _arenas.counts()[3] == 0
+    if arena_reserve.enabled():  # (off on one core)
+        with arena_reserve.reserved(2, keep=1):
+            assert _wait_ready(2) == 2
+        assert _arenas.counts()[3] == 1  # kept for the next scope
+        _arenas.release()
 
 
 def _child(code: str, **env: str) -> str:
