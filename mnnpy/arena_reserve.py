@@ -48,6 +48,7 @@ def enabled() -> bool:
 _LOAD_OPS_PER_ARENA = 700
 _SESSION_OPS_PER_ARENA = 500
 _SESSION_MIN_OPS = 64
+KEEP_MAX = 4  # arenas a load keeps ready for its session, at most (MiB on 64-bit builds)
 
 
 def for_load(n_ops: int) -> tuple[int, int]:
@@ -56,9 +57,10 @@ def for_load(n_ops: int) -> tuple[int, int]:
     The load also makes those a session of the model will take (:func:`for_session`), kept
     ready at its end: they are there when that creation starts (a helper started then would not
     have its first arena done before the creation takes it, and would share the two cores of a
-    small machine with the weight-packing thread). They stay mapped until then.
+    small machine with the weight-packing thread). They stay ready until then (Python takes
+    them for any new arena), at most :data:`KEEP_MAX`.
     """
-    carry = for_session(n_ops)
+    carry = min(for_session(n_ops), KEEP_MAX)
     return n_ops // _LOAD_OPS_PER_ARENA + carry, carry
 
 

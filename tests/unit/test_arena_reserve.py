@@ -79,6 +79,7 @@ def test_a_new_reserve_counts_the_ready_ones_and_release_keeps_what_it_is_told()
 def test_the_scope_sizes_and_switch() -> None:
     assert arena_reserve.for_load(40) == (0, 0) and arena_reserve.for_load(100) == (1, 1)
     assert arena_reserve.for_load(1400) == (5, 3)
+    assert arena_reserve.for_load(7000) == (10 + arena_reserve.KEEP_MAX, arena_reserve.KEEP_MAX)
     assert arena_reserve.for_session(40) == 0 and arena_reserve.for_session(1052) == 3
     with arena_reserve.reserved(0):
         pass
