@@ -13,6 +13,7 @@ thread) or where the C module is not built.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,17 +31,14 @@ __all__ = ["enabled", "for_load", "for_session", "reserved"]
 # the size Python really asks for at its first arena and uses that from then on.
 ARENA_BYTES = 1 << 20 if sys.maxsize > 2**32 else 1 << 18
 
-_ENABLED: list[bool] = []  # decided at the first use (mnnpy.config imports this module)
 
-
+@functools.cache  # decided at the first use (mnnpy.config imports this module)
 def enabled() -> bool:
     """Whether arenas are made ahead: the C module built, the switch on, more than one core."""
-    if not _ENABLED:
-        from mnnpy.config import usable_cores
+    from mnnpy.config import usable_cores
 
-        on = _arenas is not None and _arenas.AVAILABLE and env_switch("MNNPY_ARENA_RESERVE")
-        _ENABLED.append(bool(on) and usable_cores() > 1)
-    return _ENABLED[0]
+    on = _arenas is not None and _arenas.AVAILABLE and env_switch("MNNPY_ARENA_RESERVE")
+    return bool(on) and usable_cores() > 1
 
 
 # Measured on the benchmark's models (CPython 3.11): a load takes a new arena per ~700 ops, a

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import sys
 from typing import Any
 
@@ -28,7 +29,7 @@ def print_runtime(report: dict[str, Any], out: Any = None) -> None:
             for k in ("create_ms", "resize_ms"):
                 cells.append(f"{got[k]:8.2f}" if k in got else f"{'n/a':>8}")
         waits = sorted(r.get("mnnpy", {}).get("copy_wait_ms_runs", []))
-        wait = f"{waits[len(waits) // 2]:5.1f} / {waits[-1]:5.1f}" if waits else "n/a"
+        wait = f"{statistics.median(waits):5.1f} / {waits[-1]:5.1f}" if waits else "n/a"
         print(
             f"{r['model']:16} | {cells[0]} {cells[1]} {wait:>13} | {cells[2]:>10} {cells[3]}",
             file=out,
